@@ -1,0 +1,14 @@
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+from catalog.roles import can_edit, can_view
+
+
+class CatalogRolePermission(BasePermission):
+    """Viewers may read; editors may also change."""
+
+    message = "Your role does not allow this: reading needs the viewer role, changes the editor role."
+
+    def has_permission(self, request, view) -> bool:
+        if request.method in SAFE_METHODS:
+            return can_view(request.user)
+        return can_edit(request.user)

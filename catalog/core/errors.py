@@ -1,0 +1,73 @@
+"""Domain errors. Each names the problem in words a user can act on; the web layers map
+them to HTTP statuses (and, for the Iceberg REST protocol, to Iceberg's exception types)."""
+
+from __future__ import annotations
+
+
+class CatalogError(Exception):
+    """Base of every error the catalog raises on purpose."""
+
+    #: Iceberg's exception type name, used by the REST protocol's error body.
+    iceberg_type = "BadRequestException"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: The input field that is wrong, when one is (forms show the error beside it).
+        self.field = field
+
+
+class InvalidInput(CatalogError):
+    """The request itself is wrong: a bad name, an unknown dialect, a malformed value."""
+
+
+class SqlError(InvalidInput):
+    """SQL that does not parse, or is not a query; carries the 1-based line and column."""
+
+    def __init__(
+        self, message: str, *, line: int | None = None, column: int | None = None, field="sql"
+    ) -> None:
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(f"{message}{where}", field=field)
+        self.line = line
+        self.column = column
+
+
+class InvalidMetadata(InvalidInput):
+    """A metadata file that is not valid JSON or does not follow the spec."""
+
+
+class NotFound(CatalogError):
+    iceberg_type = "NotFoundException"
+
+
+class NoSuchNamespace(NotFound):
+    iceberg_type = "NoSuchNamespaceException"
+
+
+class NoSuchView(NotFound):
+    iceberg_type = "NoSuchViewException"
+
+
+class NoSuchTable(NotFound):
+    iceberg_type = "NoSuchTableException"
+
+
+class NoSuchVersion(NotFound):
+    iceberg_type = "NotFoundException"
+
+
+class AlreadyExists(CatalogError):
+    iceberg_type = "AlreadyExistsException"
+
+
+class NamespaceNotEmpty(CatalogError):
+    iceberg_type = "NamespaceNotEmptyException"
+
+
+class CommitConflict(CatalogError):
+    """Another writer changed the object first, or a requirement no longer holds.
+
+    The writer's metadata file is never referenced; it may retry from the new state."""
+
+    iceberg_type = "CommitFailedException"

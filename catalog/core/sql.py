@@ -1,0 +1,269 @@
+"""SQL for view definitions, on sqlglot: parse with positions, qualify, derive the output
+schema, transpile to other dialects, and find the tables a query reads.
+
+What sqlglot does not do and is written here: mapping its types to Iceberg types and back,
+and naming unaliased output columns the way an engine would show them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, OptimizeError, ParseError, SqlglotError, TokenError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.qualify_tables import qualify_tables
+from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.schema import MappingSchema
+
+from catalog.core.errors import InvalidInput, SqlError
+from catalog.core.types import iceberg_type_from_sqlglot
+
+#: Dialect names users may give; sqlglot's list, minus its generic placeholder.
+SUPPORTED_DIALECTS: tuple[str, ...] = tuple(
+    sorted(d.value for d in sqlglot.dialects.Dialects if d.value)
+)
+
+#: A table's columns as (name, sqlglot type text). Lookups are keyed by
+#: (catalog, *namespace, name), where catalog "" means the catalog that stores the view.
+ColumnTypes = list[tuple[str, str]]
+SchemaLookup = Callable[[tuple[str, ...]], ColumnTypes | None]
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    iceberg_type: str
+    doc: str | None = None
+    #: True when sqlglot could not derive the type and it fell back to string.
+    type_guessed: bool = False
+
+
+@dataclass(frozen=True)
+class AnalyzedQuery:
+    """A view query after analysis: the stored SQL per dialect and the output schema."""
+
+    dialect: str
+    sql: str
+    columns: list[OutputColumn]
+    dependencies: list[tuple[str, ...]]
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_dialect(dialect: str, *, field_name: str = "dialect") -> str:
+    name = (dialect or "").strip().lower()
+    if name not in SUPPORTED_DIALECTS:
+        raise InvalidInput(
+            f"Unknown SQL dialect: {dialect!r}. Known dialects: {', '.join(SUPPORTED_DIALECTS)}",
+            field=field_name,
+        )
+    return name
+
+
+def parse_query(sql: str, dialect: str) -> exp.Query:
+    """Parse one SELECT (or set operation, or WITH ... SELECT); SqlError with line/column."""
+    dialect = check_dialect(dialect)
+    if not sql or not sql.strip():
+        raise SqlError("The query is empty")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        message = first.get("description") or str(error)
+        highlight = first.get("highlight")
+        if highlight:
+            message = f"{message} near {highlight!r}"
+        raise SqlError(message, line=first.get("line"), column=first.get("col")) from error
+    except TokenError as error:
+        raise SqlError(f"Cannot read the SQL: {error}") from error
+    if len(statements) != 1:
+        raise SqlError(f"Expected exactly one query, found {len(statements)} statements")
+    statement = statements[0]
+    if not isinstance(statement, exp.Query):
+        kind = statement.key.upper()
+        raise SqlError(f"A view is defined by a SELECT query, not a {kind} statement")
+    return statement
+
+
+def _output_name(projection: exp.Expression, dialect: str) -> str:
+    """An unaliased column's name, as engines show it: the column's name, else its text."""
+    if isinstance(projection, exp.Alias):
+        return projection.alias
+    if isinstance(projection, exp.Column):
+        return projection.name
+    return projection.sql(dialect=dialect)
+
+
+def _mapping_schema(
+    query: exp.Query, lookup: SchemaLookup, default: Sequence[str], dialect: str
+) -> tuple[MappingSchema, bool]:
+    """A sqlglot schema holding every table the query reads that `lookup` knows.
+
+    Returns (schema, all_known)."""
+    nested: dict = {}
+    all_known = True
+    ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    for table in query.find_all(exp.Table):
+        if not table.db and table.name in ctes:
+            continue
+        parts = _table_parts(table, default)
+        columns = lookup(parts)
+        if columns is None:
+            all_known = False
+            continue
+        catalog, db, name = parts[0], ".".join(parts[1:-1]), parts[-1]
+        nested.setdefault(catalog, {}).setdefault(db, {})[name] = dict(columns)
+    return MappingSchema(nested or None, dialect=dialect, normalize=False), all_known
+
+
+def _table_parts(table: exp.Table, default: Sequence[str]) -> tuple[str, ...]:
+    """(catalog, *namespace, name), filling what the reference leaves out from `default`,
+    which is (catalog, *namespace)."""
+    given = [part.name for part in table.parts]
+    if len(given) == 1:
+        return (*default, given[0])
+    if len(given) == 2:
+        return (default[0], *given)
+    return tuple(given)
+
+
+def analyze_view_query(
+    sql: str,
+    *,
+    dialect: str,
+    catalog: str | None,
+    namespace: Sequence[str],
+    lookup: SchemaLookup,
+    column_aliases: Sequence[str] | None = None,
+    column_comments: Sequence[str | None] | None = None,
+) -> AnalyzedQuery:
+    """Parse, qualify and type a view query.
+
+    Table references are qualified with `namespace` and, when given, `catalog` (the view's
+    default namespace and catalog; with no catalog, references stay relative to the catalog
+    that stores the view, whatever name an engine gives it), `*` is expanded where the
+    tables' columns are known, and the result is the SQL to store, so that the view means
+    the same thing wherever it is read."""
+    dialect = check_dialect(dialect)
+    query = parse_query(sql, dialect)
+    names = [_output_name(p, dialect) for p in query.selects]
+    default = (catalog or "", *namespace)
+    schema, all_known = _mapping_schema(query, lookup, default, dialect)
+    warnings: list[str] = []
+    if any(p.find(exp.Star) for p in query.selects) and not all_known:
+        unknown = [".".join(p) for p in _dependencies(query, default) if lookup(p) is None]
+        raise SqlError(
+            "Cannot expand * over tables the catalog does not know: "
+            f"{', '.join(unknown)}; list the columns instead"
+        )
+    single = len(namespace) == 1
+    has_star = any(p.find(exp.Star) for p in query.selects)
+    try:
+        qualified = qualify(
+            query.copy(),
+            catalog=catalog if single and catalog else None,
+            db=namespace[0] if single else None,
+            schema=schema,
+            dialect=dialect,
+            quote_identifiers=False,
+            validate_qualify_columns=all_known,
+            identify=False,
+        )
+    except OptimizeError as error:
+        raise SqlError(str(error)) from error
+    except SqlglotError as error:
+        raise SqlError(f"Cannot qualify the query: {error}") from error
+    if has_star:
+        # Expanded: the stored query lists its columns, so it keeps its meaning when the
+        # tables it reads gain columns.
+        stored_query = qualified
+        names = [_output_name(p, dialect) for p in qualified.selects]
+    else:
+        # Only table references are qualified; the select list stays as the user wrote it.
+        stored_query = qualify_tables(
+            query.copy(),
+            catalog=catalog if single and catalog else None,
+            db=namespace[0] if single else None,
+            dialect=dialect,
+        )
+    typed = annotate_types(qualified, schema=schema, dialect=dialect)
+
+    if column_aliases:
+        if len(column_aliases) != len(typed.selects):
+            raise InvalidInput(
+                f"The view has {len(column_aliases)} column names but the query returns "
+                f"{len(typed.selects)} columns",
+                field="column_aliases",
+            )
+        names = list(column_aliases)
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            raise InvalidInput(
+                f"Duplicate column name {name!r}; give the columns distinct aliases",
+                field="column_aliases" if column_aliases else "sql",
+            )
+        seen.add(name.lower())
+    comments = list(column_comments or [])
+    if comments and len(comments) > len(names):
+        raise InvalidInput(
+            f"{len(comments)} column comments given for {len(names)} columns",
+            field="column_comments",
+        )
+    columns = []
+    for index, (name, projection) in enumerate(zip(names, typed.selects, strict=True)):
+        iceberg_type, guessed = iceberg_type_from_sqlglot(projection.type)
+        if guessed:
+            warnings.append(f"The type of column {name!r} is unknown; it is stored as string")
+        doc = comments[index] if index < len(comments) else None
+        columns.append(OutputColumn(name, iceberg_type, doc or None, guessed))
+    stored = stored_query.sql(dialect=dialect, pretty=True)
+    return AnalyzedQuery(
+        dialect=dialect,
+        sql=stored,
+        columns=columns,
+        dependencies=_dependencies(stored_query, default),
+        warnings=warnings,
+    )
+
+
+def _dependencies(query: exp.Query, default: Sequence[str]) -> list[tuple[str, ...]]:
+    """The tables and views the query reads, CTEs excluded, in first-seen order."""
+    found: list[tuple[str, ...]] = []
+    for scope in traverse_scope(query):
+        for source in scope.sources.values():
+            if isinstance(source, exp.Table):
+                parts = _table_parts(source, default)
+                if parts not in found:
+                    found.append(parts)
+    return found
+
+
+def transpile(sql: str, *, source: str, target: str) -> str:
+    """`sql` (a stored, qualified query) rewritten for the `target` dialect."""
+    check_dialect(source, field_name="dialect")
+    check_dialect(target, field_name="dialects")
+    try:
+        expression = parse_query(sql, source)
+        return expression.sql(dialect=target, pretty=True, unsupported_level=ErrorLevel.RAISE)
+    except SqlglotError as error:
+        raise InvalidInput(
+            f"Cannot transpile the query from {source} to {target}: {error}", field="sql"
+        ) from error
+
+
+def transpile_all(sql: str, *, source: str, targets: Iterable[str]) -> dict[str, str]:
+    """{dialect: sql} with the original first, then one transpiled entry per other target."""
+    result = {source: sql}
+    for target in targets:
+        target = check_dialect(target, field_name="dialects")
+        if target not in result:
+            result[target] = transpile(sql, source=source, target=target)
+    return result
+
+
+def dialect_class(name: str) -> type[Dialect]:
+    return Dialect.get_or_raise(name).__class__

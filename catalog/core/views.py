@@ -1,0 +1,410 @@
+"""Iceberg view metadata (View Spec, format-version 1): building, changing, validating.
+
+pyiceberg models the metadata (`pyiceberg.view.metadata`, frozen pydantic models whose fields
+follow the spec's names) but applies no view updates, so the rules for applying them live
+here, following the semantics of Iceberg's Java `ViewMetadata.Builder`:
+
+- an added schema or version equal to an existing one reuses that one's id;
+- `-1` as a schema id or version id means "the last one added in this change";
+- setting the current version appends a version-log entry, unless it is already current;
+- `version.history.num-entries` (default 10) caps the versions kept; the version log keeps
+  only the entries after the newest one whose version was expired.
+
+Every service operation and every REST commit goes through `ViewMetadataBuilder`, so there is
+one set of rules."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+from pyiceberg.schema import Schema
+from pyiceberg.view.metadata import (
+    SQLViewRepresentation,
+    ViewHistoryEntry,
+    ViewMetadata,
+    ViewRepresentation,
+    ViewVersion,
+)
+
+from catalog.core.errors import CommitConflict, InvalidInput, InvalidMetadata
+
+VERSION_HISTORY_SIZE = "version.history.num-entries"
+DEFAULT_VERSION_HISTORY_SIZE = 10
+REPLACE_DROP_DIALECT_ALLOWED = "replace.drop-dialect.allowed"
+LAST_ADDED = -1
+# Summary key naming the dialect the user wrote; the others were transpiled from it.
+ORIGINAL_DIALECT = "lakeview.original-dialect"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def sql_representations(version: ViewVersion) -> list[SQLViewRepresentation]:
+    return [representation.root for representation in version.representations]
+
+
+def representation_for(version: ViewVersion, dialect: str) -> SQLViewRepresentation | None:
+    for representation in sql_representations(version):
+        if representation.dialect.lower() == dialect.lower():
+            return representation
+    return None
+
+
+def make_version(
+    *,
+    representations: Mapping[str, str],
+    schema_id: int,
+    default_namespace: Iterable[str],
+    default_catalog: str | None = None,
+    summary: Mapping[str, str] | None = None,
+    timestamp_ms: int | None = None,
+    version_id: int = LAST_ADDED,
+) -> ViewVersion:
+    """A version from {dialect: sql}; its id is assigned when it is added."""
+    return ViewVersion(
+        version_id=version_id,
+        schema_id=schema_id,
+        timestamp_ms=timestamp_ms if timestamp_ms is not None else now_ms(),
+        summary=dict(summary or {}),
+        representations=[
+            ViewRepresentation(SQLViewRepresentation(type="sql", sql=sql, dialect=dialect))
+            for dialect, sql in representations.items()
+        ],
+        default_catalog=default_catalog,
+        default_namespace=list(default_namespace),
+    )
+
+
+def _same_schema(left: Schema, right: Schema) -> bool:
+    return left.fields == right.fields and left.identifier_field_ids == right.identifier_field_ids
+
+
+def _same_version(left: ViewVersion, right: ViewVersion) -> bool:
+    """Equal but for id, timestamp and summary: such a version is the same definition."""
+    return (
+        left.schema_id == right.schema_id
+        and left.default_catalog == right.default_catalog
+        and list(left.default_namespace) == list(right.default_namespace)
+        and sorted((r.dialect.lower(), r.sql) for r in sql_representations(left))
+        == sorted((r.dialect.lower(), r.sql) for r in sql_representations(right))
+    )
+
+
+def _check_dialects(version: ViewVersion) -> None:
+    seen: set[str] = set()
+    if not version.representations:
+        raise InvalidMetadata("Invalid view version: it has no representation")
+    for representation in sql_representations(version):
+        dialect = representation.dialect.lower()
+        if dialect in seen:
+            raise InvalidMetadata(
+                f"Invalid view version: Cannot add multiple queries for dialect {dialect}"
+            )
+        seen.add(dialect)
+
+
+class ViewMetadataBuilder:
+    """Applies changes to a view's metadata and builds the next metadata.
+
+    Start from `ViewMetadataBuilder.new(...)` for a create, or `ViewMetadataBuilder(base)` to
+    change existing metadata. Nothing is written here: `build()` returns the new metadata."""
+
+    def __init__(self, base: ViewMetadata, *, is_new: bool = False) -> None:
+        self.base = None if is_new else base
+        self.view_uuid = base.view_uuid
+        self.location = base.location
+        self.properties: dict[str, str] = dict(base.properties)
+        self.schemas: list[Schema] = list(base.schemas)
+        self.versions: list[ViewVersion] = list(base.versions)
+        self.version_log: list[ViewHistoryEntry] = list(base.version_log)
+        self.current_version_id = base.current_version_id
+        self.last_added_schema_id: int | None = None
+        self.last_added_version_id: int | None = None
+        self.added_version_ids: set[int] = set()
+        self.changes: list[str] = []
+
+    @classmethod
+    def new(cls, *, location: str, view_uuid: str | None = None) -> ViewMetadataBuilder:
+        # A placeholder current version id that `build()` refuses unless one is set.
+        empty = ViewMetadata.model_construct(
+            view_uuid=view_uuid or str(uuid.uuid4()),
+            format_version=1,
+            location=location,
+            schemas=[],
+            current_version_id=LAST_ADDED,
+            versions=[],
+            version_log=[],
+            properties={},
+        )
+        return cls(empty, is_new=True)
+
+    # -- the changes; each mirrors one of the REST protocol's view updates ---------------
+
+    def assign_uuid(self, value: str) -> None:
+        if self.base is not None and value != self.view_uuid:
+            raise CommitConflict(f"Cannot reassign view UUID: {self.view_uuid} -> {value}")
+        self.view_uuid = value
+
+    def upgrade_format_version(self, format_version: int) -> None:
+        if format_version != 1:
+            raise InvalidInput(f"Unsupported view format version: {format_version}")
+
+    def set_location(self, location: str) -> None:
+        self.location = location.rstrip("/")
+        self.changes.append("set-location")
+
+    def set_properties(self, updates: Mapping[str, str]) -> None:
+        self.properties.update({str(k): str(v) for k, v in updates.items()})
+        self.changes.append("set-properties")
+
+    def remove_properties(self, removals: Iterable[str]) -> None:
+        for key in removals:
+            self.properties.pop(key, None)
+        self.changes.append("remove-properties")
+
+    def add_schema(self, schema: Schema) -> int:
+        for existing in self.schemas:
+            if _same_schema(existing, schema):
+                self.last_added_schema_id = existing.schema_id
+                return existing.schema_id
+        new_id = max((s.schema_id for s in self.schemas), default=-1) + 1
+        self.schemas.append(schema.model_copy(update={"schema_id": new_id}))
+        self.last_added_schema_id = new_id
+        self.changes.append("add-schema")
+        return new_id
+
+    def add_version(self, version: ViewVersion) -> int:
+        schema_id = version.schema_id
+        if schema_id == LAST_ADDED:
+            if self.last_added_schema_id is None:
+                raise InvalidInput("Cannot set last added schema: no schema has been added")
+            schema_id = self.last_added_schema_id
+        if not any(s.schema_id == schema_id for s in self.schemas):
+            raise InvalidInput(f"Cannot add version with unknown schema: {schema_id}")
+        version = version.model_copy(update={"schema_id": schema_id})
+        _check_dialects(version)
+        for existing in self.versions:
+            if _same_version(existing, version):
+                self.last_added_version_id = existing.version_id
+                return existing.version_id
+        new_id = max((v.version_id for v in self.versions), default=0) + 1
+        self.versions.append(version.model_copy(update={"version_id": new_id}))
+        self.added_version_ids.add(new_id)
+        self.last_added_version_id = new_id
+        self.changes.append("add-view-version")
+        return new_id
+
+    def set_current_version(self, version_id: int, *, timestamp_ms: int | None = None) -> None:
+        if version_id == LAST_ADDED:
+            if self.last_added_version_id is None:
+                raise InvalidInput("Cannot set last version: no version has been added")
+            version_id = self.last_added_version_id
+        version = next((v for v in self.versions if v.version_id == version_id), None)
+        if version is None:
+            raise InvalidInput(f"Cannot set current version to unknown version: {version_id}")
+        if version_id == self.current_version_id:
+            return
+        self._check_no_dialect_dropped(version)
+        self.current_version_id = version_id
+        # A version added in this change was made now; an older one is a rollback, logged now.
+        when = version.timestamp_ms if version_id in self.added_version_ids else now_ms()
+        self.version_log.append(
+            ViewHistoryEntry(timestamp_ms=timestamp_ms or when, version_id=version_id)
+        )
+        self.changes.append("set-current-view-version")
+
+    def _check_no_dialect_dropped(self, new_version: ViewVersion) -> None:
+        if self.base is None or self.properties.get(REPLACE_DROP_DIALECT_ALLOWED) == "true":
+            return
+        current = next((v for v in self.versions if v.version_id == self.current_version_id), None)
+        if current is None:
+            return
+        old = {r.dialect.lower() for r in sql_representations(current)}
+        new = {r.dialect.lower() for r in sql_representations(new_version)}
+        if not old <= new:
+            lost = ", ".join(sorted(old - new))
+            raise InvalidInput(
+                "Cannot replace view due to loss of view dialects "
+                f"({REPLACE_DROP_DIALECT_ALLOWED}=false): {lost}"
+            )
+
+    # -- building ----------------------------------------------------------------------
+
+    def _history_size(self) -> int:
+        raw = self.properties.get(VERSION_HISTORY_SIZE, str(DEFAULT_VERSION_HISTORY_SIZE))
+        try:
+            size = int(raw)
+        except ValueError as error:
+            raise InvalidInput(
+                f"{VERSION_HISTORY_SIZE} must be a whole number, not {raw!r}",
+                field="properties",
+            ) from error
+        if size < 1:
+            raise InvalidInput(f"{VERSION_HISTORY_SIZE} must be at least 1", field="properties")
+        return size
+
+    def _expire_versions(self) -> tuple[list[ViewVersion], list[ViewHistoryEntry]]:
+        keep = self._history_size()
+        if len(self.versions) <= keep:
+            return self.versions, self.version_log
+        newest = sorted(self.versions, key=lambda v: v.version_id, reverse=True)
+        retained_ids = {self.current_version_id}
+        for version in newest:
+            if len(retained_ids) >= keep:
+                break
+            retained_ids.add(version.version_id)
+        versions = [v for v in self.versions if v.version_id in retained_ids]
+        # Keep the log entries after the last one that names an expired version, so the
+        # log never points at a version that is gone.
+        log: list[ViewHistoryEntry] = []
+        for entry in self.version_log:
+            if entry.version_id in retained_ids:
+                log.append(entry)
+            else:
+                log = []
+        return versions, log
+
+    def build(self) -> ViewMetadata:
+        if self.current_version_id == LAST_ADDED:
+            raise InvalidInput("A view needs a current version")
+        versions, log = self._expire_versions()
+        document = {
+            "view-uuid": self.view_uuid,
+            "format-version": 1,
+            "location": self.location,
+            "schemas": [s.model_dump(by_alias=True, exclude_none=True) for s in self.schemas],
+            "current-version-id": self.current_version_id,
+            "versions": [v.model_dump(by_alias=True, exclude_none=True) for v in versions],
+            "version-log": [e.model_dump(by_alias=True) for e in log],
+            "properties": self.properties,
+        }
+        return parse_view_metadata(document, source="the new view metadata")
+
+
+def parse_view_metadata(document: Mapping[str, Any], *, source: str) -> ViewMetadata:
+    """Validate a metadata document against the spec; InvalidMetadata names what is wrong."""
+    from catalog.core.metadata_io import describe_validation_error
+
+    if document.get("format-version") != 1:
+        raise InvalidMetadata(
+            f"{source}: format-version must be 1, not {document.get('format-version')!r}",
+            field="metadata_location",
+        )
+    try:
+        uuid.UUID(str(document.get("view-uuid")))
+    except ValueError as error:
+        raise InvalidMetadata(
+            f"{source}: view-uuid is missing or not a UUID", field="metadata_location"
+        ) from error
+    for required in ("location", "schemas", "current-version-id", "versions", "version-log"):
+        if required not in document:
+            raise InvalidMetadata(
+                f"{source}: required field {required} is missing", field="metadata_location"
+            )
+    for version in document.get("versions") or []:
+        if isinstance(version, dict) and "default-namespace" not in version:
+            raise InvalidMetadata(
+                f"{source}: version {version.get('version-id')}: "
+                "required field default-namespace is missing",
+                field="metadata_location",
+            )
+    try:
+        metadata = ViewMetadata.model_validate(document)
+    except ValidationError as error:
+        raise InvalidMetadata(
+            f"{source}: {describe_validation_error(error)}", field="metadata_location"
+        ) from error
+    _check_consistency(metadata, source)
+    return metadata
+
+
+def _check_consistency(metadata: ViewMetadata, source: str) -> None:
+    def fail(message: str) -> None:
+        raise InvalidMetadata(f"{source}: {message}", field="metadata_location")
+
+    schema_ids = [s.schema_id for s in metadata.schemas]
+    version_ids = [v.version_id for v in metadata.versions]
+    if len(set(schema_ids)) != len(schema_ids):
+        fail("schema ids are not unique")
+    if len(set(version_ids)) != len(version_ids):
+        fail("version ids are not unique")
+    if metadata.current_version_id not in version_ids:
+        fail(f"Cannot find current version {metadata.current_version_id} in view versions")
+    for version in metadata.versions:
+        if version.schema_id not in schema_ids:
+            fail(f"version {version.version_id} names unknown schema {version.schema_id}")
+        try:
+            _check_dialects(version)
+        except InvalidMetadata as error:
+            fail(f"version {version.version_id}: {error.message}")
+    for representation in (r for v in metadata.versions for r in v.representations):
+        if representation.root.type != "sql":
+            fail(f"unknown representation type {representation.root.type}")
+
+
+def current_version(metadata: ViewMetadata) -> ViewVersion:
+    return next(v for v in metadata.versions if v.version_id == metadata.current_version_id)
+
+
+def schema_by_id(metadata: ViewMetadata, schema_id: int) -> Schema:
+    return next(s for s in metadata.schemas if s.schema_id == schema_id)
+
+
+def apply_view_updates(
+    base: ViewMetadata | None, updates: Iterable[Mapping[str, Any]], *, location: str | None = None
+) -> ViewMetadata:
+    """Apply the REST protocol's view updates (the `updates` of a view commit) to `base`."""
+    if base is None:
+        if location is None:
+            raise InvalidInput("A new view needs a location")
+        builder = ViewMetadataBuilder.new(location=location)
+    else:
+        builder = ViewMetadataBuilder(base)
+    for update in updates:
+        action = update.get("action")
+        try:
+            if action == "assign-uuid":
+                builder.assign_uuid(str(update["uuid"]))
+            elif action == "upgrade-format-version":
+                builder.upgrade_format_version(int(update["format-version"]))
+            elif action == "add-schema":
+                builder.add_schema(Schema.model_validate(update["schema"]))
+            elif action == "set-location":
+                builder.set_location(str(update["location"]))
+            elif action == "set-properties":
+                builder.set_properties(dict(update["updates"]))
+            elif action == "remove-properties":
+                builder.remove_properties(list(update["removals"]))
+            elif action == "add-view-version":
+                builder.add_version(ViewVersion.model_validate(update["view-version"]))
+            elif action == "set-current-view-version":
+                builder.set_current_version(int(update["view-version-id"]))
+            else:
+                raise InvalidInput(f"Unknown view update action: {action}")
+        except KeyError as error:
+            raise InvalidInput(f"View update {action} is missing field {error.args[0]}") from error
+        except ValidationError as error:
+            from catalog.core.metadata_io import describe_validation_error
+
+            raise InvalidInput(
+                f"View update {action}: {describe_validation_error(error)}"
+            ) from error
+    return builder.build()
+
+
+def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[str, Any]]) -> None:
+    for requirement in requirements:
+        kind = requirement.get("type")
+        if kind == "assert-view-uuid":
+            if requirement.get("uuid") != base.view_uuid:
+                raise CommitConflict(
+                    f"Requirement failed: View UUID does not match: expected "
+                    f"{base.view_uuid} != {requirement.get('uuid')}"
+                )
+        else:
+            raise InvalidInput(f"Unknown view requirement: {kind}")

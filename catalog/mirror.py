@@ -1,0 +1,82 @@
+"""Keeps the database mirror of a view in step with its metadata file.
+
+Called inside the transaction that swaps the pointer, and by the `rebuild_catalog_mirror`
+command, which rebuilds every view's mirror from the metadata files alone."""
+
+from __future__ import annotations
+
+from pyiceberg.view.metadata import ViewMetadata
+
+from catalog.core.views import ORIGINAL_DIALECT, sql_representations
+from catalog.models import (
+    View,
+    ViewRepresentation,
+    ViewSchemaField,
+    ViewVersion,
+    ViewVersionLogEntry,
+)
+
+
+def sync_view(view: View, metadata: ViewMetadata) -> None:
+    """Make the mirror rows of `view` say what `metadata` says.
+
+    Versions and schemas are immutable once written, so only new ones are inserted and
+    expired ones deleted; the version log is small and rewritten whole."""
+    version_ids = {v.version_id for v in metadata.versions}
+    existing = set(view.versions.values_list("version_id", flat=True))
+    view.versions.exclude(version_id__in=version_ids).delete()
+    for version in metadata.versions:
+        if version.version_id in existing:
+            continue
+        row = ViewVersion.objects.create(
+            view=view,
+            version_id=version.version_id,
+            schema_id=version.schema_id,
+            timestamp_ms=version.timestamp_ms,
+            summary=version.summary,
+            default_catalog=version.default_catalog,
+            default_namespace=list(version.default_namespace),
+        )
+        original = version.summary.get(ORIGINAL_DIALECT)
+        representations = sql_representations(version)
+        if original is None and representations:
+            original = representations[0].dialect
+        ViewRepresentation.objects.bulk_create(
+            ViewRepresentation(
+                version=row,
+                dialect=r.dialect,
+                sql=r.sql,
+                is_original=r.dialect == original,
+            )
+            for r in representations
+        )
+
+    schema_ids = {s.schema_id for s in metadata.schemas}
+    view.fields.exclude(schema_id__in=schema_ids).delete()
+    known_schemas = set(view.fields.values_list("schema_id", flat=True).distinct())
+    ViewSchemaField.objects.bulk_create(
+        ViewSchemaField(
+            view=view,
+            schema_id=schema.schema_id,
+            position=position,
+            field_id=field.field_id,
+            name=field.name,
+            type=str(field.field_type),
+            required=field.required,
+            doc=field.doc,
+        )
+        for schema in metadata.schemas
+        if schema.schema_id not in known_schemas
+        for position, field in enumerate(schema.fields)
+    )
+
+    view.log_entries.all().delete()
+    ViewVersionLogEntry.objects.bulk_create(
+        ViewVersionLogEntry(
+            view=view,
+            position=position,
+            timestamp_ms=entry.timestamp_ms,
+            version_id=entry.version_id,
+        )
+        for position, entry in enumerate(metadata.version_log)
+    )

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RefreshConfig(AppConfig):
+    name = "refresh"
+    verbose_name = "Refresh"
