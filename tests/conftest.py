@@ -1,0 +1,38 @@
+"""Fixtures shared by every layer of tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def warehouse(tmp_path: Path, settings) -> Path:
+    """Each test writes metadata into a warehouse folder of its own."""
+    folder = tmp_path / "warehouse"
+    folder.mkdir()
+    settings.WAREHOUSE = str(folder)
+    return folder
+
+
+@pytest.fixture
+def editor(django_user_model):
+    from django.contrib.auth.models import Group
+
+    from catalog.roles import EDITOR
+
+    user = django_user_model.objects.create_user(username="erin", password="erin-password")
+    user.groups.add(Group.objects.get(name=EDITOR))
+    return user
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    from django.contrib.auth.models import Group
+
+    from catalog.roles import VIEWER
+
+    user = django_user_model.objects.create_user(username="vic", password="vic-password")
+    user.groups.add(Group.objects.get(name=VIEWER))
+    return user

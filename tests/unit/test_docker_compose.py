@@ -1,0 +1,63 @@
+"""docker-compose.yml describes the production shape; Docker itself is not run in CI."""
+
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+APP_SERVICES = ("web", "worker", "beat")
+SHARED_ENV = ("DATABASE_URL", "REDIS_URL", "WAREHOUSE", "SPARK_MASTER", "SECRET_KEY")
+
+
+def load_compose() -> dict:
+    return yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+
+
+def environment_of(service: dict) -> dict[str, str]:
+    env = service.get("environment", {})
+    if isinstance(env, list):  # the "KEY=value" form
+        env = dict(item.split("=", 1) for item in env)
+    # YAML anchors and merge keys are resolved by the loader; values may be None for
+    # "pass through from the host".
+    return {key: "" if value is None else str(value) for key, value in env.items()}
+
+
+def test_compose_runs_the_app_celery_beat_spark_and_their_stores() -> None:
+    services = load_compose()["services"]
+    assert {
+        "postgres",
+        "redis",
+        "web",
+        "worker",
+        "beat",
+        "spark-master",
+        "spark-worker",
+    } <= set(services)
+    assert "gunicorn" in " ".join(services["web"]["command"])
+    assert "webapp.wsgi" in " ".join(services["web"]["command"])
+    assert "worker" in services["worker"]["command"]
+    assert "django_celery_beat.schedulers:DatabaseScheduler" in " ".join(
+        services["beat"]["command"]
+    )
+
+
+def test_web_worker_and_beat_read_the_same_settings_from_the_environment() -> None:
+    services = load_compose()["services"]
+    for name in APP_SERVICES:
+        env = environment_of(services[name])
+        missing = [key for key in SHARED_ENV if key not in env]
+        assert not missing, f"{name} lacks {missing}"
+        assert env["DJANGO_SETTINGS_MODULE"] == "webapp.settings.prod"
+        assert env["DATABASE_URL"].startswith("postgres")
+        assert env["REDIS_URL"].startswith("redis://redis:6379")
+        assert env["SPARK_MASTER"] == "spark://spark-master:7077"
+
+
+def test_the_app_and_spark_share_one_warehouse_volume() -> None:
+    compose = load_compose()
+    services = compose["services"]
+    warehouse = environment_of(services["web"])["WAREHOUSE"]
+    for name in (*APP_SERVICES, "spark-master", "spark-worker"):
+        mounts = [str(volume) for volume in services[name].get("volumes", [])]
+        assert any(m.startswith("warehouse:") and m.endswith(warehouse) for m in mounts), name
+    assert "warehouse" in compose["volumes"]
