@@ -6,6 +6,7 @@ object storage. Metadata files are named like Iceberg's Java catalogs name them:
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import re
@@ -26,8 +27,16 @@ _PYARROW_IO = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
 
 
 def file_io(location: str) -> FileIO:
-    # Named explicitly, so pyiceberg does not log its guess on every call.
-    return load_file_io(properties=_PYARROW_IO, location=location)
+    # Local files need no per-call FileIO resolution (pyiceberg logs each one it makes).
+    scheme, _ = _split_scheme(location)
+    if scheme == "file":
+        return _local_io()
+    return load_file_io(properties={}, location=location)
+
+
+@functools.cache
+def _local_io() -> FileIO:
+    return load_file_io(properties=_PYARROW_IO, location="/")
 
 
 def _split_scheme(location: str) -> tuple[str, str]:

@@ -1,0 +1,105 @@
+"""View SQL: parsing errors with positions, qualification, schema derivation, transpiling."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog.core.errors import InvalidInput, SqlError
+from catalog.core.sql import analyze_view_query, transpile, transpile_all
+
+EVENTS = {("", "default", "events"): [("event_ts", "TIMESTAMPTZ"), ("id", "BIGINT")]}
+
+
+def analyze(sql: str, **kwargs):
+    options = {"dialect": "spark", "catalog": None, "namespace": ["default"], "lookup": EVENTS.get}
+    return analyze_view_query(sql, **{**options, **kwargs})
+
+
+def test_the_spec_example_gets_its_aliases_comments_and_derived_types():
+    analyzed = analyze(
+        "SELECT\n    COUNT(1), CAST(event_ts AS DATE)\nFROM events\nGROUP BY 2",
+        column_aliases=["event_count", "event_date"],
+        column_comments=["Count of events"],
+    )
+    assert [(c.name, c.iceberg_type, c.doc) for c in analyzed.columns] == [
+        ("event_count", "long", "Count of events"),
+        ("event_date", "date", None),
+    ]
+    assert "FROM default.events" in analyzed.sql
+    assert analyzed.dependencies == [("", "default", "events")]
+
+
+def test_table_references_are_qualified_with_the_default_catalog_when_one_is_given():
+    analyzed = analyze("SELECT id FROM events", catalog="prod")
+    assert "FROM prod.default.events" in analyzed.sql
+
+
+def test_star_is_expanded_when_the_tables_are_known():
+    analyzed = analyze("SELECT * FROM events")
+    assert [c.name for c in analyzed.columns] == ["event_ts", "id"]
+    assert "*" not in analyzed.sql
+
+
+def test_star_over_an_unknown_table_is_refused_with_its_name():
+    with pytest.raises(SqlError, match="default.mystery"):
+        analyze("SELECT * FROM mystery")
+
+
+def test_columns_of_unknown_tables_fall_back_to_string_with_a_warning():
+    analyzed = analyze("SELECT a FROM other.t")
+    assert analyzed.columns[0].iceberg_type == "string"
+    assert analyzed.warnings
+
+
+def test_unaliased_expressions_are_named_like_engines_name_them():
+    analyzed = analyze("SELECT id, id + 1 FROM events")
+    assert [c.name for c in analyzed.columns] == ["id", "id + 1"]
+
+
+def test_ctes_are_not_dependencies():
+    analyzed = analyze("WITH recent AS (SELECT id FROM events) SELECT id FROM recent")
+    assert analyzed.dependencies == [("", "default", "events")]
+
+
+def test_sql_that_does_not_parse_names_its_line_and_column():
+    with pytest.raises(SqlError) as caught:
+        analyze("SELECT id,\nFROM events WHERE")
+    assert caught.value.line == 2
+    assert caught.value.column is not None
+    assert "line 2" in caught.value.message
+    assert caught.value.field == "sql"
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("DROP TABLE events", "not a DROP statement"),
+        ("SELECT 1; SELECT 2", "exactly one query"),
+        ("", "empty"),
+    ],
+)
+def test_only_a_single_query_defines_a_view(sql, message):
+    with pytest.raises(SqlError, match=message):
+        analyze(sql)
+
+
+def test_an_unknown_dialect_is_refused_by_name():
+    with pytest.raises(InvalidInput, match="Unknown SQL dialect: 'klingon'") as caught:
+        analyze("SELECT 1", dialect="klingon")
+    assert caught.value.field == "dialect"
+
+
+def test_column_aliases_must_match_the_select_list():
+    with pytest.raises(InvalidInput, match="2 column names but the query returns 1") as caught:
+        analyze("SELECT id FROM events", column_aliases=["a", "b"])
+    assert caught.value.field == "column_aliases"
+
+
+def test_transpiling_writes_the_target_dialects_functions():
+    trino = transpile("SELECT DATE_ADD(d, 1) FROM t", source="spark", target="trino")
+    assert "DATE_ADD('DAY', 1" in trino
+
+
+def test_transpile_all_keeps_the_original_first_and_adds_each_target_once():
+    result = transpile_all("SELECT 1 AS n", source="spark", targets=["spark", "trino"])
+    assert list(result) == ["spark", "trino"]
