@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,143 +14,267 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Namespace',
+            name="Namespace",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255, unique=True)),
-                ('properties', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=255, unique=True)),
+                ("properties", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='CatalogEvent',
+            name="CatalogEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('occurred_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('action', models.CharField(max_length=64)),
-                ('object_type', models.CharField(max_length=32)),
-                ('object_name', models.CharField(max_length=512)),
-                ('metadata_location', models.CharField(blank=True, default='', max_length=1024)),
-                ('result', models.CharField(choices=[('ok', 'Ok'), ('conflict', 'Conflict'), ('failed', 'Failed')], default='ok', max_length=16)),
-                ('message', models.TextField(blank=True, default='')),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("occurred_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("action", models.CharField(max_length=64)),
+                ("object_type", models.CharField(max_length=32)),
+                ("object_name", models.CharField(max_length=512)),
+                ("metadata_location", models.CharField(blank=True, default="", max_length=1024)),
+                (
+                    "result",
+                    models.CharField(
+                        choices=[("ok", "Ok"), ("conflict", "Conflict"), ("failed", "Failed")],
+                        default="ok",
+                        max_length=16,
+                    ),
+                ),
+                ("message", models.TextField(blank=True, default="")),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-occurred_at', '-id'],
+                "ordering": ["-occurred_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='View',
+            name="View",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('view_uuid', models.UUIDField()),
-                ('location', models.CharField(max_length=1024)),
-                ('metadata_location', models.CharField(max_length=1024)),
-                ('current_version_id', models.IntegerField()),
-                ('properties', models.JSONField(blank=True, default=dict)),
-                ('dependencies', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('namespace', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='views', to='catalog.namespace')),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=255)),
+                ("view_uuid", models.UUIDField()),
+                ("location", models.CharField(max_length=1024)),
+                ("metadata_location", models.CharField(max_length=1024)),
+                ("current_version_id", models.IntegerField()),
+                ("properties", models.JSONField(blank=True, default=dict)),
+                ("dependencies", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "namespace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="views",
+                        to="catalog.namespace",
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['namespace__name', 'name'],
+                "ordering": ["namespace__name", "name"],
             },
         ),
         migrations.CreateModel(
-            name='ViewSchemaField',
+            name="ViewSchemaField",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('schema_id', models.IntegerField()),
-                ('position', models.IntegerField()),
-                ('field_id', models.IntegerField()),
-                ('name', models.CharField(max_length=255)),
-                ('type', models.CharField(max_length=255)),
-                ('required', models.BooleanField(default=False)),
-                ('doc', models.TextField(blank=True, null=True)),
-                ('view', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='fields', to='catalog.view')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("schema_id", models.IntegerField()),
+                ("position", models.IntegerField()),
+                ("field_id", models.IntegerField()),
+                ("name", models.CharField(max_length=255)),
+                ("type", models.CharField(max_length=255)),
+                ("required", models.BooleanField(default=False)),
+                ("doc", models.TextField(blank=True, null=True)),
+                (
+                    "view",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="fields",
+                        to="catalog.view",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['view', 'schema_id', 'position'],
+                "ordering": ["view", "schema_id", "position"],
             },
         ),
         migrations.CreateModel(
-            name='ViewVersion',
+            name="ViewVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version_id', models.IntegerField()),
-                ('schema_id', models.IntegerField()),
-                ('timestamp_ms', models.BigIntegerField()),
-                ('summary', models.JSONField(blank=True, default=dict)),
-                ('default_catalog', models.CharField(blank=True, max_length=255, null=True)),
-                ('default_namespace', models.JSONField(default=list)),
-                ('view', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='catalog.view')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version_id", models.IntegerField()),
+                ("schema_id", models.IntegerField()),
+                ("timestamp_ms", models.BigIntegerField()),
+                ("summary", models.JSONField(blank=True, default=dict)),
+                ("default_catalog", models.CharField(blank=True, max_length=255, null=True)),
+                ("default_namespace", models.JSONField(default=list)),
+                (
+                    "view",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="versions",
+                        to="catalog.view",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['view', 'version_id'],
+                "ordering": ["view", "version_id"],
             },
         ),
         migrations.CreateModel(
-            name='ViewRepresentation',
+            name="ViewRepresentation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('dialect', models.CharField(max_length=64)),
-                ('sql', models.TextField()),
-                ('is_original', models.BooleanField(default=False)),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='representations', to='catalog.viewversion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("dialect", models.CharField(max_length=64)),
+                ("sql", models.TextField()),
+                ("is_original", models.BooleanField(default=False)),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="representations",
+                        to="catalog.viewversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-is_original', 'dialect'],
+                "ordering": ["-is_original", "dialect"],
             },
         ),
         migrations.CreateModel(
-            name='ViewVersionLogEntry',
+            name="ViewVersionLogEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.IntegerField()),
-                ('timestamp_ms', models.BigIntegerField()),
-                ('version_id', models.IntegerField()),
-                ('view', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_entries', to='catalog.view')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("position", models.IntegerField()),
+                ("timestamp_ms", models.BigIntegerField()),
+                ("version_id", models.IntegerField()),
+                (
+                    "view",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="log_entries",
+                        to="catalog.view",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['view', 'position'],
+                "ordering": ["view", "position"],
             },
         ),
         migrations.CreateModel(
-            name='Table',
+            name="Table",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('table_uuid', models.UUIDField(blank=True, null=True)),
-                ('location', models.CharField(max_length=1024)),
-                ('metadata_location', models.CharField(blank=True, max_length=1024, null=True)),
-                ('properties', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('namespace', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='tables', to='catalog.namespace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=255)),
+                ("table_uuid", models.UUIDField(blank=True, null=True)),
+                ("location", models.CharField(max_length=1024)),
+                ("metadata_location", models.CharField(blank=True, max_length=1024, null=True)),
+                ("properties", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "namespace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="tables",
+                        to="catalog.namespace",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['namespace__name', 'name'],
-                'constraints': [models.UniqueConstraint(fields=('namespace', 'name'), name='unique_table_name')],
+                "ordering": ["namespace__name", "name"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("namespace", "name"), name="unique_table_name")
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='view',
-            constraint=models.UniqueConstraint(fields=('namespace', 'name'), name='unique_view_name'),
+            model_name="view",
+            constraint=models.UniqueConstraint(
+                fields=("namespace", "name"), name="unique_view_name"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='viewversion',
-            constraint=models.UniqueConstraint(fields=('view', 'version_id'), name='unique_view_version'),
+            model_name="viewversion",
+            constraint=models.UniqueConstraint(
+                fields=("view", "version_id"), name="unique_view_version"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='viewrepresentation',
-            constraint=models.UniqueConstraint(fields=('version', 'dialect'), name='one_sql_per_dialect'),
+            model_name="viewrepresentation",
+            constraint=models.UniqueConstraint(
+                fields=("version", "dialect"), name="one_sql_per_dialect"
+            ),
         ),
     ]
