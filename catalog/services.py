@@ -543,36 +543,49 @@ def rollback_view(
     )
 
 
-def set_view_properties(
-    *, namespace: str, name: str, updates: Mapping[str, str], actor: Any = None
+def update_view_properties(
+    *,
+    namespace: str,
+    name: str,
+    updates: Mapping[str, str] | None = None,
+    removals: Iterable[str] | None = None,
+    actor: Any = None,
 ) -> View:
-    if not updates:
+    """Set and remove view properties in one commit (one new metadata file)."""
+    updates = {str(k): str(v) for k, v in (updates or {}).items()}
+    removals = list(removals or [])
+    if not updates and not removals:
         raise InvalidInput("No properties given", field="properties")
-    if any(not str(key).strip() for key in updates):
+    if any(not key.strip() for key in updates):
         raise InvalidInput("A property name must not be empty", field="properties")
+    overlap = set(updates) & set(removals)
+    if overlap:
+        raise InvalidInput(
+            f"Properties both set and removed: {', '.join(sorted(overlap))}", field="properties"
+        )
 
     def change(builder: ViewMetadataBuilder, view: View) -> None:
-        builder.set_properties(updates)
+        if updates:
+            builder.set_properties(updates)
+        if removals:
+            builder.remove_properties(removals)
         builder.build()  # validates values such as version.history.num-entries early
 
     return _change_view(
-        namespace=namespace, name=name, actor=actor, action="set_view_properties", change=change
+        namespace=namespace, name=name, actor=actor, action="update_view_properties", change=change
     )
+
+
+def set_view_properties(
+    *, namespace: str, name: str, updates: Mapping[str, str], actor: Any = None
+) -> View:
+    return update_view_properties(namespace=namespace, name=name, updates=updates, actor=actor)
 
 
 def remove_view_properties(
     *, namespace: str, name: str, keys: Iterable[str], actor: Any = None
 ) -> View:
-    keys = list(keys)
-    if not keys:
-        raise InvalidInput("No properties given", field="properties")
-
-    def change(builder: ViewMetadataBuilder, view: View) -> None:
-        builder.remove_properties(keys)
-
-    return _change_view(
-        namespace=namespace, name=name, actor=actor, action="remove_view_properties", change=change
-    )
+    return update_view_properties(namespace=namespace, name=name, removals=keys, actor=actor)
 
 
 def add_view_representation(
@@ -657,6 +670,13 @@ def register_view(*, namespace: str, name: str, metadata_location: str, actor: A
     except InvalidInput as error:
         raise InvalidInput(error.message, field="metadata_location") from error
     metadata = metadata_io.read_view_metadata(path)
+    try:
+        # The view's own location is where its next metadata files go: it must be ours too.
+        metadata_io.ensure_within(metadata.location, settings.WAREHOUSE)
+    except InvalidInput as error:
+        raise InvalidInput(
+            f"The view's location is not usable: {error.message}", field="metadata_location"
+        ) from error
     dependencies = [list(d) for d in _dependencies_of_current(metadata)]
     return _insert_view(
         namespace=ns,

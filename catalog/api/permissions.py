@@ -6,7 +6,9 @@ from catalog.roles import can_edit, can_view
 class CatalogRolePermission(BasePermission):
     """Viewers may read; editors may also change."""
 
-    message = "Your role does not allow this: reading needs the viewer role, changes the editor role."
+    message = (
+        "Your role does not allow this: reading needs the viewer role, changes the editor role."
+    )
 
     def has_permission(self, request, view) -> bool:
         if request.method in SAFE_METHODS:

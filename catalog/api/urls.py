@@ -1,3 +1,69 @@
-from django.urls import path
+"""The management API, mounted at /api/ (the Iceberg REST protocol lives elsewhere)."""
 
-urlpatterns: list = []
+from __future__ import annotations
+
+from django.urls import path, register_converter
+from drf_spectacular.views import SpectacularAPIView
+
+from catalog.api import views
+from catalog.api.docs import docs
+
+
+class DottedNamespaceConverter:
+    """A namespace name in one path segment: levels joined by "." ("sales.eu")."""
+
+    regex = r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(DottedNamespaceConverter, "dotted")
+
+app_name = "api"
+
+VIEW = "namespaces/<dotted:namespace>/views/<str:name>"
+
+urlpatterns = [
+    path("token/", views.TokenView.as_view(), name="token"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", docs, name="docs"),
+    path("history/", views.HistoryView.as_view(), name="history"),
+    path("namespaces/", views.NamespaceListView.as_view(), name="namespace-list"),
+    path(
+        "namespaces/<dotted:namespace>/",
+        views.NamespaceDetailView.as_view(),
+        name="namespace-detail",
+    ),
+    path(
+        "namespaces/<dotted:namespace>/properties",
+        views.NamespacePropertiesView.as_view(),
+        name="namespace-properties",
+    ),
+    path("namespaces/<dotted:namespace>/views/", views.ViewListView.as_view(), name="view-list"),
+    path(
+        "namespaces/<dotted:namespace>/views/register",
+        views.ViewRegisterView.as_view(),
+        name="view-register",
+    ),
+    path(f"{VIEW}/", views.ViewDetailView.as_view(), name="view-detail"),
+    path(f"{VIEW}/versions/", views.ViewVersionListView.as_view(), name="view-versions"),
+    path(
+        f"{VIEW}/versions/<int:version_id>/",
+        views.ViewVersionDetailView.as_view(),
+        name="view-version-detail",
+    ),
+    path(f"{VIEW}/log/", views.ViewLogView.as_view(), name="view-log"),
+    path(f"{VIEW}/metadata", views.ViewMetadataView.as_view(), name="view-metadata"),
+    path(f"{VIEW}/rollback", views.ViewRollbackView.as_view(), name="view-rollback"),
+    path(f"{VIEW}/properties", views.ViewPropertiesView.as_view(), name="view-properties"),
+    path(
+        f"{VIEW}/representations",
+        views.ViewRepresentationView.as_view(),
+        name="view-representations",
+    ),
+    path(f"{VIEW}/rename", views.ViewRenameView.as_view(), name="view-rename"),
+]

@@ -112,6 +112,11 @@ def read_json(path: str) -> dict[str, Any]:
         raise InvalidMetadata(
             f"Metadata file does not exist: {path}", field="metadata_location"
         ) from error
+    except OSError as error:
+        # A folder, an unreadable file, a broken mount: not a metadata file either way.
+        raise InvalidMetadata(
+            f"Cannot read metadata file {path}: {error}", field="metadata_location"
+        ) from error
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -154,7 +154,11 @@ def analyze_view_query(
     schema, all_known = _mapping_schema(query, lookup, default, dialect)
     warnings: list[str] = []
     if any(p.find(exp.Star) for p in query.selects) and not all_known:
-        unknown = [".".join(p) for p in _dependencies(query, default) if lookup(p) is None]
+        unknown = [
+            ".".join(part for part in p if part)
+            for p in _dependencies(query, default)
+            if lookup(p) is None
+        ]
         raise SqlError(
             "Cannot expand * over tables the catalog does not know: "
             f"{', '.join(unknown)}; list the columns instead"

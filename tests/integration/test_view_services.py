@@ -240,3 +240,27 @@ def test_registering_a_malformed_metadata_file_is_refused(namespace, warehouse, 
     with pytest.raises(InvalidMetadata, match=message):
         services.register_view(namespace="sales", name="v", metadata_location=str(path))
     assert not View.objects.exists()
+
+
+def test_registering_a_file_whose_view_location_is_outside_the_warehouse_is_refused(
+    namespace, warehouse
+):
+    view = services.create_view(namespace="sales", name="v", sql="SELECT 1 AS id")
+    document = json.loads(Path(view.metadata_location).read_text())
+    document["location"] = "s3://bucket/warehouse/default.db/event_agg"
+    path = warehouse / "foreign.metadata.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(InvalidInput, match="outside the warehouse") as caught:
+        services.register_view(namespace="sales", name="w", metadata_location=str(path))
+    assert caught.value.field == "metadata_location"
+
+
+def test_properties_set_and_removed_together_make_one_commit(namespace, warehouse):
+    services.create_view(
+        namespace="sales", name="v", sql="SELECT 1 AS id", properties={"owner": "ana"}
+    )
+    view = services.update_view_properties(
+        namespace="sales", name="v", updates={"team": "core"}, removals=["owner"]
+    )
+    assert view.properties == {"team": "core"}
+    assert len(metadata_files(warehouse)) == 2

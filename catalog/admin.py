@@ -1,0 +1,216 @@
+"""The Django admin, for operators.
+
+A view's state lives in its metadata files; the rows here mirror them. So the mirror is shown
+read-only: the pointer (metadata_location), the UUID and every version, schema and log row
+change only through the service functions, which write a new metadata file and swap the
+pointer. Namespaces are added and their properties edited here through the services too,
+so each change is recorded in the history like any other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from catalog import services
+from catalog.core.errors import CatalogError
+from catalog.models import (
+    CatalogEvent,
+    Namespace,
+    Table,
+    View,
+    ViewRepresentation,
+    ViewSchemaField,
+    ViewVersion,
+    ViewVersionLogEntry,
+)
+
+
+class ReadOnlyAdminMixin:
+    """Rows that only the catalog writes: viewable, never added, changed or deleted here."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+
+class NamespaceForm(forms.ModelForm):
+    class Meta:
+        model = Namespace
+        fields = ["name", "properties"]
+
+    def clean_name(self) -> str:
+        try:
+            return services.check_namespace_name(self.cleaned_data["name"])
+        except CatalogError as error:
+            raise forms.ValidationError(error.message) from error
+
+    def clean_properties(self) -> dict[str, str]:
+        value = self.cleaned_data.get("properties") or {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Properties are a JSON object: {"key": "value"}')
+        return {str(k): str(v) for k, v in value.items()}
+
+
+@admin.register(Namespace)
+class NamespaceAdmin(admin.ModelAdmin):
+    form = NamespaceForm
+    list_display = ["name", "view_count", "updated_at"]
+    search_fields = ["name"]
+    readonly_fields = ["created_at", "updated_at"]
+
+    @admin.display(description="views")
+    def view_count(self, obj: Namespace) -> int:
+        return obj.views.count()
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # A namespace is not renamed: its views' locations and default namespaces name it.
+        return [*self.readonly_fields, "name"] if obj is not None else self.readonly_fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Namespace, form: Any, change: bool) -> None:
+        if change:
+            before = Namespace.objects.get(pk=obj.pk).properties
+            updates = {k: v for k, v in obj.properties.items() if before.get(k) != v}
+            removals = [k for k in before if k not in obj.properties]
+            if not updates and not removals:
+                return
+            saved = services.update_namespace_properties(
+                name=obj.name, updates=updates, removals=removals, actor=request.user
+            )
+        else:
+            saved = services.create_namespace(
+                name=obj.name, properties=obj.properties, actor=request.user
+            )
+        obj.pk, obj.created_at, obj.updated_at = saved.pk, saved.created_at, saved.updated_at
+
+
+class ViewVersionInline(ReadOnlyInline):
+    model = ViewVersion
+    fields = ["version_link", "schema_id", "timestamp_ms", "default_catalog", "default_namespace"]
+    readonly_fields = fields
+
+    @admin.display(description="version")
+    def version_link(self, obj: ViewVersion) -> str:
+        url = reverse("admin:catalog_viewversion_change", args=[obj.pk])
+        return format_html('<a href="{}">v{}</a>', url, obj.version_id)
+
+
+class ViewVersionLogInline(ReadOnlyInline):
+    model = ViewVersionLogEntry
+    fields = ["position", "version_id", "timestamp_ms"]
+    readonly_fields = fields
+
+
+class ViewSchemaFieldInline(ReadOnlyInline):
+    model = ViewSchemaField
+    fields = ["schema_id", "position", "field_id", "name", "type", "required", "doc"]
+    readonly_fields = fields
+
+
+@admin.register(View)
+class ViewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["__str__", "namespace", "name", "current_version_id", "updated_at"]
+    list_filter = ["namespace"]
+    search_fields = ["name", "namespace__name", "view_uuid", "metadata_location"]
+    list_select_related = ["namespace"]
+    inlines = [ViewVersionInline, ViewVersionLogInline, ViewSchemaFieldInline]
+    # Every column mirrors the metadata file or is the pointer to it: change (or drop) a view
+    # through the web pages or the API, which write a new metadata file and swap the pointer.
+    readonly_fields = [
+        "namespace",
+        "name",
+        "view_uuid",
+        "location",
+        "metadata_location",
+        "current_version_id",
+        "properties",
+        "dependencies",
+        "created_at",
+        "updated_at",
+        "created_by",
+        "updated_by",
+    ]
+
+
+class ViewRepresentationInline(ReadOnlyInline):
+    model = ViewRepresentation
+    fields = ["dialect", "is_original", "sql"]
+    readonly_fields = fields
+
+
+@admin.register(ViewVersion)
+class ViewVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["__str__", "version_id", "schema_id", "timestamp_ms", "default_catalog"]
+    list_filter = ["view__namespace"]
+    search_fields = ["view__name", "view__namespace__name", "representations__sql"]
+    list_select_related = ["view__namespace"]
+    inlines = [ViewRepresentationInline]
+    readonly_fields = [
+        "view",
+        "version_id",
+        "schema_id",
+        "timestamp_ms",
+        "summary",
+        "default_catalog",
+        "default_namespace",
+    ]
+
+
+@admin.register(ViewVersionLogEntry)
+class ViewVersionLogEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["__str__", "position", "version_id", "timestamp_ms"]
+    search_fields = ["view__name", "view__namespace__name"]
+    list_select_related = ["view__namespace"]
+
+
+@admin.register(ViewSchemaField)
+class ViewSchemaFieldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["__str__", "view", "schema_id", "position", "field_id", "required"]
+    list_filter = ["type", "required"]
+    search_fields = ["name", "view__name", "view__namespace__name"]
+    list_select_related = ["view__namespace"]
+
+
+@admin.register(Table)
+class TableAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["__str__", "namespace", "name", "location", "updated_at"]
+    list_filter = ["namespace"]
+    search_fields = ["name", "namespace__name", "location"]
+    list_select_related = ["namespace"]
+
+
+@admin.register(CatalogEvent)
+class CatalogEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["occurred_at", "actor", "action", "object_type", "object_name", "result"]
+    list_filter = ["result", "action", "object_type"]
+    search_fields = ["object_name", "message", "metadata_location", "actor__username"]
+    list_select_related = ["actor"]
+    date_hierarchy = "occurred_at"
+    readonly_fields = [
+        "occurred_at",
+        "actor",
+        "action",
+        "object_type",
+        "object_name",
+        "metadata_location",
+        "result",
+        "message",
+    ]

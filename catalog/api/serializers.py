@@ -1,0 +1,278 @@
+"""Shapes of the management API's requests and responses.
+
+Request serializers check types and required fields only; the catalog's rules (names,
+dialects, SQL, locations) are checked by the service functions, which raise `CatalogError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from catalog.models import (
+    CatalogEvent,
+    Namespace,
+    View,
+    ViewRepresentation,
+    ViewSchemaField,
+    ViewVersion,
+    ViewVersionLogEntry,
+)
+
+# -- requests -----------------------------------------------------------------------------
+
+
+def _properties_field(**kwargs: Any) -> serializers.DictField:
+    return serializers.DictField(child=serializers.CharField(allow_blank=True), **kwargs)
+
+
+def _sql_field(**kwargs: Any) -> serializers.CharField:
+    # Whitespace is kept, so the line and column of a SQL error match what the user wrote.
+    return serializers.CharField(trim_whitespace=False, **kwargs)
+
+
+class NamespaceCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text='Levels joined by ".", e.g. "sales.eu".')
+    properties = _properties_field(required=False, default=dict)
+
+
+class PropertiesUpdateSerializer(serializers.Serializer):
+    updates = _properties_field(required=False, default=dict)
+    removals = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        overlap = sorted(set(attrs["updates"]) & set(attrs["removals"]))
+        if overlap:
+            raise serializers.ValidationError(
+                {"removals": [f"Properties both set and removed: {', '.join(overlap)}"]}
+            )
+        return attrs
+
+
+class _ViewDefinitionSerializer(serializers.Serializer):
+    sql = _sql_field()
+    dialect = serializers.CharField(required=False, default="spark")
+    column_aliases = serializers.ListField(
+        child=serializers.CharField(), required=False, default=list
+    )
+    column_comments = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, allow_null=True),
+        required=False,
+        default=list,
+    )
+    default_catalog = serializers.CharField(required=False, allow_null=True, default=None)
+    default_namespace = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Namespace levels; the view's own namespace when empty.",
+    )
+
+
+class ViewCreateSerializer(_ViewDefinitionSerializer):
+    name = serializers.CharField()
+    comment = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    properties = _properties_field(required=False, default=dict)
+    location = serializers.CharField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Inside the warehouse; by default <warehouse>/<namespace levels>/<name>.",
+    )
+
+
+class ViewReplaceSerializer(_ViewDefinitionSerializer):
+    comment = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        default=None,
+        help_text="Omitted or null: unchanged; empty: removed.",
+    )
+    expected_metadata_location = serializers.CharField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Refuse the change (409) unless the view's pointer is still this file.",
+    )
+
+
+class RollbackSerializer(serializers.Serializer):
+    version_id = serializers.IntegerField()
+    expected_metadata_location = serializers.CharField(
+        required=False, allow_null=True, default=None
+    )
+
+
+class RepresentationCreateSerializer(serializers.Serializer):
+    dialect = serializers.CharField()
+    sql = _sql_field()
+
+
+class RenameSerializer(serializers.Serializer):
+    namespace = serializers.CharField(help_text="The target namespace (it must exist).")
+    name = serializers.CharField(help_text="The new view name.")
+
+
+class RegisterSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    metadata_location = serializers.CharField(
+        help_text="An existing view metadata file inside the warehouse."
+    )
+
+
+# -- responses ----------------------------------------------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of a 4xx raised by the catalog's rules."""
+
+    error = serializers.CharField()
+    type = serializers.CharField()
+    field = serializers.CharField(required=False)
+    line = serializers.IntegerField(required=False)
+    column = serializers.IntegerField(required=False, allow_null=True)
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField()
+
+
+class NamespaceSerializer(serializers.ModelSerializer):
+    properties = _properties_field(read_only=True)
+
+    class Meta:
+        model = Namespace
+        fields = ["name", "properties", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class RepresentationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ViewRepresentation
+        fields = ["dialect", "sql", "is_original"]
+        read_only_fields = fields
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    representations = RepresentationSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = ViewVersion
+        fields = [
+            "version_id",
+            "schema_id",
+            "timestamp_ms",
+            "summary",
+            "default_catalog",
+            "default_namespace",
+            "representations",
+        ]
+        read_only_fields = fields
+
+
+class SchemaFieldSerializer(serializers.ModelSerializer):
+    id = serializers.IntegerField(source="field_id")
+
+    class Meta:
+        model = ViewSchemaField
+        fields = ["id", "name", "type", "required", "doc"]
+        read_only_fields = fields
+
+
+class LogEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ViewVersionLogEntry
+        fields = ["position", "timestamp_ms", "version_id"]
+        read_only_fields = fields
+
+
+class ViewSummarySerializer(serializers.ModelSerializer):
+    namespace = serializers.CharField(source="namespace.name")
+    uuid = serializers.UUIDField(source="view_uuid")
+
+    class Meta:
+        model = View
+        fields = [
+            "namespace",
+            "name",
+            "uuid",
+            "location",
+            "metadata_location",
+            "current_version_id",
+            "comment",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class CurrentSchemaSerializer(serializers.Serializer):
+    schema_id = serializers.IntegerField()
+    fields = SchemaFieldSerializer(many=True)
+
+
+class ViewDetailSerializer(ViewSummarySerializer):
+    properties = _properties_field(read_only=True)
+    dependencies = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()),
+        read_only=True,
+        help_text="Tables and views the current version reads, as [catalog, *namespace, name].",
+    )
+    schema = serializers.SerializerMethodField(help_text="The current version's schema.")
+    current_version = serializers.SerializerMethodField()
+
+    class Meta(ViewSummarySerializer.Meta):
+        fields = [
+            *ViewSummarySerializer.Meta.fields,
+            "properties",
+            "dependencies",
+            "schema",
+            "current_version",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def _current(self, view: View) -> ViewVersion | None:
+        cache = self.context.setdefault("_current_versions", {})
+        if view.pk not in cache:
+            cache[view.pk] = (
+                view.versions.prefetch_related("representations")
+                .filter(version_id=view.current_version_id)
+                .first()
+            )
+        return cache[view.pk]
+
+    @extend_schema_field(CurrentSchemaSerializer(allow_null=True))
+    def get_schema(self, view: View) -> dict[str, Any] | None:
+        version = self._current(view)
+        if version is None:
+            return None
+        fields = SchemaFieldSerializer(view.schema_fields(version.schema_id), many=True).data
+        return {"schema_id": version.schema_id, "fields": fields}
+
+    @extend_schema_field(VersionSerializer(allow_null=True))
+    def get_current_version(self, view: View) -> dict[str, Any] | None:
+        version = self._current(view)
+        return VersionSerializer(version).data if version else None
+
+
+class CatalogEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(
+        source="actor.username", read_only=True, allow_null=True, default=None
+    )
+
+    class Meta:
+        model = CatalogEvent
+        fields = [
+            "id",
+            "occurred_at",
+            "actor",
+            "action",
+            "object_type",
+            "object_name",
+            "metadata_location",
+            "result",
+            "message",
+        ]
+        read_only_fields = fields

@@ -1,0 +1,365 @@
+"""The management API: namespaces and views. Each view validates the request's shape, calls
+one service function (which raises `CatalogError` for the catalog's rules; see errors.py),
+and serializes the result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.authtoken.serializers import AuthTokenSerializer
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog import services
+from catalog.api import serializers as s
+from catalog.core import metadata_io
+from catalog.core.errors import NoSuchVersion
+from catalog.models import CatalogEvent, Namespace, View, ViewVersion
+
+_NAMESPACE = OpenApiParameter(
+    "namespace",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description='The namespace, levels joined by "." (e.g. "sales.eu").',
+)
+_VIEW = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH, description="View name.")
+_VERSION = OpenApiParameter(
+    "version_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Version id."
+)
+_VIEW_PARAMS = [_NAMESPACE, _VIEW]
+
+
+def _errors(*codes: int) -> dict[int, OpenApiResponse]:
+    descriptions = {
+        400: "Invalid input: a field of the wrong type, or a value the catalog refuses.",
+        404: "The namespace, view or version does not exist.",
+        409: "The name is taken, the namespace is not empty, or another writer won.",
+    }
+    return {
+        code: OpenApiResponse(
+            s.ErrorSerializer if code != 400 else OpenApiTypes.OBJECT,
+            description=descriptions[code],
+        )
+        for code in codes
+    }
+
+
+def _validated(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _view_detail(view: View, *, status_code: int = status.HTTP_200_OK) -> Response:
+    return Response(s.ViewDetailSerializer(view).data, status=status_code)
+
+
+def _versions(view: View) -> QuerySet[ViewVersion]:
+    return view.versions.prefetch_related("representations")
+
+
+# -- auth ---------------------------------------------------------------------------------
+
+
+class TokenView(ObtainAuthToken):
+    """Exchange a username and password for the API token of that user."""
+
+    @extend_schema(
+        operation_id="token_obtain",
+        request=AuthTokenSerializer,
+        responses={200: s.TokenSerializer, 400: OpenApiTypes.OBJECT},
+        tags=["auth"],
+    )
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().post(request, *args, **kwargs)
+
+
+# -- namespaces ---------------------------------------------------------------------------
+
+
+class NamespaceListView(APIView):
+    @extend_schema(
+        operation_id="namespaces_list",
+        responses={200: s.NamespaceSerializer(many=True)},
+        tags=["namespaces"],
+    )
+    def get(self, request: Request) -> Response:
+        return Response(s.NamespaceSerializer(Namespace.objects.all(), many=True).data)
+
+    @extend_schema(
+        operation_id="namespaces_create",
+        request=s.NamespaceCreateSerializer,
+        responses={201: s.NamespaceSerializer, **_errors(400, 409)},
+        tags=["namespaces"],
+    )
+    def post(self, request: Request) -> Response:
+        data = _validated(s.NamespaceCreateSerializer, request)
+        namespace = services.create_namespace(
+            name=data["name"], properties=data["properties"], actor=request.user
+        )
+        return Response(s.NamespaceSerializer(namespace).data, status=status.HTTP_201_CREATED)
+
+
+class NamespaceDetailView(APIView):
+    @extend_schema(
+        operation_id="namespaces_retrieve",
+        parameters=[_NAMESPACE],
+        responses={200: s.NamespaceSerializer, **_errors(404)},
+        tags=["namespaces"],
+    )
+    def get(self, request: Request, namespace: str) -> Response:
+        return Response(s.NamespaceSerializer(services.get_namespace(namespace)).data)
+
+    @extend_schema(
+        operation_id="namespaces_destroy",
+        parameters=[_NAMESPACE],
+        responses={204: None, **_errors(404, 409)},
+        tags=["namespaces"],
+    )
+    def delete(self, request: Request, namespace: str) -> Response:
+        services.drop_namespace(name=namespace, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class NamespacePropertiesView(APIView):
+    @extend_schema(
+        operation_id="namespaces_properties_update",
+        parameters=[_NAMESPACE],
+        request=s.PropertiesUpdateSerializer,
+        responses={200: s.NamespaceSerializer, **_errors(400, 404)},
+        tags=["namespaces"],
+    )
+    def post(self, request: Request, namespace: str) -> Response:
+        data = _validated(s.PropertiesUpdateSerializer, request)
+        result = services.update_namespace_properties(
+            name=namespace, updates=data["updates"], removals=data["removals"], actor=request.user
+        )
+        return Response(s.NamespaceSerializer(result).data)
+
+
+# -- views --------------------------------------------------------------------------------
+
+
+class ViewListView(APIView):
+    @extend_schema(
+        operation_id="views_list",
+        parameters=[_NAMESPACE],
+        responses={200: s.ViewSummarySerializer(many=True), **_errors(404)},
+        tags=["views"],
+    )
+    def get(self, request: Request, namespace: str) -> Response:
+        ns = services.get_namespace(namespace)
+        views = View.objects.filter(namespace=ns).select_related("namespace")
+        return Response(s.ViewSummarySerializer(views, many=True).data)
+
+    @extend_schema(
+        operation_id="views_create",
+        parameters=[_NAMESPACE],
+        request=s.ViewCreateSerializer,
+        responses={201: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        tags=["views"],
+    )
+    def post(self, request: Request, namespace: str) -> Response:
+        data = _validated(s.ViewCreateSerializer, request)
+        view = services.create_view(namespace=namespace, actor=request.user, **data)
+        return _view_detail(view, status_code=status.HTTP_201_CREATED)
+
+
+class ViewRegisterView(APIView):
+    @extend_schema(
+        operation_id="views_register",
+        parameters=[_NAMESPACE],
+        request=s.RegisterSerializer,
+        responses={201: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        tags=["views"],
+    )
+    def post(self, request: Request, namespace: str) -> Response:
+        data = _validated(s.RegisterSerializer, request)
+        view = services.register_view(namespace=namespace, actor=request.user, **data)
+        return _view_detail(view, status_code=status.HTTP_201_CREATED)
+
+
+class ViewDetailView(APIView):
+    @extend_schema(
+        operation_id="views_retrieve",
+        parameters=_VIEW_PARAMS,
+        responses={200: s.ViewDetailSerializer, **_errors(404)},
+        tags=["views"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        return _view_detail(services.get_view(namespace, name))
+
+    @extend_schema(
+        operation_id="views_replace",
+        parameters=_VIEW_PARAMS,
+        request=s.ViewReplaceSerializer,
+        responses={200: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        tags=["views"],
+    )
+    def put(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.ViewReplaceSerializer, request)
+        view = services.replace_view(namespace=namespace, name=name, actor=request.user, **data)
+        return _view_detail(view)
+
+    @extend_schema(
+        operation_id="views_destroy",
+        parameters=_VIEW_PARAMS,
+        responses={204: None, **_errors(404)},
+        tags=["views"],
+    )
+    def delete(self, request: Request, namespace: str, name: str) -> Response:
+        services.drop_view(namespace=namespace, name=name, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ViewVersionListView(APIView):
+    @extend_schema(
+        operation_id="views_versions_list",
+        parameters=_VIEW_PARAMS,
+        responses={200: s.VersionSerializer(many=True), **_errors(404)},
+        tags=["views"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        view = services.get_view(namespace, name)
+        return Response(s.VersionSerializer(_versions(view), many=True).data)
+
+
+class ViewVersionDetailView(APIView):
+    @extend_schema(
+        operation_id="views_versions_retrieve",
+        parameters=[*_VIEW_PARAMS, _VERSION],
+        responses={200: s.VersionSerializer, **_errors(404)},
+        tags=["views"],
+    )
+    def get(self, request: Request, namespace: str, name: str, version_id: int) -> Response:
+        view = services.get_view(namespace, name)
+        version = _versions(view).filter(version_id=version_id).first()
+        if version is None:
+            raise NoSuchVersion(
+                f"View {view} has no retained version {version_id}", field="version_id"
+            )
+        return Response(s.VersionSerializer(version).data)
+
+
+class ViewLogView(APIView):
+    @extend_schema(
+        operation_id="views_log_list",
+        parameters=_VIEW_PARAMS,
+        responses={200: s.LogEntrySerializer(many=True), **_errors(404)},
+        tags=["views"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        view = services.get_view(namespace, name)
+        return Response(s.LogEntrySerializer(view.log_entries.all(), many=True).data)
+
+
+class ViewMetadataView(APIView):
+    @extend_schema(
+        operation_id="views_metadata_retrieve",
+        parameters=_VIEW_PARAMS,
+        description="The view's current metadata file, as stored (View Spec JSON).",
+        responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
+        tags=["views"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        view = services.get_view(namespace, name)
+        return Response(metadata_io.read_json(view.metadata_location))
+
+
+class ViewRollbackView(APIView):
+    @extend_schema(
+        operation_id="views_rollback",
+        parameters=_VIEW_PARAMS,
+        request=s.RollbackSerializer,
+        responses={200: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        tags=["views"],
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.RollbackSerializer, request)
+        view = services.rollback_view(namespace=namespace, name=name, actor=request.user, **data)
+        return _view_detail(view)
+
+
+class ViewPropertiesView(APIView):
+    @extend_schema(
+        operation_id="views_properties_update",
+        parameters=_VIEW_PARAMS,
+        request=s.PropertiesUpdateSerializer,
+        responses={200: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        tags=["views"],
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.PropertiesUpdateSerializer, request)
+        view = services.update_view_properties(
+            namespace=namespace,
+            name=name,
+            updates=data["updates"],
+            removals=data["removals"],
+            actor=request.user,
+        )
+        return _view_detail(view)
+
+
+class ViewRepresentationView(APIView):
+    @extend_schema(
+        operation_id="views_representations_create",
+        parameters=_VIEW_PARAMS,
+        request=s.RepresentationCreateSerializer,
+        responses={200: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        description="A new current version: the current one plus SQL for one more dialect.",
+        tags=["views"],
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.RepresentationCreateSerializer, request)
+        view = services.add_view_representation(
+            namespace=namespace, name=name, actor=request.user, **data
+        )
+        return _view_detail(view)
+
+
+class ViewRenameView(APIView):
+    @extend_schema(
+        operation_id="views_rename",
+        parameters=_VIEW_PARAMS,
+        request=s.RenameSerializer,
+        responses={200: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        tags=["views"],
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.RenameSerializer, request)
+        view = services.rename_view(
+            namespace=namespace,
+            name=name,
+            new_namespace=data["namespace"],
+            new_name=data["name"],
+            actor=request.user,
+        )
+        return _view_detail(view)
+
+
+# -- history ------------------------------------------------------------------------------
+
+
+class HistoryPagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class HistoryView(generics.ListAPIView):
+    """What was done to the catalog, newest first."""
+
+    serializer_class = s.CatalogEventSerializer
+    pagination_class = HistoryPagination
+    queryset = CatalogEvent.objects.select_related("actor")
+
+    @extend_schema(operation_id="history_list", tags=["history"])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
