@@ -166,7 +166,7 @@ def test_bad_input_is_refused_with_the_field_named_and_nothing_written(
 
 def test_a_name_taken_by_a_view_or_a_table_is_refused(namespace):
     services.create_view(namespace="sales", name="v", sql="SELECT 1 AS id")
-    with pytest.raises(AlreadyExists, match="View with same name already exists: sales.v"):
+    with pytest.raises(AlreadyExists, match="View already exists: sales.v"):
         services.create_view(namespace="sales", name="v", sql="SELECT 1 AS id")
     Table.objects.create(namespace=namespace, name="orders", location="/x")
     with pytest.raises(AlreadyExists, match="Table with same name already exists: sales.orders"):

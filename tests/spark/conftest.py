@@ -41,7 +41,6 @@ def spark(spark_warehouse: Path) -> Iterator[SparkSession]:
         catalog_name=CATALOG_NAME,
         app_name="lakeview-tests",
     )
-    session.sparkContext.setLogLevel("WARN")
     try:
         yield session
     finally:

@@ -26,7 +26,6 @@ def test_importing_the_spark_session_factory_loads_no_django() -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)},
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"refresh.spark imported: {result.stdout.strip()}"

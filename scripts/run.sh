@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `make run`: the whole app on this machine. Django's development server on
+# http://127.0.0.1:8000, a Celery worker, celery-beat and (unless one already answers) a local
+# Redis on 127.0.0.1:6379. SQLite and the warehouse live under var/. Ctrl-C stops everything.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+bash scripts/bootstrap.sh
+
+export DJANGO_SETTINGS_MODULE=webapp.settings.dev
+export PATH="$ROOT/.venv/bin:$PATH"
+HOST="${HOST:-127.0.0.1}"
+PORT="${PORT:-8000}"
+REDIS_PORT=6379
+
+log() { printf '[run] %s\n' "$*"; }
+
+mkdir -p var/warehouse var/redis var/log
+
+pids=()
+cleanup() {
+    trap - INT TERM EXIT
+    if [ "${#pids[@]}" -gt 0 ]; then
+        log "stopping ${pids[*]}"
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        # Celery finishes its current task on TERM; give everything a moment, then insist.
+        for _ in $(seq 1 20); do
+            alive=0
+            for pid in "${pids[@]}"; do
+                kill -0 "$pid" 2>/dev/null && alive=1
+            done
+            [ "$alive" -eq 0 ] && break
+            sleep 0.5
+        done
+        kill -KILL "${pids[@]}" 2>/dev/null || true
+    fi
+}
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+trap cleanup EXIT
+
+# --- Redis: Celery's broker --------------------------------------------------------------
+redis_answers() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG; }
+if redis_answers; then
+    log "using the Redis already answering on 127.0.0.1:$REDIS_PORT"
+else
+    log "starting Redis on 127.0.0.1:$REDIS_PORT (data in var/redis)"
+    redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize no --dir "$ROOT/var/redis" \
+        --logfile "$ROOT/var/log/redis.log" &
+    pids+=("$!")
+    for _ in $(seq 1 50); do
+        redis_answers && break
+        sleep 0.1
+    done
+    redis_answers || { log "Redis did not start; see var/log/redis.log" >&2; exit 1; }
+fi
+export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}"
+
+# --- Database ----------------------------------------------------------------------------
+python manage.py migrate --noinput
+
+# A first administrator, so that a fresh clone can log in at once. The generated password is
+# kept in var/admin-password.txt (git-ignored, mode 600) so that every run can show it again.
+python manage.py shell --no-imports -c '
+import secrets
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+
+User = get_user_model()
+password_file = Path("var/admin-password.txt")
+if not User.objects.exists():
+    password = secrets.token_urlsafe(12)
+    User.objects.create_superuser("admin", "admin@localhost", password)
+    password_file.write_text(password + "\n")
+    password_file.chmod(0o600)
+admin = User.objects.filter(username="admin").first()
+password = password_file.read_text().strip() if password_file.exists() else None
+bar = "=" * 64
+print(bar)
+if admin is not None and password and admin.check_password(password):
+    print("  Log in as   username: admin")
+    print(f"              password: {password}")
+    print("  (stored in var/admin-password.txt)")
+else:
+    print("  Log in with your existing account (the generated admin password")
+    print("  no longer applies or users existed before).")
+print(bar)
+'
+
+# --- The app -----------------------------------------------------------------------------
+python manage.py runserver "$HOST:$PORT" --noreload &
+pids+=("$!")
+celery -A webapp worker -l info --concurrency 1 &
+pids+=("$!")
+celery -A webapp beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler &
+pids+=("$!")
+
+log "app on http://$HOST:$PORT/ (admin: http://$HOST:$PORT/admin/); Ctrl-C stops everything"
+# When any process ends (a crash, a port in use), stop the rest rather than run half an app.
+status=0
+wait -n "${pids[@]}" || status=$?
+log "a process exited (status $status); stopping the others"
+exit "$status"
