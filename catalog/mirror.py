@@ -5,10 +5,15 @@ command, which rebuilds every view's mirror from the metadata files alone."""
 
 from __future__ import annotations
 
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.view.metadata import ViewMetadata
 
 from catalog.core.views import ORIGINAL_DIALECT, sql_representations
 from catalog.models import (
+    Table,
+    TableMetadataLogEntry,
+    TableSchemaField,
+    TableSnapshot,
     View,
     ViewRepresentation,
     ViewSchemaField,
@@ -79,4 +84,66 @@ def sync_view(view: View, metadata: ViewMetadata) -> None:
             version_id=entry.version_id,
         )
         for position, entry in enumerate(metadata.version_log)
+    )
+
+
+def sync_table(table: Table, metadata: TableMetadata) -> None:
+    """Make the mirror rows of `table` say what its metadata says."""
+    Table.objects.filter(pk=table.pk).update(
+        table_uuid=metadata.table_uuid,
+        location=metadata.location,
+        format_version=metadata.format_version,
+        current_schema_id=metadata.current_schema_id,
+        current_snapshot_id=metadata.current_snapshot_id,
+        default_spec_id=metadata.default_spec_id,
+        last_updated_ms=metadata.last_updated_ms,
+        partition_specs=[
+            s.model_dump(by_alias=True, mode="json") for s in metadata.partition_specs
+        ],
+        sort_orders=[o.model_dump(by_alias=True, mode="json") for o in metadata.sort_orders],
+        properties=dict(metadata.properties),
+    )
+    table.refresh_from_db()
+    table.fields.all().delete()
+    TableSchemaField.objects.bulk_create(
+        TableSchemaField(
+            table=table,
+            schema_id=schema.schema_id,
+            position=position,
+            field_id=field.field_id,
+            name=field.name,
+            type=str(field.field_type),
+            required=field.required,
+            doc=field.doc,
+        )
+        for schema in metadata.schemas
+        for position, field in enumerate(schema.fields)
+    )
+    snapshot_ids = {s.snapshot_id for s in metadata.snapshots}
+    table.snapshots.exclude(snapshot_id__in=snapshot_ids).delete()
+    known = set(table.snapshots.values_list("snapshot_id", flat=True))
+    TableSnapshot.objects.bulk_create(
+        TableSnapshot(
+            table=table,
+            snapshot_id=s.snapshot_id,
+            parent_snapshot_id=s.parent_snapshot_id,
+            sequence_number=s.sequence_number,
+            timestamp_ms=s.timestamp_ms,
+            operation=s.summary.operation.value if s.summary else "",
+            summary=s.summary.model_dump(mode="json") if s.summary else {},
+            manifest_list=s.manifest_list or "",
+            schema_id=s.schema_id,
+        )
+        for s in metadata.snapshots
+        if s.snapshot_id not in known
+    )
+    table.metadata_log.all().delete()
+    TableMetadataLogEntry.objects.bulk_create(
+        TableMetadataLogEntry(
+            table=table,
+            position=position,
+            timestamp_ms=e.timestamp_ms,
+            metadata_file=e.metadata_file,
+        )
+        for position, e in enumerate(metadata.metadata_log)
     )

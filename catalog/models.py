@@ -157,18 +157,36 @@ class ViewVersionLogEntry(models.Model):
         return f"{self.view} -> v{self.version_id}"
 
 
+class TableQuerySet(models.QuerySet):
+    def search(self, text: str) -> TableQuerySet:
+        if not text:
+            return self
+        return self.filter(
+            models.Q(name__icontains=text) | models.Q(namespace__name__icontains=text)
+        )
+
+
 class Table(models.Model):
-    """An Iceberg table's pointer. Tables arrive with the REST catalog; views need to know
-    their names already, since a table and a view never share one."""
+    """An Iceberg table: the pointer to its current metadata file, and a mirror of it."""
 
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="tables")
     name = models.CharField(max_length=255)
     table_uuid = models.UUIDField(null=True, blank=True)
     location = models.CharField(max_length=1024)
+    #: The pointer: the metadata file that is this table's current state.
     metadata_location = models.CharField(max_length=1024, null=True, blank=True)
+    format_version = models.IntegerField(default=2)
+    current_schema_id = models.IntegerField(default=0)
+    current_snapshot_id = models.BigIntegerField(null=True, blank=True)
+    default_spec_id = models.IntegerField(default=0)
+    last_updated_ms = models.BigIntegerField(default=0)
+    partition_specs = models.JSONField(default=list, blank=True)
+    sort_orders = models.JSONField(default=list, blank=True)
     properties = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TableQuerySet.as_manager()
 
     class Meta:
         ordering = ["namespace__name", "name"]
@@ -178,6 +196,116 @@ class Table(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace.name}.{self.name}"
+
+    def schema_fields(self, schema_id: int | None = None) -> models.QuerySet[TableSchemaField]:
+        wanted = self.current_schema_id if schema_id is None else schema_id
+        return self.fields.filter(schema_id=wanted).order_by("position")
+
+    def default_spec(self) -> dict:
+        return next(
+            (s for s in self.partition_specs if s.get("spec-id") == self.default_spec_id), {}
+        )
+
+
+class TableSchemaField(models.Model):
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="fields")
+    schema_id = models.IntegerField()
+    position = models.IntegerField()
+    field_id = models.IntegerField()
+    name = models.CharField(max_length=255)
+    type = models.CharField(max_length=1024)
+    required = models.BooleanField(default=False)
+    doc = models.TextField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["table", "schema_id", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.type}"
+
+
+class TableSnapshot(models.Model):
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="snapshots")
+    snapshot_id = models.BigIntegerField()
+    parent_snapshot_id = models.BigIntegerField(null=True, blank=True)
+    sequence_number = models.BigIntegerField(null=True, blank=True)
+    timestamp_ms = models.BigIntegerField()
+    operation = models.CharField(max_length=32, blank=True, default="")
+    summary = models.JSONField(default=dict, blank=True)
+    manifest_list = models.CharField(max_length=1024, blank=True, default="")
+    schema_id = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["table", "timestamp_ms", "snapshot_id"]
+
+    def __str__(self) -> str:
+        return f"{self.table} @{self.snapshot_id}"
+
+
+class TableMetadataLogEntry(models.Model):
+    table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="metadata_log")
+    position = models.IntegerField()
+    timestamp_ms = models.BigIntegerField()
+    metadata_file = models.CharField(max_length=1024)
+
+    class Meta:
+        ordering = ["table", "position"]
+
+    def __str__(self) -> str:
+        return self.metadata_file
+
+
+class TableMetricsReport(models.Model):
+    """A scan or commit report an engine sent (POST .../metrics): kept for operators."""
+
+    table = models.ForeignKey(
+        Table, null=True, blank=True, on_delete=models.SET_NULL, related_name="metrics_reports"
+    )
+    table_name = models.CharField(max_length=512)
+    report_type = models.CharField(max_length=64)
+    report = models.JSONField()
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.report_type} {self.table_name}"
+
+
+class CatalogClient(models.Model):
+    """Credentials for the Iceberg REST protocol's client-credentials flow.
+
+    Engines are configured with `credential=<client_id>:<secret>`; they exchange it at
+    /iceberg/v1/oauth/tokens for a bearer token. The secret is stored hashed."""
+
+    name = models.CharField(max_length=255)
+    client_id = models.CharField(max_length=64, unique=True)
+    secret_hash = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.client_id})"
+
+
+class AccessToken(models.Model):
+    """A bearer token issued to a client; only its SHA-256 digest is stored."""
+
+    client = models.ForeignKey(CatalogClient, on_delete=models.CASCADE, related_name="tokens")
+    digest = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"token for {self.client}"
 
 
 class CatalogEvent(models.Model):

@@ -94,18 +94,28 @@ def get_view(namespace: str, name: str) -> View:
         raise NoSuchView(f"View does not exist: {namespace}.{name}", field="name") from None
 
 
-def _ensure_name_free(namespace: Namespace, name: str) -> None:
-    if Table.objects.filter(namespace=namespace, name=name).exists():
-        raise AlreadyExists(
-            f"Table with same name already exists: {namespace.name}.{name}", field="name"
+def ensure_name_free(namespace: Namespace, name: str, *, creating: str = "view") -> None:
+    """Refuse a name a table or a view holds, in the words of Iceberg's Java catalogs."""
+    table_taken = Table.objects.filter(namespace=namespace, name=name).exists()
+    view_taken = View.objects.filter(namespace=namespace, name=name).exists()
+    qualified = f"{namespace.name}.{name}"
+    if table_taken:
+        message = (
+            f"Table already exists: {qualified}"
+            if creating == "table"
+            else f"Table with same name already exists: {qualified}"
         )
-    if View.objects.filter(namespace=namespace, name=name).exists():
-        raise AlreadyExists(
-            f"View with same name already exists: {namespace.name}.{name}", field="name"
+        raise AlreadyExists(message, field="name")
+    if view_taken:
+        message = (
+            f"View already exists: {qualified}"
+            if creating == "view"
+            else f"View with same name already exists: {qualified}"
         )
+        raise AlreadyExists(message, field="name")
 
 
-def _record(
+def record_event(
     *,
     actor: Any,
     action: str,
@@ -139,7 +149,7 @@ def create_namespace(
     namespace = Namespace.objects.create(
         name=name, properties={str(k): str(v) for k, v in (properties or {}).items()}
     )
-    _record(actor=actor, action="create_namespace", object_type="namespace", object_name=name)
+    record_event(actor=actor, action="create_namespace", object_type="namespace", object_name=name)
     return namespace
 
 
@@ -167,7 +177,7 @@ def update_namespace_properties(
         properties.pop(key, None)
     namespace.properties = properties
     namespace.save(update_fields=["properties", "updated_at"])
-    _record(actor=actor, action="update_namespace", object_type="namespace", object_name=name)
+    record_event(actor=actor, action="update_namespace", object_type="namespace", object_name=name)
     return namespace
 
 
@@ -179,7 +189,7 @@ def drop_namespace(*, name: str, actor: Any = None) -> None:
     if Namespace.objects.filter(name__startswith=f"{name}.").exists():
         raise NamespaceNotEmpty(f"Namespace {name} has child namespaces", field="namespace")
     namespace.delete()
-    _record(actor=actor, action="drop_namespace", object_type="namespace", object_name=name)
+    record_event(actor=actor, action="drop_namespace", object_type="namespace", object_name=name)
 
 
 # -- view definitions ---------------------------------------------------------------------
@@ -318,7 +328,7 @@ def _swap_pointer(
                 )
             view.refresh_from_db()
             mirror.sync_view(view, metadata)
-            _record(
+            record_event(
                 actor=actor,
                 action=action,
                 object_type="view",
@@ -327,7 +337,7 @@ def _swap_pointer(
             )
     except CommitConflict as error:
         metadata_io.delete_file(new_location)
-        _record(
+        record_event(
             actor=actor,
             action=action,
             object_type="view",
@@ -388,7 +398,7 @@ def create_view(
 ) -> View:
     name = check_name(name)
     ns = get_namespace(check_namespace_name(namespace))
-    _ensure_name_free(ns, name)
+    ensure_name_free(ns, name)
     analyzed, default_ns = _analyze(
         sql=sql,
         dialect=dialect,
@@ -438,7 +448,7 @@ def _insert_view(
     action: str,
 ) -> View:
     # Checked again inside the transaction: another writer may have taken the name meanwhile.
-    _ensure_name_free(namespace, name)
+    ensure_name_free(namespace, name)
     user = actor if getattr(actor, "pk", None) else None
     view = View.objects.create(
         namespace=namespace,
@@ -453,7 +463,7 @@ def _insert_view(
         updated_by=user,
     )
     mirror.sync_view(view, metadata)
-    _record(
+    record_event(
         actor=actor,
         action=action,
         object_type="view",
@@ -629,12 +639,12 @@ def rename_view(
     new_name = check_name(new_name, field="new_name")
     if (target_ns.pk, new_name) == (view.namespace_id, view.name):
         return view
-    _ensure_name_free(target_ns, new_name)
+    ensure_name_free(target_ns, new_name)
     old = str(view)
     view.namespace = target_ns
     view.name = new_name
     view.save(update_fields=["namespace", "name", "updated_at"])
-    _record(
+    record_event(
         actor=actor,
         action="rename_view",
         object_type="view",
@@ -648,7 +658,7 @@ def rename_view(
 def drop_view(*, namespace: str, name: str, actor: Any = None) -> None:
     """Forget the view. Its metadata files stay, so it can be registered again."""
     view = get_view(namespace, name)
-    _record(
+    record_event(
         actor=actor,
         action="drop_view",
         object_type="view",
@@ -662,7 +672,7 @@ def register_view(*, namespace: str, name: str, metadata_location: str, actor: A
     """Adopt an existing view metadata file (it must lie inside the warehouse)."""
     name = check_name(name)
     ns = get_namespace(check_namespace_name(namespace))
-    _ensure_name_free(ns, name)
+    ensure_name_free(ns, name)
     if not metadata_location or not metadata_location.strip():
         raise InvalidInput("A metadata file location is required", field="metadata_location")
     try:
@@ -703,3 +713,75 @@ def _dependencies_of_current(metadata: ViewMetadata) -> list[tuple[str, ...]]:
         return []
     default = (version.default_catalog or "", *version.default_namespace)
     return _dependencies(query, default)
+
+
+# -- the Iceberg REST protocol's view operations --------------------------------------------
+
+
+def create_view_from_parts(
+    *,
+    namespace: str,
+    name: str,
+    schema: Mapping[str, Any],
+    view_version: Mapping[str, Any],
+    properties: Mapping[str, str] | None = None,
+    location: str | None = None,
+    actor: Any = None,
+) -> View:
+    """Create a view from an engine's own schema and version (REST CreateViewRequest)."""
+    from catalog.core.views import apply_view_updates
+
+    name = check_name(name)
+    ns = get_namespace(check_namespace_name(namespace))
+    ensure_name_free(ns, name)
+    location = metadata_io.ensure_within(location or _location_for(ns, name), settings.WAREHOUSE)
+    updates = [
+        {"action": "set-properties", "updates": dict(properties or {})},
+        {"action": "add-schema", "schema": dict(schema)},
+        {"action": "add-view-version", "view-version": {**view_version, "schema-id": -1}},
+        {"action": "set-current-view-version", "view-version-id": -1},
+    ]
+    metadata = apply_view_updates(None, updates, location=location)
+    metadata_location = metadata_io.write_view_metadata(metadata, None)
+    try:
+        return _insert_view(
+            namespace=ns,
+            name=name,
+            metadata=metadata,
+            metadata_location=metadata_location,
+            dependencies=[list(d) for d in _dependencies_of_current(metadata)],
+            actor=actor,
+            action="create_view",
+        )
+    except CatalogError:
+        metadata_io.delete_file(metadata_location)
+        raise
+
+
+def commit_view(
+    *,
+    namespace: str,
+    name: str,
+    requirements: Sequence[Mapping[str, Any]],
+    updates: Sequence[Mapping[str, Any]],
+    actor: Any = None,
+) -> View:
+    """Apply a REST view commit: check the requirements, apply the updates, swap."""
+    from catalog.core.views import check_view_requirements
+
+    def change(builder: ViewMetadataBuilder, view: View) -> list:
+        check_view_requirements(builder.base, requirements)
+        _apply_updates(builder, updates)
+        if builder.location != view.location:
+            metadata_io.ensure_within(builder.location, settings.WAREHOUSE)
+        return [list(d) for d in _dependencies_of_current(builder.build())]
+
+    return _change_view(
+        namespace=namespace, name=name, actor=actor, action="commit_view", change=change
+    )
+
+
+def _apply_updates(builder: ViewMetadataBuilder, updates: Sequence[Mapping[str, Any]]) -> None:
+    from catalog.core.views import apply_updates_to_builder
+
+    apply_updates_to_builder(builder, updates)

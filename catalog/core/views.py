@@ -365,6 +365,13 @@ def apply_view_updates(
         builder = ViewMetadataBuilder.new(location=location)
     else:
         builder = ViewMetadataBuilder(base)
+    apply_updates_to_builder(builder, updates)
+    return builder.build()
+
+
+def apply_updates_to_builder(
+    builder: ViewMetadataBuilder, updates: Iterable[Mapping[str, Any]]
+) -> None:
     for update in updates:
         action = update.get("action")
         try:
@@ -394,7 +401,6 @@ def apply_view_updates(
             raise InvalidInput(
                 f"View update {action}: {describe_validation_error(error)}"
             ) from error
-    return builder.build()
 
 
 def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[str, Any]]) -> None:

@@ -1,0 +1,150 @@
+"""Iceberg table metadata for the REST catalog, on pyiceberg's own machinery.
+
+pyiceberg builds new table metadata (`new_table_metadata`), parses the REST protocol's
+requirements and updates (its discriminated `TableRequirement` / `TableUpdate` unions),
+checks requirements (`TableRequirement.validate`) and applies updates
+(`update_table_metadata`). This module only wires those together and turns their errors
+into the catalog's domain errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import (
+    TableMetadata,
+    TableMetadataUtil,
+    TableMetadataV1,
+    new_table_metadata,
+)
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import (
+    AssertCreate,
+    TableRequirement,
+    TableUpdate,
+    update_table_metadata,
+)
+
+from catalog.core import metadata_io
+from catalog.core.errors import CommitConflict, InvalidInput, InvalidMetadata
+
+_REQUIREMENTS = TypeAdapter(list[TableRequirement])
+_UPDATES = TypeAdapter(list[TableUpdate])
+
+
+def _invalid(what: str, error: ValidationError) -> InvalidInput:
+    return InvalidInput(f"Invalid {what}: {metadata_io.describe_validation_error(error)}")
+
+
+def parse_table_metadata(document: Mapping[str, Any], *, source: str) -> TableMetadata:
+    try:
+        return TableMetadataUtil.parse_obj(dict(document))
+    except ValidationError as error:
+        raise InvalidMetadata(
+            f"{source}: {metadata_io.describe_validation_error(error)}", field="metadata_location"
+        ) from error
+    except ValueError as error:
+        raise InvalidMetadata(f"{source}: {error}", field="metadata_location") from error
+
+
+def read_table_metadata(path: str) -> TableMetadata:
+    return parse_table_metadata(metadata_io.read_json(path), source=path)
+
+
+def table_metadata_json(metadata: TableMetadata) -> str:
+    return metadata.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def write_table_metadata(metadata: TableMetadata, previous_metadata_location: str | None) -> str:
+    path = metadata_io.new_metadata_location(metadata.location, previous_metadata_location)
+    metadata_io.write_json(path, table_metadata_json(metadata))
+    return path
+
+
+def new_table(
+    *,
+    schema: Mapping[str, Any],
+    location: str,
+    partition_spec: Mapping[str, Any] | None = None,
+    write_order: Mapping[str, Any] | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> TableMetadata:
+    """Metadata for a new table, with fresh field ids as Iceberg's catalogs assign them."""
+    try:
+        parsed_schema = Schema.model_validate(schema)
+        spec = (
+            PartitionSpec.model_validate(partition_spec)
+            if partition_spec
+            else UNPARTITIONED_PARTITION_SPEC
+        )
+        order = SortOrder.model_validate(write_order) if write_order else UNSORTED_SORT_ORDER
+    except ValidationError as error:
+        raise _invalid("table definition", error) from error
+    try:
+        return new_table_metadata(
+            parsed_schema,
+            spec,
+            order,
+            location,
+            {str(k): str(v) for k, v in (properties or {}).items()},
+        )
+    except ValidationError as error:
+        raise _invalid("table definition", error) from error
+    except ValueError as error:
+        raise InvalidInput(f"Invalid table definition: {error}") from error
+
+
+def parse_changes(
+    requirements: Sequence[Mapping[str, Any]], updates: Sequence[Mapping[str, Any]]
+) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
+    try:
+        parsed_requirements = tuple(_REQUIREMENTS.validate_python(list(requirements)))
+    except ValidationError as error:
+        raise _invalid("table requirement", error) from error
+    try:
+        parsed_updates = tuple(_UPDATES.validate_python(list(updates)))
+    except ValidationError as error:
+        raise _invalid("table update", error) from error
+    return parsed_requirements, parsed_updates
+
+
+def is_create(requirements: Sequence[TableRequirement]) -> bool:
+    return any(isinstance(r, AssertCreate) for r in requirements)
+
+
+def apply_changes(
+    base: TableMetadata | None,
+    base_location: str | None,
+    requirements: Sequence[TableRequirement],
+    updates: Sequence[TableUpdate],
+) -> TableMetadata:
+    """Check every requirement against `base`, then apply every update.
+
+    `base` is None for a table being created by this commit (a staged create)."""
+    for requirement in requirements:
+        try:
+            requirement.validate(base)
+        except CommitFailedException as error:
+            raise CommitConflict(str(error)) from error
+    start = (
+        base
+        if base is not None
+        else TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
+    )
+    try:
+        return update_table_metadata(
+            base_metadata=start,
+            updates=tuple(updates),
+            enforce_validation=base is None,
+            metadata_location=base_location,
+        )
+    except CommitFailedException as error:
+        raise CommitConflict(str(error)) from error
+    except ValidationError as error:
+        raise _invalid("table update", error) from error
+    except (ValueError, KeyError) as error:
+        raise InvalidInput(f"Cannot apply the table update: {error}") from error

@@ -1,0 +1,92 @@
+"""Credentials for engines: OAuth2 client credentials exchanged for bearer tokens.
+
+Iceberg's clients (Spark, pyiceberg, Trino...) are configured with
+`credential=<client_id>:<secret>` and call POST /v1/oauth/tokens; they then send
+`Authorization: Bearer <token>` on every request, and refresh the token before it expires
+with a token exchange. Secrets are stored as password hashes, tokens as SHA-256 digests."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.hashers import check_password, make_password
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.core.errors import CatalogError, InvalidInput
+from catalog.models import AccessToken, CatalogClient
+from catalog.services import record_event
+
+TOKEN_LIFETIME = timedelta(hours=1)
+
+
+class InvalidCredentials(CatalogError):
+    iceberg_type = "NotAuthorizedException"
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    access_token: str
+    expires_in: int
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@transaction.atomic
+def create_client(*, name: str, user: Any, actor: Any = None) -> tuple[CatalogClient, str]:
+    """A new client for `user`; returns it and its secret, which is shown only this once."""
+    if not name or not name.strip():
+        raise InvalidInput("A client needs a name", field="name")
+    secret = secrets.token_urlsafe(32)
+    client = CatalogClient.objects.create(
+        name=name.strip(),
+        client_id=secrets.token_hex(8),
+        secret_hash=make_password(secret),
+        user=user,
+    )
+    record_event(actor=actor, action="create_client", object_type="client", object_name=client.name)
+    return client, secret
+
+
+def _issue(client: CatalogClient) -> IssuedToken:
+    token = secrets.token_urlsafe(32)
+    AccessToken.objects.create(
+        client=client, digest=_digest(token), expires_at=timezone.now() + TOKEN_LIFETIME
+    )
+    return IssuedToken(token, int(TOKEN_LIFETIME.total_seconds()))
+
+
+def issue_token(*, client_id: str, client_secret: str) -> IssuedToken:
+    client = CatalogClient.objects.filter(client_id=client_id, active=True).first()
+    # Hash even for an unknown client, so that timing does not tell which ids exist.
+    valid = check_password(client_secret, client.secret_hash if client else make_password(None))
+    if client is None or not valid or not client.user.is_active:
+        raise InvalidCredentials("Credentials for the client are invalid")
+    return _issue(client)
+
+
+def exchange_token(*, subject_token: str) -> IssuedToken:
+    """A fresh token for a still-valid one (the clients' refresh)."""
+    return _issue(authenticate(subject_token).client)
+
+
+def authenticate(token: str) -> AccessToken:
+    access = (
+        AccessToken.objects.select_related("client__user")
+        .filter(digest=_digest(token), expires_at__gt=timezone.now(), client__active=True)
+        .first()
+    )
+    if access is None or not access.client.user.is_active:
+        raise InvalidCredentials("Not authorized: the bearer token is missing, unknown or expired")
+    return access
+
+
+def delete_expired_tokens() -> int:
+    deleted, _ = AccessToken.objects.filter(expires_at__lte=timezone.now()).delete()
+    return deleted
