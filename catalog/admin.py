@@ -18,10 +18,17 @@ from django.utils.html import format_html
 
 from catalog import services
 from catalog.core.errors import CatalogError
+from catalog.iceberg_rest.auth import create_client
 from catalog.models import (
+    AccessToken,
+    CatalogClient,
     CatalogEvent,
     Namespace,
     Table,
+    TableMetadataLogEntry,
+    TableMetricsReport,
+    TableSchemaField,
+    TableSnapshot,
     View,
     ViewRepresentation,
     ViewSchemaField,
@@ -189,12 +196,82 @@ class ViewSchemaFieldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["view__namespace"]
 
 
+class TableSchemaFieldInline(ReadOnlyInline):
+    model = TableSchemaField
+    fields = ["schema_id", "position", "field_id", "name", "type", "required", "doc"]
+
+
+class TableSnapshotInline(ReadOnlyInline):
+    model = TableSnapshot
+    fields = ["snapshot_id", "parent_snapshot_id", "timestamp_ms", "operation", "summary"]
+
+
+class TableMetadataLogInline(ReadOnlyInline):
+    model = TableMetadataLogEntry
+    fields = ["position", "timestamp_ms", "metadata_file"]
+
+
 @admin.register(Table)
 class TableAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["__str__", "namespace", "name", "location", "updated_at"]
-    list_filter = ["namespace"]
+    list_display = ["__str__", "namespace", "name", "format_version", "location", "updated_at"]
+    list_filter = ["namespace", "format_version"]
     search_fields = ["name", "namespace__name", "location"]
     list_select_related = ["namespace"]
+    inlines = [TableSchemaFieldInline, TableSnapshotInline, TableMetadataLogInline]
+
+
+@admin.register(TableMetricsReport)
+class TableMetricsReportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["received_at", "table_name", "report_type"]
+    list_filter = ["report_type"]
+    search_fields = ["table_name"]
+
+
+class CatalogClientForm(forms.ModelForm):
+    class Meta:
+        model = CatalogClient
+        fields = ["name", "user"]
+
+
+@admin.register(CatalogClient)
+class CatalogClientAdmin(admin.ModelAdmin):
+    """Engines' credentials. Adding one shows its secret once; revoking is unticking active."""
+
+    list_display = ["name", "client_id", "user", "active", "created_at"]
+    list_filter = ["active"]
+    search_fields = ["name", "client_id", "user__username"]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs):
+        if obj is None:
+            kwargs["form"] = CatalogClientForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["name", "user"] if obj is None else ["name", "client_id", "user", "active"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [] if obj is None else ["client_id", "user"]
+
+    def save_model(self, request: HttpRequest, obj: CatalogClient, form, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        client, secret = create_client(name=obj.name, user=obj.user, actor=request.user)
+        obj.pk = client.pk
+        obj.client_id = client.client_id
+        self.message_user(
+            request,
+            f"Credential for engines (shown once): credential={client.client_id}:{secret}",
+        )
+
+
+@admin.register(AccessToken)
+class AccessTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["client", "created_at", "expires_at"]
+    search_fields = ["client__name", "client__client_id"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True  # revoking a token is deleting it
 
 
 @admin.register(CatalogEvent)

@@ -71,3 +71,23 @@ def test_an_invalid_namespace_name_is_refused_in_the_admin(admin_client):
 
     assert response.status_code == 200
     assert not Namespace.objects.exists()
+
+
+def test_an_operator_adds_engine_credentials_and_sees_the_secret_once(admin_client, admin_user):
+    from catalog.iceberg_rest.auth import issue_token
+    from catalog.models import CatalogClient
+
+    response = admin_client.post(
+        reverse("admin:catalog_catalogclient_add"),
+        {"name": "spark-prod", "user": admin_user.pk},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    client = CatalogClient.objects.get(name="spark-prod")
+    [message] = [str(m) for m in response.context["messages"]]
+    credential = message.split("credential=")[1]
+    client_id, secret = credential.split(":")
+    assert client_id == client.client_id
+    assert secret not in client.secret_hash
+    assert issue_token(client_id=client_id, client_secret=secret).access_token
