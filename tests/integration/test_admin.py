@@ -85,7 +85,7 @@ def test_an_operator_adds_engine_credentials_and_sees_the_secret_once(admin_clie
 
     assert response.status_code == 200
     client = CatalogClient.objects.get(name="spark-prod")
-    [message] = [str(m) for m in response.context["messages"]]
+    [message] = [str(m) for m in response.context["messages"] if "credential=" in str(m)]
     credential = message.split("credential=")[1]
     client_id, secret = credential.split(":")
     assert client_id == client.client_id
