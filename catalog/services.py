@@ -47,6 +47,7 @@ from catalog.core.sql import (
 from catalog.core.types import sqlglot_type_from_iceberg
 from catalog.core.views import (
     ORIGINAL_DIALECT,
+    REPLACE_DROP_DIALECT_ALLOWED,
     ViewMetadataBuilder,
     current_version,
     make_version,
@@ -410,6 +411,9 @@ def create_view(
     )
     location = metadata_io.ensure_within(location or _location_for(ns, name), settings.WAREHOUSE)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
+    # The other dialects are transpiled, not written by anyone: an engine that replaces the
+    # view with its own dialect only (as Spark does) may drop them.
+    props.setdefault(REPLACE_DROP_DIALECT_ALLOWED, "true")
     if comment:
         props["comment"] = comment
     builder = ViewMetadataBuilder.new(location=location)

@@ -84,7 +84,7 @@ def create_table(
     client then creates it with a commit that asserts it does not exist yet."""
     name = check_name(name)
     ns = get_namespace(check_namespace_name(namespace))
-    ensure_name_free(ns, name)
+    ensure_name_free(ns, name, creating="table")
     location = metadata_io.ensure_within(
         location or _default_location(ns.name, name), settings.WAREHOUSE
     )
@@ -118,7 +118,7 @@ def _insert_table(
     actor: Any,
     action="create_table",
 ) -> Table:
-    ensure_name_free(ns, name)
+    ensure_name_free(ns, name, creating="table")
     table = Table.objects.create(
         namespace=ns,
         name=name,
@@ -153,7 +153,7 @@ def _prepare(change: TableChange) -> _Prepared:
         if not tables.is_create(requirements):
             raise NoSuchTable(f"Table does not exist: {change.namespace}.{change.name}")
         ns = get_namespace(change.namespace)
-        ensure_name_free(ns, check_name(change.name))
+        ensure_name_free(ns, check_name(change.name), creating="table")
         metadata = tables.apply_changes(None, None, requirements, updates)
         metadata_io.ensure_within(metadata.location, settings.WAREHOUSE)
         base_location = None
@@ -288,7 +288,7 @@ def rename_table(
     new_name = check_name(new_name, field="destination")
     if (target.pk, new_name) == (table.namespace_id, table.name):
         return table
-    ensure_name_free(target, new_name)
+    ensure_name_free(target, new_name, creating="table")
     old = str(table)
     table.namespace = target
     table.name = new_name

@@ -24,6 +24,8 @@ from pyiceberg.table.metadata import (
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.table.update import (
     AssertCreate,
+    RemovePropertiesUpdate,
+    SetPropertiesUpdate,
     TableRequirement,
     TableUpdate,
     update_table_metadata,
@@ -116,6 +118,23 @@ def is_create(requirements: Sequence[TableRequirement]) -> bool:
     return any(isinstance(r, AssertCreate) for r in requirements)
 
 
+def _drop_missing_removals(
+    base: TableMetadata | None, updates: Sequence[TableUpdate]
+) -> list[TableUpdate]:
+    """Removing a property that is not set is no error in Iceberg's Java catalogs (Spark's
+    UNSET TBLPROPERTIES IF EXISTS relies on it); pyiceberg would fail on the missing key."""
+    present = set(base.properties) if base is not None else set()
+    result: list[TableUpdate] = []
+    for update in updates:
+        if isinstance(update, RemovePropertiesUpdate):
+            present_now = [key for key in update.removals if key in present]
+            update = update.model_copy(update={"removals": present_now})
+        elif isinstance(update, SetPropertiesUpdate):
+            present |= set(update.updates)
+        result.append(update)
+    return result
+
+
 def apply_changes(
     base: TableMetadata | None,
     base_location: str | None,
@@ -138,7 +157,7 @@ def apply_changes(
     try:
         return update_table_metadata(
             base_metadata=start,
-            updates=tuple(updates),
+            updates=tuple(_drop_missing_removals(base, updates)),
             enforce_validation=base is None,
             metadata_location=base_location,
         )

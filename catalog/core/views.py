@@ -373,6 +373,8 @@ def apply_updates_to_builder(
     builder: ViewMetadataBuilder, updates: Iterable[Mapping[str, Any]]
 ) -> None:
     for update in updates:
+        if not isinstance(update, Mapping):
+            raise InvalidInput("A view update must be a JSON object")
         action = update.get("action")
         try:
             if action == "assign-uuid":
@@ -405,6 +407,8 @@ def apply_updates_to_builder(
 
 def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[str, Any]]) -> None:
     for requirement in requirements:
+        if not isinstance(requirement, Mapping):
+            raise InvalidInput("A view requirement must be a JSON object")
         kind = requirement.get("type")
         if kind == "assert-view-uuid":
             if requirement.get("uuid") != base.view_uuid:

@@ -122,6 +122,49 @@ def _required(body: dict[str, Any], key: str) -> Any:
     return body[key]
 
 
+def _object(body: dict[str, Any], key: str, *, required: bool = False) -> dict[str, Any]:
+    """A JSON object field (absent or null is {} unless required)."""
+    value = _required(body, key) if required else body.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"Invalid request: {key} must be a JSON object")
+    return value
+
+
+def _strings(body: dict[str, Any], key: str) -> dict[str, str]:
+    value = _object(body, key)
+    if not all(isinstance(v, str | int | float | bool) for v in value.values()):
+        raise InvalidInput(f"Invalid request: {key} must map strings to strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _objects(body: dict[str, Any], key: str, *, required: bool = False) -> list[dict[str, Any]]:
+    """A list of JSON objects (absent or null is [] unless required)."""
+    value = _required(body, key) if required else body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise InvalidInput(f"Invalid request: {key} must be a list of JSON objects")
+    return value
+
+
+def _string_list(body: dict[str, Any], key: str) -> list[str]:
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidInput(f"Invalid request: {key} must be a list of strings")
+    return value
+
+
+def _optional_string(body: dict[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = _required(body, key) if required else body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(f"Invalid request: {key} must be a string")
+    return value
+
+
 def _namespace_name(encoded: str) -> str:
     """The URL's namespace (levels joined by the unit separator) as our dotted name."""
     levels = encoded.split("\x1f")
@@ -249,7 +292,7 @@ def namespaces(request: HttpRequest) -> HttpResponse:
             raise InvalidInput("Invalid request: namespace must be a non-empty list of strings")
         namespace = services.create_namespace(
             name=[str(level) for level in levels],
-            properties=body.get("properties") or {},
+            properties=_strings(body, "properties"),
             actor=request.catalog_user,
         )
         return JsonResponse({"namespace": namespace.levels, "properties": namespace.properties})
@@ -276,8 +319,8 @@ def namespace_properties(request: HttpRequest, namespace: str) -> HttpResponse:
         raise _not_allowed(request)
     name = _namespace_name(namespace)
     body = _body(request)
-    updates = body.get("updates") or {}
-    removals = body.get("removals") or []
+    updates = _strings(body, "updates")
+    removals = _string_list(body, "removals")
     before = dict(services.get_namespace(name).properties)
     services.update_namespace_properties(
         name=name, updates=updates, removals=removals, actor=request.catalog_user
@@ -313,11 +356,11 @@ def tables(request: HttpRequest, namespace: str) -> HttpResponse:
         loaded = table_services.create_table(
             namespace=name,
             name=str(_required(body, "name")),
-            schema=_required(body, "schema"),
-            location=body.get("location"),
-            partition_spec=body.get("partition-spec"),
-            write_order=body.get("write-order"),
-            properties=body.get("properties") or {},
+            schema=_object(body, "schema", required=True),
+            location=_optional_string(body, "location"),
+            partition_spec=_object(body, "partition-spec") or None,
+            write_order=_object(body, "write-order") or None,
+            properties=_strings(body, "properties"),
             stage_create=bool(body.get("stage-create")),
             actor=request.catalog_user,
         )
@@ -340,8 +383,8 @@ def table(request: HttpRequest, namespace: str, table: str) -> HttpResponse:
         loaded = table_services.commit_table(
             namespace=name,
             name=table,
-            requirements=body.get("requirements") or [],
-            updates=body.get("updates") or [],
+            requirements=_objects(body, "requirements"),
+            updates=_objects(body, "updates"),
             actor=request.catalog_user,
         )
         result = _load_table_result(loaded)
@@ -365,7 +408,7 @@ def register_table(request: HttpRequest, namespace: str) -> HttpResponse:
     loaded = table_services.register_table(
         namespace=_namespace_name(namespace),
         name=str(_required(body, "name")),
-        metadata_location=str(_required(body, "metadata-location")),
+        metadata_location=_optional_string(body, "metadata-location", required=True),
         overwrite=bool(body.get("overwrite")),
         actor=request.catalog_user,
     )
@@ -404,11 +447,11 @@ def commit_transaction(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         raise _not_allowed(request)
     changes = []
-    for change in _required(_body(request), "table-changes"):
+    for change in _objects(_body(request), "table-changes", required=True):
         namespace, name = _parse_identifier(change.get("identifier"), "identifier")
         changes.append(
             table_services.TableChange(
-                namespace, name, change.get("requirements") or [], change.get("updates") or []
+                namespace, name, _objects(change, "requirements"), _objects(change, "updates")
             )
         )
     table_services.commit_tables(changes=changes, actor=request.catalog_user)
@@ -437,10 +480,10 @@ def views(request: HttpRequest, namespace: str) -> HttpResponse:
         view = services.create_view_from_parts(
             namespace=name,
             name=str(_required(body, "name")),
-            schema=_required(body, "schema"),
-            view_version=_required(body, "view-version"),
-            properties=body.get("properties") or {},
-            location=body.get("location"),
+            schema=_object(body, "schema", required=True),
+            view_version=_object(body, "view-version", required=True),
+            properties=_strings(body, "properties"),
+            location=_optional_string(body, "location"),
             actor=request.catalog_user,
         )
         return JsonResponse(_load_view_result(view))
@@ -460,8 +503,8 @@ def view(request: HttpRequest, namespace: str, view: str) -> HttpResponse:
         changed = services.commit_view(
             namespace=name,
             name=view,
-            requirements=body.get("requirements") or [],
-            updates=body.get("updates") or [],
+            requirements=_objects(body, "requirements"),
+            updates=_objects(body, "updates"),
             actor=request.catalog_user,
         )
         return JsonResponse(_load_view_result(changed))

@@ -262,5 +262,5 @@ def test_properties_set_and_removed_together_make_one_commit(namespace, warehous
     view = services.update_view_properties(
         namespace="sales", name="v", updates={"team": "core"}, removals=["owner"]
     )
-    assert view.properties == {"team": "core"}
+    assert view.properties == {"team": "core", "replace.drop-dialect.allowed": "true"}
     assert len(metadata_files(warehouse)) == 2

@@ -1,0 +1,412 @@
+"""The catalog's web pages. Reads go through the ORM; every change calls a service function
+and shows its `CatalogError` on the form that caused it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from catalog import services
+from catalog.core.errors import CatalogError
+from catalog.models import CatalogEvent, Namespace, View, ViewVersion
+from catalog.pages.diff import side_by_side
+from catalog.pages.forms import (
+    DiffForm,
+    NamespaceForm,
+    PropertyForm,
+    ViewCreateForm,
+    ViewReplaceForm,
+    view_dialects,
+)
+from catalog.roles import can_edit, can_view
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+HISTORY_LENGTH = 20
+
+
+# -- access ---------------------------------------------------------------------------------
+
+
+def catalog_page(*, editors_only: bool = False) -> Callable:
+    """Anonymous users go to the login page; users without a role get 403, and so does
+    anyone but an editor on a change page or with a POST."""
+
+    def decorator(view_func: Callable) -> Callable:
+        @wraps(view_func)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            user = request.user
+            if not user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not can_view(user):
+                raise PermissionDenied("You have no role in this catalog.")
+            if (editors_only or request.method not in SAFE_METHODS) and not can_edit(user):
+                raise PermissionDenied("Only editors can change the catalog.")
+            return view_func(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _time(timestamp_ms: int) -> datetime:
+    return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
+
+
+def _get_view(namespace: str, name: str) -> View:
+    return get_object_or_404(
+        View.objects.select_related("namespace"), namespace__name=namespace, name=name
+    )
+
+
+def _versions(view: View) -> list[ViewVersion]:
+    """Retained versions, newest first, each with `created` (a datetime) and `is_current`."""
+    versions = list(view.versions.prefetch_related("representations").order_by("-version_id"))
+    for version in versions:
+        version.created = _time(version.timestamp_ms)
+        version.is_current = version.version_id == view.current_version_id
+    return versions
+
+
+def _version_log(view: View) -> list[Any]:
+    """The version log, newest first. An entry is a rollback when its version appeared
+    earlier in the log."""
+    seen: set[int] = set()
+    entries = list(view.log_entries.order_by("position"))
+    for entry in entries:
+        entry.created = _time(entry.timestamp_ms)
+        entry.is_rollback = entry.version_id in seen
+        entry.is_current = False
+        seen.add(entry.version_id)
+    if entries:
+        entries[-1].is_current = True
+    return entries[::-1]
+
+
+def _previous_version_id(view: View, versions: list[ViewVersion]) -> int:
+    """The version that was current before the current one, if still retained; else the
+    newest other retained version; else the current one."""
+    retained = {v.version_id for v in versions}
+    for entry in view.log_entries.order_by("-position"):
+        if entry.version_id != view.current_version_id and entry.version_id in retained:
+            return entry.version_id
+    others = [v for v in sorted(retained, reverse=True) if v != view.current_version_id]
+    return others[0] if others else view.current_version_id
+
+
+def _original(version: ViewVersion | None) -> Any:
+    if version is None:
+        return None
+    representations = list(version.representations.all())
+    return next((r for r in representations if r.is_original), None) or (
+        representations[0] if representations else None
+    )
+
+
+def _diff_form(view: View, versions: list[ViewVersion], data: Any = None) -> DiffForm:
+    current = next((v for v in versions if v.is_current), None)
+    original = _original(current)
+    dialects = view_dialects(sorted({r.dialect for v in versions for r in v.representations.all()}))
+    initial = {
+        "left": _previous_version_id(view, versions),
+        "right": view.current_version_id,
+        "dialect": original.dialect if original else dialects[0],
+    }
+    if data is not None:
+        data = {
+            **initial,
+            **{key: data[key] for key in ("left", "right", "dialect") if key in data},
+        }
+    return DiffForm(
+        data,
+        initial=initial,
+        version_ids=[v.version_id for v in versions],
+        dialects=dialects,
+    )
+
+
+def _view_page(
+    request: HttpRequest, view: View, *, property_form: PropertyForm | None = None
+) -> HttpResponse:
+    versions = _versions(view)
+    current = next((v for v in versions if v.is_current), None)
+    context = {
+        "view": view,
+        "namespace": view.namespace,
+        "current": current,
+        "representations": list(current.representations.all()) if current else [],
+        "fields": list(view.schema_fields(current.schema_id)) if current else [],
+        "versions": versions,
+        "version_log": _version_log(view),
+        "properties": sorted(view.properties.items()),
+        "events": CatalogEvent.objects.filter(object_name=str(view)).select_related("actor")[
+            :HISTORY_LENGTH
+        ],
+        "diff_form": _diff_form(view, versions),
+        "property_form": property_form or PropertyForm(),
+    }
+    return render(request, "catalog/view_detail.html", context)
+
+
+# -- namespaces -----------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page()
+def namespace_list(request: HttpRequest) -> HttpResponse:
+    form = NamespaceForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            namespace = services.create_namespace(
+                name=form.cleaned_data["name"], actor=request.user
+            )
+        except CatalogError as error:
+            form.add_catalog_error(error)
+        else:
+            messages.success(request, f"Namespace {namespace.name} created.")
+            return redirect("catalog:namespace-detail", namespace=namespace.name)
+    query = request.GET.get("q", "").strip()
+    context = {
+        "form": form,
+        "query": query,
+        "results": (
+            View.objects.search(query)
+            .select_related("namespace")
+            .order_by("namespace__name", "name")
+            if query
+            else None
+        ),
+        "namespaces": Namespace.objects.prefetch_related(
+            Prefetch("views", queryset=View.objects.order_by("name"))
+        ),
+    }
+    return render(request, "catalog/namespace_list.html", context)
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    context = {
+        "namespace": ns,
+        "views": ns.views.order_by("name"),
+        "properties": sorted(ns.properties.items()),
+    }
+    return render(request, "catalog/namespace_detail.html", context)
+
+
+# -- views ----------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    form = ViewCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            view = services.create_view(
+                namespace=ns.name,
+                name=form.cleaned_data["name"],
+                actor=request.user,
+                **form.definition(),
+            )
+        except CatalogError as error:
+            form.add_catalog_error(error)
+        else:
+            messages.success(request, f"View {view} created (version {view.current_version_id}).")
+            return redirect("catalog:view-detail", namespace=ns.name, name=view.name)
+    return render(request, "catalog/view_form.html", {"form": form, "namespace": ns, "view": None})
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def view_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    return _view_page(request, _get_view(namespace, name))
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def view_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    view = _get_view(namespace, name)
+    versions = _versions(view)
+    form = _diff_form(view, versions, data=request.GET)
+    context: dict[str, Any] = {"view": view, "namespace": view.namespace, "form": form}
+    if not form.is_valid():
+        return render(request, "catalog/view_diff.html", context, status=400)
+    by_id = {v.version_id: v for v in versions}
+    dialect = form.cleaned_data["dialect"]
+    sides = []
+    for key in ("left", "right"):
+        version = by_id[form.cleaned_data[key]]
+        representation = next(
+            (r for r in version.representations.all() if r.dialect == dialect), None
+        )
+        sides.append({"version": version, "representation": representation})
+    left, right = sides
+    context.update(
+        left=left,
+        right=right,
+        dialect=dialect,
+        rows=side_by_side(
+            left["representation"].sql if left["representation"] else "",
+            right["representation"].sql if right["representation"] else "",
+        ),
+    )
+    return render(request, "catalog/view_diff.html", context)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    view = _get_view(namespace, name)
+    if request.method == "POST":
+        form = ViewReplaceForm(request.POST)
+        if form.is_valid():
+            before = view.metadata_location
+            definition = form.definition()
+            if definition["comment"] == view.comment:
+                definition["comment"] = None  # unchanged: leave the property alone
+            try:
+                view = services.replace_view(
+                    namespace=view.namespace.name,
+                    name=view.name,
+                    expected_metadata_location=form.cleaned_data["expected_metadata_location"]
+                    or None,
+                    actor=request.user,
+                    **definition,
+                )
+            except CatalogError as error:
+                form.add_catalog_error(error)
+            else:
+                if view.metadata_location == before:
+                    messages.info(request, f"No change: that is already the definition of {view}.")
+                else:
+                    messages.success(
+                        request, f"View {view} replaced: now version {view.current_version_id}."
+                    )
+                return redirect(
+                    "catalog:view-detail", namespace=view.namespace.name, name=view.name
+                )
+    else:
+        current = view.current_version()
+        original = _original(current)
+        form = ViewReplaceForm(
+            initial={
+                "sql": original.sql if original else "",
+                "dialect": original.dialect if original else "spark",
+                "comment": view.comment,
+                "default_catalog": (current.default_catalog if current else None) or "",
+                "default_namespace": ".".join(current.default_namespace) if current else "",
+                "expected_metadata_location": view.metadata_location,
+            }
+        )
+    return render(
+        request,
+        "catalog/view_form.html",
+        {"form": form, "namespace": view.namespace, "view": view},
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def view_rollback(request: HttpRequest, namespace: str, name: str, version_id: int) -> HttpResponse:
+    view = _get_view(namespace, name)
+    version = (
+        view.versions.prefetch_related("representations").filter(version_id=version_id).first()
+    )
+    if version is None:
+        raise Http404(f"View {view} has no retained version {version_id}")
+    version.created = _time(version.timestamp_ms)
+    error_message = None
+    expected = view.metadata_location
+    if request.method == "POST":
+        expected = request.POST.get("expected_metadata_location") or None
+        try:
+            view = services.rollback_view(
+                namespace=view.namespace.name,
+                name=view.name,
+                version_id=version_id,
+                expected_metadata_location=expected,
+                actor=request.user,
+            )
+        except CatalogError as error:
+            error_message = error.message
+        else:
+            messages.success(request, f"View {view} rolled back to version {version_id}.")
+            return redirect("catalog:view-detail", namespace=view.namespace.name, name=view.name)
+    context = {
+        "view": view,
+        "namespace": view.namespace,
+        "version": version,
+        "original": _original(version),
+        "expected_metadata_location": expected or "",
+        "error": error_message,
+    }
+    return render(request, "catalog/view_rollback.html", context)
+
+
+@require_POST
+@catalog_page(editors_only=True)
+def view_properties(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    view = _get_view(namespace, name)
+    if request.POST.get("action") == "remove":
+        key = request.POST.get("key", "")
+        try:
+            services.remove_view_properties(
+                namespace=view.namespace.name, name=view.name, keys=[key], actor=request.user
+            )
+        except CatalogError as error:
+            messages.error(request, error.message)
+        else:
+            messages.success(request, f"Property {key} removed.")
+        return redirect("catalog:view-detail", namespace=view.namespace.name, name=view.name)
+    form = PropertyForm(request.POST)
+    if form.is_valid():
+        key, value = form.cleaned_data["key"], form.cleaned_data["value"]
+        try:
+            services.set_view_properties(
+                namespace=view.namespace.name,
+                name=view.name,
+                updates={key: value},
+                actor=request.user,
+            )
+        except CatalogError as error:
+            form.add_catalog_error(error)
+        else:
+            messages.success(request, f"Property {key} set.")
+            return redirect("catalog:view-detail", namespace=view.namespace.name, name=view.name)
+    view.refresh_from_db()
+    return _view_page(request, view, property_form=form)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def view_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    view = _get_view(namespace, name)
+    error_message = None
+    if request.method == "POST":
+        try:
+            services.drop_view(namespace=view.namespace.name, name=view.name, actor=request.user)
+        except CatalogError as error:
+            error_message = error.message
+        else:
+            messages.success(request, f"View {view} dropped.")
+            return redirect("catalog:namespace-detail", namespace=view.namespace.name)
+    return render(
+        request,
+        "catalog/view_drop.html",
+        {"view": view, "namespace": view.namespace, "error": error_message},
+    )
