@@ -197,13 +197,17 @@ def drop_namespace(*, name: str, actor: Any = None) -> None:
 
 
 def _schema_lookup(catalog_names: set[str]) -> Callable[[tuple[str, ...]], list | None]:
-    """Columns of the views (and, later, tables) this catalog holds, for typing queries."""
+    """Columns of the tables and views this catalog holds, for typing queries."""
 
     def lookup(parts: tuple[str, ...]) -> list[tuple[str, str]] | None:
         catalog, *namespace, name = parts
         if catalog and catalog not in catalog_names:
             return None
-        view = View.objects.filter(namespace__name=".".join(namespace), name=name).first()
+        namespace_name = ".".join(namespace)
+        table = Table.objects.filter(namespace__name=namespace_name, name=name).first()
+        if table is not None:
+            return [(f.name, sqlglot_type_from_iceberg(f.type)) for f in table.schema_fields()]
+        view = View.objects.filter(namespace__name=namespace_name, name=name).first()
         if view is None:
             return None
         version = view.current_version()

@@ -264,3 +264,27 @@ def test_properties_set_and_removed_together_make_one_commit(namespace, warehous
     )
     assert view.properties == {"team": "core", "replace.drop-dialect.allowed": "true"}
     assert len(metadata_files(warehouse)) == 2
+
+
+def test_column_types_come_from_the_tables_the_query_reads(namespace):
+    from catalog import table_services
+
+    table_services.create_table(
+        namespace="sales",
+        name="orders",
+        schema={
+            "type": "struct",
+            "schema-id": 0,
+            "fields": [
+                {"id": 1, "name": "region", "type": "string", "required": False},
+                {"id": 2, "name": "amount", "type": "double", "required": False},
+            ],
+        },
+    )
+    view = services.create_view(
+        namespace="sales",
+        name="revenue",
+        sql="SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region",
+    )
+    fields = view.schema_fields(view.current_version().schema_id)
+    assert [(f.name, f.type) for f in fields] == [("region", "string"), ("revenue", "double")]

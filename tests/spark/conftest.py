@@ -1,20 +1,30 @@
-"""One Spark session for all Spark tests: starting one takes several seconds.
+"""One Spark session (one JVM) for all Spark tests: starting one takes several seconds.
 
-The session uses the jars that scripts/bootstrap.sh builds in var/jars and a local Iceberg
-catalog in a temporary warehouse, so tests never touch var/warehouse.
+`spark` is that session, with the jars scripts/bootstrap.sh builds in var/jars and a local
+Iceberg catalog (`lakeview`) in a temporary warehouse, so tests never touch var/warehouse.
+
+`lv_spark` is a second session on the same SparkContext (`newSession()`: its own SQL
+settings and catalog instances, the same JVM) whose current catalog is `lv`, the app's own
+Iceberg REST catalog served by `catalog_server` (the real app in a subprocess). Catalogs are
+Spark SQL settings read when a catalog is first used, so they can be added to a running
+session; `new_lv_session` makes more such sessions (for concurrent writers).
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from pyspark.sql import SparkSession
 
-from refresh.spark.session import build_spark_session
+from refresh.spark.session import ICEBERG_SPARK_CATALOG, build_spark_session
+from tests.live_server import CatalogServer
+from tests.live_server import catalog_server as start_catalog_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JARS_DIR = REPO_ROOT / "var" / "jars"
 CATALOG_NAME = "lakeview"
+REST_CATALOG = "lv"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -45,3 +55,57 @@ def spark(spark_warehouse: Path) -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def catalog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogServer]:
+    """The app under gunicorn with a fresh SQLite database, warehouse and editor client."""
+    with start_catalog_server(tmp_path_factory.mktemp("catalog-server")) as server:
+        yield server
+
+
+def rest_catalog_conf(server: CatalogServer, name: str = REST_CATALOG) -> dict[str, str]:
+    """Spark settings for an Iceberg REST catalog `name` served by the app."""
+    prefix = f"spark.sql.catalog.{name}"
+    return {
+        prefix: ICEBERG_SPARK_CATALOG,
+        f"{prefix}.type": "rest",
+        f"{prefix}.uri": server.iceberg_uri,
+        f"{prefix}.credential": server.credential,
+        f"{prefix}.rest.auth.type": "oauth2",
+        f"{prefix}.oauth2-server-uri": f"{server.iceberg_uri}/v1/oauth/tokens",
+        # The app is the source of truth, and other clients (the API, pyiceberg) change
+        # tables behind Spark's back: every query loads the table afresh.
+        f"{prefix}.cache-enabled": "false",
+    }
+
+
+def rest_session(spark: SparkSession, server: CatalogServer) -> SparkSession:
+    """A new session on the shared JVM whose current catalog is the app's REST catalog."""
+    session = spark.newSession()
+    for key, value in rest_catalog_conf(server).items():
+        session.conf.set(key, value)
+    # Set before the session resolves any name, so that it never opens the local JDBC
+    # catalog: a second JdbcCatalog on the same SQLite file makes the first one's writes
+    # fail with SQLITE_BUSY.
+    session.conf.set("spark.sql.defaultCatalog", REST_CATALOG)
+    return session
+
+
+@pytest.fixture(scope="session")
+def lv_spark(spark: SparkSession, catalog_server: CatalogServer) -> SparkSession:
+    return rest_session(spark, catalog_server)
+
+
+@pytest.fixture
+def new_lv_session(
+    spark: SparkSession, catalog_server: CatalogServer
+) -> Callable[[], SparkSession]:
+    """Makes more sessions like `lv_spark`, each with catalog instances of its own."""
+    return lambda: rest_session(spark, catalog_server)
+
+
+@pytest.fixture(scope="session")
+def iceberg_http(catalog_server: CatalogServer) -> requests.Session:
+    """Plain HTTP to the Iceberg REST endpoints, with a bearer token of the editor's client."""
+    return catalog_server.iceberg_session()

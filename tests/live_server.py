@@ -1,0 +1,206 @@
+"""The real app in a subprocess, for tests that drive it with engines (Spark, pyiceberg).
+
+pytest-django's `live_server` runs in the test process, against the test database, in a
+thread; Spark's JVM and pyiceberg need a server that behaves like a deployment instead:
+its own SQLite file, its own warehouse folder, gunicorn with several workers (so that
+concurrent commits really race), and credentials made by the app's own commands.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MANAGE = REPO_ROOT / "manage.py"
+USERNAME = "editor"
+PASSWORD = "editor-password-for-tests"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_env(*, db_path: Path, warehouse: Path, extra: Mapping[str, str] | None = None) -> dict:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+            "DATABASE_URL": f"sqlite:///{db_path}",
+            "WAREHOUSE": str(warehouse),
+            "DEBUG": "0",
+            "PYTHONUNBUFFERED": "1",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class CatalogServer:
+    """A running app: where it listens, its data, and the credentials of one editor."""
+
+    base_url: str
+    warehouse: Path
+    db_path: Path
+    log_path: Path
+    env: dict[str, str] = field(repr=False)
+    username: str = USERNAME
+    password: str = field(default=PASSWORD, repr=False)
+    credential: str = field(default="", repr=False)
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def iceberg_uri(self) -> str:
+        return f"{self.base_url}/iceberg"
+
+    def manage(self, *args: str, timeout: float = 120) -> str:
+        """Run a management command against the server's database; returns its stdout."""
+        result = subprocess.run(
+            [sys.executable, str(MANAGE), *args],
+            cwd=REPO_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"manage.py {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+            )
+        return result.stdout
+
+    def bearer_token(self) -> str:
+        """An Iceberg REST access token for the editor's client (OAuth2 client credentials)."""
+        client_id, _, secret = self.credential.partition(":")
+        response = requests.post(
+            f"{self.iceberg_uri}/v1/oauth/tokens",
+            data={
+                "grant_type": "client_credentials",
+                "client_id": client_id,
+                "client_secret": secret,
+                "scope": "catalog",
+            },
+            timeout=30,
+        )
+        response.raise_for_status()
+        return response.json()["access_token"]
+
+    def iceberg_session(self) -> requests.Session:
+        """A `requests` session that sends the bearer token to the Iceberg REST endpoints."""
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {self.bearer_token()}"
+        return session
+
+    def api_session(self) -> requests.Session:
+        """A `requests` session for the management API (/api/), with the editor's DRF token."""
+        response = requests.post(
+            f"{self.base_url}/api/token/",
+            data={"username": self.username, "password": self.password},
+            timeout=30,
+        )
+        response.raise_for_status()
+        session = requests.Session()
+        session.headers["Authorization"] = f"Token {response.json()['token']}"
+        return session
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=15)
+
+
+def _wait_until_serving(server: CatalogServer, timeout: float) -> None:
+    """Until GET /iceberg/v1/config answers 401 (up, and refusing a request with no token)."""
+    deadline = time.monotonic() + timeout
+    last_error = "no answer"
+    while time.monotonic() < deadline:
+        assert server.process is not None
+        if server.process.poll() is not None:
+            raise RuntimeError(
+                f"The app exited with {server.process.returncode}:\n{server.log_tail()}"
+            )
+        try:
+            response = requests.get(f"{server.iceberg_uri}/v1/config", timeout=5)
+        except requests.ConnectionError as error:
+            last_error = str(error)
+        else:
+            if response.status_code == 401:
+                return
+            last_error = f"{response.status_code}: {response.text[:500]}"
+        time.sleep(0.2)
+    raise RuntimeError(
+        f"The app did not come up in {timeout}s ({last_error}):\n{server.log_tail()}"
+    )
+
+
+@contextmanager
+def catalog_server(root: Path, *, workers: int = 2, threads: int = 4) -> Iterator[CatalogServer]:
+    """Migrate a fresh database under `root`, make an editor and its Iceberg client, and
+    serve the app with gunicorn on a free loopback port until the block ends."""
+    root.mkdir(parents=True, exist_ok=True)
+    db_path = root / "db.sqlite3"
+    warehouse = root / "warehouse"
+    warehouse.mkdir(exist_ok=True)
+    port = free_port()
+    env = server_env(
+        db_path=db_path,
+        warehouse=warehouse,
+        extra={"DJANGO_SUPERUSER_PASSWORD": PASSWORD, "ALLOWED_HOSTS": "127.0.0.1,localhost"},
+    )
+    server = CatalogServer(
+        base_url=f"http://127.0.0.1:{port}",
+        warehouse=warehouse,
+        db_path=db_path,
+        log_path=root / "server.log",
+        env=env,
+    )
+    server.manage("migrate", "--noinput", timeout=300)
+    with server.log_path.open("ab") as log:
+        server.process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "gunicorn", "webapp.wsgi"),
+                *("--bind", f"127.0.0.1:{port}"),
+                *("--workers", str(workers), "--threads", str(threads)),
+                *("--timeout", "120", "--graceful-timeout", "5"),
+                *("--access-logfile", "-", "--access-logformat", '"%(r)s" %(s)s %(L)ss'),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        # The users are made while gunicorn boots: both take seconds of Django start-up.
+        server.manage(
+            "createsuperuser", "--noinput", "--username", USERNAME, "--email", "editor@example.com"
+        )
+        output = server.manage("create_catalog_client", USERNAME, "--name", "tests")
+        server.credential = output.strip().splitlines()[-1]
+        _wait_until_serving(server, timeout=60)
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,263 @@
+"""Spark uses the app as its Iceberg REST catalog (`lv`): tables, views, the management API
+and concurrent writers, all against the real app served by gunicorn."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import requests
+from pyspark.sql import SparkSession
+
+from tests.live_server import CatalogServer
+
+
+def rows(spark: SparkSession, sql: str) -> list[tuple]:
+    return [tuple(row) for row in spark.sql(sql).collect()]
+
+
+def load(http: requests.Session, server: CatalogServer, kind: str, ns: str, name: str) -> dict:
+    response = http.get(f"{server.iceberg_uri}/v1/namespaces/{ns}/{kind}/{name}", timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def local_path(location: str) -> Path:
+    return Path(location.removeprefix("file://").removeprefix("file:"))
+
+
+def test_spark_runs_the_table_and_view_lifecycle_against_the_app(
+    lv_spark: SparkSession, catalog_server: CatalogServer, iceberg_http: requests.Session
+) -> None:
+    spark = lv_spark
+    spark.sql("CREATE NAMESPACE lv.life")
+    assert ("life",) in rows(spark, "SHOW NAMESPACES IN lv")
+
+    # A partitioned table, written and read back.
+    spark.sql(
+        "CREATE TABLE lv.life.events (id BIGINT, ts TIMESTAMP, kind STRING) USING iceberg "
+        "PARTITIONED BY (days(ts))"
+    )
+    spark.sql(
+        "INSERT INTO lv.life.events VALUES "
+        "(1, TIMESTAMP '2024-01-01 10:00:00', 'click'), "
+        "(2, TIMESTAMP '2024-01-01 11:00:00', 'view'), "
+        "(3, TIMESTAMP '2024-01-02 09:00:00', 'click')"
+    )
+    assert rows(spark, "SELECT id, kind FROM lv.life.events ORDER BY id") == [
+        (1, "click"),
+        (2, "view"),
+        (3, "click"),
+    ]
+    assert rows(
+        spark, "SELECT partition.ts_day, record_count FROM lv.life.events.partitions ORDER BY 1"
+    ) == [(date(2024, 1, 1), 2), (date(2024, 1, 2), 1)]
+
+    # Schema evolution: the new column is there, empty for the old rows.
+    spark.sql("ALTER TABLE lv.life.events ADD COLUMN amount DOUBLE")
+    assert "amount" in [r.col_name for r in spark.sql("DESCRIBE TABLE lv.life.events").collect()]
+    spark.sql("INSERT INTO lv.life.events VALUES (4, TIMESTAMP '2024-01-02 12:00:00', 'buy', 9.5)")
+    assert rows(spark, "SELECT id, amount FROM lv.life.events ORDER BY id") == [
+        (1, None),
+        (2, None),
+        (3, None),
+        (4, 9.5),
+    ]
+
+    # A merge-on-read DELETE writes a delete file instead of rewriting the data file.
+    spark.sql("ALTER TABLE lv.life.events SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+    table = load(iceberg_http, catalog_server, "tables", "life", "events")
+    assert table["metadata"]["properties"]["write.delete.mode"] == "merge-on-read"
+    spark.sql("DELETE FROM lv.life.events WHERE id = 2")
+    assert [r[0] for r in rows(spark, "SELECT id FROM lv.life.events ORDER BY id")] == [1, 3, 4]
+    [summary] = rows(
+        spark, "SELECT summary FROM lv.life.events.snapshots ORDER BY committed_at DESC LIMIT 1"
+    )[0]
+    assert summary.get("added-delete-files") == "1", summary
+    assert summary.get("added-position-deletes") == "1", summary
+    assert rows(spark, "SELECT count(*) FROM lv.life.events.delete_files") == [(1,)]
+
+    # A view with column aliases and comments.
+    spark.sql(
+        "CREATE VIEW lv.life.clicks (event_id COMMENT 'the event', what COMMENT 'its kind') "
+        "COMMENT 'events, renamed' AS SELECT id, kind FROM life.events"
+    )
+    view_rows = spark.sql("SELECT * FROM lv.life.clicks ORDER BY event_id")
+    assert view_rows.columns == ["event_id", "what"]
+    assert [tuple(r) for r in view_rows.collect()] == [(1, "click"), (3, "click"), (4, "buy")]
+    described = {r.col_name: r.comment for r in spark.sql("DESCRIBE lv.life.clicks").collect()}
+    assert described["event_id"] == "the event"
+    assert described["what"] == "its kind"
+
+    loaded = load(iceberg_http, catalog_server, "views", "life", "clicks")["metadata"]
+    assert loaded["properties"]["comment"] == "events, renamed"
+    [schema] = loaded["schemas"]
+    assert [(f["name"], f.get("doc")) for f in schema["fields"]] == [
+        ("event_id", "the event"),
+        ("what", "its kind"),
+    ]
+    [version] = loaded["versions"]
+    [representation] = version["representations"]
+    assert representation["dialect"] == "spark"
+    assert "life.events" in representation["sql"]
+
+    # CREATE OR REPLACE VIEW: a second version becomes current.
+    spark.sql(
+        "CREATE OR REPLACE VIEW lv.life.clicks (event_id COMMENT 'the event', what) "
+        "COMMENT 'clicks only' AS SELECT id, kind FROM life.events WHERE kind = 'click'"
+    )
+    assert rows(spark, "SELECT event_id, what FROM lv.life.clicks ORDER BY event_id") == [
+        (1, "click"),
+        (3, "click"),
+    ]
+    loaded = load(iceberg_http, catalog_server, "views", "life", "clicks")["metadata"]
+    assert len(loaded["versions"]) == 2
+    assert len(loaded["version-log"]) == 2
+    assert loaded["current-version-id"] == loaded["version-log"][-1]["version-id"]
+    assert loaded["properties"]["comment"] == "clicks only"
+
+    spark.sql("ALTER VIEW lv.life.clicks SET TBLPROPERTIES ('team'='growth')")
+    properties = dict(rows(spark, "SHOW TBLPROPERTIES lv.life.clicks"))
+    assert properties["team"] == "growth"
+    loaded = load(iceberg_http, catalog_server, "views", "life", "clicks")["metadata"]
+    assert loaded["properties"]["team"] == "growth"
+    assert len(loaded["version-log"]) == 2  # properties are not a new version
+
+    assert [r.viewName for r in spark.sql("SHOW VIEWS IN lv.life").collect()] == ["clicks"]
+    spark.sql("DROP VIEW lv.life.clicks")
+    assert spark.sql("SHOW VIEWS IN lv.life").collect() == []
+    gone = iceberg_http.get(f"{catalog_server.iceberg_uri}/v1/namespaces/life/views/clicks")
+    assert gone.status_code == 404
+    assert gone.json()["error"]["type"] == "NoSuchViewException"
+
+    # DROP TABLE PURGE forgets the table and deletes its files. Spark's Iceberg catalog
+    # purges by itself (it drops without `purgeRequested`, then deletes every reachable
+    # file through its FileIO), so on a local warehouse the emptied folders stay.
+    metadata = load(iceberg_http, catalog_server, "tables", "life", "events")["metadata"]
+    table_dir = local_path(metadata["location"])
+    assert catalog_server.warehouse in table_dir.parents
+    assert list(table_dir.rglob("*.parquet"))
+    spark.sql("DROP TABLE lv.life.events PURGE")
+    assert spark.sql("SHOW TABLES IN lv.life").collect() == []
+    assert [p for p in table_dir.rglob("*") if p.is_file()] == []
+    gone = iceberg_http.get(f"{catalog_server.iceberg_uri}/v1/namespaces/life/tables/events")
+    assert gone.status_code == 404
+    spark.sql("DROP NAMESPACE lv.life")
+    assert ("life",) not in rows(spark, "SHOW NAMESPACES IN lv")
+
+
+def test_a_view_created_in_the_app_is_queried_from_spark(
+    lv_spark: SparkSession, catalog_server: CatalogServer
+) -> None:
+    spark = lv_spark
+    spark.sql("CREATE NAMESPACE lv.shop")
+    spark.sql("CREATE TABLE lv.shop.orders (id BIGINT, region STRING, amount DOUBLE) USING iceberg")
+    spark.sql("INSERT INTO lv.shop.orders VALUES (1, 'eu', 10.0), (2, 'us', 20.0), (3, 'eu', 5.0)")
+
+    api = catalog_server.api_session()
+    views_url = f"{catalog_server.base_url}/api/namespaces/shop/views/"
+    created = api.post(
+        views_url,
+        json={
+            "name": "revenue",
+            "sql": "SELECT region, SUM(amount) AS revenue FROM shop.orders GROUP BY region",
+            "dialect": "spark",
+            "comment": "revenue by region",
+        },
+        timeout=60,
+    )
+    assert created.status_code == 201, created.text
+    # The app types the view from the table's schema, so Spark reads doubles, not strings.
+    schema = created.json()["schema"]["fields"]
+    assert [(f["name"], f["type"]) for f in schema] == [("region", "string"), ("revenue", "double")]
+    first_version = created.json()["current_version_id"]
+    revenue = "SELECT region, revenue FROM lv.shop.revenue ORDER BY region"
+    assert rows(spark, revenue) == [("eu", 15.0), ("us", 20.0)]
+
+    replaced = api.put(
+        f"{views_url}revenue/",
+        json={
+            "sql": "SELECT region, SUM(amount) AS revenue FROM shop.orders "
+            "WHERE amount > 6 GROUP BY region",
+            "dialect": "spark",
+        },
+        timeout=60,
+    )
+    assert replaced.status_code == 200, replaced.text
+    assert replaced.json()["current_version_id"] != first_version
+    assert rows(spark, revenue) == [("eu", 10.0), ("us", 20.0)]
+
+    rolled_back = api.post(
+        f"{views_url}revenue/rollback", json={"version_id": first_version}, timeout=60
+    )
+    assert rolled_back.status_code == 200, rolled_back.text
+    assert rolled_back.json()["current_version_id"] == first_version
+    assert rows(spark, revenue) == [("eu", 15.0), ("us", 20.0)]
+
+
+def _events(api: requests.Session, server: CatalogServer) -> list[dict[str, Any]]:
+    response = api.get(f"{server.base_url}/api/history/", params={"page_size": 500}, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+def test_two_spark_sessions_appending_at_once_lose_no_rows(
+    lv_spark: SparkSession,
+    new_lv_session: Callable[[], SparkSession],
+    catalog_server: CatalogServer,
+) -> None:
+    lv_spark.sql("CREATE NAMESPACE lv.race")
+    lv_spark.sql(
+        "CREATE TABLE lv.race.hits (id INT, writer STRING) USING iceberg TBLPROPERTIES ("
+        "'commit.retry.num-retries'='50', 'commit.retry.min-wait-ms'='10', "
+        "'commit.retry.max-wait-ms'='200')"
+    )
+    commits_per_writer = 20
+    # Each session has its own catalog instance (its own token, its own view of the table).
+    sessions = {"a": new_lv_session(), "b": new_lv_session()}
+    start = threading.Barrier(len(sessions))
+    errors: list[BaseException] = []
+
+    def append(writer: str, session: SparkSession, offset: int) -> None:
+        try:
+            start.wait()
+            for i in range(commits_per_writer):
+                session.sql(f"INSERT INTO lv.race.hits VALUES ({offset + i}, '{writer}')")
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    threads = [
+        threading.Thread(target=append, args=(writer, session, n * commits_per_writer))
+        for n, (writer, session) in enumerate(sessions.items())
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors
+    assert not any(thread.is_alive() for thread in threads)
+
+    total = commits_per_writer * len(sessions)
+    assert rows(lv_spark, "SELECT count(*) FROM lv.race.hits") == [(total,)]
+    ids = {r[0] for r in rows(lv_spark, "SELECT id FROM lv.race.hits")}
+    assert ids == set(range(total))
+    appends = rows(
+        lv_spark,
+        "SELECT count(*), sum(CAST(summary['added-records'] AS INT)) "
+        "FROM lv.race.hits.snapshots WHERE operation = 'append'",
+    )
+    assert appends == [(total, total)]
+
+    events = _events(catalog_server.api_session(), catalog_server)
+    commits = [
+        e for e in events if e["action"] == "commit_table" and e["object_name"] == "race.hits"
+    ]
+    ok = [e for e in commits if e["result"] == "ok"]
+    conflicts = [e for e in commits if e["result"] == "conflict"]
+    assert len(ok) == total
+    print(f"{len(conflicts)} of {len(commits)} commits to race.hits ended as a conflict")
+    # Two writers racing on two cores collide: the losers got 409, refreshed and retried.
+    assert conflicts, "no commit conflicted: the writers did not overlap"
