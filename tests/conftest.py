@@ -23,7 +23,7 @@ def editor(django_user_model):
     from catalog.roles import EDITOR
 
     user = django_user_model.objects.create_user(username="erin", password="erin-password")
-    user.groups.add(Group.objects.get(name=EDITOR))
+    user.groups.add(Group.objects.get_or_create(name=EDITOR)[0])
     return user
 
 
@@ -34,5 +34,5 @@ def viewer(django_user_model):
     from catalog.roles import VIEWER
 
     user = django_user_model.objects.create_user(username="vic", password="vic-password")
-    user.groups.add(Group.objects.get(name=VIEWER))
+    user.groups.add(Group.objects.get_or_create(name=VIEWER)[0])
     return user
