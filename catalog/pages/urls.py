@@ -1,6 +1,6 @@
 from django.urls import path
 
-from catalog.pages import views
+from catalog.pages import tables, views
 
 app_name = "catalog"
 
@@ -16,4 +16,5 @@ urlpatterns = [
     path(f"{view_prefix}rollback/<int:version_id>", views.view_rollback, name="view-rollback"),
     path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
     path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
+    path("namespaces/<str:namespace>/tables/<str:name>/", tables.table_detail, name="table-detail"),
 ]

@@ -202,6 +202,7 @@ def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
     context = {
         "namespace": ns,
         "views": ns.views.order_by("name"),
+        "tables": ns.tables.order_by("name"),
         "properties": sorted(ns.properties.items()),
     }
     return render(request, "catalog/namespace_detail.html", context)
