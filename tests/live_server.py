@@ -116,6 +116,31 @@ class CatalogServer:
         session.headers["Authorization"] = f"Token {response.json()['token']}"
         return session
 
+    def browser_session(self) -> requests.Session:
+        """A `requests` session logged in through the login page, as a browser is."""
+        session = requests.Session()
+        login = f"{self.base_url}/login/"
+        session.get(login, timeout=30).raise_for_status()
+        response = session.post(
+            login,
+            data={
+                "username": self.username,
+                "password": self.password,
+                "csrfmiddlewaretoken": session.cookies["csrftoken"],
+            },
+            timeout=30,
+        )
+        response.raise_for_status()
+        return session
+
+    def submit_form(self, session: requests.Session, path: str) -> requests.Response:
+        """GET a page, then POST its form back with the CSRF token, as a click would."""
+        url = f"{self.base_url}{path}"
+        session.get(url, timeout=30).raise_for_status()
+        return session.post(
+            url, data={"csrfmiddlewaretoken": session.cookies["csrftoken"]}, timeout=60
+        )
+
     def log_tail(self, lines: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

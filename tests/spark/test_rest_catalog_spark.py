@@ -190,11 +190,15 @@ def test_a_view_created_in_the_app_is_queried_from_spark(
     assert replaced.json()["current_version_id"] != first_version
     assert rows(spark, revenue) == [("eu", 10.0), ("us", 20.0)]
 
-    rolled_back = api.post(
-        f"{views_url}revenue/rollback", json={"version_id": first_version}, timeout=60
+    # The rollback is made in the browser's way: the confirmation page, then its form.
+    browser = catalog_server.browser_session()
+    confirmed = catalog_server.submit_form(
+        browser, f"/namespaces/shop/views/revenue/rollback/{first_version}"
     )
-    assert rolled_back.status_code == 200, rolled_back.text
-    assert rolled_back.json()["current_version_id"] == first_version
+    assert confirmed.status_code == 200, confirmed.text
+    assert f"rolled back to version {first_version}" in confirmed.text
+    current = api.get(f"{views_url}revenue/", timeout=60).json()
+    assert current["current_version_id"] == first_version
     assert rows(spark, revenue) == [("eu", 15.0), ("us", 20.0)]
 
 
