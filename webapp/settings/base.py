@@ -127,4 +127,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    # A 404 is an answer, not a problem: Spark asks for a view of every table's name first.
+    "loggers": {"django.request": {"level": "ERROR"}},
 }
