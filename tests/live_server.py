@@ -133,13 +133,14 @@ class CatalogServer:
         response.raise_for_status()
         return session
 
-    def submit_form(self, session: requests.Session, path: str) -> requests.Response:
-        """GET a page, then POST its form back with the CSRF token, as a click would."""
+    def submit_form(
+        self, session: requests.Session, path: str, fields: dict[str, str] | None = None
+    ) -> requests.Response:
+        """GET a page, then POST its form with `fields` and the CSRF token, as a click would."""
         url = f"{self.base_url}{path}"
         session.get(url, timeout=30).raise_for_status()
-        return session.post(
-            url, data={"csrfmiddlewaretoken": session.cookies["csrftoken"]}, timeout=60
-        )
+        data = {**(fields or {}), "csrfmiddlewaretoken": session.cookies["csrftoken"]}
+        return session.post(url, data=data, timeout=60)
 
     def log_tail(self, lines: int = 60) -> str:
         try:

@@ -149,7 +149,7 @@ def test_spark_runs_the_table_and_view_lifecycle_against_the_app(
     assert ("life",) not in rows(spark, "SHOW NAMESPACES IN lv")
 
 
-def test_a_view_created_in_the_app_is_queried_from_spark(
+def test_a_view_created_in_the_browser_is_queried_from_spark_and_its_rollback_too(
     lv_spark: SparkSession, catalog_server: CatalogServer
 ) -> None:
     spark = lv_spark
@@ -157,19 +157,25 @@ def test_a_view_created_in_the_app_is_queried_from_spark(
     spark.sql("CREATE TABLE lv.shop.orders (id BIGINT, region STRING, amount DOUBLE) USING iceberg")
     spark.sql("INSERT INTO lv.shop.orders VALUES (1, 'eu', 10.0), (2, 'us', 20.0), (3, 'eu', 5.0)")
 
-    api = catalog_server.api_session()
-    views_url = f"{catalog_server.base_url}/api/namespaces/shop/views/"
-    created = api.post(
-        views_url,
-        json={
+    # Created in the browser's way: the "New view" form, submitted with its CSRF token.
+    browser = catalog_server.browser_session()
+    submitted = catalog_server.submit_form(
+        browser,
+        "/namespaces/shop/views/new",
+        {
             "name": "revenue",
             "sql": "SELECT region, SUM(amount) AS revenue FROM shop.orders GROUP BY region",
             "dialect": "spark",
             "comment": "revenue by region",
         },
-        timeout=60,
     )
-    assert created.status_code == 201, created.text
+    assert submitted.status_code == 200, submitted.text
+    assert submitted.url.endswith("/namespaces/shop/views/revenue/"), submitted.url
+
+    api = catalog_server.api_session()
+    views_url = f"{catalog_server.base_url}/api/namespaces/shop/views/"
+    created = api.get(f"{views_url}revenue/", timeout=60)
+    assert created.status_code == 200, created.text
     # The app types the view from the table's schema, so Spark reads doubles, not strings.
     schema = created.json()["schema"]["fields"]
     assert [(f["name"], f["type"]) for f in schema] == [("region", "string"), ("revenue", "double")]
@@ -191,7 +197,6 @@ def test_a_view_created_in_the_app_is_queried_from_spark(
     assert rows(spark, revenue) == [("eu", 10.0), ("us", 20.0)]
 
     # The rollback is made in the browser's way: the confirmation page, then its form.
-    browser = catalog_server.browser_session()
     confirmed = catalog_server.submit_form(
         browser, f"/namespaces/shop/views/revenue/rollback/{first_version}"
     )
