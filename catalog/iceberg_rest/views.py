@@ -207,6 +207,22 @@ def _page(request: HttpRequest, items: list) -> tuple[list, str | None]:
     return items[start:end], (str(end) if end < len(items) else None)
 
 
+def _list_identifiers(
+    request: HttpRequest, namespace: str, model: type[Table | View]
+) -> JsonResponse:
+    """ListTablesResponse / the views' equivalent: one page of identifiers."""
+    services.get_namespace(namespace)
+    names = list(
+        model.objects.filter(namespace__name=namespace)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
+    page, token = _page(request, names)
+    return JsonResponse(
+        {"identifiers": [_identifier(namespace, n) for n in page], "next-page-token": token}
+    )
+
+
 def _not_allowed(request: HttpRequest) -> MethodNotAllowed:
     return MethodNotAllowed(f"Method {request.method} is not allowed here")
 
@@ -341,16 +357,7 @@ def namespace_properties(request: HttpRequest, namespace: str) -> HttpResponse:
 def tables(request: HttpRequest, namespace: str) -> HttpResponse:
     name = _namespace_name(namespace)
     if request.method == "GET":
-        services.get_namespace(name)
-        names = list(
-            Table.objects.filter(namespace__name=name)
-            .order_by("name")
-            .values_list("name", flat=True)
-        )
-        page, token = _page(request, names)
-        return JsonResponse(
-            {"identifiers": [_identifier(name, t) for t in page], "next-page-token": token}
-        )
+        return _list_identifiers(request, name, Table)
     if request.method == "POST":
         body = _body(request)
         loaded = table_services.create_table(
@@ -471,16 +478,7 @@ def commit_transaction(request: HttpRequest) -> HttpResponse:
 def views(request: HttpRequest, namespace: str) -> HttpResponse:
     name = _namespace_name(namespace)
     if request.method == "GET":
-        services.get_namespace(name)
-        names = list(
-            View.objects.filter(namespace__name=name)
-            .order_by("name")
-            .values_list("name", flat=True)
-        )
-        page, token = _page(request, names)
-        return JsonResponse(
-            {"identifiers": [_identifier(name, v) for v in page], "next-page-token": token}
-        )
+        return _list_identifiers(request, name, View)
     if request.method == "POST":
         body = _body(request)
         view = services.create_view_from_parts(
