@@ -159,13 +159,18 @@ class ViewMetadataBuilder:
         self.changes.append("set-location")
 
     def set_properties(self, updates: Mapping[str, str]) -> None:
-        self.properties.update({str(k): str(v) for k, v in updates.items()})
-        self.changes.append("set-properties")
+        updates = {str(k): str(v) for k, v in updates.items()}
+        # Setting a property to the value it has is no change: no new metadata file for it.
+        if any(self.properties.get(k) != v for k, v in updates.items()):
+            self.properties.update(updates)
+            self.changes.append("set-properties")
 
     def remove_properties(self, removals: Iterable[str]) -> None:
-        for key in removals:
-            self.properties.pop(key, None)
-        self.changes.append("remove-properties")
+        present = [key for key in removals if key in self.properties]
+        for key in present:
+            del self.properties[key]
+        if present:
+            self.changes.append("remove-properties")
 
     def add_schema(self, schema: Schema) -> int:
         for existing in self.schemas:

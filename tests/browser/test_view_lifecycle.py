@@ -79,6 +79,13 @@ def test_editor_creates_replaces_and_rolls_back_a_view(
     expect(page.locator("#diff")).to_contain_text("open")
     page.screenshot(path=str(results_dir / "diff-page.png"), full_page=True)
 
+    # The search box finds the view by its SQL, including versions that are not current.
+    page.get_by_role("link", name="Lakeview").click()
+    page.get_by_label("Search views").fill("closed")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#search-results")).to_contain_text("sales.orders")
+    page.screenshot(path=str(results_dir / "namespace-list.png"), full_page=True)
+
 
 def test_sql_that_does_not_parse_is_shown_beside_the_sql_field(
     live_server, page, browser_editor, warehouse, results_dir

@@ -213,3 +213,14 @@ def test_a_version_without_default_namespace_is_refused():
     del document["versions"][0]["default-namespace"]
     with pytest.raises(InvalidMetadata, match="default-namespace is missing"):
         parse_view_metadata(document, source="test.metadata.json")
+
+
+def test_setting_a_property_to_its_value_or_removing_an_absent_one_changes_nothing():
+    metadata = build_view("SELECT 1 AS n")
+    builder = ViewMetadataBuilder(metadata)
+    builder.set_properties({"comment": "x"})
+    changed = builder.build()
+    builder = ViewMetadataBuilder(changed)
+    builder.set_properties({"comment": "x"})
+    builder.remove_properties(["absent"])
+    assert builder.changes == []
