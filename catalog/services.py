@@ -41,6 +41,7 @@ from catalog.core.sql import (
     AnalyzedQuery,
     analyze_view_query,
     check_dialect,
+    dependencies,
     parse_query,
     transpile_all,
 )
@@ -49,6 +50,9 @@ from catalog.core.views import (
     ORIGINAL_DIALECT,
     REPLACE_DROP_DIALECT_ALLOWED,
     ViewMetadataBuilder,
+    apply_updates_to_builder,
+    apply_view_updates,
+    check_view_requirements,
     current_version,
     make_version,
     representation_for,
@@ -360,7 +364,7 @@ def _change_view(
     name: str,
     actor: Any,
     action: str,
-    change: Callable[[ViewMetadataBuilder, View], list | None],
+    change: Callable[[ViewMetadataBuilder, View], None],
     expected_metadata_location: str | None = None,
 ) -> View:
     view = get_view(namespace, name)
@@ -370,10 +374,16 @@ def _change_view(
             f"Commit failed: view {view} has changed since it was loaded; reload it and try again"
         )
     builder = ViewMetadataBuilder(_load_metadata(view))
-    dependencies = change(builder, view)
+    change(builder, view)
     if not builder.changes:
         return view
     metadata = builder.build()
+    # What the view reads follows its current version: replaced, rolled back or committed.
+    dependencies = (
+        dependencies_of_current(metadata)
+        if metadata.current_version_id != view.current_version_id
+        else None
+    )
     new_location = metadata_io.write_view_metadata(metadata, base_location)
     return _swap_pointer(
         view=view,
@@ -508,7 +518,7 @@ def replace_view(
     )
     version = _version_from(analyzed, default_catalog=default_catalog, default_namespace=default_ns)
 
-    def change(builder: ViewMetadataBuilder, view: View) -> list:
+    def change(builder: ViewMetadataBuilder, view: View) -> None:
         if comment is not None:
             if comment:
                 builder.set_properties({"comment": comment})
@@ -517,7 +527,6 @@ def replace_view(
         builder.add_schema(_schema_of(analyzed))
         builder.add_version(version)
         builder.set_current_version(-1)
-        return [list(d) for d in analyzed.dependencies]
 
     return _change_view(
         namespace=namespace,
@@ -587,7 +596,6 @@ def update_view_properties(
             builder.set_properties(updates)
         if removals:
             builder.remove_properties(removals)
-        builder.build()  # validates values such as version.history.num-entries early
 
     return _change_view(
         namespace=namespace, name=name, actor=actor, action="update_view_properties", change=change
@@ -638,28 +646,49 @@ def add_view_representation(
     )
 
 
+def move(
+    obj: View | Table,
+    *,
+    kind: str,
+    new_namespace: str,
+    new_name: str,
+    fields: tuple[str, str],
+    actor: Any,
+) -> View | Table:
+    """Rename a view or a table, possibly into another namespace, where the name must be
+    free. Only the pointer's row moves: locations and metadata files stay as they are.
+    `fields` names the inputs (namespace, name) in errors."""
+    target = get_namespace(check_namespace_name(new_namespace, field=fields[0]))
+    new_name = check_name(new_name, field=fields[1])
+    if (target.pk, new_name) == (obj.namespace_id, obj.name):
+        return obj
+    ensure_name_free(target, new_name, creating=kind)
+    old = str(obj)
+    obj.namespace = target
+    obj.name = new_name
+    obj.save(update_fields=["namespace", "name", "updated_at"])
+    record_event(
+        actor=actor,
+        action=f"rename_{kind}",
+        object_type=kind,
+        object_name=str(obj),
+        message=f"renamed from {old}",
+    )
+    return obj
+
+
 @transaction.atomic
 def rename_view(
     *, namespace: str, name: str, new_namespace: str, new_name: str, actor: Any = None
 ) -> View:
-    view = get_view(namespace, name)
-    target_ns = get_namespace(check_namespace_name(new_namespace, field="new_namespace"))
-    new_name = check_name(new_name, field="new_name")
-    if (target_ns.pk, new_name) == (view.namespace_id, view.name):
-        return view
-    ensure_name_free(target_ns, new_name)
-    old = str(view)
-    view.namespace = target_ns
-    view.name = new_name
-    view.save(update_fields=["namespace", "name", "updated_at"])
-    record_event(
+    return move(
+        get_view(namespace, name),
+        kind="view",
+        new_namespace=new_namespace,
+        new_name=new_name,
+        fields=("new_namespace", "new_name"),
         actor=actor,
-        action="rename_view",
-        object_type="view",
-        object_name=str(view),
-        message=f"renamed from {old}",
     )
-    return view
 
 
 @transaction.atomic
@@ -695,7 +724,7 @@ def register_view(*, namespace: str, name: str, metadata_location: str, actor: A
         raise InvalidInput(
             f"The view's location is not usable: {error.message}", field="metadata_location"
         ) from error
-    dependencies = [list(d) for d in _dependencies_of_current(metadata)]
+    dependencies = dependencies_of_current(metadata)
     return _insert_view(
         namespace=ns,
         name=name,
@@ -707,9 +736,8 @@ def register_view(*, namespace: str, name: str, metadata_location: str, actor: A
     )
 
 
-def _dependencies_of_current(metadata: ViewMetadata) -> list[tuple[str, ...]]:
-    from catalog.core.sql import _dependencies
-
+def dependencies_of_current(metadata: ViewMetadata) -> list[list[str]]:
+    """What the current version's SQL reads, as [catalog, *namespace, name] lists."""
     version = current_version(metadata)
     representations = sql_representations(version)
     if not representations:
@@ -720,7 +748,7 @@ def _dependencies_of_current(metadata: ViewMetadata) -> list[tuple[str, ...]]:
     except CatalogError:
         return []
     default = (version.default_catalog or "", *version.default_namespace)
-    return _dependencies(query, default)
+    return [list(parts) for parts in dependencies(query, default)]
 
 
 # -- the Iceberg REST protocol's view operations --------------------------------------------
@@ -737,8 +765,6 @@ def create_view_from_parts(
     actor: Any = None,
 ) -> View:
     """Create a view from an engine's own schema and version (REST CreateViewRequest)."""
-    from catalog.core.views import apply_view_updates
-
     name = check_name(name)
     ns = get_namespace(check_namespace_name(namespace))
     ensure_name_free(ns, name)
@@ -757,7 +783,7 @@ def create_view_from_parts(
             name=name,
             metadata=metadata,
             metadata_location=metadata_location,
-            dependencies=[list(d) for d in _dependencies_of_current(metadata)],
+            dependencies=dependencies_of_current(metadata),
             actor=actor,
             action="create_view",
         )
@@ -775,21 +801,13 @@ def commit_view(
     actor: Any = None,
 ) -> View:
     """Apply a REST view commit: check the requirements, apply the updates, swap."""
-    from catalog.core.views import check_view_requirements
 
-    def change(builder: ViewMetadataBuilder, view: View) -> list:
+    def change(builder: ViewMetadataBuilder, view: View) -> None:
         check_view_requirements(builder.base, requirements)
-        _apply_updates(builder, updates)
+        apply_updates_to_builder(builder, updates)
         if builder.location != view.location:
             metadata_io.ensure_within(builder.location, settings.WAREHOUSE)
-        return [list(d) for d in _dependencies_of_current(builder.build())]
 
     return _change_view(
         namespace=namespace, name=name, actor=actor, action="commit_view", change=change
     )
-
-
-def _apply_updates(builder: ViewMetadataBuilder, updates: Sequence[Mapping[str, Any]]) -> None:
-    from catalog.core.views import apply_updates_to_builder
-
-    apply_updates_to_builder(builder, updates)

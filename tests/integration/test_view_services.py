@@ -288,3 +288,11 @@ def test_column_types_come_from_the_tables_the_query_reads(namespace):
     )
     fields = view.schema_fields(view.current_version().schema_id)
     assert [(f.name, f.type) for f in fields] == [("region", "string"), ("revenue", "double")]
+
+
+def test_the_dependencies_follow_the_current_version_through_a_rollback(namespace):
+    services.create_view(namespace="sales", name="v", sql="SELECT id FROM orders")
+    view = services.replace_view(namespace="sales", name="v", sql="SELECT id FROM refunds")
+    assert view.dependencies == [["", "sales", "refunds"]]
+    view = services.rollback_view(namespace="sales", name="v", version_id=1)
+    assert view.dependencies == [["", "sales", "orders"]]
