@@ -5,6 +5,7 @@ command, which rebuilds every view's mirror from the metadata files alone."""
 
 from __future__ import annotations
 
+from django.db.models import Manager
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.view.metadata import ViewMetadata
 
@@ -56,24 +57,7 @@ def sync_view(view: View, metadata: ViewMetadata) -> None:
             for r in representations
         )
 
-    schema_ids = {s.schema_id for s in metadata.schemas}
-    view.fields.exclude(schema_id__in=schema_ids).delete()
-    known_schemas = set(view.fields.values_list("schema_id", flat=True).distinct())
-    ViewSchemaField.objects.bulk_create(
-        ViewSchemaField(
-            view=view,
-            schema_id=schema.schema_id,
-            position=position,
-            field_id=field.field_id,
-            name=field.name,
-            type=str(field.field_type),
-            required=field.required,
-            doc=field.doc,
-        )
-        for schema in metadata.schemas
-        if schema.schema_id not in known_schemas
-        for position, field in enumerate(schema.fields)
-    )
+    _sync_schema_fields(view.fields, ViewSchemaField, {"view": view}, metadata.schemas)
 
     view.log_entries.all().delete()
     ViewVersionLogEntry.objects.bulk_create(
@@ -104,21 +88,7 @@ def sync_table(table: Table, metadata: TableMetadata) -> None:
         properties=dict(metadata.properties),
     )
     table.refresh_from_db()
-    table.fields.all().delete()
-    TableSchemaField.objects.bulk_create(
-        TableSchemaField(
-            table=table,
-            schema_id=schema.schema_id,
-            position=position,
-            field_id=field.field_id,
-            name=field.name,
-            type=str(field.field_type),
-            required=field.required,
-            doc=field.doc,
-        )
-        for schema in metadata.schemas
-        for position, field in enumerate(schema.fields)
-    )
+    _sync_schema_fields(table.fields, TableSchemaField, {"table": table}, metadata.schemas)
     snapshot_ids = {s.snapshot_id for s in metadata.snapshots}
     table.snapshots.exclude(snapshot_id__in=snapshot_ids).delete()
     known = set(table.snapshots.values_list("snapshot_id", flat=True))
@@ -146,4 +116,29 @@ def sync_table(table: Table, metadata: TableMetadata) -> None:
             metadata_file=e.metadata_file,
         )
         for position, e in enumerate(metadata.metadata_log)
+    )
+
+
+def _sync_schema_fields(
+    existing: Manager, model: type[ViewSchemaField | TableSchemaField], owner: dict, schemas
+) -> None:
+    """Mirror every schema's fields. Schemas are immutable once added, so only new ones are
+    inserted and removed ones deleted: a commit that adds no schema touches no field row."""
+    schema_ids = {schema.schema_id for schema in schemas}
+    existing.exclude(schema_id__in=schema_ids).delete()
+    known = set(existing.values_list("schema_id", flat=True).distinct())
+    model.objects.bulk_create(
+        model(
+            **owner,
+            schema_id=schema.schema_id,
+            position=position,
+            field_id=field.field_id,
+            name=field.name,
+            type=str(field.field_type),
+            required=field.required,
+            doc=field.doc,
+        )
+        for schema in schemas
+        if schema.schema_id not in known
+        for position, field in enumerate(schema.fields)
     )

@@ -28,6 +28,7 @@ from catalog.services import (
     check_namespace_name,
     ensure_name_free,
     get_namespace,
+    move,
     record_event,
 )
 
@@ -56,12 +57,6 @@ def get_table(namespace: str, name: str) -> Table:
         return Table.objects.select_related("namespace").get(namespace__name=namespace, name=name)
     except Table.DoesNotExist:
         raise NoSuchTable(f"Table does not exist: {namespace}.{name}", field="name") from None
-
-
-def load_table(*, namespace: str, name: str) -> LoadedTable:
-    table = get_table(namespace, name)
-    metadata = tables.read_table_metadata(table.metadata_location)
-    return LoadedTable(table, metadata, table.metadata_location)
 
 
 def _default_location(namespace: str, name: str) -> str:
@@ -229,7 +224,6 @@ def _swap(p: _Prepared, *, actor: Any) -> LoadedTable:
         raise CommitConflict(
             f"Commit failed: table {p.table} was changed by another writer; refresh and retry"
         )
-    p.table.refresh_from_db()
     mirror.sync_table(p.table, p.metadata)
     record_event(
         actor=actor,
@@ -258,7 +252,6 @@ def register_table(
             Table.objects.filter(pk=existing.pk).update(
                 metadata_location=path, location=metadata.location, table_uuid=metadata.table_uuid
             )
-            existing.refresh_from_db()
             mirror.sync_table(existing, metadata)
             record_event(
                 actor=actor,
@@ -283,24 +276,14 @@ def register_table(
 def rename_table(
     *, namespace: str, name: str, new_namespace: str, new_name: str, actor: Any = None
 ) -> Table:
-    table = get_table(namespace, name)
-    target = get_namespace(check_namespace_name(new_namespace, field="destination"))
-    new_name = check_name(new_name, field="destination")
-    if (target.pk, new_name) == (table.namespace_id, table.name):
-        return table
-    ensure_name_free(target, new_name, creating="table")
-    old = str(table)
-    table.namespace = target
-    table.name = new_name
-    table.save(update_fields=["namespace", "name", "updated_at"])
-    record_event(
+    return move(
+        get_table(namespace, name),
+        kind="table",
+        new_namespace=new_namespace,
+        new_name=new_name,
+        fields=("destination", "destination"),
         actor=actor,
-        action="rename_table",
-        object_type="table",
-        object_name=str(table),
-        message=f"renamed from {old}",
     )
-    return table
 
 
 def drop_table(*, namespace: str, name: str, purge: bool = False, actor: Any = None) -> None:

@@ -3,6 +3,18 @@ them to HTTP statuses (and, for the Iceberg REST protocol, to Iceberg's exceptio
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """The first problem pydantic found, as "where: what" (e.g. "versions.0.schema-id: ...")."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "document"
+    return f"{where}: {first['msg']}"
+
 
 class CatalogError(Exception):
     """Base of every error the catalog raises on purpose."""

@@ -14,11 +14,11 @@ import uuid
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import ValidationError
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.view.metadata import ViewMetadata
 
 from catalog.core.errors import InvalidInput, InvalidMetadata
+from catalog.core.views import parse_view_metadata
 
 _SEQUENCE = re.compile(r"^(\d+)-[0-9a-fA-F-]+\.metadata\.json$")
 
@@ -130,12 +130,6 @@ def read_json(path: str) -> dict[str, Any]:
     return document
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "document"
-    return f"{where}: {first['msg']}"
-
-
 def write_view_metadata(metadata: ViewMetadata, previous_metadata_location: str | None) -> str:
     """Write the metadata to a new file under its location; return that file's path."""
     path = new_metadata_location(metadata.location, previous_metadata_location)
@@ -148,6 +142,4 @@ def view_metadata_json(metadata: ViewMetadata) -> str:
 
 
 def read_view_metadata(path: str) -> ViewMetadata:
-    from catalog.core.views import parse_view_metadata
-
     return parse_view_metadata(read_json(path), source=path)

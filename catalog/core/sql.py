@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
@@ -156,7 +155,7 @@ def analyze_view_query(
     if any(p.find(exp.Star) for p in query.selects) and not all_known:
         unknown = [
             ".".join(part for part in p if part)
-            for p in _dependencies(query, default)
+            for p in dependencies(query, default)
             if lookup(p) is None
         ]
         raise SqlError(
@@ -229,13 +228,14 @@ def analyze_view_query(
         dialect=dialect,
         sql=stored,
         columns=columns,
-        dependencies=_dependencies(stored_query, default),
+        dependencies=dependencies(stored_query, default),
         warnings=warnings,
     )
 
 
-def _dependencies(query: exp.Query, default: Sequence[str]) -> list[tuple[str, ...]]:
-    """The tables and views the query reads, CTEs excluded, in first-seen order."""
+def dependencies(query: exp.Query, default: Sequence[str]) -> list[tuple[str, ...]]:
+    """The tables and views the query reads, CTEs excluded, in first-seen order; parts a
+    reference leaves out come from `default`, (catalog, *namespace)."""
     found: list[tuple[str, ...]] = []
     for scope in traverse_scope(query):
         for source in scope.sources.values():
@@ -267,7 +267,3 @@ def transpile_all(sql: str, *, source: str, targets: Iterable[str]) -> dict[str,
         if target not in result:
             result[target] = transpile(sql, source=source, target=target)
     return result
-
-
-def dialect_class(name: str) -> type[Dialect]:
-    return Dialect.get_or_raise(name).__class__

@@ -32,14 +32,19 @@ from pyiceberg.table.update import (
 )
 
 from catalog.core import metadata_io
-from catalog.core.errors import CommitConflict, InvalidInput, InvalidMetadata
+from catalog.core.errors import (
+    CommitConflict,
+    InvalidInput,
+    InvalidMetadata,
+    describe_validation_error,
+)
 
 _REQUIREMENTS = TypeAdapter(list[TableRequirement])
 _UPDATES = TypeAdapter(list[TableUpdate])
 
 
 def _invalid(what: str, error: ValidationError) -> InvalidInput:
-    return InvalidInput(f"Invalid {what}: {metadata_io.describe_validation_error(error)}")
+    return InvalidInput(f"Invalid {what}: {describe_validation_error(error)}")
 
 
 def parse_table_metadata(document: Mapping[str, Any], *, source: str) -> TableMetadata:
@@ -47,7 +52,7 @@ def parse_table_metadata(document: Mapping[str, Any], *, source: str) -> TableMe
         return TableMetadataUtil.parse_obj(dict(document))
     except ValidationError as error:
         raise InvalidMetadata(
-            f"{source}: {metadata_io.describe_validation_error(error)}", field="metadata_location"
+            f"{source}: {describe_validation_error(error)}", field="metadata_location"
         ) from error
     except ValueError as error:
         raise InvalidMetadata(f"{source}: {error}", field="metadata_location") from error

@@ -30,7 +30,12 @@ from pyiceberg.view.metadata import (
     ViewVersion,
 )
 
-from catalog.core.errors import CommitConflict, InvalidInput, InvalidMetadata
+from catalog.core.errors import (
+    CommitConflict,
+    InvalidInput,
+    InvalidMetadata,
+    describe_validation_error,
+)
 
 VERSION_HISTORY_SIZE = "version.history.num-entries"
 DEFAULT_VERSION_HISTORY_SIZE = 10
@@ -293,8 +298,6 @@ class ViewMetadataBuilder:
 
 def parse_view_metadata(document: Mapping[str, Any], *, source: str) -> ViewMetadata:
     """Validate a metadata document against the spec; InvalidMetadata names what is wrong."""
-    from catalog.core.metadata_io import describe_validation_error
-
     if document.get("format-version") != 1:
         raise InvalidMetadata(
             f"{source}: format-version must be 1, not {document.get('format-version')!r}",
@@ -403,8 +406,6 @@ def apply_updates_to_builder(
         except KeyError as error:
             raise InvalidInput(f"View update {action} is missing field {error.args[0]}") from error
         except ValidationError as error:
-            from catalog.core.metadata_io import describe_validation_error
-
             raise InvalidInput(
                 f"View update {action}: {describe_validation_error(error)}"
             ) from error

@@ -223,6 +223,23 @@ def _list_identifiers(
     )
 
 
+def _rename(request: HttpRequest, rename: Callable[..., Any]) -> HttpResponse:
+    """RenameTableRequest ({source, destination}), for tables and views alike."""
+    if request.method != "POST":
+        raise _not_allowed(request)
+    body = _body(request)
+    source_ns, source = _parse_identifier(_required(body, "source"), "source")
+    target_ns, target = _parse_identifier(_required(body, "destination"), "destination")
+    rename(
+        namespace=source_ns,
+        name=source,
+        new_namespace=target_ns,
+        new_name=target,
+        actor=request.catalog_user,
+    )
+    return HttpResponse(status=204)
+
+
 def _not_allowed(request: HttpRequest) -> MethodNotAllowed:
     return MethodNotAllowed(f"Method {request.method} is not allowed here")
 
@@ -440,19 +457,7 @@ def table_metrics(request: HttpRequest, namespace: str, table: str) -> HttpRespo
 
 @iceberg_endpoint
 def rename_table(request: HttpRequest) -> HttpResponse:
-    if request.method != "POST":
-        raise _not_allowed(request)
-    body = _body(request)
-    source_ns, source = _parse_identifier(_required(body, "source"), "source")
-    target_ns, target = _parse_identifier(_required(body, "destination"), "destination")
-    table_services.rename_table(
-        namespace=source_ns,
-        name=source,
-        new_namespace=target_ns,
-        new_name=target,
-        actor=request.catalog_user,
-    )
-    return HttpResponse(status=204)
+    return _rename(request, table_services.rename_table)
 
 
 @iceberg_endpoint
@@ -520,16 +525,4 @@ def view(request: HttpRequest, namespace: str, view: str) -> HttpResponse:
 
 @iceberg_endpoint
 def rename_view(request: HttpRequest) -> HttpResponse:
-    if request.method != "POST":
-        raise _not_allowed(request)
-    body = _body(request)
-    source_ns, source = _parse_identifier(_required(body, "source"), "source")
-    target_ns, target = _parse_identifier(_required(body, "destination"), "destination")
-    services.rename_view(
-        namespace=source_ns,
-        name=source,
-        new_namespace=target_ns,
-        new_name=target,
-        actor=request.catalog_user,
-    )
-    return HttpResponse(status=204)
+    return _rename(request, services.rename_view)
