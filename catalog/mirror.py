@@ -9,7 +9,7 @@ from django.db.models import Manager
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.view.metadata import ViewMetadata
 
-from catalog.core.views import ORIGINAL_DIALECT, sql_representations
+from catalog.core.view_metadata import ORIGINAL_DIALECT, sql_representations
 from catalog.models import (
     Table,
     TableMetadataLogEntry,

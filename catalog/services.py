@@ -46,7 +46,7 @@ from catalog.core.sql import (
     transpile_all,
 )
 from catalog.core.types import sqlglot_type_from_iceberg
-from catalog.core.views import (
+from catalog.core.view_metadata import (
     ORIGINAL_DIALECT,
     REPLACE_DROP_DIALECT_ALLOWED,
     ViewMetadataBuilder,
@@ -55,8 +55,10 @@ from catalog.core.views import (
     check_view_requirements,
     current_version,
     make_version,
+    read_view_metadata,
     representation_for,
     sql_representations,
+    write_view_metadata,
 )
 from catalog.models import CatalogEvent, Namespace, Table, View, ViewSchemaField
 
@@ -296,7 +298,7 @@ def _location_for(namespace: Namespace, name: str) -> str:
 
 
 def _load_metadata(view: View) -> ViewMetadata:
-    metadata = metadata_io.read_view_metadata(view.metadata_location)
+    metadata = read_view_metadata(view.metadata_location)
     if str(metadata.view_uuid) != str(view.view_uuid):
         raise InvalidMetadata(
             f"View UUID changed for {view}: expected {view.view_uuid}, found {metadata.view_uuid}"
@@ -384,7 +386,7 @@ def _change_view(
         if metadata.current_version_id != view.current_version_id
         else None
     )
-    new_location = metadata_io.write_view_metadata(metadata, base_location)
+    new_location = write_view_metadata(metadata, base_location)
     return _swap_pointer(
         view=view,
         expected_location=base_location,
@@ -438,7 +440,7 @@ def create_view(
     )
     builder.set_current_version(-1)
     metadata = builder.build()
-    metadata_location = metadata_io.write_view_metadata(metadata, None)
+    metadata_location = write_view_metadata(metadata, None)
     try:
         return _insert_view(
             namespace=ns,
@@ -716,7 +718,7 @@ def register_view(*, namespace: str, name: str, metadata_location: str, actor: A
         path = metadata_io.ensure_within(metadata_location, settings.WAREHOUSE)
     except InvalidInput as error:
         raise InvalidInput(error.message, field="metadata_location") from error
-    metadata = metadata_io.read_view_metadata(path)
+    metadata = read_view_metadata(path)
     try:
         # The view's own location is where its next metadata files go: it must be ours too.
         metadata_io.ensure_within(metadata.location, settings.WAREHOUSE)
@@ -776,7 +778,7 @@ def create_view_from_parts(
         {"action": "set-current-view-version", "view-version-id": -1},
     ]
     metadata = apply_view_updates(None, updates, location=location)
-    metadata_location = metadata_io.write_view_metadata(metadata, None)
+    metadata_location = write_view_metadata(metadata, None)
     try:
         return _insert_view(
             namespace=ns,

@@ -49,6 +49,14 @@ class InvalidMetadata(InvalidInput):
     """A metadata file that is not valid JSON or does not follow the spec."""
 
 
+class ValidationFailed(InvalidInput):
+    """Metadata a change would produce that engines cannot read: duplicate field ids, an
+    unknown transform, a partition field over a missing column, SQL that does not parse.
+    Refused as Iceberg's Java builders refuse it."""
+
+    iceberg_type = "ValidationException"
+
+
 class NotFound(CatalogError):
     iceberg_type = "NotFoundException"
 

@@ -15,10 +15,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.view.metadata import ViewMetadata
 
 from catalog.core.errors import InvalidInput, InvalidMetadata
-from catalog.core.views import parse_view_metadata
 
 _SEQUENCE = re.compile(r"^(\d+)-[0-9a-fA-F-]+\.metadata\.json$")
 
@@ -128,18 +126,3 @@ def read_json(path: str) -> dict[str, Any]:
             f"Metadata file is not a JSON object: {path}", field="metadata_location"
         )
     return document
-
-
-def write_view_metadata(metadata: ViewMetadata, previous_metadata_location: str | None) -> str:
-    """Write the metadata to a new file under its location; return that file's path."""
-    path = new_metadata_location(metadata.location, previous_metadata_location)
-    write_json(path, view_metadata_json(metadata))
-    return path
-
-
-def view_metadata_json(metadata: ViewMetadata) -> str:
-    return metadata.model_dump_json(by_alias=True, exclude_none=True, indent=2)
-
-
-def read_view_metadata(path: str) -> ViewMetadata:
-    return parse_view_metadata(read_json(path), source=path)

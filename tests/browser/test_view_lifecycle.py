@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from catalog.core.metadata_io import read_view_metadata
+from catalog.core.view_metadata import read_view_metadata
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ from django.db import connection
 
 from catalog import services
 from catalog.core.errors import CommitConflict
-from catalog.core.metadata_io import read_view_metadata
+from catalog.core.view_metadata import read_view_metadata
 from catalog.models import View
 
 THREADS = 16

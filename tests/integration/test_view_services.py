@@ -20,7 +20,7 @@ from catalog.core.errors import (
     NoSuchNamespace,
     SqlError,
 )
-from catalog.core.metadata_io import read_view_metadata
+from catalog.core.view_metadata import read_view_metadata
 from catalog.models import CatalogEvent, Table, View
 
 pytestmark = pytest.mark.django_db

@@ -51,6 +51,6 @@ def test_reading_a_file_that_is_not_json_names_the_problem(tmp_path):
     path = tmp_path / "broken.metadata.json"
     path.write_text("{not json")
     with pytest.raises(InvalidMetadata, match="not valid JSON"):
-        metadata_io.read_view_metadata(str(path))
+        metadata_io.read_json(str(path))
     with pytest.raises(InvalidMetadata, match="does not exist"):
-        metadata_io.read_view_metadata(str(tmp_path / "missing.metadata.json"))
+        metadata_io.read_json(str(tmp_path / "missing.metadata.json"))

@@ -9,7 +9,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from catalog.core.errors import CommitConflict, InvalidInput, InvalidMetadata
-from catalog.core.views import (
+from catalog.core.view_metadata import (
     ViewMetadataBuilder,
     apply_view_updates,
     check_view_requirements,

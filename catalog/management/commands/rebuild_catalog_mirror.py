@@ -12,7 +12,7 @@ from django.db import transaction
 
 from catalog import mirror
 from catalog.core.errors import CatalogError
-from catalog.core.metadata_io import read_view_metadata
+from catalog.core.view_metadata import read_view_metadata
 from catalog.models import View
 
 

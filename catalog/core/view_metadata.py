@@ -30,6 +30,7 @@ from pyiceberg.view.metadata import (
     ViewVersion,
 )
 
+from catalog.core import metadata_io
 from catalog.core.errors import (
     CommitConflict,
     InvalidInput,
@@ -424,3 +425,21 @@ def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[s
                 )
         else:
             raise InvalidInput(f"Unknown view requirement: {kind}")
+
+
+# -- files ---------------------------------------------------------------------------
+
+
+def write_view_metadata(metadata: ViewMetadata, previous_metadata_location: str | None) -> str:
+    """Write the metadata to a new file under its location; return that file's path."""
+    path = metadata_io.new_metadata_location(metadata.location, previous_metadata_location)
+    metadata_io.write_json(path, view_metadata_json(metadata))
+    return path
+
+
+def view_metadata_json(metadata: ViewMetadata) -> str:
+    return metadata.model_dump_json(by_alias=True, exclude_none=True, indent=2)
+
+
+def read_view_metadata(path: str) -> ViewMetadata:
+    return parse_view_metadata(metadata_io.read_json(path), source=path)
