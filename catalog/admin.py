@@ -16,25 +16,10 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from catalog import services
+from catalog import models, services
 from catalog.core.errors import CatalogError
+from catalog.core.inputs import check_namespace_name
 from catalog.iceberg_rest.auth import create_client
-from catalog.models import (
-    AccessToken,
-    CatalogClient,
-    CatalogEvent,
-    Namespace,
-    Table,
-    TableMetadataLogEntry,
-    TableMetricsReport,
-    TableSchemaField,
-    TableSnapshot,
-    View,
-    ViewRepresentation,
-    ViewSchemaField,
-    ViewVersion,
-    ViewVersionLogEntry,
-)
 
 
 class ReadOnlyAdminMixin:
@@ -58,12 +43,12 @@ class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 class NamespaceForm(forms.ModelForm):
     class Meta:
-        model = Namespace
+        model = models.Namespace
         fields = ["name", "properties"]
 
     def clean_name(self) -> str:
         try:
-            return services.check_namespace_name(self.cleaned_data["name"])
+            return check_namespace_name(self.cleaned_data["name"])
         except CatalogError as error:
             raise forms.ValidationError(error.message) from error
 
@@ -74,7 +59,7 @@ class NamespaceForm(forms.ModelForm):
         return {str(k): str(v) for k, v in value.items()}
 
 
-@admin.register(Namespace)
+@admin.register(models.Namespace)
 class NamespaceAdmin(admin.ModelAdmin):
     form = NamespaceForm
     list_display = ["name", "view_count", "updated_at"]
@@ -82,8 +67,8 @@ class NamespaceAdmin(admin.ModelAdmin):
     readonly_fields = ["created_at", "updated_at"]
 
     @admin.display(description="views")
-    def view_count(self, obj: Namespace) -> int:
-        return obj.views.count()
+    def view_count(self, obj: models.Namespace) -> int:
+        return models.View.objects.filter(namespace=obj).count()
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # A namespace is not renamed: its views' locations and default namespaces name it.
@@ -92,9 +77,11 @@ class NamespaceAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def save_model(self, request: HttpRequest, obj: Namespace, form: Any, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: models.Namespace, form: Any, change: bool
+    ) -> None:
         if change:
-            before = Namespace.objects.get(pk=obj.pk).properties
+            before = models.Namespace.objects.get(pk=obj.pk).properties
             updates = {k: v for k, v in obj.properties.items() if before.get(k) != v}
             removals = [k for k in before if k not in obj.properties]
             if not updates and not removals:
@@ -110,85 +97,64 @@ class NamespaceAdmin(admin.ModelAdmin):
 
 
 class ViewVersionInline(ReadOnlyInline):
-    model = ViewVersion
+    model = models.ViewVersion
     fields = ["version_link", "schema_id", "timestamp_ms", "default_catalog", "default_namespace"]
     readonly_fields = fields
 
     @admin.display(description="version")
-    def version_link(self, obj: ViewVersion) -> str:
+    def version_link(self, obj: models.ViewVersion) -> str:
         url = reverse("admin:catalog_viewversion_change", args=[obj.pk])
         return format_html('<a href="{}">v{}</a>', url, obj.version_id)
 
 
 class ViewVersionLogInline(ReadOnlyInline):
-    model = ViewVersionLogEntry
+    model = models.ViewVersionLogEntry
     fields = ["position", "version_id", "timestamp_ms"]
     readonly_fields = fields
 
 
 class ViewSchemaFieldInline(ReadOnlyInline):
-    model = ViewSchemaField
+    model = models.ViewSchemaField
     fields = ["schema_id", "position", "field_id", "name", "type", "required", "doc"]
     readonly_fields = fields
 
 
-@admin.register(View)
+@admin.register(models.View)
 class ViewAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["__str__", "namespace", "name", "current_version_id", "updated_at"]
     list_filter = ["namespace"]
-    search_fields = ["name", "namespace__name", "view_uuid", "metadata_location"]
+    search_fields = ["name", "namespace__name", "uuid", "metadata_location"]
     list_select_related = ["namespace"]
     inlines = [ViewVersionInline, ViewVersionLogInline, ViewSchemaFieldInline]
     # Every column mirrors the metadata file or is the pointer to it: change (or drop) a view
     # through the web pages or the API, which write a new metadata file and swap the pointer.
-    readonly_fields = [
-        "namespace",
-        "name",
-        "view_uuid",
-        "location",
-        "metadata_location",
-        "current_version_id",
-        "properties",
-        "dependencies",
-        "created_at",
-        "updated_at",
-        "created_by",
-        "updated_by",
-    ]
+    readonly_fields = [f.name for f in models.View._meta.fields if f.name != "catalogobject_ptr"]
 
 
 class ViewRepresentationInline(ReadOnlyInline):
-    model = ViewRepresentation
+    model = models.ViewRepresentation
     fields = ["dialect", "is_original", "sql"]
     readonly_fields = fields
 
 
-@admin.register(ViewVersion)
+@admin.register(models.ViewVersion)
 class ViewVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["__str__", "version_id", "schema_id", "timestamp_ms", "default_catalog"]
     list_filter = ["view__namespace"]
     search_fields = ["view__name", "view__namespace__name", "representations__sql"]
     list_select_related = ["view__namespace"]
     inlines = [ViewRepresentationInline]
-    readonly_fields = [
-        "view",
-        "version_id",
-        "schema_id",
-        "timestamp_ms",
-        "summary",
-        "default_catalog",
-        "default_namespace",
-    ]
+    readonly_fields = [f.name for f in models.ViewVersion._meta.fields if f.name != "id"]
 
 
-@admin.register(ViewVersionLogEntry)
+@admin.register(models.ViewVersionLogEntry)
 class ViewVersionLogEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["__str__", "position", "version_id", "timestamp_ms"]
     search_fields = ["view__name", "view__namespace__name"]
     list_select_related = ["view__namespace"]
 
 
-@admin.register(ViewSchemaField)
+@admin.register(models.ViewSchemaField)
 class ViewSchemaFieldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["__str__", "view", "schema_id", "position", "field_id", "required"]
     list_filter = ["type", "required"]
@@ -197,30 +163,30 @@ class ViewSchemaFieldAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 class TableSchemaFieldInline(ReadOnlyInline):
-    model = TableSchemaField
+    model = models.TableSchemaField
     fields = ["schema_id", "position", "field_id", "name", "type", "required", "doc"]
 
 
 class TableSnapshotInline(ReadOnlyInline):
-    model = TableSnapshot
+    model = models.TableSnapshot
     fields = ["snapshot_id", "parent_snapshot_id", "timestamp_ms", "operation", "summary"]
 
 
 class TableMetadataLogInline(ReadOnlyInline):
-    model = TableMetadataLogEntry
+    model = models.TableMetadataLogEntry
     fields = ["position", "timestamp_ms", "metadata_file"]
 
 
-@admin.register(Table)
+@admin.register(models.Table)
 class TableAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["__str__", "namespace", "name", "format_version", "location", "updated_at"]
     list_filter = ["namespace", "format_version"]
-    search_fields = ["name", "namespace__name", "location"]
+    search_fields = ["name", "namespace__name", "uuid", "location"]
     list_select_related = ["namespace"]
     inlines = [TableSchemaFieldInline, TableSnapshotInline, TableMetadataLogInline]
 
 
-@admin.register(TableMetricsReport)
+@admin.register(models.TableMetricsReport)
 class TableMetricsReportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["received_at", "table_name", "report_type"]
     list_filter = ["report_type"]
@@ -229,11 +195,11 @@ class TableMetricsReportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 class CatalogClientForm(forms.ModelForm):
     class Meta:
-        model = CatalogClient
+        model = models.CatalogClient
         fields = ["name", "user"]
 
 
-@admin.register(CatalogClient)
+@admin.register(models.CatalogClient)
 class CatalogClientAdmin(admin.ModelAdmin):
     """Engines' credentials. Adding one shows its secret once; revoking is unticking active."""
 
@@ -252,7 +218,9 @@ class CatalogClientAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [] if obj is None else ["client_id", "user"]
 
-    def save_model(self, request: HttpRequest, obj: CatalogClient, form, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: models.CatalogClient, form, change: bool
+    ) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
@@ -265,7 +233,7 @@ class CatalogClientAdmin(admin.ModelAdmin):
         )
 
 
-@admin.register(AccessToken)
+@admin.register(models.AccessToken)
 class AccessTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["client", "created_at", "expires_at"]
     search_fields = ["client__name", "client__client_id"]
@@ -274,20 +242,17 @@ class AccessTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return True  # revoking a token is deleting it
 
 
-@admin.register(CatalogEvent)
+@admin.register(models.CatalogEvent)
 class CatalogEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["occurred_at", "actor", "action", "object_type", "object_name", "result"]
     list_filter = ["result", "action", "object_type"]
-    search_fields = ["object_name", "message", "metadata_location", "actor__username"]
+    search_fields = [
+        "object_name",
+        "object_uuid",
+        "message",
+        "metadata_location",
+        "actor__username",
+    ]
     list_select_related = ["actor"]
     date_hierarchy = "occurred_at"
-    readonly_fields = [
-        "occurred_at",
-        "actor",
-        "action",
-        "object_type",
-        "object_name",
-        "metadata_location",
-        "result",
-        "message",
-    ]
+    readonly_fields = [f.name for f in models.CatalogEvent._meta.fields if f.name != "id"]

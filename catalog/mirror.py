@@ -1,16 +1,24 @@
-"""Keeps the database mirror of a view in step with its metadata file.
+"""The one writer of the database mirror: what a metadata file says, as rows.
 
-Called inside the transaction that swaps the pointer, and by the `rebuild_catalog_mirror`
-command, which rebuilds every view's mirror from the metadata files alone."""
+`sync` runs inside the transaction that moves an object's pointer (catalog.services.kernel),
+and `rebuild` re-derives every mirror row of an object from its metadata file alone (the
+`rebuild_catalog_mirror` command). Nothing else writes these rows, so the mirror always says
+what the file the pointer names says."""
 
 from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
 
 from django.db.models import Manager
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.view.metadata import ViewMetadata
 
-from catalog.core.view_metadata import ORIGINAL_DIALECT, sql_representations
+from catalog.core.errors import CatalogError
+from catalog.core.sql import dependencies, parse_query
+from catalog.core.view_metadata import ORIGINAL_DIALECT, current_version, sql_representations
 from catalog.models import (
+    CatalogObject,
     Table,
     TableMetadataLogEntry,
     TableSchemaField,
@@ -23,14 +31,67 @@ from catalog.models import (
 )
 
 
-def sync_view(view: View, metadata: ViewMetadata) -> None:
-    """Make the mirror rows of `view` say what `metadata` says.
+def sync(obj: CatalogObject, metadata: Any) -> None:
+    """Make the mirror rows of `obj` say what `metadata` says."""
+    if isinstance(obj, View):
+        _sync_view(obj, metadata)
+    elif isinstance(obj, Table):
+        _sync_table(obj, metadata)
+    else:  # pragma: no cover - a new kind must teach the mirror first
+        raise TypeError(f"No mirror for {type(obj).__name__}")
 
-    Versions and schemas are immutable once written, so only new ones are inserted and
+
+def rebuild(obj: CatalogObject, metadata: Any) -> None:
+    """Forget every mirror row of `obj`, then derive them again from `metadata`."""
+    if isinstance(obj, View):
+        obj.versions.all().delete()
+        obj.fields.all().delete()
+        obj.log_entries.all().delete()
+    elif isinstance(obj, Table):
+        obj.fields.all().delete()
+        obj.snapshots.all().delete()
+        obj.metadata_log.all().delete()
+    sync(obj, metadata)
+
+
+def _save(obj: CatalogObject, **values: Any) -> None:
+    # Only mirror columns: the pointer (metadata_location) moves by the kernel's swap alone.
+    for name, value in values.items():
+        setattr(obj, name, value)
+    obj.save(update_fields=list(values))
+
+
+def dependencies_of_current(metadata: ViewMetadata) -> list[list[str]]:
+    """What the current version's SQL reads, as [catalog, *namespace, name] lists: read from
+    the SQL the user wrote (the original dialect), else the first representation."""
+    version = current_version(metadata)
+    representations = sql_representations(version)
+    if not representations:
+        return []
+    original = version.summary.get(ORIGINAL_DIALECT, "").lower()
+    chosen = next((r for r in representations if r.dialect.lower() == original), representations[0])
+    try:
+        query = parse_query(chosen.sql, chosen.dialect.lower())
+    except CatalogError:
+        return []
+    default = (version.default_catalog or "", *version.default_namespace)
+    return [list(parts) for parts in dependencies(query, default)]
+
+
+def _sync_view(view: View, metadata: ViewMetadata) -> None:
+    """Versions and schemas are immutable once written, so only new ones are inserted and
     expired ones deleted; the version log is small and rewritten whole."""
+    _save(
+        view,
+        uuid=UUID(str(metadata.view_uuid)),
+        location=metadata.location,
+        properties=dict(metadata.properties),
+        current_version_id=metadata.current_version_id,
+        dependencies=dependencies_of_current(metadata),
+    )
     version_ids = {v.version_id for v in metadata.versions}
-    existing = set(view.versions.values_list("version_id", flat=True))
     view.versions.exclude(version_id__in=version_ids).delete()
+    existing = set(view.versions.values_list("version_id", flat=True))
     for version in metadata.versions:
         if version.version_id in existing:
             continue
@@ -43,22 +104,17 @@ def sync_view(view: View, metadata: ViewMetadata) -> None:
             default_catalog=version.default_catalog,
             default_namespace=list(version.default_namespace),
         )
-        original = version.summary.get(ORIGINAL_DIALECT)
         representations = sql_representations(version)
+        original = version.summary.get(ORIGINAL_DIALECT)
         if original is None and representations:
             original = representations[0].dialect
         ViewRepresentation.objects.bulk_create(
             ViewRepresentation(
-                version=row,
-                dialect=r.dialect,
-                sql=r.sql,
-                is_original=r.dialect == original,
+                version=row, dialect=r.dialect, sql=r.sql, is_original=r.dialect == original
             )
             for r in representations
         )
-
     _sync_schema_fields(view.fields, ViewSchemaField, {"view": view}, metadata.schemas)
-
     view.log_entries.all().delete()
     ViewVersionLogEntry.objects.bulk_create(
         ViewVersionLogEntry(
@@ -71,11 +127,12 @@ def sync_view(view: View, metadata: ViewMetadata) -> None:
     )
 
 
-def sync_table(table: Table, metadata: TableMetadata) -> None:
-    """Make the mirror rows of `table` say what its metadata says."""
-    Table.objects.filter(pk=table.pk).update(
-        table_uuid=metadata.table_uuid,
+def _sync_table(table: Table, metadata: TableMetadata) -> None:
+    _save(
+        table,
+        uuid=UUID(str(metadata.table_uuid)),
         location=metadata.location,
+        properties=dict(metadata.properties),
         format_version=metadata.format_version,
         current_schema_id=metadata.current_schema_id,
         current_snapshot_id=metadata.current_snapshot_id,
@@ -85,9 +142,7 @@ def sync_table(table: Table, metadata: TableMetadata) -> None:
             s.model_dump(by_alias=True, mode="json") for s in metadata.partition_specs
         ],
         sort_orders=[o.model_dump(by_alias=True, mode="json") for o in metadata.sort_orders],
-        properties=dict(metadata.properties),
     )
-    table.refresh_from_db()
     _sync_schema_fields(table.fields, TableSchemaField, {"table": table}, metadata.schemas)
     snapshot_ids = {s.snapshot_id for s in metadata.snapshots}
     table.snapshots.exclude(snapshot_id__in=snapshot_ids).delete()

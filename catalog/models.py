@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import CharField, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
 
 
 class Namespace(models.Model):
@@ -28,33 +31,44 @@ class Namespace(models.Model):
         return self.name.split(".")
 
 
-class ViewQuerySet(models.QuerySet):
-    def search(self, text: str) -> ViewQuerySet:
+class CatalogObjectQuerySet(models.QuerySet):
+    def search(self, text: str) -> CatalogObjectQuerySet:
+        """Objects whose qualified name contains `text` ("sales.region" finds
+        sales.region_revenue), or whose name or namespace does."""
         if not text:
             return self
-        return self.filter(
-            models.Q(name__icontains=text)
-            | models.Q(namespace__name__icontains=text)
-            | models.Q(versions__representations__sql__icontains=text)
-        ).distinct()
-
-    def named(self, namespace: str, name: str) -> ViewQuerySet:
-        return self.filter(namespace__name=namespace, name=name)
+        return self.alias(
+            qualified=Concat("namespace__name", Value("."), "name", output_field=CharField())
+        ).filter(models.Q(qualified__icontains=text))
 
 
-class View(models.Model):
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="views")
+class CatalogObject(models.Model):
+    """What every object of the catalog has, whatever its kind.
+
+    One row per name: the unique constraint spans views and tables (and, next, materialized
+    tables), so two writers creating a view and a table of one name cannot both win. The
+    *pointer* (`metadata_location`) moves only by the compare-and-swap in
+    `catalog.services.kernel`; `uuid`, `location` and `properties` mirror the metadata file
+    and are written only by `catalog.mirror`. History (`CatalogEvent`) follows `uuid`."""
+
+    class Kind(models.TextChoices):
+        VIEW = "view"
+        TABLE = "table"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.PROTECT, related_name="catalog_objects"
+    )
     name = models.CharField(max_length=255)
-    view_uuid = models.UUIDField()
+    #: The view-uuid or table-uuid of the metadata: the object's identity across renames.
+    uuid = models.UUIDField(db_index=True)
     location = models.CharField(max_length=1024)
-    #: The pointer: the metadata file that is this view's current state.
+    #: The pointer: the metadata file that is this object's current state.
     metadata_location = models.CharField(max_length=1024)
-    current_version_id = models.IntegerField()
     properties = models.JSONField(default=dict, blank=True)
-    #: Tables and views the current version reads, as [catalog, *namespace, name] lists.
-    dependencies = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    #: Set by every commit, rename and property change (the kernel writes it).
+    updated_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -62,12 +76,12 @@ class View(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
-    objects = ViewQuerySet.as_manager()
+    objects = CatalogObjectQuerySet.as_manager()
 
     class Meta:
         ordering = ["namespace__name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["namespace", "name"], name="unique_view_name")
+            models.UniqueConstraint(fields=["namespace", "name"], name="one_object_per_name")
         ]
 
     def __str__(self) -> str:
@@ -77,11 +91,41 @@ class View(models.Model):
     def comment(self) -> str:
         return self.properties.get("comment", "")
 
+
+class ViewQuerySet(CatalogObjectQuerySet):
+    def search(self, text: str) -> ViewQuerySet:
+        """By qualified name, or by the SQL of any retained version."""
+        if not text:
+            return self
+        by_name = CatalogObjectQuerySet.search(self, text).values("pk")
+        return self.filter(
+            models.Q(pk__in=by_name) | models.Q(versions__representations__sql__icontains=text)
+        ).distinct()
+
+
+class View(CatalogObject):
+    # Every column of a kind has a default: the kernel inserts the row, then the mirror
+    # fills it from the metadata in the same transaction.
+    current_version_id = models.IntegerField(default=0)
+    #: Tables and views the current version reads, as [catalog, *namespace, name] lists.
+    dependencies = models.JSONField(default=list, blank=True)
+
+    objects = ViewQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["namespace__name", "name"]
+
     def current_version(self) -> ViewVersion | None:
         return self.versions.filter(version_id=self.current_version_id).first()
 
     def schema_fields(self, schema_id: int) -> models.QuerySet[ViewSchemaField]:
         return self.fields.filter(schema_id=schema_id).order_by("position")
+
+
+class ViewVersionQuerySet(models.QuerySet):
+    def with_sql(self) -> ViewVersionQuerySet:
+        """Versions with their SQL representations loaded."""
+        return self.prefetch_related("representations")
 
 
 class ViewVersion(models.Model):
@@ -92,6 +136,8 @@ class ViewVersion(models.Model):
     summary = models.JSONField(default=dict, blank=True)
     default_catalog = models.CharField(max_length=255, null=True, blank=True)
     default_namespace = models.JSONField(default=list)
+
+    objects = ViewVersionQuerySet.as_manager()
 
     class Meta:
         ordering = ["view", "version_id"]
@@ -127,21 +173,30 @@ class ViewRepresentation(models.Model):
         return f"{self.version} {self.dialect}"
 
 
-class ViewSchemaField(models.Model):
-    view = models.ForeignKey(View, on_delete=models.CASCADE, related_name="fields")
+class SchemaField(models.Model):
+    """One field of one schema (views and tables keep every schema, as their metadata does).
+    Only top-level fields are rows; a nested type is shown whole in `type`."""
+
     schema_id = models.IntegerField()
     position = models.IntegerField()
     field_id = models.IntegerField()
-    name = models.CharField(max_length=255)
-    type = models.CharField(max_length=255)
+    name = models.CharField(max_length=1024)
+    type = models.TextField()
     required = models.BooleanField(default=False)
     doc = models.TextField(null=True, blank=True)
 
     class Meta:
-        ordering = ["view", "schema_id", "position"]
+        abstract = True
 
     def __str__(self) -> str:
         return f"{self.name} {self.type}"
+
+
+class ViewSchemaField(SchemaField):
+    view = models.ForeignKey(View, on_delete=models.CASCADE, related_name="fields")
+
+    class Meta:
+        ordering = ["view", "schema_id", "position"]
 
 
 class ViewVersionLogEntry(models.Model):
@@ -157,24 +212,9 @@ class ViewVersionLogEntry(models.Model):
         return f"{self.view} -> v{self.version_id}"
 
 
-class TableQuerySet(models.QuerySet):
-    def search(self, text: str) -> TableQuerySet:
-        if not text:
-            return self
-        return self.filter(
-            models.Q(name__icontains=text) | models.Q(namespace__name__icontains=text)
-        )
-
-
-class Table(models.Model):
+class Table(CatalogObject):
     """An Iceberg table: the pointer to its current metadata file, and a mirror of it."""
 
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="tables")
-    name = models.CharField(max_length=255)
-    table_uuid = models.UUIDField(null=True, blank=True)
-    location = models.CharField(max_length=1024)
-    #: The pointer: the metadata file that is this table's current state.
-    metadata_location = models.CharField(max_length=1024, null=True, blank=True)
     format_version = models.IntegerField(default=2)
     current_schema_id = models.IntegerField(default=0)
     current_snapshot_id = models.BigIntegerField(null=True, blank=True)
@@ -182,20 +222,11 @@ class Table(models.Model):
     last_updated_ms = models.BigIntegerField(default=0)
     partition_specs = models.JSONField(default=list, blank=True)
     sort_orders = models.JSONField(default=list, blank=True)
-    properties = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
-    objects = TableQuerySet.as_manager()
+    objects = CatalogObjectQuerySet.as_manager()
 
     class Meta:
         ordering = ["namespace__name", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["namespace", "name"], name="unique_table_name")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.namespace.name}.{self.name}"
 
     def schema_fields(self, schema_id: int | None = None) -> models.QuerySet[TableSchemaField]:
         wanted = self.current_schema_id if schema_id is None else schema_id
@@ -207,21 +238,11 @@ class Table(models.Model):
         )
 
 
-class TableSchemaField(models.Model):
+class TableSchemaField(SchemaField):
     table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="fields")
-    schema_id = models.IntegerField()
-    position = models.IntegerField()
-    field_id = models.IntegerField()
-    name = models.CharField(max_length=255)
-    type = models.CharField(max_length=1024)
-    required = models.BooleanField(default=False)
-    doc = models.TextField(null=True, blank=True)
 
     class Meta:
         ordering = ["table", "schema_id", "position"]
-
-    def __str__(self) -> str:
-        return f"{self.name} {self.type}"
 
 
 class TableSnapshot(models.Model):
@@ -308,8 +329,15 @@ class AccessToken(models.Model):
         return f"token for {self.client}"
 
 
+class CatalogEventQuerySet(models.QuerySet):
+    def for_object(self, obj: CatalogObject) -> CatalogEventQuerySet:
+        """The object's history by identity: it survives renames, and a new object given a
+        dropped one's name starts with a history of its own."""
+        return self.filter(object_uuid=obj.uuid).select_related("actor")
+
+
 class CatalogEvent(models.Model):
-    """History: who did what to which object, when, and how it ended."""
+    """History: who did what to which object, when, and how it ended (failures included)."""
 
     class Result(models.TextChoices):
         OK = "ok"
@@ -322,10 +350,16 @@ class CatalogEvent(models.Model):
     )
     action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=32)
+    #: The object's identity (its metadata UUID); empty for namespaces and clients, and for
+    #: a failed create that never made an object.
+    object_uuid = models.UUIDField(null=True, blank=True, db_index=True)
+    #: The object's name when this happened, for display.
     object_name = models.CharField(max_length=512)
     metadata_location = models.CharField(max_length=1024, blank=True, default="")
     result = models.CharField(max_length=16, choices=Result.choices, default=Result.OK)
     message = models.TextField(blank=True, default="")
+
+    objects = CatalogEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["-occurred_at", "-id"]

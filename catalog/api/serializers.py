@@ -41,14 +41,6 @@ class PropertiesUpdateSerializer(serializers.Serializer):
     updates = _properties_field(required=False, default=dict)
     removals = serializers.ListField(child=serializers.CharField(), required=False, default=list)
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        overlap = sorted(set(attrs["updates"]) & set(attrs["removals"]))
-        if overlap:
-            raise serializers.ValidationError(
-                {"removals": [f"Properties both set and removed: {', '.join(overlap)}"]}
-            )
-        return attrs
-
 
 class _ViewDefinitionSerializer(serializers.Serializer):
     sql = _sql_field()
@@ -190,7 +182,7 @@ class LogEntrySerializer(serializers.ModelSerializer):
 
 class ViewSummarySerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(source="namespace.name")
-    uuid = serializers.UUIDField(source="view_uuid")
+    uuid = serializers.UUIDField()
 
     class Meta:
         model = View
@@ -270,6 +262,7 @@ class CatalogEventSerializer(serializers.ModelSerializer):
             "actor",
             "action",
             "object_type",
+            "object_uuid",
             "object_name",
             "metadata_location",
             "result",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
@@ -17,11 +16,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import services
+from catalog import selectors, services
 from catalog.api import serializers as s
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchVersion
-from catalog.models import CatalogEvent, Namespace, View, ViewVersion
+from catalog.models import CatalogEvent, Namespace, View
 
 _NAMESPACE = OpenApiParameter(
     "namespace",
@@ -59,10 +58,6 @@ def _validated(serializer_class: type[serializers.Serializer], request: Request)
 
 def _view_detail(view: View, *, status_code: int = status.HTTP_200_OK) -> Response:
     return Response(s.ViewDetailSerializer(view).data, status=status_code)
-
-
-def _versions(view: View) -> QuerySet[ViewVersion]:
-    return view.versions.prefetch_related("representations")
 
 
 # -- auth ---------------------------------------------------------------------------------
@@ -115,7 +110,7 @@ class NamespaceDetailView(APIView):
         tags=["namespaces"],
     )
     def get(self, request: Request, namespace: str) -> Response:
-        return Response(s.NamespaceSerializer(services.get_namespace(namespace)).data)
+        return Response(s.NamespaceSerializer(selectors.get_namespace(namespace)).data)
 
     @extend_schema(
         operation_id="namespaces_destroy",
@@ -155,7 +150,7 @@ class ViewListView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str) -> Response:
-        ns = services.get_namespace(namespace)
+        ns = selectors.get_namespace(namespace)
         views = View.objects.filter(namespace=ns).select_related("namespace")
         return Response(s.ViewSummarySerializer(views, many=True).data)
 
@@ -194,7 +189,7 @@ class ViewDetailView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return _view_detail(services.get_view(namespace, name))
+        return _view_detail(selectors.get_view(namespace, name))
 
     @extend_schema(
         operation_id="views_replace",
@@ -227,8 +222,8 @@ class ViewVersionListView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        view = services.get_view(namespace, name)
-        return Response(s.VersionSerializer(_versions(view), many=True).data)
+        view = selectors.get_view(namespace, name)
+        return Response(s.VersionSerializer(view.versions.with_sql(), many=True).data)
 
 
 class ViewVersionDetailView(APIView):
@@ -239,8 +234,8 @@ class ViewVersionDetailView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str, version_id: int) -> Response:
-        view = services.get_view(namespace, name)
-        version = _versions(view).filter(version_id=version_id).first()
+        view = selectors.get_view(namespace, name)
+        version = view.versions.with_sql().filter(version_id=version_id).first()
         if version is None:
             raise NoSuchVersion(
                 f"View {view} has no retained version {version_id}", field="version_id"
@@ -256,7 +251,7 @@ class ViewLogView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        view = services.get_view(namespace, name)
+        view = selectors.get_view(namespace, name)
         return Response(s.LogEntrySerializer(view.log_entries.all(), many=True).data)
 
 
@@ -269,7 +264,7 @@ class ViewMetadataView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        view = services.get_view(namespace, name)
+        view = selectors.get_view(namespace, name)
         return Response(metadata_io.read_json(view.metadata_location))
 
 

@@ -91,3 +91,12 @@ class CommitConflict(CatalogError):
     The writer's metadata file is never referenced; it may retry from the new state."""
 
     iceberg_type = "CommitFailedException"
+
+
+def http_status(error: CatalogError) -> int:
+    """The HTTP status every web layer answers an error with."""
+    if isinstance(error, NotFound):
+        return 404
+    if isinstance(error, AlreadyExists | CommitConflict | NamespaceNotEmpty):
+        return 409
+    return 400

@@ -19,9 +19,10 @@ from django.contrib.auth.hashers import check_password, make_password
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.core.errors import CatalogError, InvalidInput
+from catalog import history
+from catalog.core.errors import InvalidInput
+from catalog.iceberg_rest.errors import NotAuthorized
 from catalog.models import AccessToken, CatalogClient
-from catalog.services import record_event
 
 TOKEN_LIFETIME = timedelta(hours=1)
 # A verified token is trusted for this long without asking the database again: engines send
@@ -32,8 +33,8 @@ _verified: dict[str, tuple[float, AccessToken]] = {}
 _verified_lock = threading.Lock()
 
 
-class InvalidCredentials(CatalogError):
-    iceberg_type = "NotAuthorizedException"
+class InvalidCredentials(NotAuthorized):
+    """Unknown or revoked credentials, or a missing, unknown or expired token."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ def create_client(*, name: str, user: Any, actor: Any = None) -> tuple[CatalogCl
         secret_hash=make_password(secret),
         user=user,
     )
-    record_event(actor=actor, action="create_client", object_type="client", object_name=client.name)
+    history.record(
+        actor=actor, action="create_client", object_type="client", object_name=client.name
+    )
     return client, secret
 
 
@@ -99,11 +102,6 @@ def authenticate(token: str) -> AccessToken:
     return access
 
 
-def forget_verified_tokens() -> None:
-    with _verified_lock:
-        _verified.clear()
-
-
 def _lookup(token: str) -> AccessToken:
     access = (
         AccessToken.objects.select_related("client__user")
@@ -116,5 +114,6 @@ def _lookup(token: str) -> AccessToken:
 
 
 def delete_expired_tokens() -> int:
+    """Forget tokens past their expiry (celery-beat runs this hourly: catalog.tasks)."""
     deleted, _ = AccessToken.objects.filter(expires_at__lte=timezone.now()).delete()
     return deleted

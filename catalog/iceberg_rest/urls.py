@@ -1,22 +1,67 @@
-"""The Iceberg REST catalog, mounted at /iceberg: engines use `uri=<app>/iceberg`."""
+"""The Iceberg REST catalog, mounted at /iceberg: engines use `uri=<app>/iceberg`.
+
+ROUTES is the protocol's path table (without the optional prefix, which this catalog does
+not use); `GET /v1/config` lists exactly these endpoints, since Iceberg's Java client calls
+only what is listed."""
+
+from __future__ import annotations
+
+import re
 
 from django.urls import path
 
-from catalog.iceberg_rest import views
+from catalog.iceberg_rest import namespace_endpoints as ns
+from catalog.iceberg_rest import table_endpoints as tables
+from catalog.iceberg_rest import token_endpoints as tokens
+from catalog.iceberg_rest import view_endpoints as views
+from catalog.iceberg_rest.resource import Resource
+
+NAMESPACE = "namespaces/{namespace}"
+ROUTES: list[tuple[str, Resource]] = [
+    ("namespaces", Resource(GET=ns.list_namespaces, POST=ns.create_namespace)),
+    (
+        NAMESPACE,
+        Resource(GET=ns.load_namespace, HEAD=ns.namespace_exists, DELETE=ns.drop_namespace),
+    ),
+    (f"{NAMESPACE}/properties", Resource(POST=ns.update_properties)),
+    (f"{NAMESPACE}/tables", Resource(GET=tables.list_tables, POST=tables.create_table)),
+    (
+        f"{NAMESPACE}/tables/{{table}}",
+        Resource(
+            GET=tables.load_table,
+            HEAD=tables.table_exists,
+            POST=tables.commit_table,
+            DELETE=tables.drop_table,
+        ),
+    ),
+    (f"{NAMESPACE}/register", Resource(POST=tables.register_table)),
+    (f"{NAMESPACE}/tables/{{table}}/metrics", Resource(POST=tables.report_metrics)),
+    ("tables/rename", Resource(POST=tables.rename_table)),
+    ("transactions/commit", Resource(POST=tables.commit_transaction)),
+    (f"{NAMESPACE}/views", Resource(GET=views.list_views, POST=views.create_view)),
+    (
+        f"{NAMESPACE}/views/{{view}}",
+        Resource(
+            GET=views.load_view,
+            HEAD=views.view_exists,
+            POST=views.commit_view,
+            DELETE=views.drop_view,
+        ),
+    ),
+    ("views/rename", Resource(POST=views.rename_view)),
+]
+
+ENDPOINTS = [
+    f"{method} /v1/{{prefix}}/{route}" for route, resource in ROUTES for method in resource.methods
+]
+
+
+def _django_path(route: str) -> str:
+    return "v1/" + re.sub(r"\{(\w+)\}", r"<str:\1>", route)
+
 
 urlpatterns = [
-    path("v1/config", views.config),
-    path("v1/oauth/tokens", views.oauth_tokens),
-    path("v1/namespaces", views.namespaces),
-    path("v1/namespaces/<str:namespace>", views.namespace),
-    path("v1/namespaces/<str:namespace>/properties", views.namespace_properties),
-    path("v1/namespaces/<str:namespace>/tables", views.tables),
-    path("v1/namespaces/<str:namespace>/register", views.register_table),
-    path("v1/namespaces/<str:namespace>/tables/<str:table>", views.table),
-    path("v1/namespaces/<str:namespace>/tables/<str:table>/metrics", views.table_metrics),
-    path("v1/tables/rename", views.rename_table),
-    path("v1/transactions/commit", views.commit_transaction),
-    path("v1/namespaces/<str:namespace>/views", views.views),
-    path("v1/namespaces/<str:namespace>/views/<str:view>", views.view),
-    path("v1/views/rename", views.rename_view),
+    path("v1/config", Resource(GET=tokens.config).as_view()),
+    path("v1/oauth/tokens", tokens.oauth_tokens),
+    *(path(_django_path(route), resource.as_view()) for route, resource in ROUTES),
 ]

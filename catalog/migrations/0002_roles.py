@@ -10,6 +10,9 @@ def create_role_groups(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("catalog", "0001_initial"), ("auth", "0012_alter_user_first_name_max_length")]
+    dependencies = [
+        ("catalog", "0001_catalog_kernel"),
+        ("auth", "0012_alter_user_first_name_max_length"),
+    ]
 
     operations = [migrations.RunPython(create_role_groups, migrations.RunPython.noop)]

@@ -6,18 +6,14 @@ snapshots, metadata log), which every commit updates with the pointer."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_http_methods
 
 from catalog.models import CatalogEvent, Table
+from catalog.pages.formatting import time_of
 from catalog.pages.views import HISTORY_LENGTH, catalog_page
-
-
-def _time(timestamp_ms: int | None) -> datetime | None:
-    return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC) if timestamp_ms else None
 
 
 @require_http_methods(["GET", "HEAD"])
@@ -32,13 +28,13 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     snapshots = [
         {
             "row": s,
-            "time": _time(s.timestamp_ms),
+            "time": time_of(s.timestamp_ms),
             "current": s.snapshot_id == table.current_snapshot_id,
         }
         for s in table.snapshots.order_by("-timestamp_ms", "-snapshot_id")
     ]
     metadata_log = [
-        {"file": e.metadata_file, "time": _time(e.timestamp_ms)}
+        {"file": e.metadata_file, "time": time_of(e.timestamp_ms)}
         for e in table.metadata_log.order_by("-position")
     ]
     context = {
@@ -50,9 +46,7 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "properties": sorted(table.properties.items()),
         "snapshots": snapshots,
         "metadata_log": metadata_log,
-        "last_updated": _time(table.last_updated_ms),
-        "history": CatalogEvent.objects.filter(
-            object_type="table", object_name=str(table)
-        ).select_related("actor")[:HISTORY_LENGTH],
+        "last_updated": time_of(table.last_updated_ms),
+        "history": CatalogEvent.objects.for_object(table)[:HISTORY_LENGTH],
     }
     return render(request, "catalog/table_detail.html", context)

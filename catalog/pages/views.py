@@ -4,7 +4,6 @@ and shows its `CatalogError` on the form that caused it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
@@ -18,8 +17,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog import services
 from catalog.core.errors import CatalogError
-from catalog.models import CatalogEvent, Namespace, View, ViewVersion
+from catalog.models import CatalogEvent, CatalogObject, Namespace, Table, View, ViewVersion
 from catalog.pages.diff import side_by_side
+from catalog.pages.formatting import time_of
 from catalog.pages.forms import (
     DiffForm,
     NamespaceForm,
@@ -61,10 +61,6 @@ def catalog_page(*, editors_only: bool = False) -> Callable:
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _time(timestamp_ms: int) -> datetime:
-    return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
-
-
 def _get_view(namespace: str, name: str) -> View:
     return get_object_or_404(
         View.objects.select_related("namespace"), namespace__name=namespace, name=name
@@ -73,9 +69,9 @@ def _get_view(namespace: str, name: str) -> View:
 
 def _versions(view: View) -> list[ViewVersion]:
     """Retained versions, newest first, each with `created` (a datetime) and `is_current`."""
-    versions = list(view.versions.prefetch_related("representations").order_by("-version_id"))
+    versions = list(view.versions.with_sql().order_by("-version_id"))
     for version in versions:
-        version.created = _time(version.timestamp_ms)
+        version.created = time_of(version.timestamp_ms)
         version.is_current = version.version_id == view.current_version_id
     return versions
 
@@ -86,7 +82,7 @@ def _version_log(view: View) -> list[Any]:
     seen: set[int] = set()
     entries = list(view.log_entries.order_by("position"))
     for entry in entries:
-        entry.created = _time(entry.timestamp_ms)
+        entry.created = time_of(entry.timestamp_ms)
         entry.is_rollback = entry.version_id in seen
         entry.is_current = False
         seen.add(entry.version_id)
@@ -151,9 +147,7 @@ def _view_page(
         "versions": versions,
         "version_log": _version_log(view),
         "properties": sorted(view.properties.items()),
-        "events": CatalogEvent.objects.filter(object_name=str(view)).select_related("actor")[
-            :HISTORY_LENGTH
-        ],
+        "events": CatalogEvent.objects.for_object(view)[:HISTORY_LENGTH],
         "diff_form": _diff_form(view, versions),
         "property_form": property_form or PropertyForm(),
     }
@@ -189,7 +183,13 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
             else None
         ),
         "namespaces": Namespace.objects.prefetch_related(
-            Prefetch("views", queryset=View.objects.order_by("name"))
+            Prefetch(
+                "catalog_objects",
+                queryset=CatalogObject.objects.filter(kind=CatalogObject.Kind.VIEW).order_by(
+                    "name"
+                ),
+                to_attr="view_list",
+            )
         ),
     }
     return render(request, "catalog/namespace_list.html", context)
@@ -201,8 +201,8 @@ def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
     context = {
         "namespace": ns,
-        "views": ns.views.order_by("name"),
-        "tables": ns.tables.order_by("name"),
+        "views": View.objects.filter(namespace=ns).order_by("name"),
+        "tables": Table.objects.filter(namespace=ns).order_by("name"),
         "properties": sorted(ns.properties.items()),
     }
     return render(request, "catalog/namespace_detail.html", context)
@@ -325,12 +325,10 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
 @catalog_page(editors_only=True)
 def view_rollback(request: HttpRequest, namespace: str, name: str, version_id: int) -> HttpResponse:
     view = _get_view(namespace, name)
-    version = (
-        view.versions.prefetch_related("representations").filter(version_id=version_id).first()
-    )
+    version = view.versions.with_sql().filter(version_id=version_id).first()
     if version is None:
         raise Http404(f"View {view} has no retained version {version_id}")
-    version.created = _time(version.timestamp_ms)
+    version.created = time_of(version.timestamp_ms)
     error_message = None
     expected = view.metadata_location
     if request.method == "POST":

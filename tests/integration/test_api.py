@@ -187,6 +187,10 @@ def test_a_view_gains_a_representation_is_renamed_and_is_dropped(editor_client, 
 
 
 def test_namespaces_with_dots_are_read_updated_and_dropped(editor_client):
+    orphan = editor_client.post("/api/namespaces/", {"name": "sales.eu"}, format="json")
+    assert orphan.status_code == 404, "a child namespace needs its parent first"
+    assert "parent namespace sales does not exist" in orphan.json()["error"]
+    editor_client.post("/api/namespaces/", {"name": "sales"}, format="json")
     editor_client.post("/api/namespaces/", {"name": "sales.eu"}, format="json")
 
     assert editor_client.get("/api/namespaces/sales.eu/").json()["name"] == "sales.eu"

@@ -538,7 +538,7 @@ def test_a_created_table_is_returned_as_a_load_table_result(api, ns, warehouse):
 def test_a_created_table_is_mirrored_in_the_database(api, table):
     row = Table.objects.get(namespace__name="ns", name="t")
 
-    assert str(row.table_uuid) == table["metadata"]["table-uuid"]
+    assert str(row.uuid) == table["metadata"]["table-uuid"]
     assert row.format_version == 2
     assert list(row.schema_fields().values_list("name", flat=True)) == ["id", "ts", "category"]
 
@@ -915,7 +915,7 @@ def test_a_staged_create_is_completed_by_a_commit_asserting_create(api, ns, ware
     assert metadata["metadata-log"] == []
     loaded = api.get("/namespaces/ns/tables/staged").json()
     assert loaded["metadata-location"] == result["metadata-location"]
-    assert str(Table.objects.get(name="staged").table_uuid) == staged["table-uuid"]
+    assert str(Table.objects.get(name="staged").uuid) == staged["table-uuid"]
 
 
 def test_a_second_commit_asserting_create_is_refused(api, ns, warehouse):
@@ -1431,7 +1431,7 @@ def test_a_view_created_over_rest_is_mirrored_in_the_apps_models(api, ns, editor
 
     view = View.objects.get(namespace__name="ns", name="v")
 
-    assert str(view.view_uuid) == created["metadata"]["view-uuid"]
+    assert str(view.uuid) == created["metadata"]["view-uuid"]
     assert view.current_version_id == 2
     assert list(view.log_entries.values_list("version_id", flat=True)) == [1, 2]
     assert list(view.versions.values_list("version_id", flat=True)) == [1, 2]

@@ -85,6 +85,7 @@ def test_viewer_cannot_create_a_namespace(client, viewer):
 
 def test_editor_creates_a_namespace_through_the_form(client, editor):
     client.force_login(editor)
+    client.post(reverse("catalog:namespace-list"), {"name": "sales"})
     response = client.post(reverse("catalog:namespace-list"), {"name": "sales.eu"}, follow=True)
     assert response.redirect_chain[-1][0] == reverse(
         "catalog:namespace-detail", kwargs={"namespace": "sales.eu"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from catalog import services, table_services
+from catalog import selectors, services
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,7 @@ SPEC = {
 @pytest.fixture
 def events_table():
     services.create_namespace(name="lake")
-    loaded = table_services.create_table(
+    loaded = services.create_table(
         namespace="lake",
         name="events",
         schema=SCHEMA,
@@ -43,7 +43,7 @@ def events_table():
             {"id": 3, "name": "note", "type": "string", "required": False},
         ],
     }
-    table_services.commit_table(
+    services.commit_table(
         namespace="lake",
         name="events",
         requirements=[{"type": "assert-table-uuid", "uuid": uuid}],
@@ -60,7 +60,7 @@ def events_table():
         "summary": {"operation": "append", "added-records": "3"},
         "schema-id": 1,
     }
-    table_services.commit_table(
+    services.commit_table(
         namespace="lake",
         name="events",
         requirements=[{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": None}],
@@ -74,7 +74,7 @@ def events_table():
             },
         ],
     )
-    return table_services.get_table("lake", "events")
+    return selectors.get_table("lake", "events")
 
 
 def test_the_namespace_page_lists_its_tables(client, viewer, events_table):

@@ -21,7 +21,7 @@ from catalog.core.errors import (
     SqlError,
 )
 from catalog.core.view_metadata import read_view_metadata
-from catalog.models import CatalogEvent, Table, View
+from catalog.models import CatalogEvent, View
 
 pytestmark = pytest.mark.django_db
 
@@ -168,7 +168,11 @@ def test_a_name_taken_by_a_view_or_a_table_is_refused(namespace):
     services.create_view(namespace="sales", name="v", sql="SELECT 1 AS id")
     with pytest.raises(AlreadyExists, match="View already exists: sales.v"):
         services.create_view(namespace="sales", name="v", sql="SELECT 1 AS id")
-    Table.objects.create(namespace=namespace, name="orders", location="/x")
+    services.create_table(
+        namespace="sales",
+        name="orders",
+        schema={"type": "struct", "schema-id": 0, "fields": []},
+    )
     with pytest.raises(AlreadyExists, match="Table with same name already exists: sales.orders"):
         services.create_view(namespace="sales", name="orders", sql="SELECT 1 AS id")
 
@@ -181,18 +185,20 @@ def test_a_stale_writer_gets_a_conflict_and_its_file_is_removed(namespace, wareh
         services.replace_view(
             namespace="sales", name="v", sql="SELECT 3 AS id", expected_metadata_location=seen
         )
-    assert len(metadata_files(warehouse)) == 2
-    assert CatalogEvent.objects.filter(result="conflict").count() == 0  # refused before writing
+    assert len(metadata_files(warehouse)) == 2, "refused before writing a file"
+    [conflict] = CatalogEvent.objects.filter(result="conflict")
+    assert conflict.object_uuid == view.uuid
+    assert "has changed since it was loaded" in conflict.message
 
 
-def test_a_changed_view_uuid_in_the_metadata_file_is_an_error(namespace):
+def test_a_view_whose_metadata_file_changed_uuid_is_a_conflict_as_for_tables(namespace):
     view = services.create_view(namespace="sales", name="v", sql="SELECT 1 AS id")
     path = Path(view.metadata_location)
     document = json.loads(path.read_text())
     document["view-uuid"] = "00000000-0000-4000-8000-000000000000"
     path.chmod(0o644)
     path.write_text(json.dumps(document))
-    with pytest.raises(InvalidMetadata, match="View UUID changed"):
+    with pytest.raises(CommitConflict, match="was replaced"):
         services.replace_view(namespace="sales", name="v", sql="SELECT 2 AS id")
 
 
@@ -227,7 +233,7 @@ def test_registering_an_existing_metadata_file_adopts_its_versions(namespace, wa
     shutil.copy(source, copy)
     view = services.register_view(namespace="sales", name="again", metadata_location=str(copy))
     assert log_of(view) == [1, 2]
-    assert str(view.view_uuid) == str(original.view_uuid)
+    assert str(view.uuid) == str(original.uuid)
 
 
 @pytest.mark.parametrize(
@@ -267,9 +273,7 @@ def test_properties_set_and_removed_together_make_one_commit(namespace, warehous
 
 
 def test_column_types_come_from_the_tables_the_query_reads(namespace):
-    from catalog import table_services
-
-    table_services.create_table(
+    services.create_table(
         namespace="sales",
         name="orders",
         schema={

@@ -109,6 +109,10 @@ CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Fixed housekeeping; beat's database scheduler copies these into its PeriodicTask rows.
+CELERY_BEAT_SCHEDULE = {
+    "purge-expired-tokens": {"task": "catalog.purge_expired_tokens", "schedule": 3600.0},
+}
 
 # The lakehouse. Every view and table location lies under WAREHOUSE; a location outside it
 # is refused, so that the catalog never writes where an operator did not point it.

@@ -1,0 +1,68 @@
+"""Namespaces: list (by parent), create, load, exists, drop, update properties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from catalog import selectors, services
+from catalog.core.errors import InvalidInput
+from catalog.iceberg_rest import bodies
+from catalog.models import Namespace
+
+
+def list_namespaces(request: HttpRequest, user: Any) -> HttpResponse:
+    names = Namespace.objects.order_by("name").values_list("name", flat=True)
+    parent = request.GET.get("parent")
+    if parent:
+        prefix = bodies.namespace_name(parent)
+        selectors.get_namespace(prefix)
+        depth = prefix.count(".") + 1
+        names = [n for n in names if n.startswith(prefix + ".") and n.count(".") == depth]
+    else:
+        names = [n for n in names if "." not in n]
+    page, token = bodies.page(request, list(names))
+    return JsonResponse({"namespaces": [bodies.levels(n) for n in page], "next-page-token": token})
+
+
+def create_namespace(request: HttpRequest, user: Any) -> HttpResponse:
+    document = bodies.body(request)
+    levels = bodies.required(document, "namespace")
+    if not isinstance(levels, list) or not levels or not all(isinstance(x, str) for x in levels):
+        raise InvalidInput("Invalid request: namespace must be a non-empty list of strings")
+    namespace = services.create_namespace(
+        name=levels, properties=bodies.string_map(document, "properties"), actor=user
+    )
+    return JsonResponse({"namespace": namespace.levels, "properties": namespace.properties})
+
+
+def load_namespace(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
+    found = selectors.get_namespace(bodies.namespace_name(namespace))
+    return JsonResponse({"namespace": found.levels, "properties": found.properties})
+
+
+def namespace_exists(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
+    selectors.get_namespace(bodies.namespace_name(namespace))
+    return HttpResponse(status=204)
+
+
+def drop_namespace(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
+    services.drop_namespace(name=bodies.namespace_name(namespace), actor=user)
+    return HttpResponse(status=204)
+
+
+def update_properties(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
+    name = bodies.namespace_name(namespace)
+    document = bodies.body(request)
+    updates = bodies.string_map(document, "updates")
+    removals = bodies.strings(document, "removals")
+    before = dict(selectors.get_namespace(name).properties)
+    services.update_namespace_properties(name=name, updates=updates, removals=removals, actor=user)
+    return JsonResponse(
+        {
+            "updated": sorted(updates),
+            "removed": sorted(k for k in removals if k in before),
+            "missing": sorted(k for k in removals if k not in before) or None,
+        }
+    )

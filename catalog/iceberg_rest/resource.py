@@ -1,0 +1,67 @@
+"""One protocol resource (a path) as a Django view: authenticate the bearer token, check
+the caller's role for the method (GET and HEAD need viewer, the rest editor), call the
+handler for the method, and answer every `CatalogError` in the protocol's error body."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from catalog.core.errors import CatalogError
+from catalog.iceberg_rest import auth
+from catalog.iceberg_rest.errors import Forbidden, MethodNotAllowed, NotAuthorized, error_response
+from catalog.roles import can_edit, can_view
+
+READ_METHODS = {"GET", "HEAD"}
+Handler = Callable[..., HttpResponse]
+
+
+def _bearer(request: HttpRequest) -> str:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise NotAuthorized("Not authorized: a bearer token is required")
+    return token.strip()
+
+
+def authorize(request: HttpRequest) -> Any:
+    """The user the token's client acts for, if their role allows the method."""
+    user = auth.authenticate(_bearer(request)).client.user
+    allowed = can_view(user) if request.method in READ_METHODS else can_edit(user)
+    if not allowed:
+        raise Forbidden(f"Forbidden: {user.username} may not {request.method} here")
+    return user
+
+
+class Resource:
+    """`Resource(GET=load, POST=commit, ...)`: handlers take (request, user, **path)."""
+
+    def __init__(self, **handlers: Handler) -> None:
+        self.handlers = handlers
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.handlers)
+
+    def as_view(self) -> Callable[..., HttpResponse]:
+        @csrf_exempt
+        def view(request: HttpRequest, **path: str) -> HttpResponse:
+            try:
+                handler = self.handlers.get(request.method or "")
+                if handler is None:
+                    raise MethodNotAllowed(
+                        f"Method {request.method} is not allowed here; "
+                        f"allowed: {', '.join(self.methods)}"
+                    )
+                return handler(request, authorize(request), **path)
+            except CatalogError as error:
+                response = error_response(error)
+                if request.method == "HEAD":
+                    return HttpResponse(status=response.status_code)
+                if isinstance(error, MethodNotAllowed):
+                    response["Allow"] = ", ".join(self.methods)
+                return response
+
+        return view

@@ -1,0 +1,177 @@
+"""Writes to Iceberg tables: create (also staged), commit, multi-table commit, register,
+rename, drop (with purge), metrics reports.
+
+A table change is a `kernel.Change` whose `apply` checks the REST requirements and applies
+the REST updates with pyiceberg (`catalog.core.tables`); a multi-table transaction is one
+kernel commit of several changes, so all pointers move or none does."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from pyarrow import fs as pafs
+from pyiceberg.table.metadata import TableMetadata
+
+from catalog.core import metadata_io, tables
+from catalog.core.errors import InvalidInput, NoSuchTable
+from catalog.models import Table, TableMetricsReport
+from catalog.services import kernel
+from catalog.services.kernel import TABLE, Change, Committed, Mode
+
+logger = logging.getLogger(__name__)
+
+#: A table as the REST protocol returns it: the row (None for a staged create), its
+#: metadata and the file holding it (None for a staged create).
+LoadedTable = Committed
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """One table's part of a commit, as the REST protocol sends it."""
+
+    namespace: str
+    name: str
+    requirements: Sequence[Mapping[str, Any]]
+    updates: Sequence[Mapping[str, Any]]
+
+
+def create_table(
+    *,
+    namespace: str,
+    name: str,
+    schema: Mapping[str, Any],
+    location: str | None = None,
+    partition_spec: Mapping[str, Any] | None = None,
+    write_order: Mapping[str, Any] | None = None,
+    properties: Mapping[str, str] | None = None,
+    stage_create: bool = False,
+    actor: Any = None,
+) -> LoadedTable:
+    """Create a table, or with `stage_create` only return the metadata it would have; the
+    client then creates it with a commit that asserts it does not exist yet."""
+
+    def build(target: str) -> TableMetadata:
+        return tables.new_table(
+            schema=schema,
+            location=target,
+            partition_spec=partition_spec,
+            write_order=write_order,
+            properties=properties,
+        )
+
+    change = kernel.creation(TABLE, namespace=namespace, name=name, location=location, build=build)
+    if stage_create:
+        return kernel.stage(change)
+    return kernel.commit_one(change, actor=actor, action="create_table")
+
+
+def _table_change(change: TableChange) -> Change:
+    def apply(base: TableMetadata | None, table: Table | None) -> TableMetadata:
+        requirements, updates = tables.parse_changes(change.requirements, change.updates)
+        base_location = table.metadata_location if table is not None else None
+        return tables.apply_changes(base, base_location, requirements, updates)
+
+    # A staged create arrives as a commit that asserts the table does not exist yet.
+    creates = any(r.get("type") == "assert-create" for r in change.requirements)
+    return Change(
+        TABLE, change.namespace, change.name, apply, mode=Mode.UPSERT if creates else Mode.UPDATE
+    )
+
+
+def commit_table(
+    *,
+    namespace: str,
+    name: str,
+    requirements: Sequence[Mapping[str, Any]],
+    updates: Sequence[Mapping[str, Any]],
+    actor: Any = None,
+) -> LoadedTable:
+    [loaded] = commit_tables(
+        changes=[TableChange(namespace, name, requirements, updates)], actor=actor
+    )
+    return loaded
+
+
+def commit_tables(*, changes: Sequence[TableChange], actor: Any = None) -> list[LoadedTable]:
+    """Commit changes to one or more tables atomically: all pointers move, or none."""
+    return kernel.commit([_table_change(c) for c in changes], actor=actor, action="commit_table")
+
+
+def register_table(
+    *, namespace: str, name: str, metadata_location: str, overwrite: bool = False, actor: Any = None
+) -> LoadedTable:
+    """Adopt an existing table metadata file; with `overwrite`, point an existing table of
+    that name at it."""
+    path = kernel.check_metadata_file(metadata_location)
+
+    def apply(base: TableMetadata | None, table: Table | None) -> TableMetadata:
+        return kernel.read_adoptable(TABLE, path)
+
+    change = Change(
+        TABLE,
+        namespace,
+        (name or "").strip(),
+        apply,
+        mode=Mode.UPSERT if overwrite else Mode.CREATE,
+        adopt_metadata_location=path,
+    )
+    return kernel.commit_one(change, actor=actor, action="register_table")
+
+
+def rename_table(
+    *, namespace: str, name: str, new_namespace: str, new_name: str, actor: Any = None
+) -> Table:
+    return kernel.move(
+        TABLE,
+        namespace=namespace,
+        name=name,
+        new_namespace=new_namespace,
+        new_name=new_name,
+        fields=("destination", "destination"),
+        actor=actor,
+    )
+
+
+def drop_table(*, namespace: str, name: str, purge: bool = False, actor: Any = None) -> None:
+    """Forget the table; with `purge`, also delete its files once the drop has committed."""
+    dropped = kernel.drop(
+        TABLE,
+        namespace=namespace,
+        name=name,
+        actor=actor,
+        action="purge_table" if purge else "drop_table",
+    )
+    if purge:
+        transaction.on_commit(lambda: _purge(dropped.obj.location))
+
+
+def _purge(location: str) -> None:
+    # Only ever inside the warehouse: a location that is not is left alone.
+    try:
+        path = metadata_io.ensure_within(location, settings.WAREHOUSE)
+    except InvalidInput:
+        logger.warning("Not purging %s: outside the warehouse", location)
+        return
+    if path.rstrip("/") == metadata_io.normalize_location(settings.WAREHOUSE):
+        return
+    filesystem, root = pafs.FileSystem.from_uri(path if "://" in path else f"file://{path}")
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_dir(root)
+
+
+def record_metrics(*, namespace: str, name: str, report: Mapping[str, Any]) -> None:
+    table = Table.objects.filter(namespace__name=namespace, name=name).first()
+    if table is None:
+        raise NoSuchTable(f"Table does not exist: {namespace}.{name}")
+    TableMetricsReport.objects.create(
+        table=table,
+        table_name=f"{namespace}.{name}",
+        report_type=str(report.get("report-type", "")),
+        report=dict(report),
+    )
