@@ -4,6 +4,7 @@ namespaces, tables (with staged creates and multi-table transactions) and views.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -315,6 +316,23 @@ def test_an_expired_token_cannot_be_exchanged(editor_token):
     )
 
     assert response.status_code == 401
+
+
+def test_celery_beat_purges_expired_tokens_and_keeps_live_ones(editor_token, editor):
+    from django.conf import settings
+
+    from catalog.tasks import purge_expired_tokens
+
+    live = token_for(editor)
+    AccessToken.objects.exclude(digest=hashlib.sha256(live.encode()).hexdigest()).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert purge_expired_tokens() == 1
+    assert AccessToken.objects.count() == 1
+    assert Iceberg(live).get("/namespaces").status_code == 200
+    schedule = settings.CELERY_BEAT_SCHEDULE["purge-expired-tokens"]
+    assert schedule["task"] == purge_expired_tokens.name
 
 
 # -- config --------------------------------------------------------------------------------
