@@ -33,8 +33,8 @@ def record(
         action=action,
         object_type=object_type,
         object_uuid=object_uuid,
-        object_name=object_name[:512],
-        metadata_location=(metadata_location or "")[:1024],
+        object_name=object_name,
+        metadata_location=metadata_location or "",
         result=result,
         message=message[:MESSAGE_LIMIT],
     )

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 class Namespace(models.Model):
     #: Levels joined by "." ("sales" or "sales.eu"); a level itself holds no dot.
-    name = models.CharField(max_length=255, unique=True)
+    name = models.CharField(max_length=1024, unique=True)
     properties = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -62,9 +62,9 @@ class CatalogObject(models.Model):
     name = models.CharField(max_length=255)
     #: The view-uuid or table-uuid of the metadata: the object's identity across renames.
     uuid = models.UUIDField(db_index=True)
-    location = models.CharField(max_length=1024)
+    location = models.TextField()
     #: The pointer: the metadata file that is this object's current state.
-    metadata_location = models.CharField(max_length=1024)
+    metadata_location = models.TextField()
     properties = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     #: Set by every commit, rename and property change (the kernel writes it).
@@ -134,7 +134,7 @@ class ViewVersion(models.Model):
     schema_id = models.IntegerField()
     timestamp_ms = models.BigIntegerField()
     summary = models.JSONField(default=dict, blank=True)
-    default_catalog = models.CharField(max_length=255, null=True, blank=True)
+    default_catalog = models.TextField(null=True, blank=True)
     default_namespace = models.JSONField(default=list)
 
     objects = ViewVersionQuerySet.as_manager()
@@ -158,7 +158,7 @@ class ViewRepresentation(models.Model):
     version = models.ForeignKey(
         ViewVersion, on_delete=models.CASCADE, related_name="representations"
     )
-    dialect = models.CharField(max_length=64)
+    dialect = models.TextField()
     sql = models.TextField()
     #: The one the user wrote; the others were transpiled from it.
     is_original = models.BooleanField(default=False)
@@ -180,7 +180,7 @@ class SchemaField(models.Model):
     schema_id = models.IntegerField()
     position = models.IntegerField()
     field_id = models.IntegerField()
-    name = models.CharField(max_length=1024)
+    name = models.TextField()
     type = models.TextField()
     required = models.BooleanField(default=False)
     doc = models.TextField(null=True, blank=True)
@@ -253,7 +253,7 @@ class TableSnapshot(models.Model):
     timestamp_ms = models.BigIntegerField()
     operation = models.CharField(max_length=32, blank=True, default="")
     summary = models.JSONField(default=dict, blank=True)
-    manifest_list = models.CharField(max_length=1024, blank=True, default="")
+    manifest_list = models.TextField(blank=True, default="")
     schema_id = models.IntegerField(null=True, blank=True)
 
     class Meta:
@@ -267,7 +267,7 @@ class TableMetadataLogEntry(models.Model):
     table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="metadata_log")
     position = models.IntegerField()
     timestamp_ms = models.BigIntegerField()
-    metadata_file = models.CharField(max_length=1024)
+    metadata_file = models.TextField()
 
     class Meta:
         ordering = ["table", "position"]
@@ -282,8 +282,8 @@ class TableMetricsReport(models.Model):
     table = models.ForeignKey(
         Table, null=True, blank=True, on_delete=models.SET_NULL, related_name="metrics_reports"
     )
-    table_name = models.CharField(max_length=512)
-    report_type = models.CharField(max_length=64)
+    table_name = models.TextField()
+    report_type = models.TextField()
     report = models.JSONField()
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
@@ -354,8 +354,8 @@ class CatalogEvent(models.Model):
     #: a failed create that never made an object.
     object_uuid = models.UUIDField(null=True, blank=True, db_index=True)
     #: The object's name when this happened, for display.
-    object_name = models.CharField(max_length=512)
-    metadata_location = models.CharField(max_length=1024, blank=True, default="")
+    object_name = models.TextField()
+    metadata_location = models.TextField(blank=True, default="")
     result = models.CharField(max_length=16, choices=Result.choices, default=Result.OK)
     message = models.TextField(blank=True, default="")
 
@@ -366,3 +366,21 @@ class CatalogEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_name}: {self.result}"
+
+
+class FailedLogin(models.Model):
+    """One failed sign-in (a page login, an API token request, an engine's token request),
+    kept for a while so that repeated failures from one address or for one account can be
+    throttled (catalog/throttle.py)."""
+
+    #: Which door: "page", "api" or "oauth".
+    scope = models.CharField(max_length=16)
+    #: SHA-256 of what is throttled (an address, or an account name), never the raw value.
+    key = models.CharField(max_length=64)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "key", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key[:8]} {self.at:%Y-%m-%d %H:%M:%S}"
