@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from django.urls import path, register_converter
+from django.urls import path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView
 
 from catalog.api import views
 from catalog.api.docs import docs
+from webapp.middleware import not_found
 
 
 class DottedNamespaceConverter:
     """A namespace name in one path segment: levels joined by "." ("sales.eu")."""
 
-    regex = r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*"
+    regex = r"[^/]+"
 
     def to_python(self, value: str) -> str:
         return value
@@ -66,4 +67,5 @@ urlpatterns = [
         name="view-representations",
     ),
     path(f"{VIEW}/rename", views.ViewRenameView.as_view(), name="view-rename"),
+    re_path(r"^.*$", not_found),
 ]

@@ -8,21 +8,31 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
 from catalog.core.errors import InvalidInput
+from catalog.core.inputs import check_document
 
 # The protocol joins namespace levels with the unit separator in URLs.
 LEVEL_SEPARATOR = "\x1f"
 
 
 def body(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object, refused when it is too large (settings.
+    DATA_UPLOAD_MAX_MEMORY_SIZE), too deep (settings.JSON_MAX_DEPTH) or holds NUL."""
     try:
-        document = json.loads(request.body or b"{}")
+        raw = request.body
+    except RequestDataTooBig:
+        raise InvalidInput("Invalid request: the body is too large") from None
+    try:
+        document = json.loads(raw or b"{}")
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise InvalidInput(f"Malformed request body: {str(error)[:200]}") from None
     if not isinstance(document, dict):
         raise InvalidInput("Malformed request body: expected a JSON object")
+    check_document(document, max_depth=settings.JSON_MAX_DEPTH)
     return document
 
 

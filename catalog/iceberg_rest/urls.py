@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 
-from django.urls import path
+from django.urls import path, re_path
 
 from catalog.iceberg_rest import namespace_endpoints as ns
 from catalog.iceberg_rest import table_endpoints as tables
 from catalog.iceberg_rest import token_endpoints as tokens
 from catalog.iceberg_rest import view_endpoints as views
 from catalog.iceberg_rest.resource import Resource
+from webapp.middleware import not_found
 
 NAMESPACE = "namespaces/{namespace}"
 ROUTES: list[tuple[str, Resource]] = [
@@ -64,4 +65,5 @@ urlpatterns = [
     path("v1/config", Resource(GET=tokens.config).as_view()),
     path("v1/oauth/tokens", tokens.oauth_tokens),
     *(path(_django_path(route), resource.as_view()) for route, resource in ROUTES),
+    re_path(r"^.*$", not_found),
 ]

@@ -43,7 +43,7 @@ from catalog.core.errors import (
     NoSuchView,
     NotFound,
 )
-from catalog.core.inputs import check_name, check_namespace_name
+from catalog.core.inputs import check_name, check_namespace_name, folder_name
 from catalog.models import CatalogObject, Namespace, Table, View
 
 Metadata = Any  # ViewMetadata | TableMetadata: whatever the kind's rules read and write
@@ -165,7 +165,8 @@ class _Prepared:
 
 def default_location(namespace: str, name: str) -> str:
     """Where a new object's files go when its creator names no location."""
-    return metadata_io.join(settings.WAREHOUSE, *namespace.split("."), name)
+    levels = namespace.split(".")
+    return metadata_io.join(settings.WAREHOUSE, *map(folder_name, [*levels, name]))
 
 
 def check_location(location: str) -> str:

@@ -66,7 +66,7 @@ def test_a_namespace_added_in_the_admin_is_recorded_in_the_history(admin_client)
 
 def test_an_invalid_namespace_name_is_refused_in_the_admin(admin_client):
     response = admin_client.post(
-        reverse("admin:catalog_namespace_add"), {"name": "bad name", "properties": "{}"}
+        reverse("admin:catalog_namespace_add"), {"name": "bad/name", "properties": "{}"}
     )
 
     assert response.status_code == 200

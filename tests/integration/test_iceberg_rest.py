@@ -704,7 +704,7 @@ def test_a_partition_spec_naming_a_missing_column_is_a_bad_request(api, ns):
 
 
 def test_an_invalid_table_name_is_a_bad_request(api, ns):
-    response = api.post("/namespaces/ns/tables", {"name": "bad name!", "schema": SCHEMA})
+    response = api.post("/namespaces/ns/tables", {"name": "bad/name", "schema": SCHEMA})
 
     assert_error(response, 400, "BadRequestException")
 

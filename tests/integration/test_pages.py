@@ -95,7 +95,7 @@ def test_editor_creates_a_namespace_through_the_form(client, editor):
 
 def test_invalid_namespace_name_is_shown_beside_the_name_field(client, editor):
     client.force_login(editor)
-    response = client.post(reverse("catalog:namespace-list"), {"name": "bad name"})
+    response = client.post(reverse("catalog:namespace-list"), {"name": "bad/name"})
     assert response.status_code == 200
     assert "Invalid namespace level" in field_block(response.content.decode(), "name")
 

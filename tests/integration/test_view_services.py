@@ -148,7 +148,7 @@ def test_rename_and_drop(namespace):
     [
         ({"sql": "SELECT id,\nFROM t WHERE"}, SqlError, "sql"),
         ({"sql": "SELECT 1", "dialect": "klingon"}, InvalidInput, "dialect"),
-        ({"sql": "SELECT 1", "name": "bad name!"}, InvalidInput, "name"),
+        ({"sql": "SELECT 1", "name": "bad/name"}, InvalidInput, "name"),
         ({"sql": "SELECT 1", "namespace": "nowhere"}, NoSuchNamespace, "namespace"),
         ({"sql": "SELECT 1", "location": "/etc/views/v"}, InvalidInput, "location"),
         ({"sql": "SELECT 1 AS a", "column_aliases": ["x", "y"]}, InvalidInput, "column_aliases"),

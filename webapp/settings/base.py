@@ -39,6 +39,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "webapp.middleware.MachineErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -48,6 +49,11 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "webapp.urls"
+
+# Request bodies: a commit or a view is a few kilobytes; refuse what no client sends before
+# parsing it (RequestDataTooBig -> 413), and documents nested deeper than any metadata.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(env("MAX_REQUEST_BYTES", str(8 * 1024 * 1024)))
+JSON_MAX_DEPTH = 64
 WSGI_APPLICATION = "webapp.wsgi.application"
 
 TEMPLATES = [
@@ -93,6 +99,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["catalog.api.permissions.CatalogRolePermission"],
+    "DEFAULT_PARSER_CLASSES": [
+        "catalog.api.parsers.CheckedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "catalog.api.errors.exception_handler",
 }

@@ -1,0 +1,197 @@
+"""What an outside fuzzing run sent, and what it must get: a clear 4xx in JSON (Iceberg's
+error shape on /iceberg, ours on /api), never a 500 or an HTML page, and nothing written.
+Runs on SQLite and on PostgreSQL (which refuses NUL characters and enforces column sizes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from catalog import services
+from catalog.models import CatalogObject, Namespace, TableMetricsReport
+from tests.integration.test_iceberg_rest import (
+    BASE,
+    SCHEMA,
+    Iceberg,
+    assert_error,
+    metadata_files,
+    token_for,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(editor) -> Iceberg:
+    return Iceberg(token_for(editor))
+
+
+@pytest.fixture
+def ns(api) -> str:
+    assert api.post("/namespaces", {"namespace": ["ns"]}).status_code == 200
+    return "ns"
+
+
+def test_an_unknown_iceberg_path_is_a_json_404(api):
+    assert_error(api.get("/no/such/thing"), 404, "NotFoundException")
+
+
+def test_an_unknown_api_path_is_a_json_404(client, editor):
+    client.force_login(editor)
+    response = client.get("/api/no/such/thing")
+    assert response.status_code == 404
+    assert "No such endpoint" in response.json()["error"]
+
+
+@pytest.mark.parametrize("method", ["post", "delete", "put"])
+def test_config_answers_a_wrong_method_with_a_json_405(api, method):
+    response = getattr(api.client, method)(f"{BASE}/config", headers=api.headers)
+    assert_error(response, 405, "BadRequestException")
+    assert response["Allow"] == "GET"
+
+
+def test_a_nul_in_a_path_is_refused(api, ns):
+    assert_error(api.get("/namespaces/a%00b"), 400, "BadRequestException")
+    assert_error(api.get("/namespaces/ns/tables/a%00b"), 400, "BadRequestException")
+
+
+def test_a_nul_in_a_query_parameter_is_refused(api, ns):
+    assert_error(api.get("/namespaces", parent="ns\x00"), 400, "BadRequestException")
+    assert_error(api.get("/namespaces", pageToken="\x00"), 400, "BadRequestException")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"namespace": ["a\x00b"]},
+        {"namespace": ["ok"], "properties": {"k\x00": "v"}},
+        {"namespace": ["ok"], "properties": {"k": "v\x00"}},
+    ],
+)
+def test_a_nul_in_a_body_is_refused_and_nothing_is_created(api, body):
+    assert_error(api.post("/namespaces", body), 400, "BadRequestException")
+    assert not Namespace.objects.exists()
+
+
+def test_a_metrics_report_with_a_nul_is_refused(api, ns):
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    response = api.post("/namespaces/ns/tables/t/metrics", {"report-type": "scan\x00"})
+    assert_error(response, 400, "BadRequestException")
+    assert not TableMetricsReport.objects.exists()
+
+
+def test_a_deeply_nested_body_is_refused_before_it_is_parsed_further(api, ns):
+    response = api.post("/namespaces/ns/tables", raw="[" * 1_000_000)
+    assert_error(response, 400, "BadRequestException")
+    nested: dict = {"name": "t", "schema": SCHEMA}
+    for _ in range(200):
+        nested = {"x": nested}
+    response = api.post("/namespaces/ns/tables", {"name": "t", "schema": SCHEMA, "x": nested})
+    assert_error(response, 400, "BadRequestException")
+
+
+def test_a_body_over_the_size_limit_is_a_json_413(api, ns, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = api.post("/namespaces", {"namespace": ["big"], "properties": {"k": "v" * 5000}})
+    assert response.status_code in (400, 413)
+    assert "too large" in json.dumps(response.json())
+    assert not Namespace.objects.filter(name="big").exists()
+
+
+def test_a_nul_in_an_api_body_is_a_json_400(client, editor):
+    client.force_login(editor)
+    response = client.post(
+        "/api/namespaces/",
+        {"name": "ok", "properties": {"k": "v\x00"}},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert not Namespace.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name"),
+    [("日本", "Straße"), ("sales", "vue_été"), ("sales", "2024_sales"), ("sales", "my table")],
+)
+def test_names_iceberg_accepts_are_accepted_and_kept_safe_as_folders(
+    api, warehouse, namespace, name
+):
+    assert api.post("/namespaces", {"namespace": [namespace]}).status_code == 200
+    created = api.post(f"/namespaces/{namespace}/tables", {"name": name, "schema": SCHEMA})
+    assert created.status_code == 200, created.content
+    listed = api.get(f"/namespaces/{namespace}/tables").json()["identifiers"]
+    assert listed == [{"namespace": [namespace], "name": name}]
+    location = created.json()["metadata"]["location"]
+    assert location.startswith(str(warehouse) + "/")
+    assert " " not in location
+
+
+def test_a_name_that_would_climb_folders_is_kept_inside_its_namespace(api, ns, warehouse):
+    created = api.post("/namespaces/ns/tables", {"name": "%2e%2e", "schema": SCHEMA})
+    assert created.status_code == 200, created.content
+    assert created.json()["metadata"]["location"] == f"{warehouse}/ns/~252e~252e"
+
+
+@pytest.mark.parametrize("name", ["a/b", "a.b", "a\x1fb", "", " ", "x" * 256])
+def test_names_that_would_break_paths_or_identifiers_are_refused(api, ns, name):
+    response = api.post("/namespaces/ns/tables", {"name": name, "schema": SCHEMA})
+    assert_error(response, 400, "BadRequestException")
+    assert not CatalogObject.objects.exists()
+
+
+def test_a_namespace_whose_parent_does_not_exist_is_refused(api):
+    response = api.post("/namespaces", {"namespace": ["a", "b"]})
+    assert_error(response, 404, "NoSuchNamespaceException")
+    assert not Namespace.objects.exists()
+
+
+def test_a_namespace_level_too_long_is_refused(api):
+    assert_error(api.post("/namespaces", {"namespace": ["x" * 300]}), 400, "BadRequestException")
+
+
+def test_a_long_metrics_report_type_is_stored(api, ns):
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    response = api.post("/namespaces/ns/tables/t/metrics", {"report-type": "r" * 5000})
+    assert response.status_code == 204
+
+
+def test_a_table_page_renders_a_timestamp_too_large_to_show(client, viewer, api, ns):
+    loaded = services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    response = api.post(
+        "/namespaces/ns/tables/t",
+        {
+            "requirements": [{"type": "assert-table-uuid", "uuid": str(loaded.obj.uuid)}],
+            "updates": [
+                {
+                    "action": "add-snapshot",
+                    "snapshot": {
+                        "snapshot-id": 1,
+                        "sequence-number": 1,
+                        "timestamp-ms": 9_000_000_000_000_000_000,
+                        "manifest-list": "/nowhere/snap-1.avro",
+                        "summary": {"operation": "append"},
+                        "schema-id": 0,
+                    },
+                },
+            ],
+        },
+    )
+    assert response.status_code == 200, response.content
+    client.force_login(viewer)
+    assert client.get("/namespaces/ns/tables/t/").status_code == 200
+
+
+def test_oauth_tokens_answers_a_wrong_method_with_json():
+    response = Client().get(f"{BASE}/oauth/tokens")
+    assert response.status_code == 405
+    assert response.json()["error"] == "invalid_request"
+
+
+def test_a_refused_create_leaves_no_file(api, ns, warehouse):
+    response = api.post(
+        "/namespaces/ns/tables", {"name": "t", "schema": {"type": "struct", "fields": "x"}}
+    )
+    assert response.status_code == 400
+    assert metadata_files(warehouse) == []

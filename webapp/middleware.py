@@ -1,0 +1,64 @@
+"""Machine endpoints answer in JSON, whatever goes wrong.
+
+Programs call /iceberg (engines) and /api (clients); for them an HTML error page is
+unreadable. This middleware refuses what no view should see (NUL characters in the path or
+the query string, which databases reject), and turns any error that escapes a view there
+(a body over the size limit, a bug) into a JSON error in each surface's shape."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+ICEBERG = "/iceberg/"
+API = "/api/"
+
+
+def json_error(request: HttpRequest, status: int, message: str, kind: str) -> JsonResponse:
+    """An error in the shape of the surface the request reached."""
+    if request.path.startswith(ICEBERG):
+        return JsonResponse(
+            {"error": {"message": message, "type": kind, "code": status}}, status=status
+        )
+    return JsonResponse({"error": message, "type": kind}, status=status)
+
+
+def not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
+    """The last route of /iceberg and /api: an unknown path is a JSON 404."""
+    return json_error(request, 404, f"No such endpoint: {request.path[:200]}", "NotFoundException")
+
+
+class MachineErrorsMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    @staticmethod
+    def _machine(request: HttpRequest) -> bool:
+        return request.path.startswith((ICEBERG, API))
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if self._machine(request) and (
+            "\x00" in request.path
+            or "\x00" in request.META.get("QUERY_STRING", "")
+            or any("\x00" in k or "\x00" in v for k, vs in request.GET.lists() for v in vs)
+        ):
+            return json_error(
+                request, 400, "NUL characters are not allowed in paths or parameters",
+                "BadRequestException",
+            )  # fmt: skip
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not self._machine(request):
+            return None
+        if isinstance(exception, RequestDataTooBig):
+            return json_error(request, 413, "The request body is too large", "BadRequestException")
+        logger.exception("Unexpected error on %s %s", request.method, request.path[:200])
+        return json_error(
+            request, 500, "Internal error; the change was not applied", "ServiceFailureException"
+        )
