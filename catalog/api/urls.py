@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView
 
+from catalog import converters  # noqa: F401 - registers <version_id:...>
 from catalog.api import views
 from catalog.api.docs import docs
 from webapp.middleware import not_found
@@ -53,7 +54,7 @@ urlpatterns = [
     path(f"{VIEW}/", views.ViewDetailView.as_view(), name="view-detail"),
     path(f"{VIEW}/versions/", views.ViewVersionListView.as_view(), name="view-versions"),
     path(
-        f"{VIEW}/versions/<int:version_id>/",
+        f"{VIEW}/versions/<version_id:version_id>/",
         views.ViewVersionDetailView.as_view(),
         name="view-version-detail",
     ),

@@ -30,6 +30,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from catalog import history, mirror, selectors
@@ -330,6 +331,9 @@ def _prepare(change: Change) -> _Prepared:
         return _Prepared(change, obj, namespace, base_location, base, None)
     if base is None or metadata.location != base.location:
         check_location(metadata.location)
+        # Checked again, under a lock, in the swap's transaction; here it fails before any
+        # file (or folder) is written.
+        _check_location_free(metadata.location, owner=obj, lock=False)
     prepared = _Prepared(change, obj, namespace, base_location, metadata, None)
     if change.adopt_metadata_location is not None:
         prepared.new_location = change.adopt_metadata_location
@@ -345,6 +349,8 @@ def _swap(p: _Prepared, *, actor: Any, action: str) -> Committed:
         return Committed(p.obj, p.metadata, p.base_location)
     kind = p.change.kind
     user = actor if getattr(actor, "pk", None) else None
+    if p.obj is None or p.metadata.location != p.obj.location:
+        _check_location_free(p.metadata.location, owner=p.obj)
     if p.obj is None:
         try:
             # A savepoint: the loser of a race for the name rolls back only this insert.
@@ -360,6 +366,8 @@ def _swap(p: _Prepared, *, actor: Any, action: str) -> Committed:
                     updated_by=user,
                 )
         except IntegrityError:
+            if selectors.holder_of(p.namespace, p.change.name) is None:
+                raise  # not the name: a bug, not a conflict
             raise name_taken_error(p.namespace, p.change.name, creating=kind) from None
     else:
         obj = p.obj
@@ -442,7 +450,35 @@ def drop(kind: Kind, *, namespace: str, name: str, actor: Any, action: str) -> C
     return Committed(obj, metadata, obj.metadata_location)
 
 
-def lock_for_locations() -> None:
+def _check_location_free(location: str, *, owner: CatalogObject | None, lock: bool = True) -> None:
+    """No two live objects own overlapping locations (the same folder, or one inside the
+    other): a purge of one would delete the other's files. Checked inside the commit's
+    transaction, with the writers that give out locations serialized."""
+    if lock:
+        _lock_for_locations()
+    normal = metadata_io.normalize_location(location)
+    ancestors = []
+    path = normal
+    while "/" in path.rstrip("/"):
+        path = path.rsplit("/", 1)[0] or "/"
+        ancestors.append(path)
+    clashing = (
+        CatalogObject.objects.filter(
+            Q(location=normal) | Q(location__startswith=normal + "/") | Q(location__in=ancestors)
+        )
+        .exclude(pk=owner.pk if owner is not None else None)
+        .select_related("namespace")
+        .first()
+    )
+    if clashing is not None:
+        raise AlreadyExists(
+            f"Location {location} overlaps the location of {clashing.kind} {clashing} "
+            f"({clashing.location}); choose a location of its own",
+            field="location",
+        )
+
+
+def _lock_for_locations() -> None:
     """Serialize the writers that give objects new locations (creates, registrations and
     location changes), so that overlap checks see each other. SQLite already serializes
     writers; PostgreSQL takes a transaction-scoped advisory lock."""

@@ -235,7 +235,12 @@ def test_the_database_enforces_one_object_per_name_across_kinds(namespace, wareh
     files_before = sorted(Path(warehouse).rglob("*.json"))
 
     with pytest.raises(AlreadyExists, match="Table with same name already exists: sales.orders"):
-        services.create_view(namespace="sales", name="orders", sql="SELECT 1 AS id")
+        services.create_view(
+            namespace="sales",
+            name="orders",
+            sql="SELECT 1 AS id",
+            location=str(warehouse / "elsewhere"),
+        )
 
     assert CatalogObject.objects.count() == 1
     assert sorted(Path(warehouse).rglob("*.json")) == files_before, "its file is deleted"

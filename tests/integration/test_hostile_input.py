@@ -195,3 +195,12 @@ def test_a_refused_create_leaves_no_file(api, ns, warehouse):
     )
     assert response.status_code == 400
     assert metadata_files(warehouse) == []
+
+
+def test_a_version_id_past_javas_int_is_a_404_not_a_database_error(client, editor, ns):
+    services.create_view(namespace="ns", name="v", sql="SELECT 1 AS id")
+    client.force_login(editor)
+    huge = 2**40
+    assert client.get(f"/api/namespaces/ns/views/v/versions/{huge}/").status_code == 404
+    assert client.get(f"/namespaces/ns/views/v/rollback/{huge}").status_code == 404
+    assert client.get("/api/namespaces/ns/views/v/versions/1/").status_code == 200

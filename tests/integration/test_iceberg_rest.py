@@ -1027,10 +1027,16 @@ def test_a_rename_without_a_destination_is_a_bad_request(api, table):
 
 
 def test_an_existing_metadata_file_is_registered_under_a_new_name(api, table):
-    response = api.post(
-        "/namespaces/ns/register",
-        {"name": "registered", "metadata-location": table["metadata-location"]},
+    registration = {"name": "registered", "metadata-location": table["metadata-location"]}
+    # While the table lives, a second object would own its folder: a purge of either would
+    # delete the other's files.
+    error = assert_error(
+        api.post("/namespaces/ns/register", registration), 409, "AlreadyExistsException"
     )
+    assert "overlaps the location of table ns.t" in error["message"]
+    assert api.delete("/namespaces/ns/tables/t").status_code == 204
+
+    response = api.post("/namespaces/ns/register", registration)
 
     assert response.status_code == 200, response.content
     result = response.json()

@@ -231,6 +231,9 @@ def test_registering_an_existing_metadata_file_adopts_its_versions(namespace, wa
     copy = warehouse / "copied" / "metadata" / source.name
     copy.parent.mkdir(parents=True)
     shutil.copy(source, copy)
+    with pytest.raises(AlreadyExists, match="overlaps the location of view sales.v"):
+        services.register_view(namespace="sales", name="again", metadata_location=str(copy))
+    services.drop_view(namespace="sales", name="v")
     view = services.register_view(namespace="sales", name="again", metadata_location=str(copy))
     assert log_of(view) == [1, 2]
     assert str(view.uuid) == str(original.uuid)
