@@ -204,3 +204,23 @@ def test_a_version_id_past_javas_int_is_a_404_not_a_database_error(client, edito
     assert client.get(f"/api/namespaces/ns/views/v/versions/{huge}/").status_code == 404
     assert client.get(f"/namespaces/ns/views/v/rollback/{huge}").status_code == 404
     assert client.get("/api/namespaces/ns/views/v/versions/1/").status_code == 200
+
+
+def test_a_view_page_renders_a_version_timestamp_too_large_to_show(client, viewer, api, ns):
+    version = {
+        "version-id": 1,
+        "schema-id": 0,
+        "timestamp-ms": 9_000_000_000_000_000_000,
+        "summary": {"engine-name": "spark"},
+        "representations": [{"type": "sql", "sql": "SELECT 1 AS id", "dialect": "spark"}],
+        "default-namespace": ["ns"],
+    }
+    schema = {"type": "struct", "schema-id": 0, "fields": [
+        {"id": 1, "name": "id", "type": "int", "required": False}
+    ]}  # fmt: skip
+    created = api.post(
+        "/namespaces/ns/views", {"name": "v", "schema": schema, "view-version": version}
+    )
+    assert created.status_code == 200, created.content
+    client.force_login(viewer)
+    assert client.get("/namespaces/ns/views/v/").status_code == 200
