@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import posixpath
 import re
 import uuid
@@ -50,28 +51,78 @@ def _split_scheme(location: str) -> tuple[str, str]:
 
 
 def normalize_location(location: str) -> str:
-    """A canonical form for comparing locations: no trailing slash, no `.` segments.
+    """The one form a location is checked, stored and used in: no trailing slash, no `.`
+    segments, `file:` URIs as plain paths.
 
-    Refuses NUL bytes and `..` segments outright rather than resolving them, so a location
-    can never climb out of the folder it names."""
+    Filesystem layers disagree on what a location means: pyiceberg's FileIO takes `%2e`
+    literally, pyarrow's `FileSystem.from_uri` and Hadoop decode it to `.`. So anything they
+    could read differently is refused rather than interpreted: NUL, backslashes, percent
+    escapes, and `..` segments (never resolved: a location cannot climb out of its folder)."""
+    if isinstance(location, str) and "%" in location:
+        raise InvalidInput(
+            "Location must not contain percent-escapes (filesystems read them differently): "
+            f"{location[:300]}",
+            field="location",
+        )
+    return normal_form(location)
+
+
+def normal_form(location: str) -> str:
+    """`location` normalized as `normalize_location` does, percent signs allowed (a data
+    file's path may hold them; see catalog.core.purge, which checks both readings)."""
+    if not isinstance(location, str) or not location.strip():
+        raise InvalidInput("A location is required", field="location")
     if "\x00" in location:
-        raise InvalidInput("Location contains a NUL byte", field="location")
+        raise InvalidInput("Location contains a NUL character", field="location")
+    if "\\" in location:
+        raise InvalidInput(
+            f"Location must not contain backslashes: {location[:300]}", field="location"
+        )
     scheme, path = _split_scheme(location.strip())
     if ".." in path.split("/"):
-        raise InvalidInput(f"Location must not contain '..': {location}", field="location")
+        raise InvalidInput(f"Location must not contain '..': {location[:300]}", field="location")
     path = posixpath.normpath(path).rstrip("/") or "/"
+    if scheme == "file" and path.startswith("//"):
+        path = "/" + path.lstrip("/")  # POSIX keeps a leading "//"; the filesystem does not
     return path if scheme == "file" else f"{scheme}://{path}"
 
 
-def ensure_within(location: str, warehouse: str) -> str:
-    """The normalized location, or InvalidInput when it lies outside the warehouse."""
+def is_inside(location: str, root: str, *, strictly: bool = False) -> bool:
+    """Whether normalized `location` is `root` or below it (strictly: below only). Local
+    paths are compared by where they really lead, so a symbolic link inside the root that
+    points elsewhere does not count as inside."""
+    if location == root:
+        return not strictly
+    if not location.startswith(root.rstrip("/") + "/"):
+        return False
+    if location.startswith("/"):
+        real, real_root = os.path.realpath(location), os.path.realpath(root)
+        return real != real_root and real.startswith(real_root.rstrip("/") + "/")
+    return True
+
+
+def ensure_within(location: str, warehouse: str, *, strictly: bool = False) -> str:
+    """The normalized location, or InvalidInput when it lies outside the warehouse (with
+    `strictly`, the warehouse itself is refused too: no object may own all of it)."""
     normalized = normalize_location(location)
     root = normalize_location(warehouse)
-    if normalized != root and not normalized.startswith(root.rstrip("/") + "/"):
+    if strictly and normalized == root:
         raise InvalidInput(
-            f"Location {location} is outside the warehouse {warehouse}", field="location"
+            f"Location {location[:300]} is the warehouse itself; an object needs a folder of "
+            "its own inside it",
+            field="location",
+        )
+    if not is_inside(normalized, root):
+        raise InvalidInput(
+            f"Location {location[:300]} is outside the warehouse {warehouse}", field="location"
         )
     return normalized
+
+
+def locations_overlap(left: str, right: str) -> bool:
+    """Whether two normalized locations are the same folder or one holds the other."""
+    left, right = left.rstrip("/"), right.rstrip("/")
+    return left == right or left.startswith(right + "/") or right.startswith(left + "/")
 
 
 def join(location: str, *parts: str) -> str:

@@ -171,8 +171,9 @@ def default_location(namespace: str, name: str) -> str:
 
 
 def check_location(location: str) -> str:
-    """The location in its normal form, refused when it is not inside the warehouse."""
-    return metadata_io.ensure_within(location, settings.WAREHOUSE)
+    """An object's location in its normal form, refused unless it is strictly inside the
+    warehouse (the warehouse itself would make the object own every other's files)."""
+    return metadata_io.ensure_within(location, settings.WAREHOUSE, strictly=True)
 
 
 def check_metadata_file(metadata_location: str | None) -> str:
@@ -180,7 +181,7 @@ def check_metadata_file(metadata_location: str | None) -> str:
     if not metadata_location or not metadata_location.strip():
         raise InvalidInput("A metadata file location is required", field="metadata_location")
     try:
-        return check_location(metadata_location)
+        return metadata_io.ensure_within(metadata_location, settings.WAREHOUSE, strictly=True)
     except InvalidInput as error:
         raise InvalidInput(error.message, field="metadata_location") from error
 
@@ -438,16 +439,15 @@ def move(
     return obj
 
 
-def drop(kind: Kind, *, namespace: str, name: str, actor: Any, action: str) -> Committed:
-    """Forget the object; returns what it was (its metadata, for a purge to follow)."""
+def drop(kind: Kind, *, namespace: str, name: str, actor: Any, action: str) -> CatalogObject:
+    """Forget the object (its files stay); returns the row as it was."""
     obj = kind.get(namespace, name)
-    metadata = kind.read(obj.metadata_location) if kind is TABLE else None
     with transaction.atomic():
         history.record_change(
             obj, actor=actor, action=action, metadata_location=obj.metadata_location
         )
         obj.delete()
-    return Committed(obj, metadata, obj.metadata_location)
+    return obj
 
 
 def _check_location_free(location: str, *, owner: CatalogObject | None, lock: bool = True) -> None:
@@ -462,20 +462,21 @@ def _check_location_free(location: str, *, owner: CatalogObject | None, lock: bo
     while "/" in path.rstrip("/"):
         path = path.rsplit("/", 1)[0] or "/"
         ancestors.append(path)
-    clashing = (
+    candidates = (
         CatalogObject.objects.filter(
             Q(location=normal) | Q(location__startswith=normal + "/") | Q(location__in=ancestors)
         )
         .exclude(pk=owner.pk if owner is not None else None)
         .select_related("namespace")
-        .first()
     )
-    if clashing is not None:
-        raise AlreadyExists(
-            f"Location {location} overlaps the location of {clashing.kind} {clashing} "
-            f"({clashing.location}); choose a location of its own",
-            field="location",
-        )
+    # The query narrows (SQLite's LIKE ignores case); the comparison decides.
+    for other in candidates:
+        if metadata_io.locations_overlap(normal, other.location):
+            raise AlreadyExists(
+                f"Location {location} overlaps the location of {other.kind} {other} "
+                f"({other.location}); choose a location of its own",
+                field="location",
+            )
 
 
 def _lock_for_locations() -> None:

@@ -7,7 +7,6 @@ kernel commit of several changes, so all pointers move or none does."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,11 +14,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from pyarrow import fs as pafs
 from pyiceberg.table.metadata import TableMetadata
 
-from catalog.core import metadata_io, tables
-from catalog.core.errors import InvalidInput, NoSuchTable
+from catalog import history
+from catalog.core import purge as purge_core
+from catalog.core import tables
+from catalog.core.errors import NoSuchTable
 from catalog.models import Table, TableMetricsReport
 from catalog.services import kernel
 from catalog.services.kernel import TABLE, Change, Committed, Mode
@@ -139,30 +139,29 @@ def rename_table(
 
 
 def drop_table(*, namespace: str, name: str, purge: bool = False, actor: Any = None) -> None:
-    """Forget the table; with `purge`, also delete its files once the drop has committed."""
-    dropped = kernel.drop(
-        TABLE,
-        namespace=namespace,
-        name=name,
-        actor=actor,
-        action="purge_table" if purge else "drop_table",
+    """Forget the table; with `purge`, also delete the files its metadata names, once the
+    drop has committed (catalog.core.purge: nothing outside the table's own files)."""
+    if not purge:
+        kernel.drop(TABLE, namespace=namespace, name=name, actor=actor, action="drop_table")
+        return
+    table = TABLE.get(namespace, name)
+    # Read before the drop: a purge needs the list of the table's files, and a table whose
+    # metadata cannot be read is refused rather than dropped with its files left unknown.
+    metadata = tables.read_table_metadata(table.metadata_location)
+    location = purge_core.check_purgeable(metadata.location, settings.WAREHOUSE)
+    dropped = kernel.drop(TABLE, namespace=namespace, name=name, actor=actor, action="purge_table")
+    transaction.on_commit(
+        lambda: _purge(dropped, metadata, dropped.metadata_location, location, actor)
     )
-    if purge:
-        transaction.on_commit(lambda: _purge(dropped.obj.location))
 
 
-def _purge(location: str) -> None:
-    # Only ever inside the warehouse: a location that is not is left alone.
-    try:
-        path = metadata_io.ensure_within(location, settings.WAREHOUSE)
-    except InvalidInput:
-        logger.warning("Not purging %s: outside the warehouse", location)
-        return
-    if path.rstrip("/") == metadata_io.normalize_location(settings.WAREHOUSE):
-        return
-    filesystem, root = pafs.FileSystem.from_uri(path if "://" in path else f"file://{path}")
-    with contextlib.suppress(FileNotFoundError):
-        filesystem.delete_dir(root)
+def _purge(
+    table: Table, metadata: TableMetadata, metadata_location: str, location: str, actor: Any
+) -> None:
+    result = purge_core.purge_table_files(metadata, metadata_location, table_location=location)
+    history.record_change(table, actor=actor, action="purge_table_files", message=result.summary())
+    if result.outside:
+        logger.warning("Purge of %s kept %d files outside its location", table, len(result.outside))
 
 
 def record_metrics(*, namespace: str, name: str, report: Mapping[str, Any]) -> None:

@@ -80,3 +80,92 @@ def test_an_object_cannot_be_created_inside_a_table_that_owns_the_namespace_fold
 def test_a_location_ending_like_a_neighbours_is_not_an_overlap(api, ns, warehouse):
     assert create(api, "ab", f"{warehouse}/ns/ab").status_code == 200
     assert create(api, "a", f"{warehouse}/ns/a").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "{wh}/ns/%2e%2e/%2e%2e/outside",
+        "{wh}/ns/%2E%2e/outside",
+        "{wh}/ns/.%2e/outside",
+        "{wh}/ns/%252e%252e/outside",
+        "file://{wh}/ns/%2e%2e/outside",
+        "{wh}/ns/../../outside",
+        "{wh}/%2e",
+        "{wh}/.",
+        "{wh}",
+        "file://{wh}",
+        "{wh}/ns/a%00b",
+        "{wh}/ns/a\\..\\..\\outside",
+    ],
+)
+def test_a_location_that_could_escape_the_warehouse_is_refused(
+    api, ns, warehouse, tmp_path, location
+):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    before = snapshot_of(tmp_path)
+
+    response = create(api, "escape", location.format(wh=warehouse))
+
+    assert_error(response, 400, "BadRequestException")
+    assert not CatalogObject.objects.exists()
+    assert snapshot_of(tmp_path) == before
+
+
+def test_a_location_through_a_symbolic_link_out_of_the_warehouse_is_refused(
+    api, ns, warehouse, tmp_path
+):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (warehouse / "ns").mkdir(exist_ok=True)
+    (warehouse / "ns" / "link").symlink_to(outside)
+
+    response = create(api, "escape", f"{warehouse}/ns/link/t")
+
+    assert_error(response, 400, "BadRequestException")
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_purge_deletes_only_the_files_the_tables_metadata_names(
+    live_server, editor, warehouse, tmp_path
+):
+    """A real table written by pyiceberg, beside another table, a view and stray files:
+    after the purge, everything but the purged table's own files is unchanged, byte for
+    byte, and a stray file inside its folder keeps that folder."""
+    import pyarrow as pa
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from catalog.iceberg_rest.auth import create_client
+
+    client, secret = create_client(name="py", user=editor)
+    catalog = RestCatalog(
+        "lv", uri=f"{live_server.url}/iceberg", credential=f"{client.client_id}:{secret}"
+    )
+    catalog.create_namespace("ns")
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
+    for name in ("doomed", "neighbour"):
+        table = catalog.create_table(f"ns.{name}", schema=rows.schema)
+        table.append(rows)
+        table.append(rows)
+    services.create_view(namespace="ns", name="reader", sql="SELECT id FROM ns.neighbour")
+    doomed = warehouse / "ns" / "doomed"
+    (doomed / "notes.txt").write_text("not the table's")
+    (warehouse / "ns" / "doomed_sibling.txt").write_text("beside the table")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside the warehouse")
+    before = snapshot_of(tmp_path)
+    data_files = list(doomed.rglob("*.parquet"))
+    assert data_files
+
+    catalog.purge_table("ns.doomed")
+
+    after = snapshot_of(tmp_path)
+    doomed_prefix = str(doomed.relative_to(tmp_path)) + "/"
+    unchanged = {k: v for k, v in before.items() if not k.startswith(doomed_prefix)}
+    assert {k: v for k, v in after.items() if not k.startswith(doomed_prefix)} == unchanged
+    assert not any(path.exists() for path in data_files)
+    assert sorted(p.name for p in doomed.rglob("*") if p.is_file()) == ["notes.txt"]
+    assert catalog.load_table("ns.neighbour").scan().to_arrow().num_rows == 6

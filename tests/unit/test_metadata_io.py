@@ -54,3 +54,42 @@ def test_reading_a_file_that_is_not_json_names_the_problem(tmp_path):
         metadata_io.read_json(str(path))
     with pytest.raises(InvalidMetadata, match="does not exist"):
         metadata_io.read_json(str(tmp_path / "missing.metadata.json"))
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["/wh/ns/%2e%2e/x", "/wh/%2e", "file:///wh/a%252e", "/wh/a\\..\\b", "/wh/a\x00b", ""],
+)
+def test_a_location_a_filesystem_could_read_differently_is_refused(location):
+    with pytest.raises(InvalidInput):
+        metadata_io.normalize_location(location)
+
+
+def test_the_warehouse_itself_is_refused_for_an_object():
+    with pytest.raises(InvalidInput, match="warehouse itself"):
+        metadata_io.ensure_within("/wh/.", "/wh", strictly=True)
+    assert metadata_io.ensure_within("//wh/t/", "/wh", strictly=True) == "/wh/t"
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "overlap"),
+    [
+        ("/wh/a", "/wh/a", True),
+        ("/wh/a", "/wh/a/b", True),
+        ("/wh/a/b", "/wh/a", True),
+        ("/wh/a", "/wh/ab", False),
+        ("/wh/ab", "/wh/a", False),
+        ("s3://b/wh/a", "s3://b/wh/a/x", True),
+    ],
+)
+def test_locations_overlap_when_one_holds_the_other(left, right, overlap):
+    assert metadata_io.locations_overlap(left, right) is overlap
+
+
+def test_a_symbolic_link_out_of_the_warehouse_is_not_inside_it(tmp_path):
+    warehouse, outside = tmp_path / "wh", tmp_path / "outside"
+    warehouse.mkdir()
+    outside.mkdir()
+    (warehouse / "link").symlink_to(outside)
+    assert not metadata_io.is_inside(f"{warehouse}/link/t", str(warehouse))
+    assert metadata_io.is_inside(f"{warehouse}/real/t", str(warehouse))
