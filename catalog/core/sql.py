@@ -87,6 +87,20 @@ def parse_query(sql: str, dialect: str) -> exp.Query:
     return statement
 
 
+def check_parses(sql: str, dialect: str) -> None:
+    """Refuse SQL that does not parse as one query in its declared dialect (with the line
+    and column); a dialect sqlglot does not know is accepted as it is."""
+    name = (dialect or "").strip().lower()
+    if name not in SUPPORTED_DIALECTS:
+        return
+    try:
+        parse_query(sql, name)
+    except SqlError as error:
+        raise SqlError(
+            f"The {name} SQL of the view does not parse: {error.message}", field="sql"
+        ) from None
+
+
 def _output_name(projection: exp.Expression, dialect: str) -> str:
     """An unaliased column's name, as engines show it: the column's name, else its text."""
     if isinstance(projection, exp.Alias):

@@ -8,11 +8,13 @@ into the catalog's domain errors."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import (
@@ -38,6 +40,12 @@ from catalog.core.errors import (
     InvalidMetadata,
     describe_validation_error,
 )
+from catalog.core.validation import (
+    validate_partition_spec,
+    validate_schema,
+    validate_sort_order,
+    validate_table_metadata,
+)
 
 _REQUIREMENTS = TypeAdapter(list[TableRequirement])
 _UPDATES = TypeAdapter(list[TableUpdate])
@@ -54,8 +62,11 @@ def parse_table_metadata(document: Mapping[str, Any], *, source: str) -> TableMe
         raise InvalidMetadata(
             f"{source}: {describe_validation_error(error)}", field="metadata_location"
         ) from error
-    except ValueError as error:
-        raise InvalidMetadata(f"{source}: {error}", field="metadata_location") from error
+    except (ValueError, TypeError, KeyError, AttributeError, IcebergValidationError) as error:
+        # Short: the message of a parser may quote the whole document.
+        raise InvalidMetadata(
+            f"{source}: not Iceberg table metadata ({str(error)[:200]})", field="metadata_location"
+        ) from None
 
 
 def read_table_metadata(path: str) -> TableMetadata:
@@ -81,7 +92,7 @@ def new_table(
     properties: Mapping[str, str] | None = None,
 ) -> TableMetadata:
     """Metadata for a new table, with fresh field ids as Iceberg's catalogs assign them."""
-    try:
+    with _refusing("table definition"):
         parsed_schema = Schema.model_validate(schema)
         spec = (
             PartitionSpec.model_validate(partition_spec)
@@ -89,34 +100,53 @@ def new_table(
             else UNPARTITIONED_PARTITION_SPEC
         )
         order = SortOrder.model_validate(write_order) if write_order else UNSORTED_SORT_ORDER
-    except ValidationError as error:
-        raise _invalid("table definition", error) from error
-    try:
-        return new_table_metadata(
+    # The client's own ids are checked before they are reassigned: a spec or an order names
+    # columns by the ids the client gave them.
+    validate_schema(parsed_schema, last_column_id=None)
+    validate_partition_spec(spec, parsed_schema)
+    validate_sort_order(order, parsed_schema)
+    with _refusing("table definition"):
+        metadata = new_table_metadata(
             parsed_schema,
             spec,
             order,
             location,
             {str(k): str(v) for k, v in (properties or {}).items()},
         )
-    except ValidationError as error:
-        raise _invalid("table definition", error) from error
-    except ValueError as error:
-        raise InvalidInput(f"Invalid table definition: {error}") from error
+    validate_table_metadata(metadata, None)
+    return metadata
 
 
 def parse_changes(
     requirements: Sequence[Mapping[str, Any]], updates: Sequence[Mapping[str, Any]]
 ) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
-    try:
+    with _refusing("table requirement"):
         parsed_requirements = tuple(_REQUIREMENTS.validate_python(list(requirements)))
-    except ValidationError as error:
-        raise _invalid("table requirement", error) from error
-    try:
+    with _refusing("table update"):
         parsed_updates = tuple(_UPDATES.validate_python(list(updates)))
-    except ValidationError as error:
-        raise _invalid("table update", error) from error
     return parsed_requirements, parsed_updates
+
+
+@contextmanager
+def _refusing(what: str) -> Iterator[None]:
+    """pyiceberg's parsers raise more than ValidationError for malformed input (a TypeError
+    for a default on a nested type, a KeyError for a list without an element, ...): each is
+    the client's mistake, refused as such, and never with the whole document echoed."""
+    try:
+        yield
+    except ValidationError as error:
+        raise _invalid(what, error) from None
+    except (
+        TypeError,
+        KeyError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        RecursionError,
+        IcebergValidationError,
+    ) as error:
+        detail = str(error)[:200] or type(error).__name__
+        raise InvalidInput(f"Invalid {what}: {detail}") from None
 
 
 def is_create(requirements: Sequence[TableRequirement]) -> bool:
@@ -160,7 +190,7 @@ def apply_changes(
         else TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
     )
     try:
-        return update_table_metadata(
+        metadata = update_table_metadata(
             base_metadata=start,
             updates=tuple(_drop_missing_removals(base, updates)),
             enforce_validation=base is None,
@@ -170,5 +200,7 @@ def apply_changes(
         raise CommitConflict(str(error)) from error
     except ValidationError as error:
         raise _invalid("table update", error) from error
-    except (ValueError, KeyError) as error:
-        raise InvalidInput(f"Cannot apply the table update: {error}") from error
+    except (ValueError, KeyError, TypeError, AttributeError, IcebergValidationError) as error:
+        raise InvalidInput(f"Cannot apply the table update: {str(error)[:200]}") from error
+    validate_table_metadata(metadata, base)
+    return metadata

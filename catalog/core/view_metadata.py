@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.schema import Schema
 from pyiceberg.view.metadata import (
     SQLViewRepresentation,
@@ -35,8 +36,11 @@ from catalog.core.errors import (
     CommitConflict,
     InvalidInput,
     InvalidMetadata,
+    ValidationFailed,
     describe_validation_error,
 )
+from catalog.core.sql import check_parses
+from catalog.core.validation import JAVA_LONG_MAX, validate_schema
 
 VERSION_HISTORY_SIZE = "version.history.num-entries"
 DEFAULT_VERSION_HISTORY_SIZE = 10
@@ -198,7 +202,13 @@ class ViewMetadataBuilder:
         if not any(s.schema_id == schema_id for s in self.schemas):
             raise InvalidInput(f"Cannot add version with unknown schema: {schema_id}")
         version = version.model_copy(update={"schema_id": schema_id})
+        if not 0 <= version.timestamp_ms <= JAVA_LONG_MAX:
+            raise ValidationFailed(f"Invalid view version: timestamp-ms {version.timestamp_ms}")
         _check_dialects(version)
+        for representation in sql_representations(version):
+            # Engines fail on a view whose SQL does not parse; a dialect sqlglot does not know
+            # is taken on trust.
+            check_parses(representation.sql, representation.dialect)
         for existing in self.versions:
             if _same_version(existing, version):
                 self.last_added_version_id = existing.version_id
@@ -378,6 +388,43 @@ def apply_view_updates(
     return builder.build()
 
 
+def _get(update: Mapping[str, Any], key: str, kind: str) -> Any:
+    """One field of a REST view update, of the JSON type the protocol gives it."""
+    action = update.get("action")
+    if key not in update or update[key] is None:
+        raise InvalidInput(f"View update {action} is missing field {key}")
+    value = update[key]
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= 2**31 - 1,
+        "str": isinstance(value, str),
+        "object": isinstance(value, Mapping),
+        "strings": isinstance(value, list) and all(isinstance(v, str) for v in value),
+        "properties": isinstance(value, Mapping)
+        and all(isinstance(v, str) for v in value.values()),
+    }[kind]
+    if not ok:
+        expected = {
+            "int": "a whole number within Java's int",
+            "str": "a string",
+            "object": "a JSON object",
+            "strings": "a list of strings",
+            "properties": "an object mapping strings to strings",
+        }[kind]
+        raise InvalidInput(f"View update {action}: {key} must be {expected}")
+    return value
+
+
+def _parsed(model: Any, document: Mapping[str, Any], action: str) -> Any:
+    """A pyiceberg model from the update's JSON; pyiceberg's parsers raise more than
+    ValidationError for malformed input, and each is refused with a short message."""
+    try:
+        return model.model_validate(document)
+    except ValidationError as error:
+        raise InvalidInput(f"View update {action}: {describe_validation_error(error)}") from None
+    except (TypeError, KeyError, ValueError, AttributeError, IcebergValidationError) as error:
+        raise InvalidInput(f"View update {action}: {str(error)[:200]}") from None
+
+
 def apply_updates_to_builder(
     builder: ViewMetadataBuilder, updates: Iterable[Mapping[str, Any]]
 ) -> None:
@@ -385,31 +432,28 @@ def apply_updates_to_builder(
         if not isinstance(update, Mapping):
             raise InvalidInput("A view update must be a JSON object")
         action = update.get("action")
-        try:
-            if action == "assign-uuid":
-                builder.assign_uuid(str(update["uuid"]))
-            elif action == "upgrade-format-version":
-                builder.upgrade_format_version(int(update["format-version"]))
-            elif action == "add-schema":
-                builder.add_schema(Schema.model_validate(update["schema"]))
-            elif action == "set-location":
-                builder.set_location(str(update["location"]))
-            elif action == "set-properties":
-                builder.set_properties(dict(update["updates"]))
-            elif action == "remove-properties":
-                builder.remove_properties(list(update["removals"]))
-            elif action == "add-view-version":
-                builder.add_version(ViewVersion.model_validate(update["view-version"]))
-            elif action == "set-current-view-version":
-                builder.set_current_version(int(update["view-version-id"]))
-            else:
-                raise InvalidInput(f"Unknown view update action: {action}")
-        except KeyError as error:
-            raise InvalidInput(f"View update {action} is missing field {error.args[0]}") from error
-        except ValidationError as error:
-            raise InvalidInput(
-                f"View update {action}: {describe_validation_error(error)}"
-            ) from error
+        if action == "assign-uuid":
+            builder.assign_uuid(_get(update, "uuid", "str"))
+        elif action == "upgrade-format-version":
+            builder.upgrade_format_version(_get(update, "format-version", "int"))
+        elif action == "add-schema":
+            schema = _parsed(Schema, _get(update, "schema", "object"), action)
+            validate_schema(schema, last_column_id=None, what="view schema")
+            builder.add_schema(schema)
+        elif action == "set-location":
+            builder.set_location(_get(update, "location", "str"))
+        elif action == "set-properties":
+            builder.set_properties(_get(update, "updates", "properties"))
+        elif action == "remove-properties":
+            builder.remove_properties(_get(update, "removals", "strings"))
+        elif action == "add-view-version":
+            builder.add_version(
+                _parsed(ViewVersion, _get(update, "view-version", "object"), action)
+            )
+        elif action == "set-current-view-version":
+            builder.set_current_version(_get(update, "view-version-id", "int"))
+        else:
+            raise InvalidInput(f"Unknown view update action: {str(action)[:100]}")
 
 
 def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[str, Any]]) -> None:

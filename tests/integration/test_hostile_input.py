@@ -224,3 +224,63 @@ def test_a_view_page_renders_a_version_timestamp_too_large_to_show(client, viewe
     assert created.status_code == 200, created.content
     client.force_login(viewer)
     assert client.get("/namespaces/ns/views/v/").status_code == 200
+
+
+def _long(field_id: int, name: str) -> dict:
+    return {"id": field_id, "name": name, "type": "long", "required": False}
+
+
+@pytest.mark.parametrize(
+    ("updates", "message"),
+    [
+        (
+            [{"action": "add-schema", "schema": {"type": "struct", "schema-id": 1,
+              "fields": [_long(5, "a"), _long(5, "b")]}}],
+            "duplicate field id 5",
+        ),
+        (
+            [{"action": "add-schema", "schema": {"type": "struct", "schema-id": 0,
+              "fields": [_long(1, "x")]}}],
+            "schema id 0 is used twice",
+        ),
+        (
+            [{"action": "add-spec", "spec": {"spec-id": 1, "fields": [
+                {"source-id": 1, "field-id": 1000, "name": "p", "transform": "frobnicate"}]}}],
+            "unknown transform",
+        ),
+    ],
+)  # fmt: skip
+def test_a_commit_of_metadata_engines_cannot_read_is_a_400_and_writes_nothing(
+    api, ns, warehouse, updates, message
+):
+    assert api.post("/namespaces/ns/tables", {"name": "t", "schema": SCHEMA}).status_code == 200
+    before = metadata_files(warehouse)
+
+    response = api.post("/namespaces/ns/tables/t", {"requirements": [], "updates": updates})
+
+    error = assert_error(response, 400, "ValidationException")
+    assert message in error["message"]
+    assert metadata_files(warehouse) == before
+
+
+def test_a_table_created_with_duplicate_field_ids_is_a_400_and_writes_nothing(api, ns, warehouse):
+    schema = {"type": "struct", "schema-id": 0, "fields": [_long(1, "a"), _long(1, "b")]}
+    response = api.post("/namespaces/ns/tables", {"name": "t", "schema": schema})
+    assert_error(response, 400, "ValidationException")
+    assert metadata_files(warehouse) == []
+    assert not CatalogObject.objects.exists()
+
+
+def test_a_view_whose_sql_does_not_parse_is_a_400_on_the_rest_path_too(api, ns, warehouse):
+    version = {
+        "version-id": 1, "schema-id": 0, "timestamp-ms": 1, "summary": {},
+        "representations": [{"type": "sql", "sql": "SELEC id FRM t", "dialect": "spark"}],
+        "default-namespace": ["ns"],
+    }  # fmt: skip
+    schema = {"type": "struct", "schema-id": 0, "fields": [_long(0, "id")]}
+    response = api.post(
+        "/namespaces/ns/views", {"name": "v", "schema": schema, "view-version": version}
+    )
+    error = assert_error(response, 400, "BadRequestException")
+    assert "does not parse" in error["message"] and "line 1" in error["message"]
+    assert metadata_files(warehouse) == []
