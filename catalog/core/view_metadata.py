@@ -370,10 +370,6 @@ def current_version(metadata: ViewMetadata) -> ViewVersion:
     return next(v for v in metadata.versions if v.version_id == metadata.current_version_id)
 
 
-def schema_by_id(metadata: ViewMetadata, schema_id: int) -> Schema:
-    return next(s for s in metadata.schemas if s.schema_id == schema_id)
-
-
 def apply_view_updates(
     base: ViewMetadata | None, updates: Iterable[Mapping[str, Any]], *, location: str | None = None
 ) -> ViewMetadata:
