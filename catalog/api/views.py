@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import selectors, services
+from catalog import selectors, services, throttle
 from catalog.api import serializers as s
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchVersion
@@ -69,11 +69,27 @@ class TokenView(ObtainAuthToken):
     @extend_schema(
         operation_id="token_obtain",
         request=AuthTokenSerializer,
-        responses={200: s.TokenSerializer, 400: OpenApiTypes.OBJECT},
+        responses={200: s.TokenSerializer, 400: OpenApiTypes.OBJECT, 429: OpenApiTypes.OBJECT},
         tags=["auth"],
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().post(request, *args, **kwargs)
+        account = str(request.data.get("username", ""))[:255]
+        wait = throttle.retry_after(request, scope="api", account=account)
+        if wait:
+            return Response(
+                {"error": throttle.message(wait), "type": "Throttled"},
+                status=status.HTTP_429_TOO_MANY_REQUESTS,
+                headers={"Retry-After": str(wait)},
+            )
+        response = super().post(request, *args, **kwargs)
+        return response
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # A refused password is a ValidationError of the serializer: count it.
+        if isinstance(exc, serializers.ValidationError):
+            account = str(self.request.data.get("username", ""))[:255]
+            throttle.record_failure(self.request, scope="api", account=account)
+        return super().handle_exception(exc)
 
 
 # -- namespaces ---------------------------------------------------------------------------

@@ -83,8 +83,9 @@ def issue_token(*, client_id: str, client_secret: str) -> IssuedToken:
 
 
 def exchange_token(*, subject_token: str) -> IssuedToken:
-    """A fresh token for a still-valid one (the clients' refresh)."""
-    return _issue(authenticate(subject_token).client)
+    """A fresh token for a still-valid one (the clients' refresh). Checked against the
+    database, not the verified-token cache: a revoked client gets no new token."""
+    return _issue(_lookup(subject_token).client)
 
 
 def authenticate(token: str) -> AccessToken:

@@ -26,20 +26,24 @@ def _bearer(request: HttpRequest) -> str:
     return token.strip()
 
 
-def authorize(request: HttpRequest) -> Any:
+def authorize(request: HttpRequest, *, viewer_methods: frozenset[str] = frozenset()) -> Any:
     """The user the token's client acts for, if their role allows the method."""
     user = auth.authenticate(_bearer(request)).client.user
-    allowed = can_view(user) if request.method in READ_METHODS else can_edit(user)
+    reads = READ_METHODS | viewer_methods
+    allowed = can_view(user) if request.method in reads else can_edit(user)
     if not allowed:
         raise Forbidden(f"Forbidden: {user.username} may not {request.method} here")
     return user
 
 
 class Resource:
-    """`Resource(GET=load, POST=commit, ...)`: handlers take (request, user, **path)."""
+    """`Resource(GET=load, POST=commit, ...)`: handlers take (request, user, **path).
+    `viewer_methods` lets readers use a write method here (engines that only read still
+    send scan reports)."""
 
-    def __init__(self, **handlers: Handler) -> None:
+    def __init__(self, *, viewer_methods: frozenset[str] = frozenset(), **handlers: Handler):
         self.handlers = handlers
+        self.viewer_methods = viewer_methods
 
     @property
     def methods(self) -> list[str]:
@@ -55,7 +59,8 @@ class Resource:
                         f"Method {request.method} is not allowed here; "
                         f"allowed: {', '.join(self.methods)}"
                     )
-                return handler(request, authorize(request), **path)
+                user = authorize(request, viewer_methods=self.viewer_methods)
+                return handler(request, user, **path)
             except CatalogError as error:
                 response = error_response(error)
                 if request.method == "HEAD":

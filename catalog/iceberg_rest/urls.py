@@ -36,7 +36,10 @@ ROUTES: list[tuple[str, Resource]] = [
         ),
     ),
     (f"{NAMESPACE}/register", Resource(POST=tables.register_table)),
-    (f"{NAMESPACE}/tables/{{table}}/metrics", Resource(POST=tables.report_metrics)),
+    (
+        f"{NAMESPACE}/tables/{{table}}/metrics",
+        Resource(POST=tables.report_metrics, viewer_methods=frozenset({"POST"})),
+    ),
     ("tables/rename", Resource(POST=tables.rename_table)),
     ("transactions/commit", Resource(POST=tables.commit_transaction)),
     (f"{NAMESPACE}/views", Resource(GET=views.list_views, POST=views.create_view)),

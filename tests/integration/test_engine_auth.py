@@ -1,0 +1,145 @@
+"""How engines and people sign in: HTTP Basic client authentication (DuckDB's only way),
+revocation that a token exchange cannot outrun, scan reports from read-only engines, and
+failed sign-ins throttled on every door."""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import quote_plus
+
+import pytest
+from django.test import Client
+
+from catalog import services
+from catalog.iceberg_rest.auth import create_client
+from tests.integration.test_iceberg_rest import (
+    BASE,
+    SCHEMA,
+    TOKEN_EXCHANGE,
+    Iceberg,
+    request_token,
+    token_for,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def basic(client_id: str, secret: str) -> str:
+    pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode()
+    return "Basic " + base64.b64encode(pair).decode()
+
+
+def test_client_credentials_sent_as_http_basic_get_a_token(editor):
+    client, secret = create_client(name="duckdb", user=editor)
+
+    response = Client().post(
+        f"{BASE}/oauth/tokens",
+        {"grant_type": "client_credentials"},
+        headers={"Authorization": basic(client.client_id, secret)},
+    )
+
+    assert response.status_code == 200, response.content
+    token = response.json()["access_token"]
+    assert Iceberg(token).get("/namespaces").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Basic !!!notbase64", "Basic " + base64.b64encode(b"no-colon").decode(),
+     "Basic " + base64.b64encode(b"\xff\xfe:x").decode(),
+     "Basic " + base64.b64encode(b"id\x00:secret").decode()],
+)  # fmt: skip
+def test_malformed_basic_credentials_are_refused_in_json(header):
+    response = Client().post(
+        f"{BASE}/oauth/tokens",
+        {"grant_type": "client_credentials"},
+        headers={"Authorization": header},
+    )
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"grant_type": "client_credentials"},
+        {"grant_type": "client_credentials", "client_id": "a\x00", "client_secret": "b"},
+        {"grant_type": TOKEN_EXCHANGE, "subject_token": "t\x00"},
+        {"grant_type": "x\x00"},
+    ],
+)
+def test_a_token_request_without_credentials_or_with_nul_is_a_json_4xx(form):
+    response = Client().post(f"{BASE}/oauth/tokens", form)
+    assert 400 <= response.status_code < 500
+    assert "error" in response.json()
+
+
+def test_a_revoked_clients_token_cannot_be_exchanged_for_a_new_one(editor):
+    client, secret = create_client(name="spark", user=editor)
+    token = request_token(client.client_id, secret).json()["access_token"]
+    assert Iceberg(token).get("/namespaces").status_code == 200  # now trusted for a while
+    client.active = False
+    client.save()
+
+    response = Client().post(
+        f"{BASE}/oauth/tokens", {"grant_type": TOKEN_EXCHANGE, "subject_token": token}
+    )
+
+    assert response.status_code == 401
+
+
+def test_a_read_only_engine_may_send_scan_reports(editor, viewer):
+    services.create_namespace(name="ns")
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    reader = Iceberg(token_for(viewer))
+
+    response = reader.post("/namespaces/ns/tables/t/metrics", {"report-type": "scan-report"})
+
+    assert response.status_code == 204
+    assert reader.post("/namespaces/ns/tables/t", {"updates": []}).status_code == 403
+
+
+@pytest.fixture
+def three_failures_allowed(settings):
+    settings.LOGIN_FAILURES_ALLOWED = 3
+    settings.LOGIN_FAILURE_WINDOW_SECONDS = 300
+
+
+def test_failed_engine_sign_ins_are_throttled(three_failures_allowed, editor):
+    client, secret = create_client(name="spark", user=editor)
+    for _ in range(3):
+        assert request_token(client.client_id, "wrong").status_code == 401
+
+    response = request_token(client.client_id, secret)
+
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) > 0
+    assert "Too many failed sign-ins" in response.json()["error_description"]
+
+
+def test_failed_api_token_requests_are_throttled(three_failures_allowed, editor):
+    api = Client()
+    for _ in range(3):
+        refused = api.post("/api/token/", {"username": "erin", "password": "nope"})
+        assert refused.status_code == 400
+
+    response = api.post("/api/token/", {"username": "erin", "password": "erin-password"})
+
+    assert response.status_code == 429
+    assert "Too many failed sign-ins" in response.json()["error"]
+
+
+def test_failed_page_logins_are_throttled_and_other_addresses_are_not(
+    three_failures_allowed, editor
+):
+    for _ in range(3):
+        Client().post("/login/", {"username": "erin", "password": "nope"})
+
+    blocked = Client().post("/login/", {"username": "erin", "password": "erin-password"})
+    elsewhere = Client(REMOTE_ADDR="10.9.9.9").post(
+        "/login/", {"username": "someone", "password": "whatever"}
+    )
+
+    assert blocked.status_code == 429
+    assert b"Too many failed sign-ins" in blocked.content
+    assert elsewhere.status_code == 200  # the form again, with its own error
