@@ -177,3 +177,46 @@ def test_sixteen_writers_committing_two_table_transactions_lose_no_commit(postgr
     a = read_table_metadata(selectors.get_table("race", "a").metadata_location)
     b = read_table_metadata(selectors.get_table("race", "b").metadata_location)
     assert a.properties["writer"] == b.properties["writer"]
+
+
+def _create_view_and_table_at_once(name: str) -> list[object]:
+    """Start a view's and a table's create of one name together; their outcomes."""
+    start = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def make(create: Callable[[], object]) -> None:
+        try:
+            start.wait()
+            outcomes.append(create())
+        except Exception as error:  # noqa: BLE001 - inspected by the caller
+            outcomes.append(error)
+        finally:
+            connection.close()
+
+    creates = [
+        lambda: services.create_view(namespace="race", name=name, sql="SELECT 1 AS a"),
+        lambda: services.create_table(namespace="race", name=name, schema=SCHEMA),
+    ]
+    threads = [threading.Thread(target=make, args=(create,)) for create in creates]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_a_view_and_a_table_created_under_one_name_at_once_make_one_object(
+    postgres_only, warehouse
+):
+    from catalog.core.errors import AlreadyExists
+    from catalog.models import CatalogObject
+
+    services.create_namespace(name="race")
+    for round_ in range(10):
+        name = f"x{round_}"
+        outcomes = _create_view_and_table_at_once(name)
+
+        errors = [o for o in outcomes if isinstance(o, Exception)]
+        assert len(errors) == 1, outcomes
+        assert isinstance(errors[0], AlreadyExists), errors
+        assert CatalogObject.objects.filter(name=name).count() == 1
