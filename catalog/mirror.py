@@ -20,14 +20,12 @@ from catalog.core.view_metadata import ORIGINAL_DIALECT, current_version, sql_re
 from catalog.models import (
     CatalogObject,
     Table,
-    TableMetadataLogEntry,
     TableSchemaField,
     TableSnapshot,
     View,
     ViewRepresentation,
     ViewSchemaField,
     ViewVersion,
-    ViewVersionLogEntry,
 )
 
 
@@ -115,16 +113,7 @@ def _sync_view(view: View, metadata: ViewMetadata) -> None:
             for r in representations
         )
     _sync_schema_fields(view.fields, ViewSchemaField, {"view": view}, metadata.schemas)
-    view.log_entries.all().delete()
-    ViewVersionLogEntry.objects.bulk_create(
-        ViewVersionLogEntry(
-            view=view,
-            position=position,
-            timestamp_ms=entry.timestamp_ms,
-            version_id=entry.version_id,
-        )
-        for position, entry in enumerate(metadata.version_log)
-    )
+    _rewrite_log(view.log_entries, metadata.version_log, version_id="version_id")
 
 
 def _sync_table(table: Table, metadata: TableMetadata) -> None:
@@ -162,15 +151,21 @@ def _sync_table(table: Table, metadata: TableMetadata) -> None:
         for s in metadata.snapshots
         if s.snapshot_id not in known
     )
-    table.metadata_log.all().delete()
-    TableMetadataLogEntry.objects.bulk_create(
-        TableMetadataLogEntry(
-            table=table,
+    _rewrite_log(table.metadata_log, metadata.metadata_log, metadata_file="metadata_file")
+
+
+def _rewrite_log(rows: Manager, entries: list, **columns: str) -> None:
+    """A log (a view's version log, a table's metadata log) is small and rewritten whole:
+    one row per entry, its position, its time, and `columns` (row column -> entry field)."""
+    rows.all().delete()
+    rows.model.objects.bulk_create(
+        rows.model(
+            **{rows.field.name: rows.instance},
             position=position,
-            timestamp_ms=e.timestamp_ms,
-            metadata_file=e.metadata_file,
+            timestamp_ms=entry.timestamp_ms,
+            **{column: getattr(entry, attribute) for column, attribute in columns.items()},
         )
-        for position, e in enumerate(metadata.metadata_log)
+        for position, entry in enumerate(entries)
     )
 
 
