@@ -14,24 +14,11 @@ from catalog.models import CatalogObject, Namespace, TableMetricsReport
 from tests.integration.test_iceberg_rest import (
     BASE,
     SCHEMA,
-    Iceberg,
     assert_error,
     metadata_files,
-    token_for,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api(editor) -> Iceberg:
-    return Iceberg(token_for(editor))
-
-
-@pytest.fixture
-def ns(api) -> str:
-    assert api.post("/namespaces", {"namespace": ["ns"]}).status_code == 200
-    return "ns"
 
 
 def test_an_unknown_iceberg_path_is_a_json_404(api):

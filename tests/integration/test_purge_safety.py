@@ -12,20 +12,9 @@ import pytest
 
 from catalog import services
 from catalog.models import CatalogObject
-from tests.integration.test_iceberg_rest import SCHEMA, Iceberg, assert_error, token_for
+from tests.integration.test_iceberg_rest import SCHEMA, Iceberg, assert_error
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api(editor) -> Iceberg:
-    return Iceberg(token_for(editor))
-
-
-@pytest.fixture
-def ns(api) -> str:
-    assert api.post("/namespaces", {"namespace": ["ns"]}).status_code == 200
-    return "ns"
 
 
 def snapshot_of(folder: Path) -> dict[str, str]:
