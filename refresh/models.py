@@ -1,0 +1,131 @@
+"""Materialized tables (FLIP-435) and their refresh runs.
+
+A materialized table's data is an ordinary Iceberg table of the catalog (`catalog.Table`, at
+the materialized table's own name), so every engine reads it through /iceberg and every
+write to it goes through the catalog's one commit path. This row keeps what Flink keeps for
+it: the definition (query, freshness, mode, options), the state, and the schedule."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django_celery_beat.models import PeriodicTask
+
+from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
+
+
+class MaterializedTable(models.Model):
+    class State(models.TextChoices):
+        INITIALIZING = "INITIALIZING"
+        ACTIVATED = "ACTIVATED"
+        SUSPENDED = "SUSPENDED"
+
+    table = models.OneToOneField(
+        "catalog.Table", on_delete=models.CASCADE, related_name="materialized"
+    )
+    #: The query after AS, in Spark's dialect, as the user wrote it.
+    query = models.TextField()
+    freshness_value = models.PositiveIntegerField()
+    freshness_unit = models.CharField(max_length=8, choices=[(u, u) for u in TimeUnit])
+    refresh_mode = models.CharField(max_length=16, choices=[(m, m) for m in RefreshMode])
+    #: REFRESH_MODE was given: a new freshness does not change the mode then (Flink).
+    mode_is_explicit = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.INITIALIZING)
+    options = models.JSONField(default=dict, blank=True)
+    primary_key = models.JSONField(default=list, blank=True)
+    partitioned_by = models.JSONField(default=list, blank=True)
+    comment = models.TextField(blank=True, default="")
+    #: Why the table suspended itself (failed refreshes), shown on its page.
+    suspended_reason = models.TextField(blank=True, default="")
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    #: The full-refresh schedule (refresh/schedules.py is the only writer).
+    periodic_task = models.OneToOneField(
+        PeriodicTask, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["table__namespace__name", "table__name"]
+
+    def __str__(self) -> str:
+        return str(self.table)
+
+    @property
+    def freshness(self) -> Freshness:
+        return Freshness(self.freshness_value, TimeUnit(self.freshness_unit))
+
+
+class RefreshRun(models.Model):
+    """One refresh: queued, claimed by one worker (a conditional update), finished. The
+    history of a materialized table, as Snowflake's refresh history shows it."""
+
+    class Trigger(models.TextChoices):
+        CREATE = "CREATE"
+        SCHEDULED = "SCHEDULED"
+        MANUAL = "MANUAL"
+        API = "API"
+
+    class Action(models.TextChoices):
+        FULL = "FULL"
+        PARTITION = "PARTITION"
+        NO_DATA = "NO_DATA"
+
+    class State(models.TextChoices):
+        QUEUED = "QUEUED"
+        RUNNING = "RUNNING"
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+        SKIPPED = "SKIPPED"
+        CANCELLED = "CANCELLED"
+
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.SKIPPED, State.CANCELLED)
+
+    materialized_table = models.ForeignKey(
+        MaterializedTable, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    #: The table's name at the time: runs outlive a dropped table, as history does.
+    table_name = models.TextField()
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    action = models.CharField(max_length=16, choices=Action.choices, blank=True, default="")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    #: The scheduler's planned tick (not the start): it decides the partition refreshed.
+    schedule_time = models.DateTimeField(null=True, blank=True)
+    partition = models.JSONField(default=dict, blank=True)
+    #: Options for this run only (RESUME WITH, the API's dynamic options); never persisted
+    #: on the table.
+    options = models.JSONField(default=dict, blank=True)
+    #: A manual refresh may run although no source changed.
+    force = models.BooleanField(default=False)
+    queued_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    #: Who runs it ("host:pid") and when it last said so; a silent worker's run is failed.
+    worker = models.TextField(blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    rows_written = models.BigIntegerField(null=True, blank=True)
+    bytes_written = models.BigIntegerField(null=True, blank=True)
+    snapshot_id = models.BigIntegerField(null=True, blank=True)
+    #: {source table: snapshot id} the run read, to decide the next run's NO_DATA skip.
+    source_snapshots = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-queued_at", "-id"]
+        indexes = [models.Index(fields=["materialized_table", "state"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.table_name}: {self.state}"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
