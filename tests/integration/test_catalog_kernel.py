@@ -251,3 +251,17 @@ def test_a_commit_moves_updated_at(namespace):
     replaced = services.replace_view(namespace="sales", name="v", sql="SELECT 2 AS id")
     assert replaced.updated_at > view.updated_at
     assert selectors.get_view("sales", "v").updated_at == replaced.updated_at
+
+
+def test_a_rename_that_loses_the_race_for_a_name_is_a_conflict(namespace, monkeypatch):
+    services.create_table(namespace="sales", name="orders", schema=SCHEMA)
+    services.create_view(namespace="sales", name="v", sql="SELECT 1 AS id")
+    # A rename that passed the early check while another writer took the name.
+    monkeypatch.setattr(kernel, "check_name_free", lambda *args, **kwargs: None)
+
+    with pytest.raises(AlreadyExists, match="Table with same name already exists: sales.orders"):
+        services.rename_view(namespace="sales", name="v", new_namespace="sales", new_name="orders")
+
+    assert selectors.get_view("sales", "v").name == "v"
+    failed = CatalogEvent.objects.filter(action="rename_view").get()
+    assert failed.result == "failed"
