@@ -149,3 +149,54 @@ def test_dropping_the_table_keeps_its_runs_as_history():
     run = RefreshRun.objects.get()
     assert run.materialized_table is None and run.table_name == "sales.daily"
     assert not PeriodicTask.objects.filter(task=schedules.TASK).exists(), "no orphan schedule"
+
+
+def _append_snapshot(namespace: str, name: str, snapshot_id: int) -> None:
+    snapshot = {
+        "snapshot-id": snapshot_id,
+        "timestamp-ms": 1_700_000_000_000 + snapshot_id,
+        "manifest-list": f"/nowhere/snap-{snapshot_id}.avro",
+        "summary": {"operation": "append"},
+        "schema-id": 0,
+    }
+    services.commit_table(
+        namespace=namespace,
+        name=name,
+        requirements=[],
+        updates=[
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+             "snapshot-id": snapshot_id},
+        ],
+    )  # fmt: skip
+
+
+def test_no_data_is_decided_from_the_sources_snapshots_through_views():
+    from refresh.sources import unchanged_since_last_success
+
+    mt = make_mt()
+    services.create_table(namespace="sales", name="orders", schema=SCHEMA)
+    _append_snapshot("sales", "orders", 1)
+    services.create_view(namespace="sales", name="recent", sql="SELECT ds FROM sales.orders")
+    MaterializedTable.objects.filter(pk=mt.pk).update(query="SELECT ds FROM recent")
+    mt.refresh_from_db()
+
+    unchanged, now = unchanged_since_last_success(mt)
+    assert (unchanged, now) == (False, {"sales.orders": 1}), "never refreshed: not unchanged"
+    run = mts.claim(mts.enqueue(mt, trigger="CREATE").pk, worker="w:1")
+    mts.finish(run, state="SUCCEEDED", action="FULL", source_snapshots=now)
+
+    assert unchanged_since_last_success(mt)[0] is True
+    _append_snapshot("sales", "orders", 2)
+    assert unchanged_since_last_success(mt) == (False, {"sales.orders": 2})
+
+
+def test_a_source_outside_the_catalog_is_never_taken_as_unchanged():
+    from refresh.sources import unchanged_since_last_success
+
+    mt = make_mt()
+    MaterializedTable.objects.filter(pk=mt.pk).update(query="SELECT * FROM other.ns.t")
+    mt.refresh_from_db()
+    run = mts.claim(mts.enqueue(mt, trigger="CREATE").pk, worker="w:1")
+    mts.finish(run, state="SUCCEEDED", action="FULL", source_snapshots={})
+    assert unchanged_since_last_success(mt)[0] is False
