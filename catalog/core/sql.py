@@ -71,13 +71,17 @@ def parse_query(sql: str, dialect: str) -> exp.Query:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
-        message = first.get("description") or str(error)
+        message = _short(first.get("description") or str(error))
         highlight = first.get("highlight")
         if highlight:
-            message = f"{message} near {highlight!r}"
+            message = f"{message} near {_short(highlight, 100)!r}"
         raise SqlError(message, line=first.get("line"), column=first.get("col")) from error
     except TokenError as error:
-        raise SqlError(f"Cannot read the SQL: {error}") from error
+        raise SqlError(f"Cannot read the SQL: {_short(str(error))}") from error
+    except (SqlglotError, RecursionError, LookupError, ValueError, TypeError, AttributeError):
+        # sqlglot's parser fails in these ways on some malformed input (deep nesting, a
+        # construct it half knows); the SQL is refused, not the request crashed.
+        raise SqlError(f"Cannot parse the SQL as {dialect}") from None
     if len(statements) != 1:
         raise SqlError(f"Expected exactly one query, found {len(statements)} statements")
     statement = statements[0]
@@ -88,17 +92,24 @@ def parse_query(sql: str, dialect: str) -> exp.Query:
 
 
 def check_parses(sql: str, dialect: str) -> None:
-    """Refuse SQL that does not parse as one query in its declared dialect (with the line
-    and column); a dialect sqlglot does not know is accepted as it is."""
-    name = (dialect or "").strip().lower()
+    """Refuse SQL that does not parse as one query in its declared dialect, naming the
+    dialect and the line and column; a dialect sqlglot does not know is taken on trust
+    (engines may store SQL for dialects sqlglot has never heard of)."""
+    name = (dialect or "").strip().lower() if isinstance(dialect, str) else ""
     if name not in SUPPORTED_DIALECTS:
         return
     try:
         parse_query(sql, name)
     except SqlError as error:
-        raise SqlError(
-            f"The {name} SQL of the view does not parse: {error.message}", field="sql"
-        ) from None
+        refused = SqlError(f"The {name} SQL of the view does not parse: {error.message}")
+        # The message already says where; the position stays available to callers.
+        refused.line, refused.column = error.line, error.column
+        raise refused from None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """Messages quote at most `limit` characters of the user's SQL."""
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def _output_name(projection: exp.Expression, dialect: str) -> str:

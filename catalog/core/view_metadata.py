@@ -11,17 +11,21 @@ here, following the semantics of Iceberg's Java `ViewMetadata.Builder`:
   only the entries after the newest one whose version was expired.
 
 Every service operation and every REST commit goes through `ViewMetadataBuilder`, so there is
-one set of rules."""
+one set of rules, and one place that refuses what engines cannot read: every added schema is
+checked as Java's `Schema` checks it (`core.validation`), every added version's SQL must parse
+in its dialect when sqlglot knows the dialect (`core.sql.check_parses`), and the REST updates
+are read as strictly as Java's parsers read them, malformed JSON being a 400, never a crash."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
-from pyiceberg.exceptions import ValidationError as IcebergValidationError
+from pydantic_core import to_jsonable_python
 from pyiceberg.schema import Schema
 from pyiceberg.view.metadata import (
     SQLViewRepresentation,
@@ -40,7 +44,14 @@ from catalog.core.errors import (
     describe_validation_error,
 )
 from catalog.core.sql import check_parses
-from catalog.core.validation import JAVA_LONG_MAX, validate_schema
+from catalog.core.validation import (
+    JAVA_LONG_MAX,
+    MALFORMED_INPUT_ERRORS,
+    check_json_numbers,
+    short,
+    validate_number_ranges,
+    validate_schema,
+)
 
 VERSION_HISTORY_SIZE = "version.history.num-entries"
 DEFAULT_VERSION_HISTORY_SIZE = 10
@@ -113,7 +124,8 @@ def _check_dialects(version: ViewVersion) -> None:
         dialect = representation.dialect.lower()
         if dialect in seen:
             raise InvalidMetadata(
-                f"Invalid view version: Cannot add multiple queries for dialect {dialect}"
+                "Invalid view version: Cannot add multiple queries for dialect "
+                f"{short(dialect, 100)}"
             )
         seen.add(dialect)
 
@@ -156,6 +168,10 @@ class ViewMetadataBuilder:
     # -- the changes; each mirrors one of the REST protocol's view updates ---------------
 
     def assign_uuid(self, value: str) -> None:
+        try:
+            uuid.UUID(value)
+        except (ValueError, TypeError, AttributeError):
+            raise InvalidInput(f"Invalid view UUID: {short(value, 100)}") from None
         if self.base is not None and value != self.view_uuid:
             raise CommitConflict(f"Cannot reassign view UUID: {self.view_uuid} -> {value}")
         self.view_uuid = value
@@ -183,12 +199,16 @@ class ViewMetadataBuilder:
             self.changes.append("remove-properties")
 
     def add_schema(self, schema: Schema) -> int:
+        """Add `schema` (or reuse an equal one); its id is assigned here, as Java's builder
+        assigns it. A schema engines cannot read (duplicate field ids, ...) is refused."""
+        new_id = max((s.schema_id for s in self.schemas), default=-1) + 1
+        schema = schema.model_copy(update={"schema_id": new_id})
+        validate_schema(schema, last_column_id=None, what="view schema")
         for existing in self.schemas:
             if _same_schema(existing, schema):
                 self.last_added_schema_id = existing.schema_id
                 return existing.schema_id
-        new_id = max((s.schema_id for s in self.schemas), default=-1) + 1
-        self.schemas.append(schema.model_copy(update={"schema_id": new_id}))
+        self.schemas.append(schema)
         self.last_added_schema_id = new_id
         self.changes.append("add-schema")
         return new_id
@@ -262,7 +282,7 @@ class ViewMetadataBuilder:
             size = int(raw)
         except ValueError as error:
             raise InvalidInput(
-                f"{VERSION_HISTORY_SIZE} must be a whole number, not {raw!r}",
+                f"{VERSION_HISTORY_SIZE} must be a whole number, not {short(repr(raw), 100)}",
                 field="properties",
             ) from error
         if size < 1:
@@ -304,14 +324,18 @@ class ViewMetadataBuilder:
             "version-log": [e.model_dump(by_alias=True) for e in log],
             "properties": self.properties,
         }
+        # Ids and timestamps within Java's int and long, or engines cannot read the file.
+        validate_number_ranges(document)
         return parse_view_metadata(document, source="the new view metadata")
 
 
 def parse_view_metadata(document: Mapping[str, Any], *, source: str) -> ViewMetadata:
     """Validate a metadata document against the spec; InvalidMetadata names what is wrong."""
+    if not isinstance(document, Mapping):
+        raise InvalidMetadata(f"{source}: not Iceberg view metadata", field="metadata_location")
     if document.get("format-version") != 1:
         raise InvalidMetadata(
-            f"{source}: format-version must be 1, not {document.get('format-version')!r}",
+            f"{source}: format-version must be 1, not {short(document.get('format-version'))}",
             field="metadata_location",
         )
     try:
@@ -325,10 +349,11 @@ def parse_view_metadata(document: Mapping[str, Any], *, source: str) -> ViewMeta
             raise InvalidMetadata(
                 f"{source}: required field {required} is missing", field="metadata_location"
             )
-    for version in document.get("versions") or []:
+    versions = document.get("versions")
+    for version in versions if isinstance(versions, list) else []:
         if isinstance(version, dict) and "default-namespace" not in version:
             raise InvalidMetadata(
-                f"{source}: version {version.get('version-id')}: "
+                f"{source}: version {short(version.get('version-id'))}: "
                 "required field default-namespace is missing",
                 field="metadata_location",
             )
@@ -336,8 +361,15 @@ def parse_view_metadata(document: Mapping[str, Any], *, source: str) -> ViewMeta
         metadata = ViewMetadata.model_validate(document)
     except ValidationError as error:
         raise InvalidMetadata(
-            f"{source}: {describe_validation_error(error)}", field="metadata_location"
-        ) from error
+            f"{source}: {short(describe_validation_error(error))}", field="metadata_location"
+        ) from None
+    except MALFORMED_INPUT_ERRORS as error:
+        # pyiceberg's schema parsing fails in many ways on a malformed document; the message
+        # stays short, as a parser's may quote the whole document.
+        raise InvalidMetadata(
+            f"{source}: not Iceberg view metadata ({short(str(error) or type(error).__name__)})",
+            field="metadata_location",
+        ) from None
     _check_consistency(metadata, source)
     return metadata
 
@@ -411,19 +443,29 @@ def _get(update: Mapping[str, Any], key: str, kind: str) -> Any:
 
 
 def _parsed(model: Any, document: Mapping[str, Any], action: str) -> Any:
-    """A pyiceberg model from the update's JSON; pyiceberg's parsers raise more than
-    ValidationError for malformed input, and each is refused with a short message."""
+    """A pyiceberg model from the update's JSON, read as strictly as Java's parsers read it
+    (a number where a number belongs: "1" is no schema id); every failure of pyiceberg's
+    parsers is refused with a short message."""
     try:
-        return model.model_validate(document)
+        check_json_numbers(document, f"view update {action}")
+        text = json.dumps(document, default=to_jsonable_python)
+        return model.model_validate_json(text, strict=True)
     except ValidationError as error:
-        raise InvalidInput(f"View update {action}: {describe_validation_error(error)}") from None
-    except (TypeError, KeyError, ValueError, AttributeError, IcebergValidationError) as error:
-        raise InvalidInput(f"View update {action}: {str(error)[:200]}") from None
+        raise InvalidInput(
+            f"View update {action}: {short(describe_validation_error(error))}"
+        ) from None
+    except MALFORMED_INPUT_ERRORS as error:
+        detail = short(str(error) or type(error).__name__)
+        raise InvalidInput(f"View update {action}: {detail}") from None
 
 
 def apply_updates_to_builder(
     builder: ViewMetadataBuilder, updates: Iterable[Mapping[str, Any]]
 ) -> None:
+    """Apply the REST protocol's view updates to `builder`, each read as the protocol types
+    its fields; InvalidInput names the update and the field that is wrong."""
+    if isinstance(updates, str | bytes | Mapping) or not isinstance(updates, Iterable):
+        raise InvalidInput("The view updates must be a list")
     for update in updates:
         if not isinstance(update, Mapping):
             raise InvalidInput("A view update must be a JSON object")
@@ -433,9 +475,7 @@ def apply_updates_to_builder(
         elif action == "upgrade-format-version":
             builder.upgrade_format_version(_get(update, "format-version", "int"))
         elif action == "add-schema":
-            schema = _parsed(Schema, _get(update, "schema", "object"), action)
-            validate_schema(schema, last_column_id=None, what="view schema")
-            builder.add_schema(schema)
+            builder.add_schema(_parsed(Schema, _get(update, "schema", "object"), action))
         elif action == "set-location":
             builder.set_location(_get(update, "location", "str"))
         elif action == "set-properties":
@@ -449,10 +489,14 @@ def apply_updates_to_builder(
         elif action == "set-current-view-version":
             builder.set_current_version(_get(update, "view-version-id", "int"))
         else:
-            raise InvalidInput(f"Unknown view update action: {str(action)[:100]}")
+            raise InvalidInput(f"Unknown view update action: {short(action, 100)}")
 
 
 def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[str, Any]]) -> None:
+    """Check the REST protocol's view requirements against `base`: CommitConflict if one no
+    longer holds, InvalidInput if one is malformed."""
+    if isinstance(requirements, str | bytes | Mapping) or not isinstance(requirements, Iterable):
+        raise InvalidInput("The view requirements must be a list")
     for requirement in requirements:
         if not isinstance(requirement, Mapping):
             raise InvalidInput("A view requirement must be a JSON object")
@@ -461,10 +505,10 @@ def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[s
             if requirement.get("uuid") != base.view_uuid:
                 raise CommitConflict(
                     f"Requirement failed: View UUID does not match: expected "
-                    f"{base.view_uuid} != {requirement.get('uuid')}"
+                    f"{base.view_uuid} != {short(requirement.get('uuid'), 100)}"
                 )
         else:
-            raise InvalidInput(f"Unknown view requirement: {kind}")
+            raise InvalidInput(f"Unknown view requirement: {short(kind, 100)}")
 
 
 # -- files ---------------------------------------------------------------------------

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from catalog.core.errors import InvalidInput, SqlError
-from catalog.core.sql import analyze_view_query, transpile, transpile_all
+from catalog.core.sql import (
+    analyze_view_query,
+    check_parses,
+    parse_query,
+    transpile,
+    transpile_all,
+)
 
 EVENTS = {("", "default", "events"): [("event_ts", "TIMESTAMPTZ"), ("id", "BIGINT")]}
 
@@ -103,3 +109,50 @@ def test_transpiling_writes_the_target_dialects_functions():
 def test_transpile_all_keeps_the_original_first_and_adds_each_target_once():
     result = transpile_all("SELECT 1 AS n", source="spark", targets=["spark", "trino"])
     assert list(result) == ["spark", "trino"]
+
+
+# -- check_parses: every stored view version's SQL -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "dialect"),
+    [
+        ("SELECT id, explode(tags) AS tag FROM ns.t", "spark"),
+        ("SELECT id FROM ns.t LATERAL VIEW explode(array(1, 2)) e AS n", "spark"),
+        ("WITH x AS (SELECT 1 AS a) SELECT a FROM x", "trino"),
+        ("SELECT CAST(ts AS DATE) AS d FROM ns.t", "duckdb"),
+    ],
+)
+def test_sql_that_parses_in_its_dialect_passes(sql, dialect):
+    check_parses(sql, dialect)
+
+
+def test_sql_that_does_not_parse_names_the_dialect_and_the_line_and_column():
+    with pytest.raises(SqlError, match=r"The trino SQL of the view does not parse") as caught:
+        check_parses("SELECT id\nFROM t WHERE (", "Trino")
+    assert caught.value.line == 2
+    assert caught.value.column is not None
+    assert "(line 2, column" in caught.value.message
+
+
+@pytest.mark.parametrize("sql", ["DROP TABLE t", "SELECT 1; SELECT 2", "   "])
+def test_sql_that_is_not_one_query_is_refused_whatever_the_dialect_knows(sql):
+    with pytest.raises(SqlError, match="spark SQL of the view does not parse"):
+        check_parses(sql, "spark")
+
+
+@pytest.mark.parametrize("dialect", ["flink", "impala-ish", ""])
+def test_sql_in_a_dialect_sqlglot_does_not_know_is_taken_as_it_is(dialect):
+    check_parses("SELEC nonsense ~~", dialect)
+
+
+def test_absurdly_nested_sql_is_refused_not_a_crash():
+    sql = "SELECT " + "(" * 5000 + "1" + ")" * 5000
+    with pytest.raises(SqlError, match="Cannot parse the SQL as spark"):
+        parse_query(sql, "spark")
+
+
+def test_a_long_parse_error_quotes_only_part_of_the_sql():
+    with pytest.raises(SqlError) as caught:
+        check_parses("SELECT " + "a " * 5000 + "FROM (", "spark")
+    assert len(caught.value.message) < 500

@@ -123,11 +123,18 @@ def test_a_new_table_without_spec_or_order_is_unpartitioned_and_unsorted():
     assert metadata.default_sort_order_id == 0
 
 
-def test_a_new_tables_properties_are_kept_as_strings():
-    metadata = new_table(properties={"owner": "erin", "retries": 3})
+def test_a_new_tables_properties_are_kept_as_given():
+    metadata = new_table(properties={"owner": "erin", "retries": "3"})
 
     assert metadata.properties["owner"] == "erin"
     assert metadata.properties["retries"] == "3"
+
+
+def test_a_new_tables_property_that_is_not_a_string_is_invalid_input():
+    with pytest.raises(InvalidInput, match="properties must map strings to strings") as caught:
+        new_table(properties={"owner": "erin", "retries": 3})
+
+    assert caught.value.field == "properties"
 
 
 def test_a_schema_with_an_unknown_type_is_invalid_input():
