@@ -277,12 +277,16 @@ def _check_format_version(field: NestedField, format_version: int, label: str) -
         )
 
 
-def validate_schemas(schemas: Iterable[Schema], *, last_column_id: int | None) -> None:
-    schemas = list(schemas)
-    ids = [s.schema_id for s in schemas]
+def _check_unique(ids: list[int], what: str) -> None:
+    """Ids of one kind (schemas, specs, sort orders) are unique in a metadata document."""
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate is not None:
-        raise ValidationFailed(f"Invalid metadata: schema id {short(duplicate)} is used twice")
+        raise ValidationFailed(f"Invalid metadata: {what} {short(duplicate)} is used twice")
+
+
+def validate_schemas(schemas: Iterable[Schema], *, last_column_id: int | None) -> None:
+    schemas = list(schemas)
+    _check_unique([s.schema_id for s in schemas], "schema id")
     for schema in schemas:
         validate_schema(schema, last_column_id=last_column_id)
 
@@ -450,10 +454,7 @@ def validate_table_metadata(metadata: TableMetadata, base: TableMetadata | None)
         raise ValidationFailed(
             f"Invalid metadata: default sort order {metadata.default_sort_order_id} does not exist"
         )
-    spec_ids = [s.spec_id for s in metadata.partition_specs]
-    if len(set(spec_ids)) != len(spec_ids):
-        duplicate = next(i for i in spec_ids if spec_ids.count(i) > 1)
-        raise ValidationFailed(f"Invalid metadata: partition spec id {duplicate} is used twice")
+    _check_unique([s.spec_id for s in metadata.partition_specs], "partition spec id")
     for spec in metadata.partition_specs:
         if spec.spec_id not in old_specs:
             validate_partition_spec(spec, current, format_version=metadata.format_version)
@@ -464,10 +465,7 @@ def validate_table_metadata(metadata: TableMetadata, base: TableMetadata | None)
                 f"Invalid metadata: partition field id {highest} is greater than "
                 f"last-partition-id {metadata.last_partition_id}"
             )
-    order_ids = [o.order_id for o in metadata.sort_orders]
-    if len(set(order_ids)) != len(order_ids):
-        duplicate = next(i for i in order_ids if order_ids.count(i) > 1)
-        raise ValidationFailed(f"Invalid metadata: sort order id {duplicate} is used twice")
+    _check_unique([o.order_id for o in metadata.sort_orders], "sort order id")
     for order in metadata.sort_orders:
         if order.order_id not in old_orders:
             validate_sort_order(order, current)

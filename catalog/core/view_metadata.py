@@ -459,16 +459,22 @@ def _parsed(model: Any, document: Mapping[str, Any], action: str) -> Any:
         raise InvalidInput(f"View update {action}: {detail}") from None
 
 
+def _objects(items: object, what: str) -> list[Mapping[str, Any]]:
+    """A REST list of JSON objects (the view updates, or the requirements)."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidInput(f"The {what}s must be a list")
+    items = list(items)
+    if not all(isinstance(item, Mapping) for item in items):
+        raise InvalidInput(f"A {what} must be a JSON object")
+    return items
+
+
 def apply_updates_to_builder(
     builder: ViewMetadataBuilder, updates: Iterable[Mapping[str, Any]]
 ) -> None:
     """Apply the REST protocol's view updates to `builder`, each read as the protocol types
     its fields; InvalidInput names the update and the field that is wrong."""
-    if isinstance(updates, str | bytes | Mapping) or not isinstance(updates, Iterable):
-        raise InvalidInput("The view updates must be a list")
-    for update in updates:
-        if not isinstance(update, Mapping):
-            raise InvalidInput("A view update must be a JSON object")
+    for update in _objects(updates, "view update"):
         action = update.get("action")
         if action == "assign-uuid":
             builder.assign_uuid(_get(update, "uuid", "str"))
@@ -495,11 +501,7 @@ def apply_updates_to_builder(
 def check_view_requirements(base: ViewMetadata, requirements: Iterable[Mapping[str, Any]]) -> None:
     """Check the REST protocol's view requirements against `base`: CommitConflict if one no
     longer holds, InvalidInput if one is malformed."""
-    if isinstance(requirements, str | bytes | Mapping) or not isinstance(requirements, Iterable):
-        raise InvalidInput("The view requirements must be a list")
-    for requirement in requirements:
-        if not isinstance(requirement, Mapping):
-            raise InvalidInput("A view requirement must be a JSON object")
+    for requirement in _objects(requirements, "view requirement"):
         kind = requirement.get("type")
         if kind == "assert-view-uuid":
             if requirement.get("uuid") != base.view_uuid:
