@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from catalog.pages.login import ThrottledLoginView
+from catalog.throttle import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),

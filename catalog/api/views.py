@@ -4,6 +4,7 @@ and serializes the result."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -66,6 +67,13 @@ def _view_detail(view: View, *, status_code: int = status.HTTP_200_OK) -> Respon
 class TokenView(ObtainAuthToken):
     """Exchange a username and password for the API token of that user."""
 
+    @staticmethod
+    def _account(request: Request) -> str:
+        # The body may be any JSON (a list, a string): only an object names an account, and
+        # anything else is left to the serializer to refuse with a 400.
+        data = request.data
+        return str(data.get("username", ""))[:255] if isinstance(data, Mapping) else ""
+
     @extend_schema(
         operation_id="token_obtain",
         request=AuthTokenSerializer,
@@ -73,22 +81,20 @@ class TokenView(ObtainAuthToken):
         tags=["auth"],
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        account = str(request.data.get("username", ""))[:255]
-        wait = throttle.retry_after(request, scope="api", account=account)
+        # Checked before the serializer runs: it is what checks the password.
+        wait = throttle.retry_after(request, scope="api", account=self._account(request))
         if wait:
             return Response(
                 {"error": throttle.message(wait), "type": "Throttled"},
                 status=status.HTTP_429_TOO_MANY_REQUESTS,
                 headers={"Retry-After": str(wait)},
             )
-        response = super().post(request, *args, **kwargs)
-        return response
+        return super().post(request, *args, **kwargs)
 
     def handle_exception(self, exc: Exception) -> Response:
         # A refused password is a ValidationError of the serializer: count it.
         if isinstance(exc, serializers.ValidationError):
-            account = str(self.request.data.get("username", ""))[:255]
-            throttle.record_failure(self.request, scope="api", account=account)
+            throttle.record_failure(self.request, scope="api", account=self._account(self.request))
         return super().handle_exception(exc)
 
 

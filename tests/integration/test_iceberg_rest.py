@@ -4,6 +4,7 @@ namespaces, tables (with staged creates and multi-table transactions) and views.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import time
@@ -11,8 +12,10 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import pytest
+from django.contrib.auth.hashers import make_password
 from django.test import Client
 from django.utils import timezone
 
@@ -333,6 +336,127 @@ def test_celery_beat_purges_expired_tokens_and_keeps_live_ones(editor_token, edi
     assert Iceberg(live).get("/namespaces").status_code == 200
     schedule = settings.CELERY_BEAT_SCHEDULE["purge-expired-tokens"]
     assert schedule["task"] == purge_expired_tokens.name
+
+
+def basic_auth(client_id: str, secret: str) -> str:
+    """RFC 6749 section 2.3.1: each part form-urlencoded, joined by a colon, then base64."""
+    pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode()
+    return "Basic " + base64.b64encode(pair).decode()
+
+
+def test_http_basic_credentials_are_form_url_decoded_before_they_are_checked(editor):
+    client, _ = create_client(name="duckdb", user=editor)
+    secret = "s:e c+r%t/ü"  # every character Basic's encoding must carry
+    client.secret_hash = make_password(secret)
+    client.save()
+
+    response = Client().post(
+        f"{BASE}/oauth/tokens",
+        {"grant_type": "client_credentials"},
+        headers={"Authorization": basic_auth(client.client_id, secret)},
+    )
+
+    assert response.status_code == 200, response.content
+    assert Iceberg(response.json()["access_token"]).get("/namespaces").status_code == 200
+
+
+def test_form_credentials_still_work_when_another_scheme_is_in_the_authorization_header(editor):
+    client, secret = create_client(name="spark", user=editor)
+
+    response = Client().post(
+        f"{BASE}/oauth/tokens",
+        {"grant_type": "client_credentials", "client_id": client.client_id,
+         "client_secret": secret},
+        headers={"Authorization": "Bearer stale-token"},
+    )  # fmt: skip
+
+    assert response.status_code == 200, response.content
+
+
+def test_a_wrong_http_basic_secret_is_a_401_that_names_the_basic_scheme(editor):
+    client, _ = create_client(name="duckdb", user=editor)
+
+    response = Client().post(
+        f"{BASE}/oauth/tokens",
+        {"grant_type": "client_credentials"},
+        headers={"Authorization": basic_auth(client.client_id, "wrong")},
+    )
+
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+    assert response["WWW-Authenticate"].startswith("Basic ")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Basic \u00e9t\u00e9",  # not ASCII: base64 cannot hold it (was a 500)
+        "Basic " + base64.b64encode(b"\xc3(:secret").decode(),  # not UTF-8
+        "Basic " + base64.b64encode(b"id:sec\x00ret").decode(),  # NUL in the secret
+        "Basic " + base64.b64encode(b"id%00:secret").decode(),  # NUL once url-decoded
+        "Basic",  # nothing after the scheme
+        "Basic " + base64.b64encode(b"id:secret").decode()[:-2],  # truncated
+    ],
+)
+def test_a_malformed_http_basic_header_is_a_json_401_never_a_500(editor, header):
+    response = Client(raise_request_exception=False).post(
+        f"{BASE}/oauth/tokens",
+        {"grant_type": "client_credentials"},
+        headers={"Authorization": header},
+    )
+
+    assert response.status_code == 401, response.content
+    assert response.json()["error"] == "invalid_client"
+    assert response.json()["error_description"]
+    assert not AccessToken.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "field", ["grant_type", "client_id", "client_secret", "scope", "x\x00"]
+)  # fmt: skip
+def test_a_nul_anywhere_in_the_token_form_is_a_json_400_and_no_token(editor, field):
+    client, secret = create_client(name="spark", user=editor)
+    form = {"grant_type": "client_credentials", "client_id": client.client_id,
+            "client_secret": secret, "scope": "catalog"}  # fmt: skip
+    form[field] = form.get(field, "") + "\x00"
+
+    response = Client(raise_request_exception=False).post(f"{BASE}/oauth/tokens", form)
+
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid_request"
+    assert not AccessToken.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (b"--x\r\nbroken", "multipart/form-data"),  # no boundary
+        (b"--x\r\nbroken", "multipart/form-data; boundary=\u00e9"),  # a boundary Django refuses
+        ("&".join(f"f{i}=1" for i in range(5000)), "application/x-www-form-urlencoded"),
+    ],
+)
+def test_a_token_request_whose_form_cannot_be_read_is_a_json_400(editor, body, content_type):
+    response = Client(raise_request_exception=False).post(
+        f"{BASE}/oauth/tokens", body, content_type=content_type
+    )
+
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid_request"
+
+
+def test_an_inactive_users_token_cannot_be_exchanged_for_a_new_one(editor):
+    token = token_for(editor)
+    assert Iceberg(token).get("/namespaces").status_code == 200  # now in the verified cache
+    editor.is_active = False
+    editor.save()
+
+    response = Client().post(
+        f"{BASE}/oauth/tokens", {"grant_type": TOKEN_EXCHANGE, "subject_token": token}
+    )
+
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+    assert AccessToken.objects.count() == 1  # no new token was issued
 
 
 # -- config --------------------------------------------------------------------------------
