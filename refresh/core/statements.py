@@ -1,92 +1,124 @@
 """The materialized-table statements of FLIP-435 ("Public Interfaces"), parsed.
 
-The clauses are read from sqlglot's tokens in Spark's dialect (quotes, backticks, comments
-and case are the tokenizer's business, never regular expressions over the text); the query
-after AS is parsed by sqlglot too. Every refusal is a `SqlError` with the line and column of
-the token at fault. Values stay data: a partition value or an option is a string here, and
-whoever turns it into SQL builds a literal with sqlglot (`partition_predicate`).
+The clauses are read from sqlglot's tokens in Spark's dialect: quotes, backticks, comments
+and case are the tokenizer's business, never regular expressions over the text. The query
+after AS, and an UPDATE or DELETE, are parsed by sqlglot as Spark SQL. Every refusal is a
+`SqlError` with the 1-based line and column of the token at fault, worded as Flink words it
+where Flink has words for it (its parser, `SqlConstraintValidator`,
+`MaterializedTableUtils`, `IntervalFreshness`, the create converter's option checks).
+
+Values stay data: an option or a partition value is a string here, and whoever turns one
+into SQL builds a literal with sqlglot (`partition_predicate`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import NamedTuple, TypeVar
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.errors import TokenError
+from sqlglot.errors import ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from catalog.core.errors import InvalidInput, SqlError
-from catalog.core.sql import parse_query
-from refresh.core.freshness import Freshness, RefreshMode
+from refresh.core.freshness import (
+    DEFAULT_THRESHOLD,
+    UNSUPPORTED_UNIT,
+    Freshness,
+    RefreshMode,
+    plan_refresh,
+)
+from refresh.core.partitions import check_formatter_column, compile_pattern
 
 STATEMENTS = (
     "CREATE MATERIALIZED TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, "
-    "DESCRIBE JOB, SHOW MATERIALIZED TABLES, UPDATE or DELETE"
+    "DESCRIBE JOB or SHOW MATERIALIZED TABLES"
 )
-_DIALECT = Spark()
+FRESHNESS_SYNTAX = "FRESHNESS = INTERVAL '<n>' <unit>"
+# Flink's messages (parserImpls.ftl, MaterializedTableUtils, SqlConstraintValidator).
+INTERVAL_ONLY = (
+    "MATERIALIZED TABLE only supports define interval type FRESHNESS, please refer to the "
+    "materialized table document."
+)
+NEGATIVE_FRESHNESS = "Materialized table freshness doesn't support negative value."
+ENFORCED_UNSUPPORTED = (
+    "Flink doesn't support ENFORCED mode for PRIMARY KEY constraint. ENFORCED/NOT ENFORCED "
+    "controls if the constraint checks are performed on the incoming/outgoing data. Flink does "
+    "not own the data therefore the only supported mode is the NOT ENFORCED mode"
+)
+
+Name = tuple[str, ...]
+_T = TypeVar("_T")
 
 
-# -- what a statement says ------------------------------------------------------------------
+# -- what a statement says ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class CreateMaterializedTable:
-    name: tuple[str, ...]
+    name: Name
     freshness: Freshness
+    #: The text after AS, as written (one Spark query: SELECT, a set operation, or WITH).
     query: str
+    #: REFRESH_MODE when given; None lets the freshness decide (Flink's AUTOMATIC).
     refresh_mode: RefreshMode | None = None
     primary_key: tuple[str, ...] = ()
     constraint_name: str | None = None
     comment: str | None = None
     partitioned_by: tuple[str, ...] = ()
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
 class Suspend:
-    name: tuple[str, ...]
+    name: Name
 
 
 @dataclass(frozen=True)
 class Resume:
-    name: tuple[str, ...]
-    options: dict[str, str] = field(default_factory=dict)
+    name: Name
+    #: Options for this resume only; Flink does not persist them.
+    options: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
 class Refresh:
-    name: tuple[str, ...]
-    partition: dict[str, str] = field(default_factory=dict)
+    name: Name
+    #: {column: value}, values as written (strings; a number keeps its text).
+    partition: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
 class SetFreshness:
-    name: tuple[str, ...]
+    name: Name
     freshness: Freshness
 
 
 @dataclass(frozen=True)
 class SetRefreshMode:
-    name: tuple[str, ...]
+    name: Name
     refresh_mode: RefreshMode
 
 
 @dataclass(frozen=True)
 class SetOptions:
-    name: tuple[str, ...]
-    options: dict[str, str]
+    name: Name
+    options: dict[str, str] = field(hash=False)
 
 
 @dataclass(frozen=True)
 class ResetOptions:
-    name: tuple[str, ...]
+    name: Name
     keys: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class DropMaterializedTable:
-    name: tuple[str, ...]
+    name: Name
     if_exists: bool = False
 
 
@@ -97,16 +129,16 @@ class DescribeJob:
 
 @dataclass(frozen=True)
 class ShowMaterializedTables:
-    namespace: tuple[str, ...] = ()
+    namespace: Name = ()
 
 
 @dataclass(frozen=True)
 class DataChange:
-    """UPDATE or DELETE on a table: run as it is by Spark (the next full refresh of a
-    materialized table overwrites such changes, as in Flink)."""
+    """UPDATE or DELETE on a table (FLIP-435's GDPR case): run as written by Spark; the next
+    full refresh of a materialized table overwrites such changes, as in Flink."""
 
     kind: str
-    target: tuple[str, ...]
+    target: Name
     sql: str
 
 
@@ -117,348 +149,659 @@ Statement = (
 )  # fmt: skip
 
 
-# -- reading tokens -------------------------------------------------------------------------
+class ScriptStatement(NamedTuple):
+    """One statement of a script: its text and where it starts (1-based)."""
+
+    text: str
+    line: int
+    column: int
 
 
-class _Cursor:
+# -- tokens ------------------------------------------------------------------------------------
+
+_DIALECT = Spark()
+
+
+class _Tokenizer(Spark.Tokenizer):
+    """Spark's tokenizer, except that SHOW is an ordinary keyword: Spark's reads the rest of
+    a SHOW statement as one opaque string, and SHOW MATERIALIZED TABLES has a clause."""
+
+    COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW}
+
+
+def _words(token: Token) -> list[str]:
+    """A token's keywords, upper-cased ('PRIMARY KEY' is one token of two words); a string
+    or a quoted name is never a keyword."""
+    if token.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
+        return []
+    return token.text.upper().split()
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column of a character offset."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, column
+
+
+_UNCLOSED = {"'": "string literal", '"': "string literal", "`": "quoted name", "/": "comment"}
+
+
+def _tokenize(text: str) -> list[Token]:
+    tokenizer = _Tokenizer(dialect=_DIALECT)
+    try:
+        return tokenizer.tokenize(text)
+    except TokenError:
+        # Where the token that could not be read began (the tokenizer keeps it; else just
+        # after the last token it read).
+        read = tokenizer.tokens
+        offset = getattr(tokenizer, "_start", read[-1].end + 1 if read else 0)
+        what = _UNCLOSED.get(text[offset : offset + 1], "token")
+        line, column = _position(text, offset)
+        raise SqlError(f"Unclosed {what}", line=line, column=column) from None
+
+
+def _blank(text: str) -> str:
+    """`text` with every character but line breaks turned into a space: what comes before a
+    statement of a script keeps its lines and columns without being read."""
+    return "".join(char if char == "\n" else " " for char in text)
+
+
+def _spans(script: str, tokens: list[Token]) -> list[tuple[int, int, list[Token]]]:
+    """(start, end, tokens) of each statement: semicolons split, those inside quotes and
+    comments are not tokens and do not."""
+    spans, start, current = [], 0, []
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            spans.append((start, token.start, current))
+            start, current = token.end + 1, []
+        else:
+            current.append(token)
+    spans.append((start, len(script), current))
+    return [span for span in spans if span[2]]
+
+
+def split_statements(script: str) -> list[ScriptStatement]:
+    """The statements of a script, each with the line and column it starts at (a comment
+    before a statement belongs to it)."""
+    statements = []
+    for start, end, _ in _spans(script, _tokenize(script)):
+        text = script[start:end]
+        first = start + len(text) - len(text.lstrip())
+        statements.append(ScriptStatement(text.strip(), *_position(script, first)))
+    return statements
+
+
+# -- reading tokens ----------------------------------------------------------------------------
+
+
+class _Reader:
+    """A cursor over one statement's tokens that knows where each one is."""
+
     def __init__(self, text: str, tokens: list[Token]) -> None:
-        self.text, self.tokens, self.i = text, tokens, 0
+        self.text, self.tokens, self.index = text, tokens, 0
 
-    def where(self, token: Token | None) -> tuple[int, int]:
-        # No token: the end of the statement.
-        offset = len(self.text.rstrip()) if token is None else token.start
-        line = self.text.count("\n", 0, offset) + 1
-        column = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
-        return line, column
-
-    def fail(self, message: str, token: Token | None = None) -> SqlError:
-        line, column = self.where(token if token is not None else self.peek())
-        return SqlError(message, line=line, column=column)
+    # where, and what is there
 
     def peek(self, ahead: int = 0) -> Token | None:
-        index = self.i + ahead
+        index = self.index + ahead
         return self.tokens[index] if index < len(self.tokens) else None
-
-    def word(self, ahead: int = 0) -> str:
-        """The upper-cased text of a keyword-like token ('' for strings and quoted names)."""
-        token = self.peek(ahead)
-        if token is None or token.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
-            return ""
-        return token.text.upper()
 
     def next(self) -> Token:
         token = self.peek()
         if token is None:
-            raise self.fail("Unexpected end of statement")
-        self.i += 1
+            raise self.error("Unexpected end of the statement", None)
+        self.index += 1
         return token
 
-    def accept(self, *words: str) -> bool:
-        """Consume the words (one token each; 'PRIMARY KEY' may be one token) if they come
-        next."""
-        joined = " ".join(words)
-        if self.word() == joined:
-            self.i += 1
-            return True
-        if all(self.word(n) == w for n, w in enumerate(words)):
-            self.i += len(words)
-            return True
-        return False
+    def error(self, message: str, token: Token | None) -> SqlError:
+        """A SqlError placed at `token`, or just after the last token when it is None."""
+        if token is None:
+            return self.at_end(message)
+        line, column = _position(self.text, token.start)
+        return SqlError(message, line=line, column=column)
 
-    def expect(self, *words: str, what: str | None = None) -> None:
-        if not self.accept(*words):
-            found = self.peek()
-            shown = repr(found.text) if found is not None else "the end"
-            raise self.fail(f"Expected {what or ' '.join(words)}, found {shown}")
+    def at_end(self, message: str) -> SqlError:
+        """A SqlError placed just after the statement's last token."""
+        offset = self.tokens[-1].end + 1 if self.tokens else 0
+        line, column = _position(self.text, offset)
+        return SqlError(message, line=line, column=column)
 
-    def at(self, token_type: TokenType) -> bool:
+    def fail(self, message: str) -> SqlError:
+        """A SqlError placed at the next token."""
+        return self.error(message, self.peek())
+
+    @staticmethod
+    def shown(token: Token | None) -> str:
+        if token is None:
+            return "the end of the statement"
+        return repr(token.text)
+
+    def expected(self, what: str) -> SqlError:
+        return self.fail(f"Expected {what}, found {self.shown(self.peek())}")
+
+    # keywords
+
+    def _match(self, phrase: str) -> int:
+        """How many tokens the words of `phrase` take if they come next, else 0."""
+        wanted, seen, count = phrase.split(), [], 0
+        while len(seen) < len(wanted):
+            token = self.peek(count)
+            words = _words(token) if token is not None else []
+            if not words:
+                return 0
+            seen += words
+            count += 1
+        return count if seen == wanted else 0
+
+    def at(self, phrase: str) -> bool:
+        return self._match(phrase) > 0
+
+    def accept(self, phrase: str) -> bool:
+        count = self._match(phrase)
+        self.index += count
+        return count > 0
+
+    def expect(self, phrase: str, what: str | None = None) -> None:
+        if not self.accept(phrase):
+            raise self.expected(what or phrase)
+
+    def at_type(self, token_type: TokenType) -> bool:
         token = self.peek()
         return token is not None and token.token_type == token_type
 
-    def expect_type(self, token_type: TokenType, what: str) -> Token:
-        if not self.at(token_type):
-            found = self.peek()
-            shown = repr(found.text) if found is not None else "the end"
-            raise self.fail(f"Expected {what}, found {shown}")
+    def take(self, token_type: TokenType, what: str) -> Token:
+        if not self.at_type(token_type):
+            raise self.expected(what)
         return self.next()
+
+    def finish(self) -> None:
+        if self.peek() is not None:
+            raise self.fail(f"Unexpected {self.shown(self.peek())} after the statement")
+
+    # values
 
     def string(self, what: str) -> str:
         """A string literal; adjacent literals join, as in Spark ('a' 'b' is 'ab')."""
-        parts = [self.expect_type(TokenType.STRING, what).text]
-        while self.at(TokenType.STRING):
+        parts = [self.take(TokenType.STRING, what).text]
+        while self.at_type(TokenType.STRING):
             parts.append(self.next().text)
         return "".join(parts)
 
-    def identifier(self, what: str = "a name") -> str:
-        """A name: a word (keywords too: `date` may name a column) or a `quoted` one."""
+    def identifier(self, what: str) -> str:
+        """A simple name: a word (a keyword too: `date` may name a column) or a `quoted` one."""
         token = self.peek()
         quoted = token is not None and token.token_type == TokenType.IDENTIFIER
         if not quoted and (token is None or not token.text.isidentifier()):
-            shown = repr(token.text) if token is not None else "the end"
-            raise self.fail(f"Expected {what}, found {shown}")
+            raise self.expected(what)
         return self.next().text
 
-    def name(self) -> tuple[str, ...]:
+    def name(self, what: str = "a materialized table name") -> Name:
         """[catalog.][namespace.]name"""
-        parts = [self.identifier("a materialized table name")]
-        while self.at(TokenType.DOT):
+        parts = [self.identifier(what)]
+        while self.at_type(TokenType.DOT):
             self.next()
             parts.append(self.identifier("a name after '.'"))
         return tuple(parts)
 
-    def names_in_parens(self, what: str) -> tuple[str, ...]:
-        self.expect_type(TokenType.L_PAREN, "'('")
-        names = [self.identifier(what)]
-        while self.at(TokenType.COMMA):
-            self.next()
-            names.append(self.identifier(what))
-        self.expect_type(TokenType.R_PAREN, "')'")
-        return tuple(names)
+    def in_parens(self, read_item: Callable[[], _T], *, allow_empty: bool = False) -> list[_T]:
+        """'(' item {',' item} ')', each item read by `read_item`."""
+        self.take(TokenType.L_PAREN, "'('")
+        items = []
+        if not (allow_empty and self.at_type(TokenType.R_PAREN)):
+            items.append(read_item())
+            while self.at_type(TokenType.COMMA):
+                self.next()
+                items.append(read_item())
+        self.take(TokenType.R_PAREN, "')'" if not items else "',' or ')'")
+        return items
 
-    def pairs(self, what: str, *, string_keys: bool = True) -> dict[str, str]:
-        """('k' = 'v', ...) for options, or (k = 'v', ...) for a partition."""
-        self.expect_type(TokenType.L_PAREN, "'('")
-        pairs: dict[str, str] = {}
-        while True:
+    def column_list(self, what: str) -> tuple[str, ...]:
+        """(a, b, ...) of simple names, none twice."""
+        items = self.in_parens(lambda: (self.peek(), self.identifier(f"a {what}")))
+        return tuple(_unique(self, items, what))
+
+    def options(self) -> tuple[dict[str, str], dict[str, tuple[Token, Token]]]:
+        """('k' = 'v', ...), possibly empty as Flink allows, and where each key and value
+        was; a key given twice is refused."""
+
+        def option() -> tuple[Token, str, Token, str]:
             key_token = self.peek()
-            key = self.string(f"a quoted {what} name") if string_keys else self.identifier(what)
-            if key in pairs:
-                raise self.fail(f"Duplicate {what} {key!r}", key_token)
-            self.expect_type(TokenType.EQ, "'='")
-            pairs[key] = self.string(f"a quoted value for {key!r}")
-            if not self.at(TokenType.COMMA):
-                break
-            self.next()
-        self.expect_type(TokenType.R_PAREN, "')'")
-        return pairs
+            key = self.string("a quoted option name, as in 'key' = 'value'")
+            self.take(TokenType.EQ, f"'=' after {key!r}")
+            value_token = self.peek()
+            return key_token, key, value_token, self.string(f"a quoted value for {key!r}")
 
-    def freshness(self) -> Freshness:
-        self.expect_type(TokenType.EQ, "'=' after FRESHNESS")
-        self.expect("INTERVAL", what="INTERVAL '<n>' SECOND|MINUTE|HOUR|DAY")
-        value_token = self.peek()
-        if self.at(TokenType.DASH):  # INTERVAL -'30' SECOND: Flink's message, not ours
-            self.next()
-            value = "-" + self.string("a quoted interval")
-        else:
-            value = self.string("a quoted interval, as in INTERVAL '10' SECOND")
-        unit_token = self.peek()
-        unit = self.word()
-        if unit not in ("SECOND", "MINUTE", "HOUR", "DAY"):
-            raise self.fail("Expected SECOND, MINUTE, HOUR or DAY", unit_token)
-        self.next()
+        found: dict[str, str] = {}
+        where: dict[str, tuple[Token, Token]] = {}
+        for key_token, key, value_token, value in self.in_parens(option, allow_empty=True):
+            if key in found:
+                raise self.error(f"Duplicate option {key!r}", key_token)
+            found[key], where[key] = value, (key_token, value_token)
+        return found, where
+
+    def option_keys(self) -> tuple[str, ...]:
+        """('k', ...) for RESET, possibly empty as Flink allows."""
+        items = self.in_parens(
+            lambda: (self.peek(), self.string("a quoted option name")), allow_empty=True
+        )
+        return tuple(_unique(self, items, "option"))
+
+    def partition_spec(self) -> dict[str, str]:
+        """(k = 'v', ...): values stay data (a number, which Flink's parser also takes, keeps
+        the text it was written with)."""
+
+        def pair() -> tuple[Token, str, str]:
+            key_token = self.peek()
+            key = self.identifier("a partition column")
+            self.take(TokenType.EQ, f"'=' after {key}")
+            return key_token, key, self.partition_value(key)
+
+        spec: dict[str, str] = {}
+        for key_token, key, value in self.in_parens(pair):
+            if key in spec:
+                raise self.error(f"Duplicate partition column {key!r}", key_token)
+            spec[key] = value
+        return spec
+
+    def partition_value(self, key: str) -> str:
+        if self.at_type(TokenType.STRING):
+            return self.string("")
+        sign = self.next().text if self.at_type(TokenType.DASH) else ""
+        if self.at_type(TokenType.NUMBER):
+            return sign + self.next().text
+        raise self.expected(f"a quoted value for {key}, as in {key} = '2024-01-01'")
+
+    # FRESHNESS and REFRESH_MODE
+
+    def freshness(self) -> tuple[Freshness, Token]:
+        """`= INTERVAL '<n>' <unit>`, checked in Flink's order (MaterializedTableUtils, then
+        IntervalFreshness): a negative sign, then the unit, then the value; returns the
+        freshness and its value's token."""
+        self.take(TokenType.EQ, "'=' after FRESHNESS")
+        if not self.accept("INTERVAL"):
+            raise self.fail(INTERVAL_ONLY)
+        sign = self.next() if self.at_type(TokenType.DASH) or self.at_type(TokenType.PLUS) else None
+        if not self.at_type(TokenType.STRING):  # INTERVAL 3 MINUTE: not an interval literal
+            raise self.fail(INTERVAL_ONLY)
+        value_token = self.next()
+        value = value_token.text
+        unit_token, unit = self.peek(), self._interval_unit()
+        if sign is not None and sign.token_type == TokenType.DASH:
+            raise self.error(NEGATIVE_FRESHNESS, sign)
+        if unit is None:
+            raise self.error(UNSUPPORTED_UNIT, unit_token)
         try:
-            return Freshness.parse(value, unit)
-        except InvalidInput as error:  # placed at the interval
-            raise self.fail(error.message, value_token) from None
+            return Freshness.parse(value, unit), value_token
+        except InvalidInput as error:
+            raise self.error(error.message, value_token) from None
+
+    _INTERVAL_UNITS = frozenset(
+        ["YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND",
+         "MICROSECOND", "YEARS", "MONTHS", "WEEKS", "DAYS", "HOURS", "MINUTES", "SECONDS"]
+    )  # fmt: skip
+
+    def _interval_unit(self) -> str | None:
+        """The unit of an interval literal, consumed with any `TO <unit>`; None unless it is
+        one Flink supports (SECOND, MINUTE, HOUR, DAY: a single day-time unit)."""
+        token = self.peek()
+        words = _words(token) if token is not None else []
+        if len(words) != 1 or words[0] not in self._INTERVAL_UNITS:
+            return None
+        self.next()
+        if self.accept("TO"):  # DAY TO HOUR: a compound unit, refused like YEAR
+            if self.peek() is not None and _words(self.peek()):
+                self.next()
+            return None
+        return words[0] if words[0] in ("SECOND", "MINUTE", "HOUR", "DAY") else None
 
     def refresh_mode(self) -> RefreshMode:
-        self.expect_type(TokenType.EQ, "'=' after REFRESH_MODE")
+        self.take(TokenType.EQ, "'=' after REFRESH_MODE")
         token = self.peek()
-        word = self.word()
-        if word not in ("CONTINUOUS", "FULL"):
-            raise self.fail("Expected CONTINUOUS or FULL", token)
+        words = _words(token) if token is not None else []
+        if words not in (["CONTINUOUS"], ["FULL"]):
+            raise self.expected("CONTINUOUS or FULL")
         self.next()
-        return RefreshMode(word)
-
-    def end(self) -> None:
-        if self.peek() is not None:
-            raise self.fail(f"Unexpected {self.peek().text!r} after the statement")
+        return RefreshMode(words[0])
 
 
-# -- statements -----------------------------------------------------------------------------
+def _unique(reader: _Reader, items: list[tuple[Token, str]], what: str) -> list[str]:
+    seen: list[str] = []
+    for token, item in items:
+        if item in seen:
+            raise reader.error(f"Duplicate {what} {item!r}", token)
+        seen.append(item)
+    return seen
 
 
-def split_statements(script: str) -> list[tuple[str, int]]:
-    """The statements of a script, each with the line it starts on: semicolons inside
-    quotes and comments do not split (the tokenizer knows where those are)."""
-    tokens = _tokenize(script)
-    statements, start = [], 0
-    for token in [*tokens, None]:
-        if token is None or token.token_type == TokenType.SEMICOLON:
-            end = token.start if token is not None else len(script)
-            text = script[start:end]
-            if text.strip():
-                leading = len(text) - len(text.lstrip())
-                first = start + leading
-                statements.append((text.strip(), script.count("\n", 0, first) + 1))
-            start = end + 1
-    return statements
+# -- statements --------------------------------------------------------------------------------
 
 
-def _tokenize(text: str) -> list[Token]:
-    try:
-        return list(_DIALECT.tokenize(text))
-    except TokenError as error:
-        raise SqlError(f"Cannot read the SQL: {str(error)[:200]}") from None
-
-
-def parse_statement(text: str) -> Statement:
-    """One statement (no trailing semicolon needed)."""
-    tokens = [t for t in _tokenize(text) if t.token_type != TokenType.SEMICOLON]
-    cursor = _Cursor(text, tokens)
-    if cursor.peek() is None:
-        raise SqlError("The statement is empty")
-    if cursor.accept("CREATE"):
-        cursor.expect("MATERIALIZED", "TABLE", what="MATERIALIZED TABLE after CREATE")
-        return _create(cursor)
-    if cursor.accept("ALTER"):
-        cursor.expect("MATERIALIZED", "TABLE", what="MATERIALIZED TABLE after ALTER")
-        return _alter(cursor)
-    if cursor.accept("DROP"):
-        cursor.expect("MATERIALIZED", "TABLE", what="MATERIALIZED TABLE after DROP")
-        if_exists = cursor.accept("IF", "EXISTS")
-        statement = DropMaterializedTable(cursor.name(), if_exists=if_exists)
-        cursor.end()
-        return statement
-    if cursor.accept("DESCRIBE") or cursor.accept("DESC"):
-        cursor.expect("JOB", what="JOB after DESCRIBE")
-        token = cursor.next()
-        cursor.end()
-        return DescribeJob(token.text)
-    if cursor.word() == "SHOW":
-        # Spark's tokenizer reads the rest of a SHOW as one opaque command: read it again
-        # with SHOW blanked out, so that offsets (and so error positions) stay the same.
-        show = cursor.next()
-        masked = text[: show.start] + " " * (show.end + 1 - show.start) + text[show.end + 1 :]
-        cursor = _Cursor(
-            text, [t for t in _tokenize(masked) if t.token_type != TokenType.SEMICOLON]
-        )
-        cursor.expect("MATERIALIZED", "TABLES", what="MATERIALIZED TABLES after SHOW")
-        namespace: tuple[str, ...] = ()
-        if cursor.accept("IN") or cursor.accept("FROM"):
-            namespace = cursor.name()
-        cursor.end()
-        return ShowMaterializedTables(namespace)
-    if cursor.word() in ("UPDATE", "DELETE"):
-        return _data_change(text, cursor)
-    raise cursor.fail(f"Unknown statement: expected {STATEMENTS}")
-
-
-def _create(cursor: _Cursor) -> CreateMaterializedTable:
-    name = cursor.name()
-    primary_key: tuple[str, ...] = ()
-    constraint = None
-    if cursor.at(TokenType.L_PAREN):
-        cursor.next()
-        if cursor.accept("CONSTRAINT"):
-            constraint = cursor.identifier("a constraint name")
-        cursor.expect("PRIMARY", "KEY", what="PRIMARY KEY (the only constraint allowed)")
-        primary_key = cursor.names_in_parens("a primary key column")
-        cursor.expect("NOT", "ENFORCED", what="NOT ENFORCED (primary keys are not enforced)")
-        cursor.expect_type(TokenType.R_PAREN, "')'")
-    clauses: dict[str, object] = {}
-
-    def once(clause: str, token: Token | None) -> None:
-        if clause in clauses:
-            raise cursor.fail(f"{clause} is given twice", token)
-
-    while not cursor.accept("AS"):
-        token = cursor.peek()
-        if cursor.accept("COMMENT"):
-            once("COMMENT", token)
-            clauses["COMMENT"] = cursor.string("a quoted comment")
-        elif cursor.accept("PARTITIONED", "BY"):
-            once("PARTITIONED BY", token)
-            clauses["PARTITIONED BY"] = cursor.names_in_parens("a partition column")
-        elif cursor.accept("WITH"):
-            once("WITH", token)
-            clauses["WITH"] = cursor.pairs("option")
-        elif cursor.accept("FRESHNESS"):
-            once("FRESHNESS", token)
-            clauses["FRESHNESS"] = cursor.freshness()
-        elif cursor.accept("REFRESH_MODE"):
-            once("REFRESH_MODE", token)
-            clauses["REFRESH_MODE"] = cursor.refresh_mode()
-        else:
-            shown = repr(token.text) if token is not None else "the end"
-            expected = "COMMENT, PARTITIONED BY, WITH, FRESHNESS, REFRESH_MODE or AS <query>"
-            raise cursor.fail(f"Expected {expected}, found {shown}")
-    if "FRESHNESS" not in clauses:
-        raise cursor.fail("Expected FRESHNESS = INTERVAL '<n>' <unit> before AS")
-    query = _query(cursor)
-    return CreateMaterializedTable(
-        name=name,
-        freshness=clauses["FRESHNESS"],  # type: ignore[arg-type]
-        query=query,
-        refresh_mode=clauses.get("REFRESH_MODE"),  # type: ignore[arg-type]
-        primary_key=primary_key,
-        constraint_name=constraint,
-        comment=clauses.get("COMMENT"),  # type: ignore[arg-type]
-        partitioned_by=clauses.get("PARTITIONED BY", ()),  # type: ignore[arg-type]
-        options=clauses.get("WITH", {}),  # type: ignore[arg-type]
-    )
-
-
-def _query(cursor: _Cursor) -> str:
-    """The text after AS, parsed as one Spark query (errors placed in the statement)."""
-    first = cursor.peek()
+def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> Statement:
+    """One statement (a trailing semicolon is fine). `threshold` is Flink's
+    `materialized-table.refresh-mode.freshness-threshold`: a CREATE whose mode comes out
+    FULL must have a freshness a cron can express, as Flink checks at CREATE."""
+    tokens = _tokenize(text)
+    end = _statement_end(text, tokens)
+    tokens = [token for token in tokens if token.start < end]
+    if tokens:  # a trailing comment is not part of a query someone may wrap in SQL
+        end = tokens[-1].end + 1
+    reader = _Reader(text, tokens)
+    first = reader.peek()
     if first is None:
-        raise cursor.fail("Expected a query after AS")
-    query = cursor.text[first.start :].strip()
+        raise SqlError("The statement is empty", line=1, column=1)
+    keyword = _words(first)[:1]
+    if keyword == ["CREATE"]:
+        return _create(reader, end, threshold)
+    if keyword == ["ALTER"]:
+        return _alter(reader)
+    if keyword == ["DROP"]:
+        return _drop(reader)
+    if keyword in (["DESCRIBE"], ["DESC"]):
+        return _describe_job(reader)
+    if keyword == ["SHOW"]:
+        return _show(reader)
+    if keyword in (["UPDATE"], ["DELETE"]):
+        return _data_change(reader, end)
+    head = text[first.start : tokens[min(len(tokens), 3) - 1].end + 1]
+    head = head if len(head) <= 40 else head[:40] + "..."
+    raise reader.error(f"Unknown statement: {head!r}; expected {STATEMENTS}", first)
+
+
+def parse_script(script: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> list[Statement]:
+    """Every statement of a script, errors placed in the script's own lines and columns."""
+    return [
+        parse_statement(_blank(script[:start]) + script[start:end], threshold=threshold)
+        for start, end, _ in _spans(script, _tokenize(script))
+    ]
+
+
+def _statement_end(text: str, tokens: list[Token]) -> int:
+    """Where the statement ends: its first semicolon, after which only semicolons may come
+    (a script goes through `split_statements` or `parse_script`)."""
+    for index, token in enumerate(tokens):
+        if token.token_type == TokenType.SEMICOLON:
+            for after in tokens[index + 1 :]:
+                if after.token_type != TokenType.SEMICOLON:
+                    line, column = _position(text, after.start)
+                    raise SqlError(
+                        "Only one statement is read here: split a script into statements",
+                        line=line,
+                        column=column,
+                    )
+            return token.start
+    return len(text)
+
+
+def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializedTable:
+    """CREATE MATERIALIZED TABLE name [(constraint)] [COMMENT] [PARTITIONED BY] [WITH]
+    FRESHNESS [REFRESH_MODE] AS query, the clauses in that order as Flink's grammar has it."""
+    reader.next()
+    replace = reader.accept("OR REPLACE")
+    temporary = reader.accept("TEMPORARY")
+    materialized = reader.peek()
+    reader.expect("MATERIALIZED TABLE", "MATERIALIZED TABLE after CREATE")
+    # Flink's parser refuses both, at MATERIALIZED.
+    if temporary:
+        raise reader.error("CREATE TEMPORARY MATERIALIZED TABLE is not supported.", materialized)
+    if replace:
+        raise reader.error("REPLACE MATERIALIZED TABLE is not supported.", materialized)
+    name = reader.name()
+    constraint_name, primary_key = None, ()
+    if reader.at_type(TokenType.L_PAREN):
+        constraint_name, primary_key = _constraint(reader)
+    clauses = _create_clauses(reader)
+    freshness, freshness_token = clauses["FRESHNESS"]
+    options, option_tokens = clauses.get("WITH", ({}, {}))
+    statement = CreateMaterializedTable(
+        name=name,
+        freshness=freshness,
+        query=_query(reader, end),
+        refresh_mode=clauses.get("REFRESH_MODE"),
+        primary_key=primary_key,
+        constraint_name=constraint_name,
+        comment=clauses.get("COMMENT"),
+        partitioned_by=clauses.get("PARTITIONED BY", ()),
+        options=options,
+    )
+    _check_formatters(reader, statement, option_tokens)
     try:
-        parse_query(query, "spark")
-    except SqlError as error:
-        line, column = cursor.where(first)
-        if error.line is not None:
-            column = error.column if error.line > 1 else column + (error.column or 1) - 1
-            line = line + error.line - 1
-        message = error.message.rsplit(" (line", 1)[0]
-        raise SqlError(message, line=line, column=column) from None
-    return query
-
-
-def _alter(cursor: _Cursor) -> Statement:
-    name = cursor.name()
-    token = cursor.peek()
-    if cursor.accept("SUSPEND"):
-        statement: Statement = Suspend(name)
-    elif cursor.accept("RESUME"):
-        options = cursor.pairs("option") if cursor.accept("WITH") else {}
-        statement = Resume(name, options)
-    elif cursor.accept("REFRESH"):
-        partition = {}
-        if cursor.accept("PARTITION"):
-            partition = cursor.pairs("partition column", string_keys=False)
-        statement = Refresh(name, partition)
-    elif cursor.accept("SET", "FRESHNESS"):
-        statement = SetFreshness(name, cursor.freshness())
-    elif cursor.accept("SET", "REFRESH_MODE"):
-        statement = SetRefreshMode(name, cursor.refresh_mode())
-    elif cursor.accept("SET"):
-        statement = SetOptions(name, cursor.pairs("option"))
-    elif cursor.accept("RESET"):
-        cursor.expect_type(TokenType.L_PAREN, "'('")
-        keys = [cursor.string("a quoted option name")]
-        while cursor.at(TokenType.COMMA):
-            cursor.next()
-            keys.append(cursor.string("a quoted option name"))
-        cursor.expect_type(TokenType.R_PAREN, "')'")
-        statement = ResetOptions(name, tuple(keys))
-    else:
-        raise cursor.fail(
-            "Expected SUSPEND, RESUME, REFRESH, SET FRESHNESS, SET REFRESH_MODE, SET (...) "
-            "or RESET (...)",
-            token,
-        )
-    cursor.end()
+        plan_refresh(freshness, statement.refresh_mode, threshold)
+    except InvalidInput as error:  # Flink's cron refusals, placed at the interval
+        raise reader.error(error.message, freshness_token) from None
     return statement
 
 
-def _data_change(text: str, cursor: _Cursor) -> DataChange:
-    kind = cursor.word()
-    cursor.next()
+def _constraint(reader: _Reader) -> tuple[str | None, tuple[str, ...]]:
+    """( [CONSTRAINT name] PRIMARY KEY (columns) NOT ENFORCED ): the only thing a
+    materialized table takes in parentheses (FLIP-435: columns come from the query)."""
+    reader.next()
+    start = reader.peek()
+    constraint_name = None
+    if reader.accept("CONSTRAINT"):
+        constraint_name = reader.identifier("a constraint name")
+    if reader.at("UNIQUE"):  # SqlConstraintValidator
+        raise reader.error("UNIQUE constraint is not supported yet", start)
+    if not reader.accept("PRIMARY KEY"):
+        raise reader.expected(
+            "[CONSTRAINT name] PRIMARY KEY (...) NOT ENFORCED (a materialized table's columns "
+            "come from its query)"
+        )
+    primary_key = reader.column_list("primary key column")
+    if not reader.accept("NOT ENFORCED"):  # SqlConstraintValidator
+        raise reader.error(ENFORCED_UNSUPPORTED, start)
+    reader.take(TokenType.R_PAREN, "')' after the primary key")
+    return constraint_name, primary_key
+
+
+#: The optional clauses and FRESHNESS, in the one order Flink's grammar reads them.
+_CLAUSES = ("COMMENT", "PARTITIONED BY", "WITH", "FRESHNESS", "REFRESH_MODE", "AS")
+_SHOWN = {"FRESHNESS": FRESHNESS_SYNTAX, "AS": "AS <query>"}
+
+
+def _create_clauses(reader: _Reader) -> dict:
+    """Read the clauses up to and including AS, refusing a clause out of Flink's order, a
+    clause given twice, and a missing FRESHNESS."""
+    values: dict = {}
+    allowed_from = 0
+    while True:
+        token = reader.peek()
+        clause = next((c for c in _CLAUSES if reader.at(c)), None)
+        if clause is None:
+            raise reader.expected(_clause_choices(allowed_from, "FRESHNESS" in values))
+        if clause in values:
+            raise reader.error(f"{clause} is given twice", token)
+        if _CLAUSES.index(clause) < allowed_from:
+            later = _CLAUSES[allowed_from - 1]
+            raise reader.error(
+                f"{clause} must come before {later}: the clauses go in the order "
+                f"{', '.join(_CLAUSES[:-1])}, AS",
+                token,
+            )
+        if clause in ("REFRESH_MODE", "AS") and "FRESHNESS" not in values:
+            raise reader.error(f"Expected {FRESHNESS_SYNTAX} before {clause}", token)
+        reader.accept(clause)
+        allowed_from = _CLAUSES.index(clause) + 1
+        if clause == "AS":
+            return values
+        values[clause] = _read_clause(reader, clause)
+
+
+def _clause_choices(allowed_from: int, have_freshness: bool) -> str:
+    choices = list(_CLAUSES[allowed_from:])
+    if not have_freshness:
+        choices = choices[: choices.index("FRESHNESS") + 1]
+    shown = [_SHOWN.get(choice, choice) for choice in choices]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def _read_clause(reader: _Reader, clause: str) -> object:
+    if clause == "COMMENT":
+        return reader.string("a quoted comment")
+    if clause == "PARTITIONED BY":
+        return reader.column_list("partition column")
+    if clause == "WITH":
+        return reader.options()
+    if clause == "FRESHNESS":
+        return reader.freshness()
+    return reader.refresh_mode()
+
+
+def _check_formatters(
+    reader: _Reader, statement: CreateMaterializedTable, where: Mapping[str, tuple[Token, Token]]
+) -> None:
+    """Flink's create-time check of `partition.fields.<col>.date-formatter` (it must name a
+    partition column; placed at the key), and ours that its pattern translates (placed at
+    the pattern)."""
+    for key, pattern in statement.options.items():
+        key_token, value_token = where[key]
+        try:
+            column = check_formatter_column(key, statement.partitioned_by)
+        except InvalidInput as error:
+            raise reader.error(error.message, key_token) from None
+        if column is None:
+            continue
+        try:
+            compile_pattern(pattern)
+        except InvalidInput as error:
+            raise reader.error(error.message, value_token) from None
+
+
+def _alter(reader: _Reader) -> Statement:
+    reader.next()
+    reader.expect("MATERIALIZED TABLE", "MATERIALIZED TABLE after ALTER")
+    name = reader.name()
+    statement: Statement
+    if reader.accept("SUSPEND"):
+        statement = Suspend(name)
+    elif reader.accept("RESUME"):
+        statement = Resume(name, reader.options()[0] if reader.accept("WITH") else {})
+    elif reader.accept("REFRESH"):
+        statement = Refresh(name, reader.partition_spec() if reader.accept("PARTITION") else {})
+    elif reader.accept("SET FRESHNESS"):
+        statement = SetFreshness(name, reader.freshness()[0])
+    elif reader.accept("SET REFRESH_MODE"):
+        statement = SetRefreshMode(name, reader.refresh_mode())
+    elif reader.accept("SET"):
+        if not reader.at_type(TokenType.L_PAREN):
+            raise reader.expected("FRESHNESS, REFRESH_MODE or ('key' = 'value', ...) after SET")
+        statement = SetOptions(name, reader.options()[0])
+    elif reader.accept("RESET"):
+        statement = ResetOptions(name, reader.option_keys())
+    else:
+        raise reader.expected(
+            "SUSPEND, RESUME, REFRESH, SET FRESHNESS, SET REFRESH_MODE, SET (...) or RESET (...)"
+        )
+    reader.finish()
+    return statement
+
+
+def _drop(reader: _Reader) -> DropMaterializedTable:
+    reader.next()
+    temporary = reader.accept("TEMPORARY")
+    materialized = reader.peek()
+    reader.expect("MATERIALIZED TABLE", "MATERIALIZED TABLE after DROP")
+    if temporary:  # Flink's parser, at MATERIALIZED
+        raise reader.error("DROP TEMPORARY MATERIALIZED TABLE is not supported.", materialized)
+    if_exists = reader.accept("IF EXISTS")
+    statement = DropMaterializedTable(reader.name(), if_exists=if_exists)
+    reader.finish()
+    return statement
+
+
+def _describe_job(reader: _Reader) -> DescribeJob:
+    """{DESCRIBE | DESC} JOB '<id>': Flink quotes the id; a bare one is taken too."""
+    reader.next()
+    reader.expect("JOB", "JOB after DESCRIBE")
+    token = reader.peek()
+    kinds = (TokenType.STRING, TokenType.NUMBER, TokenType.IDENTIFIER, TokenType.VAR)
+    if token is None or token.token_type not in kinds:
+        raise reader.expected("a job id, as in DESCRIBE JOB '<id>'")
+    reader.next()
+    reader.finish()
+    return DescribeJob(token.text)
+
+
+def _show(reader: _Reader) -> ShowMaterializedTables:
+    reader.next()
+    reader.expect("MATERIALIZED TABLES", "MATERIALIZED TABLES after SHOW")
+    namespace: Name = ()
+    if reader.accept("IN") or reader.accept("FROM"):
+        namespace = reader.name("a namespace")
+    reader.finish()
+    return ShowMaterializedTables(namespace)
+
+
+def _data_change(reader: _Reader, end: int) -> DataChange:
+    """UPDATE name ... / DELETE FROM name ...: the target from the tokens, the whole checked
+    by sqlglot as one Spark UPDATE or DELETE."""
+    first = reader.next()
+    kind = first.text.upper()
     if kind == "DELETE":
-        cursor.expect("FROM", what="FROM after DELETE")
-    return DataChange(kind, cursor.name(), text.strip())
+        reader.expect("FROM", "FROM after DELETE")
+    target = reader.name("a table name")
+    _parse_spark(reader, first, end, (exp.Update, exp.Delete), f"an {kind}")
+    return DataChange(kind, target, reader.text[first.start : end].strip())
 
 
-def partition_predicate(partition: dict[str, str], *, dialect: str = "spark") -> str:
-    """`k1 = 'v1' AND k2 = 'v2'` with every value a string literal built by sqlglot (quotes,
-    backslashes and semicolons escaped), never spliced text."""
+def _query(reader: _Reader, end: int) -> str:
+    """The text after AS: one Spark query (SELECT, a set operation, WITH ... SELECT)."""
+    first = reader.peek()
+    if first is None:
+        raise reader.error("Expected a query after AS", None)
+    _parse_spark(reader, first, end, (exp.Query,), "a SELECT (or a set operation, or WITH)")
+    return reader.text[first.start : end].strip()
+
+
+def _parse_spark(
+    reader: _Reader, first: Token, end: int, kinds: tuple[type, ...], what: str
+) -> exp.Expression:
+    """Parse text[first:end] as one Spark statement of one of `kinds`; sqlglot reads it
+    with what comes before blanked, so its lines and columns are the statement's."""
+    padded = _blank(reader.text[: first.start]) + reader.text[first.start : end]
+    try:
+        parsed = [node for node in sqlglot.parse(padded, read="spark") if node is not None]
+    except ParseError as error:
+        raise _parse_error(error) from None
+    except TokenError:
+        raise reader.error("Cannot read the SQL", first) from None
+    except (SqlglotError, RecursionError, LookupError, ValueError, TypeError, AttributeError):
+        # sqlglot fails in these ways on some malformed input (deep nesting, a construct
+        # it half knows): the SQL is refused, not the caller crashed.
+        raise reader.error("Cannot parse the SQL as Spark SQL", first) from None
+    if len(parsed) != 1 or not isinstance(parsed[0], kinds):
+        found = parsed[0].key.upper() if parsed else "nothing"
+        raise reader.error(f"Expected {what}, found {found}", first)
+    return parsed[0]
+
+
+def _parse_error(error: ParseError) -> SqlError:
+    """sqlglot's first complaint, placed at the start of the token it highlights."""
+    details = error.errors[0] if error.errors else {}
+    message = str(details.get("description") or error)[:200]
+    highlight = details.get("highlight") or ""
+    line, column = details.get("line"), details.get("col")
+    if highlight:
+        message = f"{message} near {highlight[:100]!r}"
+        if column is not None and "\n" not in highlight:
+            column = max(1, column - len(highlight) + 1)
+    return SqlError(f"The SQL does not parse as Spark SQL: {message}", line=line, column=column)
+
+
+# -- values into SQL ---------------------------------------------------------------------------
+
+
+def partition_condition(partition: Mapping[str, str]) -> exp.Expression | None:
+    """`k1 = 'v1' AND ...` as a sqlglot expression: names quoted, values string literals."""
     conditions = [
         exp.EQ(this=exp.column(key, quoted=True), expression=exp.Literal.string(value))
         for key, value in partition.items()
     ]
-    if not conditions:
-        return ""
-    return exp.and_(*conditions).sql(dialect=dialect)
+    return exp.and_(*conditions) if conditions else None
+
+
+def partition_predicate(partition: Mapping[str, str], *, dialect: str = "spark") -> str:
+    """The partition as SQL text, every value a literal sqlglot escapes (quotes,
+    backslashes, semicolons, comment markers stay inside it), never spliced text."""
+    condition = partition_condition(partition)
+    return condition.sql(dialect=dialect) if condition is not None else ""
