@@ -2,7 +2,31 @@
 
 File IO goes through pyiceberg's FileIO, so the same code writes to a local folder or to
 object storage. Metadata files are named like Iceberg's Java catalogs name them:
-`metadata/NNNNN-<uuid>.metadata.json`, NNNNN counting up from the base file."""
+`metadata/NNNNN-<uuid>.metadata.json`, NNNNN counting up from the base file.
+
+Locations are checked in the form they are then used in. The layers below read one string
+in different ways (measured on pyiceberg 0.12 and pyarrow 26):
+
+- pyiceberg's `PyArrowFileIO.parse_location` gives a plain path to `os.path.abspath` (`.`,
+  `..`, `//` and a trailing slash resolved as text; a leading `//` kept; a relative path
+  joined to the process's working folder) and splits anything else with urllib's
+  `urlsplit`, which drops tabs and newlines anywhere, strips leading control characters and
+  spaces, and cuts `?query` and `#fragment`; a `file:` URI's path is then used as it is
+  (`..` unresolved, `%2e` literal) and `file://host/x` becomes the *relative* path `host/x`.
+- pyarrow's `FileSystem.from_uri` (and engines that read locations as URIs) percent-decodes
+  the path once (`%2e%2e` -> `..`, `%2f` -> `/`, `%00` -> NUL, `%252e` -> `%2e`) and takes
+  options from the query (`?endpoint_override=` for s3).
+- pyarrow's `LocalFileSystem` passes a path to the operating system unchanged: `..` is then
+  resolved physically (through symbolic links), `//` and `.` ignored, backslashes literal.
+
+So a location is refused when any of these layers could read it as a different place, and
+otherwise normalised only in ways every layer reads as the same place (`//`, `.`, a trailing
+slash, `file:` for a plain path, symbolic links below the warehouse). That matters because
+not every caller stores the normal form: a commit's `set-location` and a registered file
+keep the location as written, and pyiceberg and Java then read it literally. So a location
+with a percent-escape (`a%2fb`: one folder to pyiceberg and Java, two to pyarrow's
+`from_uri`), a `file://localhost/` URI (a relative path to pyiceberg) or surrounding
+whitespace is refused, never rewritten."""
 
 from __future__ import annotations
 
@@ -11,9 +35,10 @@ import json
 import os
 import posixpath
 import re
+import unicodedata
 import uuid
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from pyiceberg.io import FileIO, load_file_io
 
@@ -21,14 +46,22 @@ from catalog.core.errors import InvalidInput, InvalidMetadata
 
 _SEQUENCE = re.compile(r"^(\d+)-[0-9a-fA-F-]+\.metadata\.json$")
 
-
 _PYARROW_IO = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
+
+#: C0 and C1 control characters and DEL: urllib drops some of them silently, so "file:///w/.\t./x"
+#: would be read as "/w/../x".
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+#: Object stores whose authority is "container@account"; elsewhere a user part is refused.
+_USER_IN_AUTHORITY = frozenset({"abfs", "abfss", "wasb", "wasbs"})
+
+#: Shown in messages: enough of a hostile location to recognise it, not a megabyte of it.
+_SHOWN = 300
 
 
 def file_io(location: str) -> FileIO:
     # Local files need no per-call FileIO resolution (pyiceberg logs each one it makes).
-    scheme, _ = _split_scheme(location)
-    if scheme == "file":
+    if _is_local(location):
         return _local_io()
     return load_file_io(properties={}, location=location)
 
@@ -38,91 +71,282 @@ def _local_io() -> FileIO:
     return load_file_io(properties=_PYARROW_IO, location="/")
 
 
-def _split_scheme(location: str) -> tuple[str, str]:
-    """("file", "/abs/path") for local paths and file: URIs; (scheme, rest) otherwise."""
+def _is_local(location: str) -> bool:
     if location.startswith("/"):
-        return "file", location
-    parsed = urlparse(location)
-    if parsed.scheme == "file":
-        return "file", parsed.path
-    if not parsed.scheme:
-        raise InvalidInput(f"Location is not absolute: {location}", field="location")
-    return parsed.scheme, f"{parsed.netloc}{parsed.path}"
+        return True
+    scheme = _split(location, location).scheme
+    if not scheme:
+        raise InvalidInput(f"Location is not absolute: {location[:_SHOWN]}", field="location")
+    return scheme == "file"
+
+
+# -- normal forms ---------------------------------------------------------------------------
+
+
+def _refuse(message: str, location: str) -> InvalidInput:
+    return InvalidInput(f"{message}: {location[:_SHOWN]!r}", field="location")
+
+
+def _check_characters(text: str, location: str) -> None:
+    """Characters some layer reads as something else: refused, never interpreted."""
+    if "\x00" in text:
+        raise InvalidInput("Location contains a NUL character", field="location")
+    if CONTROL_CHARACTERS.search(text):
+        raise _refuse("Location must not contain control characters", location)
+    if "\\" in text:
+        raise _refuse(
+            "Location must not contain backslashes (some filesystems read them as '/')",
+            location,
+        )
+    if "?" in text or "#" in text:
+        raise _refuse(
+            "Location must not contain '?' or '#' (URI readers cut the path there, and "
+            "pyarrow takes filesystem options from a query)",
+            location,
+        )
+
+
+def _split(text: str, location: str) -> SplitResult:
+    try:
+        return urlsplit(text)
+    except ValueError as error:  # an unbalanced IPv6 bracket, an invalid port
+        raise _refuse(f"Location is not a valid URI ({error})", location) from error
+
+
+def _parse(text: str, location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) as pyiceberg's `PyArrowFileIO.parse_location` splits `text`
+    (urllib's `urlsplit`), with "file" and "" for plain paths and local `file:` URIs."""
+    if text.startswith("/"):
+        return "file", "", text
+    parts = _split(text, location)
+    if not parts.scheme:
+        raise _refuse("Location is not absolute", location)
+    if parts.scheme == "file":
+        # PyArrowFileIO reads file://host/x, "localhost" too, as the relative path "host/x".
+        if parts.netloc:
+            raise _refuse(
+                "A file: location must not name a host (write file:///path or /path)", location
+            )
+        if not parts.path.startswith("/"):
+            raise _refuse("Location is not absolute", location)
+        return "file", "", parts.path
+    if not parts.netloc:
+        raise _refuse(f"A {parts.scheme}: location needs a bucket or host", location)
+    if "%" in parts.netloc:
+        raise _refuse("Location must not percent-encode its bucket or host", location)
+    if "@" in parts.netloc and parts.scheme not in _USER_IN_AUTHORITY:
+        raise _refuse("Location must not carry a user name or password", location)
+    # Host names are case-insensitive and bucket names lower-case: one spelling per place.
+    return parts.scheme, parts.netloc.lower(), parts.path
+
+
+def _segments(path: str, location: str, *, strict_names: bool) -> list[str]:
+    """The path's folder names, with the empty ones and `.` dropped (every layer reads `a//b`
+    and `a/./b` as `a/b`, or the normal form chooses that reading for an object store)."""
+    segments = []
+    for segment in path.split("/"):
+        if segment in ("", "."):
+            continue
+        # `..` climbs out; so may `...`, `. .` or fullwidth `．．` on filesystems that drop
+        # trailing dots and spaces (Windows, SMB) or fold compatibility characters (NFKC).
+        if not unicodedata.normalize("NFKC", segment).strip(". "):
+            raise _refuse("Location must not contain '..' or names made only of dots", location)
+        if strict_names and segment[-1] in ". ":
+            # Such filesystems would read "orders." as "orders": another object's folder.
+            raise _refuse(
+                "A folder name in a location must not end with a dot or a space", location
+            )
+        segments.append(segment)
+    return segments
+
+
+def _assemble(scheme: str, authority: str, segments: list[str]) -> str:
+    path = "/" + "/".join(segments)
+    if scheme == "file":
+        return path
+    return f"{scheme}://{authority}" + (path if segments else "")
 
 
 def normalize_location(location: str) -> str:
-    """The one form a location is checked, stored and used in: no trailing slash, no `.`
-    segments, `file:` URIs as plain paths.
+    """The one form a location is checked, stored and used in: `file:` URIs as plain paths,
+    no `.` segments, no `//`, no trailing slash, scheme and host in lower case. Each of these
+    is read as the same place by every layer, so a caller that keeps the location as written
+    (a commit's `set-location`) touches the place that was checked.
 
-    Filesystem layers disagree on what a location means: pyiceberg's FileIO takes `%2e`
-    literally, pyarrow's `FileSystem.from_uri` and Hadoop decode it to `.`. So anything they
-    could read differently is refused rather than interpreted: NUL, backslashes, percent
-    escapes, and `..` segments (never resolved: a location cannot climb out of its folder)."""
-    if isinstance(location, str) and "%" in location:
-        raise InvalidInput(
-            "Location must not contain percent-escapes (filesystems read them differently): "
-            f"{location[:300]}",
-            field="location",
+    Refused (InvalidInput, field "location") instead of interpreted: a location that is not
+    absolute or has surrounding whitespace, NUL and other control characters, backslashes,
+    `?` and `#`, any percent-escape (pyiceberg and Java read `%2e` literally, pyarrow's
+    `from_uri` decodes it: the message says what the decoded reading would be, `..` for
+    `%2e%2e`), `..` and names made only of dots, names ending with a dot or a space, names
+    not in Unicode NFC (two spellings of one name), and a `file:` URI naming a host."""
+    if not isinstance(location, str) or not location.strip():
+        raise InvalidInput("A location is required", field="location")
+    _check_characters(location, location)
+    if location != location.strip():
+        raise _refuse(
+            "Location must not begin or end with spaces (pyiceberg reads ' /x' as a relative path)",
+            location,
         )
-    return normal_form(location)
+    scheme, authority, path = _parse(location, location)
+    if "%" in path:
+        # Name the decoded reading's problem when it has one (a climb out reads better as
+        # "'..'" than as "percent-escape"), then refuse the escape itself either way.
+        try:
+            decoded = unquote(path, errors="strict")
+        except UnicodeDecodeError as error:
+            raise _refuse("Location has percent-escapes that are not UTF-8", location) from error
+        if "%" in decoded:
+            raise _refuse(
+                "Location must not contain '%' once decoded (double-encoded escapes such as "
+                "%252e are read differently by each layer that decodes)",
+                location,
+            )
+        _check_characters(decoded, location)
+        _segments(decoded, location, strict_names=True)
+        raise _refuse(
+            "Location must not contain percent-escapes (pyiceberg and Java read them "
+            "literally, pyarrow decodes them: two places); write the characters themselves",
+            location,
+        )
+    if unicodedata.normalize("NFC", path) != path:
+        raise _refuse("Location must be in Unicode NFC (one spelling per name)", location)
+    return _assemble(scheme, authority, _segments(path, location, strict_names=True))
 
 
 def normal_form(location: str) -> str:
-    """`location` normalized as `normalize_location` does, percent signs allowed (a data
-    file's path may hold them; see catalog.core.purge, which checks both readings)."""
-    if not isinstance(location, str) or not location.strip():
+    """`location` as pyiceberg's PyArrowFileIO would touch it, percent-escapes kept literal
+    (a data file's path may hold them: pyiceberg and Spark write partition values with
+    `quote_plus`, so `v=a%2Fb` is one folder). Checked like `normalize_location`, but
+    percent signs, names in any Unicode form and names ending with a dot or a space are
+    allowed: this is the exact file that is named. catalog.core.purge checks the decoded
+    readings of such a path separately."""
+    if not isinstance(location, str) or not location:
         raise InvalidInput("A location is required", field="location")
-    if "\x00" in location:
-        raise InvalidInput("Location contains a NUL character", field="location")
-    if "\\" in location:
-        raise InvalidInput(
-            f"Location must not contain backslashes: {location[:300]}", field="location"
-        )
-    scheme, path = _split_scheme(location.strip())
-    if ".." in path.split("/"):
-        raise InvalidInput(f"Location must not contain '..': {location[:300]}", field="location")
-    path = posixpath.normpath(path).rstrip("/") or "/"
-    if scheme == "file" and path.startswith("//"):
-        path = "/" + path.lstrip("/")  # POSIX keeps a leading "//"; the filesystem does not
-    return path if scheme == "file" else f"{scheme}://{path}"
+    _check_characters(location, location)
+    scheme, authority, path = _parse(location, location)
+    return _assemble(scheme, authority, _segments(path, location, strict_names=False))
+
+
+# -- containment ----------------------------------------------------------------------------
+
+
+def _same_or_below(location: str, root: str) -> bool:
+    return location == root or location.startswith(root.rstrip("/") + "/")
+
+
+def resolved(path: str) -> str:
+    """A local absolute path with the symbolic links of its longest existing prefix resolved
+    (what the operating system will reach), the rest kept as written."""
+    head, tail = path, []
+    while head != "/" and not os.path.lexists(head):
+        head, name = os.path.split(head)
+        tail.append(name)
+    # realpath follows a dangling link too: a link to a folder not yet made still points out.
+    return posixpath.join(os.path.realpath(head), *reversed(tail))
 
 
 def is_inside(location: str, root: str, *, strictly: bool = False) -> bool:
     """Whether normalized `location` is `root` or below it (strictly: below only). Local
-    paths are compared by where they really lead, so a symbolic link inside the root that
-    points elsewhere does not count as inside."""
-    if location == root:
-        return not strictly
-    if not location.startswith(root.rstrip("/") + "/"):
+    paths must be inside both as written and where they really lead, so a symbolic link
+    inside the root that points elsewhere does not count as inside."""
+    if not _same_or_below(location, root) or (strictly and location == root):
         return False
     if location.startswith("/"):
-        real, real_root = os.path.realpath(location), os.path.realpath(root)
-        return real != real_root and real.startswith(real_root.rstrip("/") + "/")
+        real, real_root = resolved(location), resolved(root)
+        if not _same_or_below(real, real_root) or (strictly and real == real_root):
+            return False
     return True
 
 
+def _canonical_below(location: str, root: str, original: str) -> str:
+    """`location` (normalized, inside `root` as written) with the symbolic links below
+    `root` resolved, under `root` as written: so two spellings of one folder compare equal,
+    and what is checked is the folder that is then touched."""
+    if not location.startswith("/"):
+        return location
+    real, real_root = resolved(location), resolved(root)
+    if real == real_root:
+        return root
+    if not _same_or_below(real, real_root):
+        raise InvalidInput(
+            f"Location {original[:_SHOWN]} leads outside the warehouse through a symbolic link",
+            field="location",
+        )
+    rest = real[len(real_root.rstrip("/")) :]
+    canonical = _assemble("file", "", _segments(root + rest, original, strict_names=True))
+    if "%" in canonical:
+        raise _refuse("Location leads through a symbolic link to a name with '%'", original)
+    _check_characters(canonical, original)
+    return canonical
+
+
 def ensure_within(location: str, warehouse: str, *, strictly: bool = False) -> str:
-    """The normalized location, or InvalidInput when it lies outside the warehouse (with
+    """The normalized location (see `normalize_location`; local symbolic links below the
+    warehouse resolved), or InvalidInput when it lies outside the warehouse (with
     `strictly`, the warehouse itself is refused too: no object may own all of it)."""
     normalized = normalize_location(location)
     root = normalize_location(warehouse)
-    if strictly and normalized == root:
+    if not _same_or_below(normalized, root):
         raise InvalidInput(
-            f"Location {location[:300]} is the warehouse itself; an object needs a folder of "
-            "its own inside it",
+            f"Location {location[:_SHOWN]} is outside the warehouse {warehouse}",
             field="location",
         )
-    if not is_inside(normalized, root):
+    canonical = _canonical_below(normalized, root, location)
+    if strictly and canonical == root:
         raise InvalidInput(
-            f"Location {location[:300]} is outside the warehouse {warehouse}", field="location"
+            f"Location {location[:_SHOWN]} is the warehouse itself; an object needs a folder "
+            "of its own inside it",
+            field="location",
         )
-    return normalized
+    return canonical
+
+
+def ensure_strictly_within(location: str, warehouse: str) -> str:
+    """An object's location: normalized and strictly inside the warehouse (the warehouse
+    itself would make the object own, and a purge of it empty, every other object's files)."""
+    return ensure_within(location, warehouse, strictly=True)
+
+
+def _comparable_forms(location: str) -> set[str]:
+    """Every form `location` could be compared in: decoded, literal, as written, each
+    percent-decoded reading with `..` resolved as text (a location stored before these rules
+    may hold `%2e%2e`) and, for a local path, where it really leads. A form that cannot be
+    made is left out."""
+    if not isinstance(location, str):
+        return set()
+    forms = {location.rstrip("/") or "/"}
+    for normalize in (normalize_location, normal_form):
+        try:
+            forms.add(normalize(location))
+        except InvalidInput:
+            continue
+    current = location
+    while True:
+        try:
+            scheme, authority, path = _parse(current, location)
+        except InvalidInput:
+            break
+        textual = posixpath.normpath("/" + path.lstrip("/"))
+        forms.add(_assemble(scheme, authority, [name for name in textual.split("/") if name]))
+        if (decoded := unquote(current)) == current:
+            break
+        current = decoded
+    forms |= {resolved(form) for form in forms if form.startswith("/")}
+    return forms
 
 
 def locations_overlap(left: str, right: str) -> bool:
-    """Whether two normalized locations are the same folder or one holds the other."""
-    left, right = left.rstrip("/"), right.rstrip("/")
-    return left == right or left.startswith(right + "/") or right.startswith(left + "/")
+    """Whether two locations are the same folder or one holds the other, compared in every
+    form either could be read in (so a stored location from before a rule changed is still
+    compared, and `/wh/a` and `/wh/ab` do not overlap). Never raises: two live objects must
+    not own overlapping locations, and the safe answer for an odd one is to compare more."""
+    left_forms, right_forms = _comparable_forms(left), _comparable_forms(right)
+    return any(
+        _same_or_below(a, b) or _same_or_below(b, a) for a in left_forms for b in right_forms
+    )
+
+
+# -- metadata files -------------------------------------------------------------------------
 
 
 def join(location: str, *parts: str) -> str:

@@ -158,3 +158,29 @@ def test_a_purge_deletes_only_the_files_the_tables_metadata_names(
     assert not any(path.exists() for path in data_files)
     assert sorted(p.name for p in doomed.rglob("*") if p.is_file()) == ["notes.txt"]
     assert catalog.load_table("ns.neighbour").scan().to_arrow().num_rows == 6
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "{wh}%2fns/moved",  # decoded: inside; as pyiceberg and Java read it: beside the warehouse
+        "{wh}/ns/moved%2f..%2f..%2f..%2foutside",
+        "{wh}/ns/a%2fb",
+        "file://localhost{wh}/ns/moved",  # pyiceberg: the relative path "localhost/..."
+        " {wh}/ns/moved",  # pyiceberg: relative to the working folder
+    ],
+)
+def test_a_commit_cannot_move_a_table_to_a_location_read_two_ways(
+    api, ns, warehouse, tmp_path, location
+):
+    """A commit keeps the location it is given as it is: so a location is refused, not
+    rewritten, when a layer below would read it as another place than the one checked."""
+    assert create(api, "t").status_code == 200
+    before = snapshot_of(tmp_path)
+    update = {"action": "set-location", "location": location.format(wh=warehouse)}
+
+    response = api.post("/namespaces/ns/tables/t", {"requirements": [], "updates": [update]})
+
+    assert_error(response, 400, "BadRequestException")
+    assert snapshot_of(tmp_path) == before
+    assert CatalogObject.objects.get(name="t").location == f"{warehouse}/ns/t"
