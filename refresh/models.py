@@ -26,6 +26,13 @@ class MaterializedTable(models.Model):
     )
     #: The query after AS, in Spark's dialect, as the user wrote it.
     query = models.TextField()
+    #: Names in the query resolve against this namespace (the statement's qualifier, or the
+    #: console's), in the catalog's own Spark session: the query means what it meant at
+    #: CREATE even if the table is later renamed.
+    default_namespace = models.TextField(default="")
+    #: ["ns.name", ...]: the tables, views and materialized tables the query names, to find
+    #: what reads a table before it is dropped.
+    sources = models.JSONField(default=list, blank=True)
     freshness_value = models.PositiveIntegerField()
     freshness_unit = models.CharField(max_length=8, choices=[(u, u) for u in TimeUnit])
     refresh_mode = models.CharField(max_length=16, choices=[(m, m) for m in RefreshMode])
@@ -34,6 +41,7 @@ class MaterializedTable(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.INITIALIZING)
     options = models.JSONField(default=dict, blank=True)
     primary_key = models.JSONField(default=list, blank=True)
+    constraint_name = models.TextField(blank=True, default="")
     partitioned_by = models.JSONField(default=list, blank=True)
     comment = models.TextField(blank=True, default="")
     #: Why the table suspended itself (failed refreshes), shown on its page.
@@ -112,6 +120,9 @@ class RefreshRun(models.Model):
     snapshot_id = models.BigIntegerField(null=True, blank=True)
     #: {source table: snapshot id} the run read, to decide the next run's NO_DATA skip.
     source_snapshots = models.JSONField(default=dict, blank=True)
+    #: The moment the data is as of: when the run read its sources (a skip confirms that the
+    #: data is still current then). Lag is measured from it.
+    data_timestamp = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -120,6 +131,15 @@ class RefreshRun(models.Model):
     class Meta:
         ordering = ["-queued_at", "-id"]
         indexes = [models.Index(fields=["materialized_table", "state"])]
+        constraints = [
+            # One run per planned tick: a tick beat sent twice (a redelivery, two beats) is
+            # one run.
+            models.UniqueConstraint(
+                fields=["materialized_table", "schedule_time"],
+                condition=models.Q(trigger="SCHEDULED"),
+                name="one_run_per_tick",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.table_name}: {self.state}"

@@ -23,8 +23,11 @@ def _name(mt: MaterializedTable) -> str:
     return f"Full refresh of {mt.table} (materialized table {mt.pk})"
 
 
-def install(mt: MaterializedTable, *, enabled: bool) -> PeriodicTask:
-    """Create or replace the table's schedule from its freshness (FULL tables only)."""
+def install(
+    mt: MaterializedTable, *, enabled: bool, run_options: dict[str, str] | None = None
+) -> PeriodicTask:
+    """Create or replace the table's schedule from its freshness (FULL tables only).
+    `run_options` (RESUME WITH) go to every run the schedule starts, not to the table."""
     schedule = full_refresh_schedule(mt.freshness)
     fields: dict[str, object] = {"crontab": None, "interval": None}
     if schedule.crontab is not None:
@@ -43,7 +46,10 @@ def install(mt: MaterializedTable, *, enabled: bool) -> PeriodicTask:
     task = mt.periodic_task or PeriodicTask(task=TASK)
     task.name = _name(mt)
     task.task = TASK
-    task.kwargs = json.dumps({"materialized_table_id": mt.pk})
+    kwargs: dict[str, object] = {"materialized_table_id": mt.pk}
+    if run_options:
+        kwargs["options"] = dict(run_options)
+    task.kwargs = json.dumps(kwargs)
     task.enabled = enabled
     task.description = f"FRESHNESS = {mt.freshness} (materialized table {mt.table})"
     for key, value in fields.items():
@@ -53,6 +59,13 @@ def install(mt: MaterializedTable, *, enabled: bool) -> PeriodicTask:
         mt.periodic_task = task
         mt.save(update_fields=["periodic_task", "updated_at"])
     return task
+
+
+def run_options(mt: MaterializedTable) -> dict[str, str]:
+    """The options the schedule passes to its runs (RESUME WITH's), if any."""
+    if mt.periodic_task is None:
+        return {}
+    return dict(json.loads(mt.periodic_task.kwargs or "{}").get("options") or {})
 
 
 def set_enabled(mt: MaterializedTable, enabled: bool) -> None:

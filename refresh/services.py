@@ -1,37 +1,77 @@
-"""Writes to materialized tables and their refresh runs: the lifecycle rules of FLIP-435
-(as Flink's MaterializedTableManager applies them) and the claim on a run.
+"""Every write to materialized tables and their refresh runs: the lifecycle of FLIP-435 as
+Flink's MaterializedTableManager applies it, on the catalog's one commit path.
 
-- SUSPEND and RESUME are refused while the table is INITIALIZING; suspending a suspended
-  table or resuming an active one is an error. SUSPEND disables the schedule, RESUME enables
-  it, and RESUME's options apply to the runs it starts only.
-- A run is claimed by a conditional update (QUEUED -> RUNNING) under a lock on its table,
-  so a redelivered message, or a manual refresh racing a scheduled one, never does the same
-  work twice at once.
-- A run whose worker stopped saying it is alive is failed; after
-  `MT_FAILURES_BEFORE_SUSPEND` consecutive failures (5, as Snowflake) the table suspends
-  itself and says why."""
+- CREATE resolves the query's sources in the catalog (unknown ones and cycles refused, with
+  the line and column), has Spark's analyzer derive the schema (on a refresh worker), checks
+  it as Flink does, creates the Iceberg table (its definition in the table's properties) and
+  the row INITIALIZING, then sets up the refresh pipeline (the schedule, the first refresh)
+  and turns ACTIVATED. If the pipeline cannot be set up, the create is undone: schedule,
+  runs, row and table with its files.
+- SUSPEND and RESUME are refused while INITIALIZING; suspending a suspended table or
+  resuming an active one is an error. SUSPEND disables the schedule, RESUME enables it; the
+  options of RESUME WITH go to the resumed runs only, never into the definition.
+- A refresh is a RefreshRun row, claimed by a conditional update (QUEUED -> RUNNING) under a
+  lock on its table, so a redelivered message or a manual refresh racing a scheduled one
+  never does the same work twice at once. A run whose worker stopped saying it is alive is
+  failed; after `MT_FAILURES_BEFORE_SUSPEND` consecutive failures (5, as Snowflake) the
+  table suspends itself and says why.
+- SET FRESHNESS / SET REFRESH_MODE re-plan the mode and the schedule; SET / RESET change
+  options; DROP is refused while views or materialized tables read the table, and otherwise
+  removes the schedule, cancels queued runs and drops the table with its data.
+
+Every change to the definition or the state is also committed to the table's properties,
+so an engine that loads the table sees what it is."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from catalog import history
-from catalog.core.errors import CatalogError, InvalidInput
-from refresh import schedules
+from catalog import history, selectors
+from catalog import services as catalog_services
+from catalog.core.errors import (
+    AlreadyExists,
+    CatalogError,
+    CommitConflict,
+    InvalidInput,
+    NoSuchTable,
+    SqlError,
+    Unavailable,
+)
+from catalog.core.inputs import check_name
+from catalog.models import View
+from refresh import analysis, schedules
+from refresh.core import definition as defs
+from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
+from refresh.core.options import check_option_keys, check_run_options, check_table_options
+from refresh.core.partitions import check_formatter_option
 from refresh.models import MaterializedTable, RefreshRun
+from refresh.spark.schema import iceberg_schema
+
+logger = logging.getLogger(__name__)
 
 FAILURES_BEFORE_SUSPEND = 5
 
 
-class InvalidState(CatalogError):
+class InvalidState(CommitConflict):
     """The table's state forbids the operation (Flink's lifecycle rules); HTTP 409."""
 
-    iceberg_type = "CommitFailedException"
+
+class PipelineFailed(CatalogError):
+    """The refresh pipeline of a new table could not be set up; the create was undone."""
+
+    status = 503
+
+
+def threshold() -> timedelta:
+    return timedelta(seconds=settings.MT_FRESHNESS_THRESHOLD_SECONDS)
 
 
 def _failures_allowed() -> int:
@@ -41,13 +81,277 @@ def _failures_allowed() -> int:
 def _locked(mt: MaterializedTable) -> MaterializedTable:
     return (
         MaterializedTable.objects.select_for_update()
-        .select_related("table__namespace")
+        .select_related("table__namespace", "periodic_task")
         .get(pk=mt.pk)
     )
 
 
 def _record(mt: MaterializedTable, *, actor: Any, action: str, message: str = "") -> None:
     history.record_change(mt.table, actor=actor, action=action, message=message)
+
+
+def _definition(mt: MaterializedTable) -> defs.Definition:
+    return defs.Definition(
+        query=mt.query,
+        default_namespace=mt.default_namespace or mt.table.namespace.name,
+        freshness=mt.freshness,
+        refresh_mode=RefreshMode(mt.refresh_mode),
+        mode_is_explicit=mt.mode_is_explicit,
+        primary_key=tuple(mt.primary_key),
+        constraint_name=mt.constraint_name or None,
+        partitioned_by=tuple(mt.partitioned_by),
+        options=dict(mt.options),
+        comment=mt.comment or None,
+    )
+
+
+def _commit_properties(mt: MaterializedTable, *, actor: Any, removals: Sequence[str] = ()) -> None:
+    """Write the definition and state into the table's properties (one catalog commit)."""
+    updates: list[dict[str, Any]] = [
+        {
+            "action": "set-properties",
+            "updates": defs.table_properties(_definition(mt), state=mt.state),
+        }
+    ]
+    if removals:
+        updates.append({"action": "remove-properties", "removals": list(removals)})
+    catalog_services.commit_table(
+        namespace=mt.table.namespace.name,
+        name=mt.table.name,
+        requirements=[],
+        updates=updates,
+        actor=actor,
+    )
+
+
+# -- sources -------------------------------------------------------------------------------
+
+
+def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list[str]:
+    """["ns.name", ...] the query reads, each a table, view or materialized table of this
+    catalog; an unknown one, one of another catalog, or one that (through views and other
+    materialized tables) reads the table being defined is refused with its line and
+    column in the query."""
+    from sqlglot import exp
+
+    from catalog.core.sql import parse_query
+
+    parsed = parse_query(query, "spark")
+    ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
+    found: list[str] = []
+    for table in parsed.find_all(exp.Table):
+        parts = [part.name for part in table.parts]
+        if len(parts) == 1 and parts[0] in ctes:
+            continue
+        meta = table.this.meta if isinstance(table.this, exp.Expression) else {}
+        line, column = meta.get("line"), meta.get("col")
+        if column is not None:
+            column = max(1, column - len(parts[-1]) + 1)
+        if len(parts) >= 3 and parts[0] != settings.CATALOG_NAME:
+            raise SqlError(
+                f"{'.'.join(parts)} is not in this catalog ({settings.CATALOG_NAME}): a "
+                "materialized table reads tables, views and materialized tables of its "
+                "own catalog",
+                line=line,
+                column=column,
+                field="query",
+            )
+        if len(parts) >= 3:
+            parts = parts[1:]
+        ns = ".".join(parts[:-1]) if len(parts) > 1 else namespace
+        qualified = f"{ns}.{parts[-1]}"
+        if (ns, parts[-1]) == own:
+            raise SqlError(
+                f"A materialized table cannot read itself: {qualified}",
+                line=line,
+                column=column,
+                field="query",
+            )
+        holder = (
+            selectors.holder_of(selectors.get_namespace(ns), parts[-1])
+            if _namespace_exists(ns)
+            else None
+        )
+        if holder is None:
+            raise SqlError(
+                f"Table or view not found: {qualified}", line=line, column=column, field="query"
+            )
+        if qualified not in found:
+            found.append(qualified)
+    _refuse_cycle(found, own)
+    return found
+
+
+def _namespace_exists(name: str) -> bool:
+    from catalog.models import Namespace
+
+    return Namespace.objects.filter(name=name).exists()
+
+
+def _refuse_cycle(sources: list[str], own: tuple[str, str]) -> None:
+    """Walk what the sources read (views through their current version, materialized
+    tables through their query) and refuse a path that leads back to `own`."""
+    target = f"{own[0]}.{own[1]}"
+    pending = [(s, [s]) for s in sources]
+    seen: set[str] = set()
+    while pending:
+        name, path = pending.pop()
+        if name == target:
+            raise InvalidInput(
+                "The query reads itself through a cycle: " + " -> ".join([target, *path]),
+                field="query",
+            )
+        if name in seen:
+            continue
+        seen.add(name)
+        ns, _, short = name.rpartition(".")
+        view = View.objects.filter(namespace__name=ns, name=short).first()
+        if view is not None:
+            for dependency in view.dependencies:
+                catalog, *levels, dep_name = dependency
+                if catalog and catalog != settings.CATALOG_NAME:
+                    continue
+                qualified = f"{'.'.join(levels)}.{dep_name}"
+                pending.append((qualified, [*path, qualified]))
+            continue
+        mt = MaterializedTable.objects.filter(table__namespace__name=ns, table__name=short).first()
+        if mt is not None:
+            pending.extend((s, [*path, s]) for s in mt.sources)
+
+
+def readers_of(namespace: str, name: str) -> list[str]:
+    """The views and materialized tables that read `namespace.name`."""
+    qualified = f"{namespace}.{name}"
+    readers = []
+    for view in View.objects.filter(dependencies__icontains=name).select_related("namespace"):
+        for catalog, *levels, dep_name in view.dependencies:
+            same_catalog = not catalog or catalog == settings.CATALOG_NAME
+            if same_catalog and f"{'.'.join(levels)}.{dep_name}" == qualified:
+                readers.append(f"view {view}")
+                break
+    for mt in MaterializedTable.objects.filter(sources__icontains=name).select_related(
+        "table__namespace"
+    ):
+        if qualified in mt.sources:
+            readers.append(f"materialized table {mt}")
+    return readers
+
+
+# -- create --------------------------------------------------------------------------------
+
+
+def create_materialized_table(
+    *,
+    namespace: str,
+    name: str,
+    query: str,
+    freshness: Freshness,
+    refresh_mode: RefreshMode | None = None,
+    primary_key: Sequence[str] = (),
+    constraint_name: str | None = None,
+    partitioned_by: Sequence[str] = (),
+    options: Mapping[str, str] | None = None,
+    comment: str | None = None,
+    actor: Any = None,
+) -> MaterializedTable:
+    """CREATE MATERIALIZED TABLE: see the module's docstring. Returns the ACTIVATED table;
+    its first refresh (trigger CREATE) is queued."""
+    name = check_name(name, field="name")
+    selectors.get_namespace(namespace)
+    if selectors.holder_of(selectors.get_namespace(namespace), name) is not None:
+        raise AlreadyExists(
+            f"Table with same name already exists: {namespace}.{name}", field="name"
+        )
+    options = check_table_options(dict(options or {}))
+    for key, pattern in options.items():
+        check_formatter_option(key, pattern, partitioned_by)
+    plan = plan_refresh(freshness, refresh_mode, threshold())
+    defs.check_mode_supported(plan.mode, _threshold_text())
+    if not query or not query.strip():
+        raise InvalidInput("A materialized table needs a query", field="query")
+    sources = resolve_sources(query, namespace=namespace, own=(namespace, name))
+    definition = defs.Definition(
+        query=query.strip(),
+        default_namespace=namespace,
+        freshness=freshness,
+        refresh_mode=plan.mode,
+        mode_is_explicit=refresh_mode is not None,
+        primary_key=tuple(primary_key),
+        constraint_name=constraint_name,
+        partitioned_by=tuple(partitioned_by),
+        options=options,
+        comment=comment,
+    )
+    spark_schema = analysis.query_schema(definition.query, namespace=namespace)
+    schema = iceberg_schema(spark_schema)
+    defs.check_against_schema(definition, schema)
+    schema = iceberg_schema(spark_schema, identifier_fields=definition.primary_key)
+
+    with transaction.atomic():
+        loaded = catalog_services.create_table(
+            namespace=namespace,
+            name=name,
+            schema=schema,
+            partition_spec=defs.partition_spec(schema, definition.partitioned_by),
+            properties=defs.table_properties(
+                definition, state=MaterializedTable.State.INITIALIZING
+            ),
+            actor=actor,
+        )
+        mt = MaterializedTable.objects.create(
+            table=loaded.obj,
+            query=definition.query,
+            default_namespace=namespace,
+            sources=sources,
+            freshness_value=freshness.value,
+            freshness_unit=freshness.unit.value,
+            refresh_mode=plan.mode.value,
+            mode_is_explicit=refresh_mode is not None,
+            state=MaterializedTable.State.INITIALIZING,
+            options=options,
+            primary_key=list(definition.primary_key),
+            constraint_name=constraint_name or "",
+            partitioned_by=list(definition.partitioned_by),
+            comment=comment or "",
+            created_by=actor if getattr(actor, "pk", None) else None,
+        )
+        _record(mt, actor=actor, action="create_materialized_table", message=str(freshness))
+    try:
+        with transaction.atomic():
+            mt = _locked(mt)
+            schedules.install(mt, enabled=True)
+            run = enqueue(mt, trigger=RefreshRun.Trigger.CREATE, force=True, actor=actor)
+            mt.state = MaterializedTable.State.ACTIVATED
+            mt.save(update_fields=["state", "updated_at"])
+        _commit_properties(mt, actor=actor)
+        dispatch(run)
+    except Exception as error:
+        logger.exception("Setting up the refresh pipeline of %s failed", mt)
+        _undo_create(mt, actor=actor)
+        reason = error.message if isinstance(error, CatalogError) else str(error)
+        raise PipelineFailed(
+            f"The refresh pipeline of {namespace}.{name} could not be set up, so the create "
+            f"was undone: {reason}"
+        ) from error
+    return mt
+
+
+def _threshold_text() -> str:
+    return str(threshold())
+
+
+def _undo_create(mt: MaterializedTable, *, actor: Any) -> None:
+    table = mt.table
+    with transaction.atomic():
+        RefreshRun.objects.filter(materialized_table=mt).delete()
+        schedules.remove(mt)
+    with contextlib.suppress(NoSuchTable):
+        catalog_services.drop_table(
+            namespace=table.namespace.name, name=table.name, purge=True, actor=actor
+        )
+
+
+# -- the lifecycle -------------------------------------------------------------------------
 
 
 def suspend(mt: MaterializedTable, *, actor: Any = None, reason: str = "") -> MaterializedTable:
@@ -64,10 +368,16 @@ def suspend(mt: MaterializedTable, *, actor: Any = None, reason: str = "") -> Ma
         mt.save(update_fields=["state", "suspended_reason", "updated_at"])
         schedules.set_enabled(mt, False)
         _record(mt, actor=actor, action="suspend_materialized_table", message=reason)
+        _commit_properties(mt, actor=actor)
     return mt
 
 
-def resume(mt: MaterializedTable, *, actor: Any = None) -> MaterializedTable:
+def resume(
+    mt: MaterializedTable, *, actor: Any = None, options: Mapping[str, str] | None = None
+) -> MaterializedTable:
+    """RESUME [WITH (...)]: the options apply to the runs the schedule starts from now on
+    (until the next SUSPEND), and are not part of the definition."""
+    run_options = check_run_options(dict(options or {}))
     with transaction.atomic():
         mt = _locked(mt)
         if mt.state == MaterializedTable.State.INITIALIZING:
@@ -78,9 +388,141 @@ def resume(mt: MaterializedTable, *, actor: Any = None) -> MaterializedTable:
         mt.suspended_reason = ""
         mt.consecutive_failures = 0
         mt.save(update_fields=["state", "suspended_reason", "consecutive_failures", "updated_at"])
-        schedules.set_enabled(mt, True)
-        _record(mt, actor=actor, action="resume_materialized_table")
+        if mt.refresh_mode == RefreshMode.FULL:
+            schedules.install(mt, enabled=True, run_options=run_options)
+        message = f"with {run_options}" if run_options else ""
+        _record(mt, actor=actor, action="resume_materialized_table", message=message)
+        _commit_properties(mt, actor=actor)
     return mt
+
+
+def _replan(
+    mt: MaterializedTable, freshness: Freshness, explicit: RefreshMode | None
+) -> RefreshMode:
+    plan = plan_refresh(freshness, explicit, threshold())
+    defs.check_mode_supported(plan.mode, _threshold_text())
+    return plan.mode
+
+
+def set_freshness(
+    mt: MaterializedTable, *, freshness: Freshness, actor: Any = None
+) -> MaterializedTable:
+    """SET FRESHNESS: a new schedule, and a new mode unless the mode was given explicitly."""
+    with transaction.atomic():
+        mt = _locked(mt)
+        explicit = RefreshMode(mt.refresh_mode) if mt.mode_is_explicit else None
+        mode = _replan(mt, freshness, explicit)
+        mt.freshness_value, mt.freshness_unit = freshness.value, freshness.unit.value
+        mt.refresh_mode = mode.value
+        mt.save(update_fields=["freshness_value", "freshness_unit", "refresh_mode", "updated_at"])
+        _reschedule(mt)
+        _record(mt, actor=actor, action="set_freshness", message=str(freshness))
+        _commit_properties(mt, actor=actor)
+    return mt
+
+
+def set_refresh_mode(
+    mt: MaterializedTable, *, refresh_mode: RefreshMode, actor: Any = None
+) -> MaterializedTable:
+    with transaction.atomic():
+        mt = _locked(mt)
+        mode = _replan(mt, mt.freshness, RefreshMode(refresh_mode))
+        mt.refresh_mode, mt.mode_is_explicit = mode.value, True
+        mt.save(update_fields=["refresh_mode", "mode_is_explicit", "updated_at"])
+        _reschedule(mt)
+        _record(mt, actor=actor, action="set_refresh_mode", message=mode.value)
+        _commit_properties(mt, actor=actor)
+    return mt
+
+
+def _reschedule(mt: MaterializedTable) -> None:
+    if mt.refresh_mode == RefreshMode.FULL:
+        run_options = schedules.run_options(mt)
+        schedules.install(
+            mt, enabled=mt.state == MaterializedTable.State.ACTIVATED, run_options=run_options
+        )
+    else:
+        schedules.remove(mt)
+
+
+def set_options(
+    mt: MaterializedTable, *, options: Mapping[str, str], actor: Any = None
+) -> MaterializedTable:
+    """SET ('k' = 'v', ...): options are checked as at CREATE (a date formatter must name a
+    string partition column)."""
+    options = check_table_options(dict(options))
+    with transaction.atomic():
+        mt = _locked(mt)
+        for key, pattern in options.items():
+            check_formatter_option(key, pattern, mt.partitioned_by)
+        merged = {**mt.options, **options}
+        schema = {
+            "fields": [
+                {"name": f.name, "type": f.type, "required": f.required}
+                for f in mt.table.schema_fields()
+            ]
+        }
+        defs.check_against_schema(
+            defs.Definition(
+                query=mt.query,
+                default_namespace=mt.default_namespace,
+                freshness=mt.freshness,
+                refresh_mode=RefreshMode(mt.refresh_mode),
+                options=options,
+            ),
+            schema,
+        )
+        mt.options = merged
+        mt.save(update_fields=["options", "updated_at"])
+        _record(mt, actor=actor, action="set_options", message=", ".join(sorted(options)))
+        _commit_properties(mt, actor=actor)
+    return mt
+
+
+def reset_options(
+    mt: MaterializedTable, *, keys: Sequence[str], actor: Any = None
+) -> MaterializedTable:
+    keys = check_option_keys(keys)
+    with transaction.atomic():
+        mt = _locked(mt)
+        mt.options = {k: v for k, v in mt.options.items() if k not in keys}
+        mt.save(update_fields=["options", "updated_at"])
+        _record(mt, actor=actor, action="reset_options", message=", ".join(keys))
+        _commit_properties(mt, actor=actor, removals=[k for k in keys])
+    return mt
+
+
+def drop_materialized_table(mt: MaterializedTable, *, actor: Any = None) -> None:
+    """DROP: refused while views or materialized tables read the table; otherwise the
+    schedule goes, queued runs are cancelled and the table is dropped with its files."""
+    table = mt.table
+    readers = readers_of(table.namespace.name, table.name)
+    if readers:
+        raise InvalidState(
+            f"Materialized table {mt} cannot be dropped while these read it: " + ", ".join(readers),
+            field="name",
+        )
+    with transaction.atomic():
+        mt = _locked(mt)
+        mt.runs.filter(state=RefreshRun.State.QUEUED).update(
+            state=RefreshRun.State.CANCELLED,
+            finished_at=timezone.now(),
+            error="The materialized table was dropped",
+        )
+        schedules.remove(mt)
+        _record(mt, actor=actor, action="drop_materialized_table")
+        catalog_services.drop_table(
+            namespace=table.namespace.name, name=table.name, purge=True, actor=actor
+        )
+
+
+def record_data_change(mt: MaterializedTable, *, kind: str, actor: Any = None) -> None:
+    """An UPDATE or DELETE ran on the table (by Spark, from the console): kept in its
+    history, since the next full refresh overwrites it."""
+    _record(mt, actor=actor, action=f"{kind.lower()}_materialized_table")
+
+
+# -- runs ----------------------------------------------------------------------------------
 
 
 def enqueue(
@@ -88,12 +530,13 @@ def enqueue(
     *,
     trigger: str,
     schedule_time: datetime | None = None,
-    partition: dict[str, str] | None = None,
-    options: dict[str, str] | None = None,
+    partition: Mapping[str, str] | None = None,
+    options: Mapping[str, str] | None = None,
     force: bool = False,
     actor: Any = None,
 ) -> RefreshRun:
-    """A QUEUED run (any state may be refreshed by hand, as in Flink)."""
+    """A QUEUED run (any state may be refreshed by hand, as in Flink). A second run for a
+    planned tick that already has one raises AlreadyExists."""
     partition = {str(k): str(v) for k, v in (partition or {}).items()}
     unknown = sorted(set(partition) - set(mt.partitioned_by))
     if unknown:
@@ -102,16 +545,63 @@ def enqueue(
             f"(partitioned by: {', '.join(mt.partitioned_by) or 'nothing'})",
             field="partition",
         )
-    return RefreshRun.objects.create(
-        materialized_table=mt,
-        table_name=str(mt.table),
+    try:
+        with transaction.atomic():
+            return RefreshRun.objects.create(
+                materialized_table=mt,
+                table_name=str(mt.table),
+                trigger=trigger,
+                schedule_time=schedule_time,
+                partition=partition,
+                options=check_run_options(dict(options or {})),
+                force=force,
+                requested_by=actor if getattr(actor, "pk", None) else None,
+            )
+    except IntegrityError as error:
+        raise AlreadyExists(
+            f"The tick at {schedule_time} of {mt} already has a refresh run"
+        ) from error
+
+
+def dispatch(run: RefreshRun, *, countdown: float | None = None) -> None:
+    """Send the run to a worker (Celery). A broker that cannot be reached is Unavailable."""
+    from refresh import tasks
+
+    try:
+        tasks.run_refresh.apply_async(args=[run.pk], countdown=countdown)
+    except Exception as error:  # kombu's OperationalError and friends: the broker is down
+        raise Unavailable(f"The task queue cannot be reached: {error}") from error
+
+
+def request_refresh(
+    mt: MaterializedTable,
+    *,
+    trigger: str = RefreshRun.Trigger.MANUAL,
+    partition: Mapping[str, str] | None = None,
+    schedule_time: datetime | None = None,
+    options: Mapping[str, str] | None = None,
+    force: bool = True,
+    actor: Any = None,
+) -> RefreshRun:
+    """A one-time refresh (ALTER ... REFRESH, the page's buttons, the API), in any state:
+    queued and sent to a worker. Returns the run (its id is the job id)."""
+    run = enqueue(
+        mt,
         trigger=trigger,
-        schedule_time=schedule_time,
         partition=partition,
-        options=dict(options or {}),
+        schedule_time=schedule_time,
+        options=options,
         force=force,
-        requested_by=actor if getattr(actor, "pk", None) else None,
+        actor=actor,
     )
+    transaction.on_commit(lambda: dispatch(run))
+    _record(
+        mt,
+        actor=actor,
+        action="refresh_materialized_table",
+        message=f"run {run.pk}" + (f", partition {run.partition}" if run.partition else ""),
+    )
+    return run
 
 
 def claim(run_id: int, *, worker: str) -> RefreshRun | None:

@@ -54,19 +54,27 @@ def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | No
     return snapshots, unknown
 
 
-def unchanged_since_last_success(mt: MaterializedTable) -> tuple[bool, dict[str, int | None]]:
-    """Whether every source is at the snapshot the last successful refresh read, and the
-    snapshots now (the run records them). A source this catalog does not hold is never
-    known to be unchanged."""
-    now, unknown = source_snapshots(query_sources(mt.query, mt.table.namespace.name))
-    last = (
-        RefreshRun.objects.filter(
-            materialized_table=mt,
-            state=RefreshRun.State.SUCCEEDED,
-            action__in=[RefreshRun.Action.FULL, RefreshRun.Action.PARTITION],
-        )
-        .order_by("-finished_at", "-id")
-        .values_list("source_snapshots", flat=True)
-        .first()
+def unchanged_since_last_success(
+    mt: MaterializedTable, partition: dict[str, str] | None = None
+) -> tuple[bool, dict[str, int | None]]:
+    """Whether every source is at the snapshot the last successful refresh covering the
+    same rows read (for the whole table: the last full refresh; for a partition: the last
+    full refresh or refresh of that partition, whichever came later), and the snapshots
+    now (the run records them). A source this catalog does not hold is never known to be
+    unchanged."""
+    now, unknown = source_snapshots(
+        query_sources(mt.query, mt.default_namespace or mt.table.namespace.name)
     )
+    successes = RefreshRun.objects.filter(
+        materialized_table=mt,
+        state=RefreshRun.State.SUCCEEDED,
+        action__in=[RefreshRun.Action.FULL, RefreshRun.Action.PARTITION],
+    ).order_by("-finished_at", "-id")
+    last = None
+    for action, run_partition, snapshots in successes.values_list(
+        "action", "partition", "source_snapshots"
+    )[:200]:
+        if action == RefreshRun.Action.FULL or (partition and run_partition == partition):
+            last = snapshots
+            break
     return (last is not None and not unknown and last == now), now

@@ -41,6 +41,8 @@ class SqlError(InvalidInput):
     ) -> None:
         where = f" (line {line}, column {column})" if line is not None else ""
         super().__init__(f"{message}{where}", field=field)
+        #: The message without its position, to place it elsewhere (a script's lines).
+        self.base_message = message
         self.line = line
         self.column = column
 
@@ -93,8 +95,26 @@ class CommitConflict(CatalogError):
     iceberg_type = "CommitFailedException"
 
 
+class Unavailable(CatalogError):
+    """Something the operation needs is not answering (a refresh worker, the broker); the
+    request may be retried. HTTP 503."""
+
+    iceberg_type = "ServiceUnavailableException"
+    status = 503
+
+
+class Forbidden(CatalogError):
+    """The user's role does not allow the operation. HTTP 403."""
+
+    iceberg_type = "ForbiddenException"
+    status = 403
+
+
 def http_status(error: CatalogError) -> int:
     """The HTTP status every web layer answers an error with."""
+    explicit = getattr(error, "status", None)
+    if explicit is not None:
+        return explicit
     if isinstance(error, NotFound):
         return 404
     if isinstance(error, AlreadyExists | CommitConflict | NamespaceNotEmpty):

@@ -232,6 +232,20 @@ def split_statements(script: str) -> list[ScriptStatement]:
     return statements
 
 
+def located_statements(script: str) -> list[tuple[int, str]]:
+    """(offset, text) of each statement of a script, the text padded so that a parse of
+    it reports the script's own lines and columns (what comes before is blanked)."""
+    return [
+        (start, _blank(script[:start]) + script[start:end])
+        for start, end, _ in _spans(script, _tokenize(script))
+    ]
+
+
+def position(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column of a character offset in `text`."""
+    return _position(text, offset)
+
+
 # -- reading tokens ----------------------------------------------------------------------------
 
 

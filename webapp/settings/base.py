@@ -145,3 +145,30 @@ LOGGING = {
     # A 404 is an answer, not a problem: Spark asks for a view of every table's name first.
     "loggers": {"django.request": {"level": "ERROR"}},
 }
+
+# Materialized tables. Refresh workers write through the app's own Iceberg REST catalog at
+# CATALOG_URI (as the app serves it), with a credential the app makes for itself.
+CATALOG_URI = env("CATALOG_URI", "http://127.0.0.1:8000/iceberg")
+SPARK_DRIVER_MEMORY = env("SPARK_DRIVER_MEMORY", "1g")
+SPARK_SHUFFLE_PARTITIONS = int(env("SPARK_SHUFFLE_PARTITIONS", "2"))
+# Flink's materialized-table.refresh-mode.freshness-threshold, in seconds: a freshness
+# strictly below it is CONTINUOUS unless REFRESH_MODE says otherwise.
+MT_FRESHNESS_THRESHOLD_SECONDS = int(env("MT_FRESHNESS_THRESHOLD_SECONDS", "1800"))
+# Snowflake suspends a dynamic table after 5 consecutive failed refreshes.
+MT_FAILURES_BEFORE_SUSPEND = int(env("MT_FAILURES_BEFORE_SUSPEND", "5"))
+# A running refresh reports every few seconds; one silent this long lost its worker.
+MT_HEARTBEAT_SECONDS = 5
+MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
+# How long a create waits for a worker's Spark to derive the query's schema.
+MT_ANALYZE_TIMEOUT_SECONDS = int(env("MT_ANALYZE_TIMEOUT_SECONDS", "120"))
+CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
+    "task": "refresh.fail_abandoned_runs",
+    "schedule": 15.0,
+}
+# One worker process, several threads: they share the process's one Spark session, so a
+# create's schema analysis does not wait behind a long refresh.
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = int(env("CELERY_WORKER_CONCURRENCY", "4"))
+# A refresh the worker died in is failed by heartbeat (above), never redelivered an hour
+# later by Redis's visibility timeout into a table that has moved on.
+CELERY_TASK_REJECT_ON_WORKER_LOST = False

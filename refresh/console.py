@@ -1,0 +1,263 @@
+"""Runs a script of materialized-table statements: the SQL console page and
+`POST /api/statements/` both call `execute`, which calls the same services as the forms.
+
+Statements run in order; the first error stops the script (what ran before it stays done)
+and is reported at its line and column in the script. Names are `[catalog.][namespace.]name`;
+an unqualified name resolves in the console's namespace. SHOW and DESCRIBE need a viewer,
+everything else an editor."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from catalog.core.errors import CatalogError, Forbidden, InvalidInput, SqlError, Unavailable
+from catalog.roles import can_edit
+from refresh import selectors, services
+from refresh.core import statements as st
+from refresh.models import MaterializedTable, RefreshRun
+
+
+@dataclass
+class StatementResult:
+    """One statement's outcome, as the page shows it and the API returns it."""
+
+    statement: str
+    line: int
+    column: int
+    kind: str = ""
+    ok: bool = True
+    message: str = ""
+    #: "ns.name" of the materialized table the statement was about, for links.
+    table: str | None = None
+    run_id: int | None = None
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def execute(sql: str, *, namespace: str | None = None, actor: Any = None) -> list[StatementResult]:
+    """Every statement of `sql` in order, stopping at the first error."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidInput("Write at least one statement", field="sql")
+    results: list[StatementResult] = []
+    try:
+        located = st.located_statements(sql)
+    except SqlError as error:
+        return [_failed(sql.strip()[:200], 1, 1, error)]
+    if not located:
+        raise InvalidInput("Write at least one statement", field="sql")
+    for offset, padded in located:
+        text = padded[offset:].strip()
+        line, column = st.position(
+            sql, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
+        )
+        try:
+            statement = st.parse_statement(padded, threshold=services.threshold())
+            result = _run(statement, padded, namespace=namespace, actor=actor)
+        except CatalogError as error:
+            results.append(_failed(text, line, column, error))
+            break
+        result.statement, result.line, result.column = text, line, column
+        results.append(result)
+    return results
+
+
+def _failed(text: str, line: int, column: int, error: CatalogError) -> StatementResult:
+    where = {"line": getattr(error, "line", None), "column": getattr(error, "column", None)}
+    body = {"message": error.message, "type": type(error).__name__, "field": error.field}
+    body.update({k: v for k, v in where.items() if v is not None})
+    return StatementResult(
+        text, line, column, ok=False, message=error.message, error=body, kind="error"
+    )
+
+
+def _resolve(name: st.Name, namespace: str | None) -> tuple[str, str]:
+    parts = list(name)
+    if len(parts) >= 3 and parts[0] == settings.CATALOG_NAME:
+        parts = parts[1:]
+    if len(parts) == 1:
+        if not namespace:
+            raise InvalidInput(
+                f"No namespace for {parts[0]}: qualify the name (namespace.name) or choose a "
+                "namespace",
+                field="namespace",
+            )
+        return namespace, parts[0]
+    return ".".join(parts[:-1]), parts[-1]
+
+
+def _editor(actor: Any, what: str) -> None:
+    if not can_edit(actor):
+        raise Forbidden(f"{what} needs the editor role")
+
+
+def _in_script(error: SqlError, text: str, part: str) -> SqlError:
+    """An error placed in `part` (a query inside the statement), moved to the script."""
+    offset = text.find(part)
+    if offset < 0 or error.line is None:
+        return error
+    line, column = st.position(text, offset)
+    moved_column = error.column + column - 1 if error.line == 1 and error.column else error.column
+    return SqlError(
+        error.base_message, line=error.line + line - 1, column=moved_column, field=error.field
+    )
+
+
+def _run(
+    statement: st.Statement, text: str, *, namespace: str | None, actor: Any
+) -> StatementResult:
+    result = StatementResult("", 0, 0, kind=type(statement).__name__)
+    if isinstance(statement, st.ShowMaterializedTables):
+        return _show(statement, namespace, result)
+    if isinstance(statement, st.DescribeJob):
+        return _describe(selectors.get_run(statement.job_id), result)
+    if isinstance(statement, st.CreateMaterializedTable):
+        _editor(actor, "CREATE MATERIALIZED TABLE")
+        ns, name = _resolve(statement.name, namespace)
+        try:
+            mt = services.create_materialized_table(
+                namespace=ns,
+                name=name,
+                query=statement.query,
+                freshness=statement.freshness,
+                refresh_mode=statement.refresh_mode,
+                primary_key=statement.primary_key,
+                constraint_name=statement.constraint_name,
+                partitioned_by=statement.partitioned_by,
+                options=statement.options,
+                comment=statement.comment,
+                actor=actor,
+            )
+        except SqlError as error:
+            if error.field != "query":
+                raise
+            raise _in_script(error, text, statement.query) from None
+        run = mt.runs.order_by("id").first()
+        result.table, result.run_id = f"{ns}.{name}", run.pk if run else None
+        result.message = (
+            f"Materialized table {ns}.{name} created ({mt.refresh_mode}, {mt.freshness}); "
+            f"its first refresh is job {result.run_id}"
+        )
+        return result
+    if isinstance(statement, st.DataChange):
+        return _data_change(statement, text, namespace, actor, result)
+    ns, name = _resolve(statement.name, namespace)
+    _editor(actor, "ALTER and DROP MATERIALIZED TABLE")
+    if isinstance(statement, st.DropMaterializedTable):
+        try:
+            mt = selectors.get_materialized_table(ns, name)
+        except selectors.NoSuchMaterializedTable:
+            if statement.if_exists:
+                result.message = f"Materialized table {ns}.{name} does not exist; nothing dropped"
+                return result
+            raise
+        services.drop_materialized_table(mt, actor=actor)
+        result.message = f"Materialized table {ns}.{name} dropped with its data"
+        return result
+    mt = selectors.get_materialized_table(ns, name)
+    result.table = f"{ns}.{name}"
+    if isinstance(statement, st.Suspend):
+        services.suspend(mt, actor=actor)
+        result.message = f"{ns}.{name} suspended: its schedule is paused"
+    elif isinstance(statement, st.Resume):
+        services.resume(mt, actor=actor, options=statement.options)
+        result.message = f"{ns}.{name} resumed"
+    elif isinstance(statement, st.Refresh):
+        run = services.request_refresh(
+            mt, trigger=RefreshRun.Trigger.MANUAL, partition=statement.partition, actor=actor
+        )
+        result.run_id = run.pk
+        where = f" of partition {statement.partition}" if statement.partition else ""
+        result.message = f"Refresh{where} queued as job {run.pk}"
+    elif isinstance(statement, st.SetFreshness):
+        mt = services.set_freshness(mt, freshness=statement.freshness, actor=actor)
+        result.message = f"{ns}.{name}: FRESHNESS = {mt.freshness}, {mt.refresh_mode} mode"
+    elif isinstance(statement, st.SetRefreshMode):
+        mt = services.set_refresh_mode(mt, refresh_mode=statement.refresh_mode, actor=actor)
+        result.message = f"{ns}.{name}: REFRESH_MODE = {mt.refresh_mode}"
+    elif isinstance(statement, st.SetOptions):
+        services.set_options(mt, options=statement.options, actor=actor)
+        result.message = f"{ns}.{name}: options set ({', '.join(statement.options)})"
+    elif isinstance(statement, st.ResetOptions):
+        services.reset_options(mt, keys=statement.keys, actor=actor)
+        result.message = f"{ns}.{name}: options reset ({', '.join(statement.keys)})"
+    return result
+
+
+def _show(
+    statement: st.ShowMaterializedTables, namespace: str | None, result: StatementResult
+) -> StatementResult:
+    parts = list(statement.namespace)
+    if parts and parts[0] == settings.CATALOG_NAME and len(parts) > 1:
+        parts = parts[1:]
+    ns = ".".join(parts) or namespace
+    result.columns = ["name", "state", "refresh_mode", "freshness", "last_refresh", "lag_seconds"]
+    for mt in selectors.materialized_tables(ns):
+        last = selectors.last_refresh(mt)
+        lag = selectors.lag(mt)
+        result.rows.append(
+            [
+                str(mt.table),
+                mt.state,
+                mt.refresh_mode,
+                str(mt.freshness),
+                f"{last.state} at {last.finished_at:%Y-%m-%d %H:%M:%S}" if last else "",
+                round(lag.total_seconds(), 1) if lag is not None else None,
+            ]
+        )
+    result.message = f"{len(result.rows)} materialized tables" + (f" in {ns}" if ns else "")
+    return result
+
+
+def _describe(run: RefreshRun, result: StatementResult) -> StatementResult:
+    result.columns = ["field", "value"]
+    fields = [
+        ("job_id", run.pk),
+        ("table", run.table_name),
+        ("trigger", run.trigger),
+        ("action", run.action),
+        ("state", run.state),
+        ("schedule_time", run.schedule_time),
+        ("partition", run.partition or ""),
+        ("queued_at", run.queued_at),
+        ("started_at", run.started_at),
+        ("finished_at", run.finished_at),
+        ("rows_written", run.rows_written),
+        ("bytes_written", run.bytes_written),
+        ("snapshot_id", run.snapshot_id),
+        ("source_snapshots", run.source_snapshots),
+        ("error", run.error),
+        ("requested_by", run.requested_by.get_username() if run.requested_by else ""),
+    ]
+    result.rows = [[key, "" if value is None else str(value)] for key, value in fields]
+    result.run_id, result.table = run.pk, run.table_name
+    result.message = f"Job {run.pk}: {run.state}"
+    return result
+
+
+def _data_change(
+    statement: st.DataChange, text: str, namespace: str | None, actor: Any, result: StatementResult
+) -> StatementResult:
+    from refresh import analysis
+
+    _editor(actor, statement.kind)
+    ns, name = _resolve(statement.target, namespace)
+    mt: MaterializedTable = selectors.get_materialized_table(ns, name)
+    try:
+        analysis.run_data_change(statement.sql, namespace=ns)
+    except SqlError as error:
+        raise _in_script(error, text, statement.sql) from None
+    except Unavailable:
+        raise
+    services.record_data_change(mt, kind=statement.kind, actor=actor)
+    result.table = f"{ns}.{name}"
+    result.message = (
+        f"{statement.kind} ran on {ns}.{name}; the next full refresh overwrites such changes"
+    )
+    return result

@@ -1,0 +1,98 @@
+"""The options a materialized table takes (`WITH (...)`, `SET (...)`, `RESET (...)`) and the
+options one run takes (`RESUME WITH (...)`, the refresh endpoint's `config`).
+
+Flink passes a materialized table's options to its connector, which refuses what it does not
+know. Here the "connector" is an Iceberg table written by Spark, so the known options are:
+
+- `partition.fields.<column>.date-formatter`: FLIP-435's option, the partition a scheduled
+  refresh overwrites (refresh.core.partitions);
+- the Iceberg table properties that shape what a refresh writes (`write.*`, the file
+  format and its compression, target file sizes...): they are written to the table's
+  properties, where Spark's Iceberg writer reads them.
+
+A run's options are Spark SQL settings for that run's session only (`spark.sql.*`), the
+counterpart of Flink's dynamic options: a resumed table's jobs, or one refresh, may use more
+shuffle partitions without the table remembering it.
+
+Anything else is refused, naming the option and what is known: a typo must not be kept
+silently and then ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from catalog.core.errors import InvalidInput
+from refresh.core.partitions import formatter_column
+
+#: Iceberg table properties a user may set on a materialized table (Iceberg's TableProperties
+#: names; values are checked by Iceberg's writer).
+TABLE_PROPERTIES = frozenset(
+    {
+        "write.format.default",
+        "write.parquet.compression-codec",
+        "write.parquet.compression-level",
+        "write.parquet.row-group-size-bytes",
+        "write.parquet.page-size-bytes",
+        "write.orc.compression-codec",
+        "write.avro.compression-codec",
+        "write.target-file-size-bytes",
+        "write.distribution-mode",
+        "write.metadata.delete-after-commit.enabled",
+        "write.metadata.previous-versions-max",
+        "history.expire.max-snapshot-age-ms",
+        "history.expire.min-snapshots-to-keep",
+    }
+)
+
+#: Spark settings a single run may take (they only change how the job runs).
+RUN_SETTING_PREFIXES = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.", "spark.sql.files.")
+
+DATE_FORMATTER_KEY = "partition.fields.<column>.date-formatter"
+
+
+def _known_table_options() -> str:
+    return ", ".join([DATE_FORMATTER_KEY, *sorted(TABLE_PROPERTIES)])
+
+
+def check_table_options(options: Mapping[str, str], *, field: str = "options") -> dict[str, str]:
+    """The options as strings, or InvalidInput naming the first unknown one."""
+    checked: dict[str, str] = {}
+    for key, value in options.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidInput("Options map text keys to text values", field=field)
+        if formatter_column(key) is None and key not in TABLE_PROPERTIES:
+            raise InvalidInput(
+                f"Unknown option {key!r} for a materialized table. Known options: "
+                f"{_known_table_options()}",
+                field=field,
+            )
+        checked[key] = value
+    return checked
+
+
+def check_option_keys(keys: Iterable[str], *, field: str = "options") -> tuple[str, ...]:
+    """Keys for RESET: each must be an option a materialized table can have."""
+    checked = []
+    for key in keys:
+        check_table_options({key: ""}, field=field)
+        checked.append(key)
+    return tuple(checked)
+
+
+def check_run_options(options: Mapping[str, str], *, field: str = "options") -> dict[str, str]:
+    """Options for one run (RESUME WITH, the refresh endpoint's config): Spark SQL settings
+    of that run's session."""
+    checked: dict[str, str] = {}
+    for key, value in options.items():
+        if not isinstance(key, str) or not isinstance(value, str | int | float | bool):
+            raise InvalidInput("Options map text keys to text values", field=field)
+        if not any(
+            key == p or (p.endswith(".") and key.startswith(p)) for p in RUN_SETTING_PREFIXES
+        ):
+            known = ", ".join(p + ("*" if p.endswith(".") else "") for p in RUN_SETTING_PREFIXES)
+            raise InvalidInput(
+                f"Unknown run option {key!r}: a run takes Spark SQL settings ({known})",
+                field=field,
+            )
+        checked[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return checked

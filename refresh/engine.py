@@ -1,0 +1,58 @@
+"""The refresh worker's Spark: one session per worker process, started by the first job
+that needs it and kept until the process ends (never one per refresh: a JVM takes seconds
+to start). Its only catalog is the app's own Iceberg REST catalog, reached with the
+service credential (refresh.credentials), so refresh jobs commit through the one commit
+path like any engine.
+
+Iceberg's Spark catalog caches loaded tables (30 s by default); a long-lived session would
+then read stale snapshots of tables other writers changed, so the cache is off."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from refresh.credentials import service_credential
+from refresh.spark.session import SparkSessionConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_session: SparkSession | None = None
+_lock = threading.Lock()
+
+
+def session_config() -> SparkSessionConfig:
+    uri = settings.CATALOG_URI.rstrip("/")
+    return SparkSessionConfig(
+        master=settings.SPARK_MASTER,
+        jars_dir=settings.SPARK_JARS_DIR,
+        warehouse=settings.WAREHOUSE,
+        catalog_name=settings.CATALOG_NAME,
+        app_name="lakeview-refresh-worker",
+        catalog_conf={
+            "type": "rest",
+            "uri": uri,
+            "credential": service_credential(),
+            "rest.auth.type": "oauth2",
+            "oauth2-server-uri": f"{uri}/v1/oauth/tokens",
+            "cache-enabled": "false",
+        },
+        driver_memory=settings.SPARK_DRIVER_MEMORY,
+        shuffle_partitions=settings.SPARK_SHUFFLE_PARTITIONS,
+    )
+
+
+def spark() -> SparkSession:
+    """The worker process's session (thread-safe; the first caller starts it)."""
+    global _session
+    with _lock:
+        if _session is None:
+            _session = session_config().build()
+        return _session
+
+
+def is_running() -> bool:
+    return _session is not None

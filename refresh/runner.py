@@ -1,0 +1,171 @@
+"""A refresh run on a worker, from claim to finish.
+
+1. Claim the run (a conditional update: a redelivered message or a second worker finds it
+   taken and does nothing). If another run of the table is running, a scheduled run is
+   SKIPPED (Snowflake skips a tick whose predecessor is still running) and a manual one is
+   sent again a moment later.
+2. Unless forced, skip (NO_DATA) when every source is at the snapshots the last covering
+   successful refresh read: decided from the mirror, no Spark job.
+3. Otherwise run the query in a session of the worker's long-lived Spark and overwrite the
+   table (or one partition) in one Iceberg commit through the app's REST catalog, while a
+   thread keeps the run's heartbeat fresh; record rows, bytes and the snapshot from the
+   snapshot's summary.
+
+Source snapshots are read before the job: if a source changes during it, the next tick
+sees a change and refreshes again (the safe side)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import traceback
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from refresh import engine, services, sources
+from refresh.core.freshness import planned_tick
+from refresh.core.partitions import scheduled_partition
+from refresh.models import MaterializedTable, RefreshRun
+from refresh.spark import batch, jobs
+
+logger = logging.getLogger(__name__)
+
+#: A manual run waiting for a running one is sent again after this many seconds.
+BUSY_RETRY_SECONDS = 2.0
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+
+
+def run_scheduled(materialized_table_id: int, options: dict[str, str] | None = None) -> int | None:
+    """A tick of a table's schedule: a run for the planned tick (not the moment the worker
+    got the message), with the partition that tick refreshes; then run it here."""
+    mt = (
+        MaterializedTable.objects.select_related("table__namespace")
+        .filter(pk=materialized_table_id)
+        .first()
+    )
+    if mt is None or mt.state != MaterializedTable.State.ACTIVATED:
+        return None
+    tick = planned_tick(timezone.now(), mt.freshness)
+    try:
+        partition = scheduled_partition(tick, mt.freshness, mt.options, table=str(mt))
+        run = services.enqueue(
+            mt,
+            trigger=RefreshRun.Trigger.SCHEDULED,
+            schedule_time=tick,
+            partition=partition,
+            options=options,
+        )
+    except services.AlreadyExists:
+        return None  # this tick has its run already (a redelivered or doubled tick)
+    execute(run.pk)
+    return run.pk
+
+
+def execute(run_id: int) -> str:
+    """Claim and run one refresh; returns the run's final state (or why nothing ran)."""
+    run = services.claim(run_id, worker=worker_name())
+    if run is None:
+        return _not_claimed(run_id)
+    mt = run.materialized_table
+    try:
+        unchanged, snapshots = sources.unchanged_since_last_success(mt, run.partition or None)
+    except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
+        services.finish(run, state=RefreshRun.State.FAILED, error=_describe(error))
+        return RefreshRun.State.FAILED
+    now = timezone.now()
+    if unchanged and not run.force:
+        services.finish(
+            run,
+            state=RefreshRun.State.SKIPPED,
+            action=RefreshRun.Action.NO_DATA,
+            source_snapshots=snapshots,
+            data_timestamp=now,
+        )
+        return RefreshRun.State.SKIPPED
+    action = RefreshRun.Action.PARTITION if run.partition else RefreshRun.Action.FULL
+    beating = _Heartbeat(run)
+    beating.start()
+    try:
+        namespace = mt.default_namespace or mt.table.namespace.name
+        session = jobs.run_session(
+            engine.spark(),
+            catalog=settings.CATALOG_NAME,
+            namespace=namespace.split("."),
+            settings=run.options,
+        )
+        result = batch.full_refresh(
+            session,
+            target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
+            query=mt.query,
+            partition=run.partition or None,
+        )
+    except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
+        beating.stop()
+        logger.warning("Refresh run %s of %s failed: %s", run.pk, mt, error)
+        services.finish(run, state=RefreshRun.State.FAILED, action=action, error=_describe(error))
+        return RefreshRun.State.FAILED
+    beating.stop()
+    services.finish(
+        run,
+        state=RefreshRun.State.SUCCEEDED,
+        action=action,
+        rows_written=result.rows_written,
+        bytes_written=result.bytes_written,
+        snapshot_id=result.snapshot_id,
+        source_snapshots=snapshots,
+        data_timestamp=now,
+    )
+    return RefreshRun.State.SUCCEEDED
+
+
+def _not_claimed(run_id: int) -> str:
+    run = RefreshRun.objects.filter(pk=run_id).first()
+    if run is None or run.state != RefreshRun.State.QUEUED:
+        return "not claimed"  # finished, taken by another worker, or gone
+    if run.materialized_table_id is None:
+        services.finish(run, state=RefreshRun.State.CANCELLED, error="The table was dropped")
+        return RefreshRun.State.CANCELLED
+    if run.trigger == RefreshRun.Trigger.SCHEDULED:
+        services.finish(
+            run,
+            state=RefreshRun.State.SKIPPED,
+            error="Skipped: the previous refresh of the table was still running",
+        )
+        return RefreshRun.State.SKIPPED
+    services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
+    return "waiting for the running refresh"
+
+
+def _describe(error: Exception) -> str:
+    """The error as a user reads it: the message first, then where it came from."""
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return message if message in detail else f"{message}\n{detail}"
+
+
+class _Heartbeat(threading.Thread):
+    """Says every few seconds that the run's worker is alive (its own DB connection)."""
+
+    def __init__(self, run: RefreshRun) -> None:
+        super().__init__(name=f"heartbeat-{run.pk}", daemon=True)
+        self.run_row = run
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(settings.MT_HEARTBEAT_SECONDS):
+                close_old_connections()
+                services.heartbeat(self.run_row)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=10)

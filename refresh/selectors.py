@@ -1,0 +1,130 @@
+"""Reads of materialized tables and their runs, for pages, the API and the console."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from catalog.core.errors import NotFound
+from refresh.core.freshness import RefreshMode, next_schedule_times
+from refresh.models import MaterializedTable, RefreshRun
+
+
+class NoSuchMaterializedTable(NotFound):
+    iceberg_type = "NoSuchTableException"
+
+
+class NoSuchJob(NotFound):
+    pass
+
+
+def materialized_tables(namespace: str | None = None) -> QuerySet[MaterializedTable]:
+    queryset = MaterializedTable.objects.select_related("table__namespace", "periodic_task")
+    if namespace:
+        queryset = queryset.filter(table__namespace__name=namespace)
+    return queryset.order_by("table__namespace__name", "table__name")
+
+
+def get_materialized_table(namespace: str, name: str) -> MaterializedTable:
+    mt = materialized_tables(namespace).filter(table__name=name).first()
+    if mt is None:
+        raise NoSuchMaterializedTable(
+            f"Materialized table does not exist: {namespace}.{name}", field="name"
+        )
+    return mt
+
+
+def get_run(run_id: int | str) -> RefreshRun:
+    try:
+        pk = int(str(run_id).strip("'\""))
+    except ValueError:
+        raise NoSuchJob(f"Job does not exist: {run_id}", field="job_id") from None
+    run = RefreshRun.objects.select_related("materialized_table__table__namespace").filter(pk=pk)
+    found = run.first() if 0 < pk < 2**63 else None
+    if found is None:
+        raise NoSuchJob(f"Job does not exist: {run_id}", field="job_id")
+    return found
+
+
+def runs(mt: MaterializedTable) -> QuerySet[RefreshRun]:
+    return mt.runs.select_related("requested_by").order_by("-queued_at", "-id")
+
+
+def last_refresh(mt: MaterializedTable) -> RefreshRun | None:
+    """The newest finished run (of any outcome)."""
+    return runs(mt).filter(state__in=RefreshRun.FINISHED).first()
+
+
+def data_timestamp(mt: MaterializedTable) -> datetime | None:
+    """What the table's data is as of: the newest successful or skipped (confirmed
+    current) run's data timestamp."""
+    return (
+        mt.runs.filter(
+            state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
+            data_timestamp__isnull=False,
+        )
+        .order_by("-data_timestamp")
+        .values_list("data_timestamp", flat=True)
+        .first()
+    )
+
+
+def lag(mt: MaterializedTable, now: datetime | None = None) -> timedelta | None:
+    """Now minus the time of the data of the last successful refresh (None before one)."""
+    as_of = data_timestamp(mt)
+    if as_of is None:
+        return None
+    return max((now or timezone.now()) - as_of, timedelta(0))
+
+
+def next_run(mt: MaterializedTable, now: datetime | None = None) -> datetime | None:
+    """The next planned tick of an active FULL table."""
+    if mt.state != MaterializedTable.State.ACTIVATED or mt.refresh_mode != RefreshMode.FULL:
+        return None
+    return next_schedule_times(now or timezone.now(), mt.freshness)[0]
+
+
+def lag_series(mt: MaterializedTable, limit: int = 200) -> list[dict]:
+    """Lag over time, as a sawtooth: at each run's end, the lag just before it (from the
+    previous data timestamp) and just after it (from its own), in seconds."""
+    finished = list(
+        mt.runs.filter(
+            state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
+            data_timestamp__isnull=False,
+            finished_at__isnull=False,
+        )
+        .order_by("-finished_at")
+        .values("finished_at", "data_timestamp")[:limit]
+    )
+    finished.reverse()
+    points: list[dict] = []
+    previous = None
+    for row in finished:
+        at = row["finished_at"]
+        if previous is not None:
+            points.append({"t": at.isoformat(), "lag": (at - previous).total_seconds()})
+        points.append({"t": at.isoformat(), "lag": (at - row["data_timestamp"]).total_seconds()})
+        previous = row["data_timestamp"]
+    return points
+
+
+def duration_series(mt: MaterializedTable, limit: int = 200) -> list[dict]:
+    """Each finished run's duration in seconds, oldest first."""
+    rows = list(
+        mt.runs.filter(started_at__isnull=False, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values("id", "state", "action", "started_at", "finished_at")[:limit]
+    )
+    rows.reverse()
+    return [
+        {
+            "id": row["id"],
+            "t": row["finished_at"].isoformat(),
+            "seconds": (row["finished_at"] - row["started_at"]).total_seconds(),
+            "state": row["state"],
+            "action": row["action"],
+        }
+        for row in rows
+    ]
