@@ -184,7 +184,13 @@ def _wait_until_serving(server: CatalogServer, timeout: float) -> None:
 
 
 @contextmanager
-def catalog_server(root: Path, *, workers: int = 2, threads: int = 4) -> Iterator[CatalogServer]:
+def catalog_server(
+    root: Path,
+    *,
+    workers: int = 2,
+    threads: int = 4,
+    extra_env: Mapping[str, str] | None = None,
+) -> Iterator[CatalogServer]:
     """Migrate a fresh database under `root`, make an editor and its Iceberg client, and
     serve the app with gunicorn on a free loopback port until the block ends."""
     root.mkdir(parents=True, exist_ok=True)
@@ -195,7 +201,13 @@ def catalog_server(root: Path, *, workers: int = 2, threads: int = 4) -> Iterato
     env = server_env(
         db_path=db_path,
         warehouse=warehouse,
-        extra={"DJANGO_SUPERUSER_PASSWORD": PASSWORD, "ALLOWED_HOSTS": "127.0.0.1,localhost"},
+        extra={
+            "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            # Refresh workers reach the app's own Iceberg REST catalog here.
+            "CATALOG_URI": f"http://127.0.0.1:{port}/iceberg",
+            **(extra_env or {}),
+        },
     )
     server = CatalogServer(
         base_url=f"http://127.0.0.1:{port}",

@@ -77,6 +77,10 @@ DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Writers queue for the lock instead of failing at once with "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # The web app, the refresh worker and beat share the file: a transaction that starts
+    # reading and then writes would fail at once with "database is locked" when another
+    # process wrote in between; taking the write lock at BEGIN makes it wait instead.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -1,0 +1,132 @@
+"""The whole materialized-table machinery in subprocesses, as a deployment runs it: the app
+under gunicorn (tests.live_server), a Celery worker (threads pool; its own Spark JVM, started
+by its first job and kept), and celery-beat on the database scheduler, all on one SQLite
+file and a real Redis (REDIS_URL, started by scripts/test.sh).
+
+The worker can be killed with SIGKILL and started again (`kill_worker`, `start_worker`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.live_server import REPO_ROOT, CatalogServer, catalog_server
+
+#: Settings for the stack: beat ticks are seconds apart, so a silent worker is noticed fast.
+STACK_ENV = {
+    "MT_ABANDONED_AFTER_SECONDS": "12",
+    "MT_ANALYZE_TIMEOUT_SECONDS": "180",
+    "SPARK_DRIVER_MEMORY": "1g",
+    "CELERY_WORKER_CONCURRENCY": "4",
+}
+
+
+@dataclass
+class RefreshStack:
+    server: CatalogServer
+    root: Path
+    worker: subprocess.Popen | None = None
+    beat: subprocess.Popen | None = None
+    api: requests.Session = field(default=None, repr=False)  # type: ignore[assignment]
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+        log = (self.root / f"{name}.log").open("ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "webapp", *args],
+            cwd=REPO_ROOT,
+            env=self.server.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def start_worker(self) -> None:
+        self.worker = self._spawn(
+            "worker", "worker", "-l", "info", "--pool", "threads", "-c", "4", "-n", "w@%h"
+        )
+
+    def kill_worker(self) -> None:
+        """SIGKILL the worker and everything it started (its Spark JVM), as a crash would."""
+        assert self.worker is not None
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(timeout=30)
+
+    def start_beat(self) -> None:
+        self.beat = self._spawn(
+            "beat",
+            "beat",
+            "-l",
+            "info",
+            "--scheduler",
+            "django_celery_beat.schedulers:DatabaseScheduler",
+            "--max-interval",
+            "1",
+        )
+
+    def log(self, name: str, lines: int = 80) -> str:
+        path = self.root / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def statements(self, sql: str, namespace: str | None = None) -> requests.Response:
+        body: dict[str, Any] = {"sql": sql}
+        if namespace:
+            body["namespace"] = namespace
+        return self.api.post(f"{self.server.base_url}/api/statements/", json=body, timeout=300)
+
+    def run(self, run_id: int) -> dict:
+        response = self.api.get(f"{self.server.base_url}/api/refresh-runs/{run_id}/", timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def wait_for(self, predicate, *, timeout: float, what: str, every: float = 0.5) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(every)
+        raise AssertionError(
+            f"Timed out after {timeout}s waiting for {what}\n--- worker ---\n"
+            f"{self.log('worker')}\n--- beat ---\n{self.log('beat', 30)}\n--- server ---\n"
+            f"{self.server.log_tail(30)}"
+        )
+
+    def stop(self) -> None:
+        for process in (self.beat, self.worker):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in (self.beat, self.worker):
+            if process is None:
+                continue
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+
+@contextmanager
+def refresh_stack(root: Path) -> Iterator[RefreshStack]:
+    """The app, a worker and beat; yields once the worker answers (Spark starts lazily)."""
+    root.mkdir(parents=True, exist_ok=True)
+    extra = dict(STACK_ENV)
+    with catalog_server(root / "app", extra_env=extra) as server:
+        stack = RefreshStack(server=server, root=root)
+        stack.api = server.api_session()
+        try:
+            stack.start_worker()
+            stack.start_beat()
+            yield stack
+        finally:
+            stack.stop()
