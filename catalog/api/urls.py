@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView
 from catalog import converters  # noqa: F401 - registers <version_id:...>
 from catalog.api import views
 from catalog.api.docs import docs
+from refresh.api import views as mt_views
 from webapp.middleware import not_found
 
 
@@ -28,6 +29,7 @@ register_converter(DottedNamespaceConverter, "dotted")
 app_name = "api"
 
 VIEW = "namespaces/<dotted:namespace>/views/<str:name>"
+MT = "namespaces/<dotted:namespace>/materialized-tables/<str:name>"
 
 urlpatterns = [
     path("token/", views.TokenView.as_view(), name="token"),
@@ -68,5 +70,18 @@ urlpatterns = [
         name="view-representations",
     ),
     path(f"{VIEW}/rename", views.ViewRenameView.as_view(), name="view-rename"),
+    # materialized tables (refresh/api)
+    path("statements/", mt_views.StatementsView.as_view(), name="statements"),
+    path(
+        "namespaces/<dotted:namespace>/materialized-tables/",
+        mt_views.MaterializedTableListView.as_view(),
+        name="mt-list",
+    ),
+    path(f"{MT}/", mt_views.MaterializedTableDetailView.as_view(), name="mt-detail"),
+    path(f"{MT}/suspend", mt_views.SuspendView.as_view(), name="mt-suspend"),
+    path(f"{MT}/resume", mt_views.ResumeView.as_view(), name="mt-resume"),
+    path(f"{MT}/refresh", mt_views.RefreshView.as_view(), name="mt-refresh"),
+    path(f"{MT}/runs/", mt_views.RunListView.as_view(), name="mt-runs"),
+    path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
     re_path(r"^.*$", not_found),
 ]

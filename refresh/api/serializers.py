@@ -1,0 +1,390 @@
+"""Shapes of the materialized-table API's requests and responses.
+
+Request serializers check types and required fields only; FLIP-435's rules (freshness,
+modes, options, lifecycle) are checked by `refresh.services`, which raises `CatalogError`.
+
+A freshness is written either as an object `{"value": 10, "unit": "SECOND"}` (the value an
+integer or its text, the unit SECOND, MINUTE, HOUR or DAY) or as the text of FLIP-435's
+clause, `"INTERVAL '10' SECOND"`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from catalog.core.errors import CatalogError, InvalidInput
+from refresh import selectors
+from refresh.core.freshness import Freshness, RefreshMode, full_refresh_schedule
+from refresh.models import MaterializedTable, RefreshRun
+
+# -- freshness ----------------------------------------------------------------------------
+
+_INTERVAL = re.compile(r"\s*INTERVAL\s+'([^']*)'\s+([A-Za-z]+)\s*", re.IGNORECASE)
+FRESHNESS_HELP = (
+    'An object {"value": 10, "unit": "SECOND"} (unit SECOND, MINUTE, HOUR or DAY), or the '
+    "text \"INTERVAL '10' SECOND\"."
+)
+
+
+def parse_freshness(data: Any) -> Freshness:
+    """A freshness from the API's two spellings; InvalidInput (field "freshness") else."""
+    if isinstance(data, str):
+        match = _INTERVAL.fullmatch(data)
+        if match is None:
+            raise InvalidInput(
+                f"A freshness is written INTERVAL '<n>' <unit>, not {data[:100]!r}",
+                field="freshness",
+            )
+        return Freshness.parse(match.group(1), match.group(2))
+    if isinstance(data, dict) and set(data) == {"value", "unit"}:
+        value, unit = data["value"], data["unit"]
+        if isinstance(value, bool) or not isinstance(value, int | str) or not isinstance(unit, str):
+            raise InvalidInput(
+                "A freshness's value is an integer (or its text) and its unit a text",
+                field="freshness",
+            )
+        return Freshness.parse(value, unit)
+    raise InvalidInput(
+        'A freshness is {"value": <n>, "unit": "SECOND|MINUTE|HOUR|DAY"} or '
+        "\"INTERVAL '<n>' <unit>\"",
+        field="freshness",
+    )
+
+
+class FreshnessSerializer(serializers.Serializer):
+    value = serializers.IntegerField()
+    unit = serializers.ChoiceField(choices=["SECOND", "MINUTE", "HOUR", "DAY"])
+    text = serializers.CharField(read_only=True, help_text="INTERVAL '<value>' <unit>")
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "value": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+                    "unit": {"type": "string", "enum": ["SECOND", "MINUTE", "HOUR", "DAY"]},
+                },
+                "required": ["value", "unit"],
+            },
+            {"type": "string", "example": "INTERVAL '10' SECOND"},
+        ],
+        "description": FRESHNESS_HELP,
+    }
+)
+class FreshnessField(serializers.Field):
+    """Kept as written; `parse_freshness` reads it, so that its errors are the catalog's."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+def _text_map(**kwargs: Any) -> serializers.DictField:
+    return serializers.DictField(child=serializers.CharField(allow_blank=True), **kwargs)
+
+
+def _names(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(child=serializers.CharField(), **kwargs)
+
+
+# -- requests -----------------------------------------------------------------------------
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know, naming them (a typo must not be ignored)."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        data = self.initial_data
+        if hasattr(data, "keys"):
+            unknown = sorted(set(data.keys()) - set(self.fields))
+            if unknown:
+                raise InvalidInput(
+                    f"Unknown fields: {', '.join(unknown)} (known: {', '.join(self.fields)})",
+                    field=unknown[0],
+                )
+        return attrs
+
+
+class StatementRequestSerializer(StrictSerializer):
+    sql = serializers.CharField(
+        trim_whitespace=False,
+        help_text="One or more materialized-table statements, separated by semicolons.",
+    )
+    namespace = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="The namespace unqualified names resolve in.",
+    )
+
+
+class MaterializedTableCreateSerializer(StrictSerializer):
+    name = serializers.CharField()
+    query = serializers.CharField(trim_whitespace=False, help_text="A Spark SQL query.")
+    freshness = FreshnessField(help_text=FRESHNESS_HELP)
+    refresh_mode = serializers.ChoiceField(
+        choices=[m.value for m in RefreshMode],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Omitted: derived from the freshness, as Flink derives it.",
+    )
+    primary_key = _names(required=False, default=list)
+    constraint_name = serializers.CharField(required=False, allow_null=True, default=None)
+    partitioned_by = _names(required=False, default=list)
+    options = _text_map(required=False, default=dict)
+    comment = serializers.CharField(required=False, allow_null=True, allow_blank=True, default=None)
+
+
+class MaterializedTableUpdateSerializer(StrictSerializer):
+    freshness = FreshnessField(required=False, help_text=FRESHNESS_HELP)
+    refresh_mode = serializers.ChoiceField(choices=[m.value for m in RefreshMode], required=False)
+    options = _text_map(required=False, help_text="Options to set (SET).")
+    reset_options = _names(required=False, help_text="Option keys to remove (RESET).")
+
+
+class ResumeSerializer(StrictSerializer):
+    options = _text_map(
+        required=False,
+        default=dict,
+        help_text="Spark SQL settings for the resumed runs only (RESUME WITH).",
+    )
+
+
+class RefreshRequestSerializer(StrictSerializer):
+    """Flink's SQL Gateway refresh request (what an external scheduler such as Airflow
+    sends), with `force` added."""
+
+    isPeriodic = serializers.BooleanField(  # noqa: N815 - Flink's field name
+        required=False,
+        default=False,
+        help_text="A scheduler's periodic run: the partition follows from scheduleTime.",
+    )
+    scheduleTime = serializers.CharField(  # noqa: N815
+        required=False, allow_null=True, default=None
+    )
+    scheduleTimeFormat = serializers.CharField(  # noqa: N815
+        required=False, default="yyyy-MM-dd HH:mm:ss", help_text="A Java date pattern."
+    )
+    config = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="Spark SQL settings for this run only.",
+    )
+    partition = _text_map(
+        required=False, allow_null=True, default=None, help_text="Static partition values."
+    )
+    force = serializers.BooleanField(
+        required=False, default=False, help_text="Refresh even if no source changed."
+    )
+
+
+# -- responses ----------------------------------------------------------------------------
+
+
+class StatementResultSerializer(serializers.Serializer):
+    statement = serializers.CharField()
+    line = serializers.IntegerField()
+    column = serializers.IntegerField()
+    kind = serializers.CharField()
+    ok = serializers.BooleanField()
+    message = serializers.CharField()
+    table = serializers.CharField(allow_null=True)
+    run_id = serializers.IntegerField(allow_null=True)
+    columns = _names()
+    rows = serializers.ListField(child=serializers.ListField())
+    error = serializers.DictField(allow_null=True)
+
+
+class StatementsResponseSerializer(serializers.Serializer):
+    results = StatementResultSerializer(many=True)
+    error = serializers.DictField(
+        required=False, help_text="The failing statement's error (message, type, line, column)."
+    )
+
+
+class RefreshRunSerializer(serializers.ModelSerializer):
+    requested_by = serializers.CharField(
+        source="requested_by.username", read_only=True, allow_null=True, default=None
+    )
+    duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
+    # Plain text, not an enum: two models have a "state" (drf-spectacular's enum names).
+    state = serializers.CharField(help_text=", ".join(RefreshRun.State.values))
+    namespace = serializers.SerializerMethodField()
+    name = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RefreshRun
+        fields = [
+            "id",
+            "table_name",
+            "namespace",
+            "name",
+            "trigger",
+            "action",
+            "state",
+            "schedule_time",
+            "partition",
+            "options",
+            "force",
+            "queued_at",
+            "started_at",
+            "finished_at",
+            "duration_seconds",
+            "worker",
+            "heartbeat_at",
+            "rows_written",
+            "bytes_written",
+            "snapshot_id",
+            "source_snapshots",
+            "data_timestamp",
+            "error",
+            "requested_by",
+        ]
+        read_only_fields = fields
+
+    def _table(self, run: RefreshRun) -> Any:
+        mt = run.materialized_table
+        return mt.table if mt is not None else None
+
+    def get_namespace(self, run: RefreshRun) -> str | None:
+        table = self._table(run)
+        return table.namespace.name if table is not None else None
+
+    def get_name(self, run: RefreshRun) -> str | None:
+        table = self._table(run)
+        return table.name if table is not None else None
+
+
+class RefreshAcceptedSerializer(serializers.Serializer):
+    jobId = serializers.IntegerField()  # noqa: N815 - Flink's field name
+    run = RefreshRunSerializer()
+
+
+class SchemaColumnSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField()
+    required = serializers.BooleanField()
+    doc = serializers.CharField(allow_null=True)
+
+
+class ScheduleSerializer(serializers.Serializer):
+    schedule = serializers.CharField(help_text="A crontab, or 'every <n> seconds'.")
+    flink_cron = serializers.CharField(help_text="The Quartz expression Flink derives.")
+    periodic_task = serializers.CharField(allow_null=True)
+    enabled = serializers.BooleanField()
+
+
+def freshness_data(mt: MaterializedTable) -> dict[str, Any]:
+    return {"value": mt.freshness_value, "unit": mt.freshness_unit, "text": str(mt.freshness)}
+
+
+def schedule_data(mt: MaterializedTable) -> dict[str, Any] | None:
+    if mt.refresh_mode != RefreshMode.FULL:
+        return None
+    try:
+        schedule = full_refresh_schedule(mt.freshness)
+    except CatalogError:
+        return None
+    task = mt.periodic_task
+    return {
+        "schedule": str(schedule),
+        "flink_cron": schedule.flink_cron,
+        "periodic_task": task.name if task is not None else None,
+        "enabled": bool(task and task.enabled),
+    }
+
+
+class MaterializedTableSummarySerializer(serializers.ModelSerializer):
+    namespace = serializers.CharField(source="table.namespace.name")
+    name = serializers.CharField(source="table.name")
+    state = serializers.CharField(help_text=", ".join(MaterializedTable.State.values))
+    freshness = serializers.SerializerMethodField()
+    last_refresh = serializers.SerializerMethodField()
+    lag_seconds = serializers.SerializerMethodField()
+    next_run = serializers.SerializerMethodField()
+
+    class Meta:
+        model = MaterializedTable
+        fields = [
+            "namespace",
+            "name",
+            "state",
+            "refresh_mode",
+            "freshness",
+            "mode_is_explicit",
+            "last_refresh",
+            "lag_seconds",
+            "next_run",
+            "comment",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(FreshnessSerializer)
+    def get_freshness(self, mt: MaterializedTable) -> dict[str, Any]:
+        return freshness_data(mt)
+
+    @extend_schema_field(RefreshRunSerializer(allow_null=True))
+    def get_last_refresh(self, mt: MaterializedTable) -> dict[str, Any] | None:
+        run = selectors.last_refresh(mt)
+        return RefreshRunSerializer(run).data if run is not None else None
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_lag_seconds(self, mt: MaterializedTable) -> float | None:
+        lag = selectors.lag(mt)
+        return lag.total_seconds() if lag is not None else None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_next_run(self, mt: MaterializedTable) -> str | None:
+        moment = selectors.next_run(mt)
+        return serializers.DateTimeField().to_representation(moment) if moment else None
+
+
+class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
+    schedule = serializers.SerializerMethodField()
+    schema = serializers.SerializerMethodField()
+    data_timestamp = serializers.SerializerMethodField()
+
+    class Meta(MaterializedTableSummarySerializer.Meta):
+        fields = [
+            *MaterializedTableSummarySerializer.Meta.fields,
+            "schedule",
+            "options",
+            "schema",
+            "primary_key",
+            "constraint_name",
+            "partitioned_by",
+            "query",
+            "default_namespace",
+            "sources",
+            "suspended_reason",
+            "consecutive_failures",
+            "data_timestamp",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(ScheduleSerializer(allow_null=True))
+    def get_schedule(self, mt: MaterializedTable) -> dict[str, Any] | None:
+        return schedule_data(mt)
+
+    @extend_schema_field(SchemaColumnSerializer(many=True))
+    def get_schema(self, mt: MaterializedTable) -> list[dict[str, Any]]:
+        return [
+            {"name": f.name, "type": f.type, "required": f.required, "doc": f.doc}
+            for f in mt.table.schema_fields()
+        ]
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_data_timestamp(self, mt: MaterializedTable) -> str | None:
+        moment = selectors.data_timestamp(mt)
+        return serializers.DateTimeField().to_representation(moment) if moment else None

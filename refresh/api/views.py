@@ -1,0 +1,357 @@
+"""The materialized-table API: statements, tables, their lifecycle and refresh runs. Each
+view validates the request's shape, calls one function of `refresh.services` (or the
+console), and serializes the result; `CatalogError`s become JSON 4xx/5xx through
+catalog/api/errors.py."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog import selectors as catalog_selectors
+from catalog.api.serializers import ErrorSerializer
+from catalog.core.errors import CatalogError, http_status
+from catalog.roles import can_view
+from refresh import console, selectors, services
+from refresh.api import serializers as s
+from refresh.core.freshness import RefreshMode
+from refresh.core.partitions import parse_schedule_time, scheduled_partition
+from refresh.models import MaterializedTable, RefreshRun
+
+_NAMESPACE = OpenApiParameter(
+    "namespace",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description='The namespace, levels joined by "." (e.g. "sales.eu").',
+)
+_NAME = OpenApiParameter(
+    "name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Materialized table name."
+)
+_RUN = OpenApiParameter(
+    "run_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Refresh run (job) id."
+)
+_MT_PARAMS = [_NAMESPACE, _NAME]
+_TAGS = ["materialized tables"]
+
+
+def _errors(*codes: int) -> dict[int, OpenApiResponse]:
+    descriptions = {
+        400: "Invalid input: a field of the wrong type, or a value FLIP-435's rules refuse.",
+        403: "The user's role does not allow this.",
+        404: "The namespace, materialized table or run does not exist.",
+        409: "The name is taken, or the table's state forbids the operation.",
+        503: "A refresh worker or the task queue does not answer.",
+    }
+    return {
+        code: OpenApiResponse(ErrorSerializer, description=descriptions[code]) for code in codes
+    }
+
+
+def _validated(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _detail(mt: MaterializedTable, *, status_code: int = status.HTTP_200_OK) -> Response:
+    mt = selectors.get_materialized_table(mt.table.namespace.name, mt.table.name)
+    return Response(s.MaterializedTableDetailSerializer(mt).data, status=status_code)
+
+
+class Pagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class CanView(BasePermission):
+    """Any user with a role: the console checks the editor role per statement."""
+
+    message = "Your role does not allow this: running statements needs the viewer role."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return can_view(request.user)
+
+
+# -- statements ---------------------------------------------------------------------------
+
+
+def _error_classes() -> dict[str, type[CatalogError]]:
+    found: dict[str, type[CatalogError]] = {}
+    pending: list[type[CatalogError]] = [CatalogError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.__name__, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+@cache
+def _status_by_name(type_name: str) -> int:
+    cls = _error_classes().get(type_name)
+    if cls is not None:
+        # http_status looks at the class only (its `status` and its bases).
+        return http_status(cls.__new__(cls))
+    if type_name.endswith("NotFound") or type_name.startswith("NoSuch"):
+        return 404
+    if type_name in ("AlreadyExists", "CommitConflict", "InvalidState", "NamespaceNotEmpty"):
+        return 409
+    if type_name == "Forbidden":
+        return 403
+    if type_name in ("Unavailable", "PipelineFailed"):
+        return 503
+    return 400
+
+
+def status_of_failed_statement(error: dict[str, Any]) -> int:
+    """The status `catalog.core.errors.http_status` gives the error a statement failed with
+    (the console reports errors as values: their type's name)."""
+    return _status_by_name(str(error.get("type", "")))
+
+
+class StatementsView(APIView):
+    permission_classes = [CanView]
+
+    @extend_schema(
+        operation_id="statements_execute",
+        request=s.StatementRequestSerializer,
+        responses={
+            200: s.StatementsResponseSerializer,
+            400: s.StatementsResponseSerializer,
+            403: s.StatementsResponseSerializer,
+            404: s.StatementsResponseSerializer,
+            409: s.StatementsResponseSerializer,
+            503: s.StatementsResponseSerializer,
+        },
+        description=(
+            "Run a script of FLIP-435 statements (CREATE/ALTER/DROP MATERIALIZED TABLE, "
+            "DESCRIBE JOB, SHOW MATERIALIZED TABLES) in order. The first error stops the "
+            "script (what ran before it stays done); the answer's status is that error's, "
+            "with its line and column in the script."
+        ),
+        tags=["statements"],
+    )
+    def post(self, request: Request) -> Response:
+        data = _validated(s.StatementRequestSerializer, request)
+        results = console.execute(
+            data["sql"], namespace=data["namespace"] or None, actor=request.user
+        )
+        body: dict[str, Any] = {"results": [result.as_dict() for result in results]}
+        last = results[-1] if results else None
+        if last is not None and not last.ok:
+            error = last.error or {"message": last.message, "type": "InvalidInput"}
+            body["error"] = error
+            return Response(body, status=status_of_failed_statement(error))
+        return Response(body)
+
+
+# -- materialized tables ------------------------------------------------------------------
+
+
+class MaterializedTableListView(generics.ListAPIView):
+    serializer_class = s.MaterializedTableSummarySerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> Any:
+        namespace = catalog_selectors.get_namespace(self.kwargs["namespace"])
+        return selectors.materialized_tables(namespace.name)
+
+    @extend_schema(
+        operation_id="materialized_tables_list",
+        parameters=[_NAMESPACE],
+        responses={200: s.MaterializedTableSummarySerializer(many=True), **_errors(404)},
+        tags=_TAGS,
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="materialized_tables_create",
+        parameters=[_NAMESPACE],
+        request=s.MaterializedTableCreateSerializer,
+        responses={
+            201: s.MaterializedTableDetailSerializer,
+            **_errors(400, 403, 404, 409, 503),
+        },
+        description=(
+            "CREATE MATERIALIZED TABLE: Spark derives the schema (on a refresh worker), the "
+            "table is created, scheduled and its first refresh queued."
+        ),
+        tags=_TAGS,
+    )
+    def post(self, request: Request, namespace: str) -> Response:
+        data = _validated(s.MaterializedTableCreateSerializer, request)
+        freshness = s.parse_freshness(data["freshness"])
+        mode = data["refresh_mode"]
+        mt = services.create_materialized_table(
+            namespace=namespace,
+            name=data["name"],
+            query=data["query"],
+            freshness=freshness,
+            refresh_mode=RefreshMode(mode) if mode else None,
+            primary_key=data["primary_key"],
+            constraint_name=data["constraint_name"],
+            partitioned_by=data["partitioned_by"],
+            options=data["options"],
+            comment=data["comment"],
+            actor=request.user,
+        )
+        return _detail(mt, status_code=status.HTTP_201_CREATED)
+
+
+class MaterializedTableDetailView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_retrieve",
+        parameters=_MT_PARAMS,
+        responses={200: s.MaterializedTableDetailSerializer, **_errors(404)},
+        tags=_TAGS,
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        return _detail(selectors.get_materialized_table(namespace, name))
+
+    @extend_schema(
+        operation_id="materialized_tables_update",
+        parameters=_MT_PARAMS,
+        request=s.MaterializedTableUpdateSerializer,
+        responses={200: s.MaterializedTableDetailSerializer, **_errors(400, 403, 404, 409)},
+        description=(
+            "ALTER ... SET REFRESH_MODE, SET FRESHNESS, SET (options), RESET (keys): any of "
+            "them, applied in that order, all or none."
+        ),
+        tags=_TAGS,
+    )
+    def patch(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.MaterializedTableUpdateSerializer, request)
+        mt = selectors.get_materialized_table(namespace, name)
+        freshness = s.parse_freshness(data["freshness"]) if "freshness" in data else None
+        with transaction.atomic():
+            if "refresh_mode" in data:
+                mt = services.set_refresh_mode(
+                    mt, refresh_mode=RefreshMode(data["refresh_mode"]), actor=request.user
+                )
+            if freshness is not None:
+                mt = services.set_freshness(mt, freshness=freshness, actor=request.user)
+            if data.get("options"):
+                mt = services.set_options(mt, options=data["options"], actor=request.user)
+            if data.get("reset_options"):
+                mt = services.reset_options(mt, keys=data["reset_options"], actor=request.user)
+        return _detail(mt)
+
+    @extend_schema(
+        operation_id="materialized_tables_destroy",
+        parameters=_MT_PARAMS,
+        responses={204: None, **_errors(403, 404, 409)},
+        description="DROP MATERIALIZED TABLE: its schedule, queued runs and data go.",
+        tags=_TAGS,
+    )
+    def delete(self, request: Request, namespace: str, name: str) -> Response:
+        mt = selectors.get_materialized_table(namespace, name)
+        services.drop_materialized_table(mt, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SuspendView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_suspend",
+        parameters=_MT_PARAMS,
+        request=None,
+        responses={200: s.MaterializedTableDetailSerializer, **_errors(403, 404, 409)},
+        tags=_TAGS,
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        mt = selectors.get_materialized_table(namespace, name)
+        return _detail(services.suspend(mt, actor=request.user))
+
+
+class ResumeView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_resume",
+        parameters=_MT_PARAMS,
+        request=s.ResumeSerializer,
+        responses={200: s.MaterializedTableDetailSerializer, **_errors(400, 403, 404, 409)},
+        tags=_TAGS,
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.ResumeSerializer, request)
+        mt = selectors.get_materialized_table(namespace, name)
+        return _detail(services.resume(mt, options=data["options"], actor=request.user))
+
+
+class RefreshView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_refresh",
+        parameters=_MT_PARAMS,
+        request=s.RefreshRequestSerializer,
+        responses={202: s.RefreshAcceptedSerializer, **_errors(400, 403, 404, 409, 503)},
+        description=(
+            "Flink's SQL Gateway refresh, for external schedulers: a periodic run refreshes "
+            "the partition its scheduleTime implies (scheduleTime - freshness, formatted by "
+            "the table's partition.fields.<column>.date-formatter options); otherwise the "
+            "given partition, or the whole table. Answers the queued run; jobId is its id."
+        ),
+        tags=_TAGS,
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.RefreshRequestSerializer, request)
+        mt = selectors.get_materialized_table(namespace, name)
+        text = data["scheduleTime"]
+        moment = parse_schedule_time(text, data["scheduleTimeFormat"]) if text else None
+        partition = data["partition"]
+        if data["isPeriodic"] and not partition:
+            partition = scheduled_partition(moment, mt.freshness, mt.options, table=str(mt))
+        if moment is not None and timezone.is_naive(moment):
+            moment = timezone.make_aware(moment, timezone.get_default_timezone())
+        run = services.request_refresh(
+            mt,
+            trigger=RefreshRun.Trigger.API,
+            partition=partition or {},
+            schedule_time=moment,
+            options=data["config"],
+            force=data["force"],
+            actor=request.user,
+        )
+        run = selectors.get_run(run.pk)
+        return Response(
+            {"jobId": run.pk, "run": s.RefreshRunSerializer(run).data},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class RunListView(generics.ListAPIView):
+    serializer_class = s.RefreshRunSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> Any:
+        mt = selectors.get_materialized_table(self.kwargs["namespace"], self.kwargs["name"])
+        return selectors.runs(mt).select_related("materialized_table__table__namespace")
+
+    @extend_schema(
+        operation_id="materialized_tables_runs_list",
+        parameters=_MT_PARAMS,
+        responses={200: s.RefreshRunSerializer(many=True), **_errors(404)},
+        tags=_TAGS,
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class RunDetailView(APIView):
+    @extend_schema(
+        operation_id="refresh_runs_retrieve",
+        parameters=[_RUN],
+        responses={200: s.RefreshRunSerializer, **_errors(404)},
+        tags=_TAGS,
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        return Response(s.RefreshRunSerializer(selectors.get_run(run_id)).data)
