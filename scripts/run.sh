@@ -93,7 +93,11 @@ print(bar)
 # --- The app -----------------------------------------------------------------------------
 python manage.py runserver "$HOST:$PORT" --noreload &
 pids+=("$!")
-celery -A webapp worker -l info --concurrency 1 &
+# One worker process: its threads share one Spark session (started by the first refresh or
+# schema analysis, kept until the worker stops). Refresh jobs write through the app's own
+# Iceberg REST catalog at CATALOG_URI.
+export CATALOG_URI="${CATALOG_URI:-http://$HOST:$PORT/iceberg}"
+celery -A webapp worker -l info --pool threads &
 pids+=("$!")
 celery -A webapp beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler &
 pids+=("$!")
