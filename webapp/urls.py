@@ -10,5 +10,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("catalog.api.urls")),
     path("iceberg/", include("catalog.iceberg_rest.urls")),
+    path("", include("refresh.pages.urls")),
     path("", include("catalog.pages.urls")),
 ]
