@@ -45,6 +45,21 @@ def _seconds(delta: Any) -> float | None:
     return delta.total_seconds() if delta is not None else None
 
 
+def duration_text(seconds: float) -> str:
+    """3725 -> "1 h 2 min", 42 -> "42 s": how lag is read at a glance."""
+    seconds = int(round(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
+
+
 def _summary(mt: MaterializedTable) -> dict[str, Any]:
     """What the list and the page show about a table's freshness."""
     lag = selectors.lag(mt)
@@ -53,6 +68,7 @@ def _summary(mt: MaterializedTable) -> dict[str, Any]:
         "last_refresh": selectors.last_refresh(mt),
         "lag": lag,
         "lag_seconds": _seconds(lag),
+        "lag_text": duration_text(lag.total_seconds()) if lag is not None else "",
         "late": lag is not None and lag > mt.freshness.to_timedelta(),
         "next_run": selectors.next_run(mt),
     }

@@ -114,6 +114,7 @@ def test_the_page_charts_durations_and_lag_from_finished_runs_and_marks_a_late_t
 
     listed = client.get("/namespaces/sales/materialized-tables/").content.decode()
     assert 'class="late"' in listed and "badge late" in listed
+    assert "3 d 0 h" in listed, "lag is shown for reading at a glance"
 
 
 def test_the_table_and_namespace_pages_link_to_the_materialized_table(client, viewer, daily):
