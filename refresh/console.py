@@ -13,7 +13,14 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog.core.errors import CatalogError, Forbidden, InvalidInput, SqlError, Unavailable
+from catalog.core.errors import (
+    CatalogError,
+    Forbidden,
+    InvalidInput,
+    SqlError,
+    Unavailable,
+    http_status,
+)
 from catalog.roles import can_edit
 from refresh import selectors, services
 from refresh.core import statements as st
@@ -70,7 +77,12 @@ def execute(sql: str, *, namespace: str | None = None, actor: Any = None) -> lis
 
 def _failed(text: str, line: int, column: int, error: CatalogError) -> StatementResult:
     where = {"line": getattr(error, "line", None), "column": getattr(error, "column", None)}
-    body = {"message": error.message, "type": type(error).__name__, "field": error.field}
+    body = {
+        "message": error.message,
+        "type": type(error).__name__,
+        "field": error.field,
+        "status": http_status(error),
+    }
     body.update({k: v for k, v in where.items() if v is not None})
     return StatementResult(
         text, line, column, ok=False, message=error.message, error=body, kind="error"

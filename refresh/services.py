@@ -585,22 +585,28 @@ def request_refresh(
 ) -> RefreshRun:
     """A one-time refresh (ALTER ... REFRESH, the page's buttons, the API), in any state:
     queued and sent to a worker. Returns the run (its id is the job id)."""
-    run = enqueue(
-        mt,
-        trigger=trigger,
-        partition=partition,
-        schedule_time=schedule_time,
-        options=options,
-        force=force,
-        actor=actor,
-    )
-    transaction.on_commit(lambda: dispatch(run))
-    _record(
-        mt,
-        actor=actor,
-        action="refresh_materialized_table",
-        message=f"run {run.pk}" + (f", partition {run.partition}" if run.partition else ""),
-    )
+    with transaction.atomic():
+        run = enqueue(
+            mt,
+            trigger=trigger,
+            partition=partition,
+            schedule_time=schedule_time,
+            options=options,
+            force=force,
+            actor=actor,
+        )
+        _record(
+            mt,
+            actor=actor,
+            action="refresh_materialized_table",
+            message=f"run {run.pk}" + (f", partition {run.partition}" if run.partition else ""),
+        )
+    try:
+        dispatch(run)
+    except Unavailable as error:
+        # Never left QUEUED with no message on its way: the run says why it did not happen.
+        finish(run, state=RefreshRun.State.FAILED, error=error.message)
+        raise
     return run
 
 

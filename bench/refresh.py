@@ -1,0 +1,183 @@
+"""Materialized-table refreshes against a warm Spark, side by side in one run.
+
+Starts the whole stack (the app under gunicorn, a Celery worker with its Spark, celery-beat,
+Redis) on a fresh SQLite database and warehouse, fills a source table of `--rows` rows (5
+million by default) through the app's Iceberg REST catalog, and creates a FULL materialized
+table over it. Then, alternating, `--repeat` times each:
+
+- a manual refresh end to end: `POST .../refresh` (force) until the run is SUCCEEDED, as an
+  external scheduler sees it (queueing, the claim, the worker's job, the commit, the finish);
+- the same query as `INSERT OVERWRITE` into a table of the same schema, in this process's
+  already warm Spark session (local[2] too), through the same catalog.
+
+It prints the medians and their ratio (target: at most 1.05), and the time to decide a
+NO_DATA skip (target: under 100 ms): the decision itself, in-process against the stack's
+database, and a whole skipped run through the API.
+
+    .venv/bin/python bench/refresh.py [--rows 5000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+QUERY = "SELECT id, k, v * 2 AS v2, concat('row-', id) AS label FROM events WHERE v > 0.1"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _redis(root: Path) -> subprocess.Popen | None:
+    if os.environ.get("REDIS_URL"):
+        return None
+    port = _free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+    )
+    os.environ["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+    time.sleep(0.5)
+    return process
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="lakeview-bench-refresh-"))
+    redis = _redis(root)
+    from refresh.spark.session import build_spark_session
+    from tests.refresh_stack import refresh_stack
+    from tests.spark.conftest import rest_catalog_conf
+
+    try:
+        with refresh_stack(root / "stack") as stack:
+            spark = build_spark_session(
+                master="local[2]",
+                jars_dir=str(REPO / "var" / "jars"),
+                warehouse=str(root / "local-warehouse"),
+                catalog_name="local",
+                app_name="bench-refresh",
+            )
+            for key, value in rest_catalog_conf(stack.server, name="st").items():
+                spark.conf.set(key, value)
+            spark.sql("CREATE NAMESPACE st.bench")
+            print(f"filling st.bench.events with {args.rows:,} rows ...", flush=True)
+            spark.sql(
+                "CREATE TABLE st.bench.events USING iceberg AS SELECT id, id % 1000 AS k, "
+                f"rand(7) AS v FROM range({args.rows})"
+            )
+            response = stack.statements(
+                "CREATE MATERIALIZED TABLE bench.wide FRESHNESS = INTERVAL '1' DAY "
+                f"REFRESH_MODE = FULL AS {QUERY}"
+            )
+            response.raise_for_status()
+            first = response.json()["results"][0]["run_id"]
+            stack.wait_for(
+                lambda: stack.run(first)["state"] in ("SUCCEEDED", "FAILED"),
+                timeout=900,
+                what="the first refresh",
+            )
+            assert stack.run(first)["state"] == "SUCCEEDED", stack.run(first)
+            spark.sql("CREATE TABLE st.bench.direct USING iceberg AS SELECT * FROM st.bench.wide")
+            direct_sql = (
+                f"INSERT OVERWRITE st.bench.direct {QUERY.replace('events', 'st.bench.events')}"
+            )
+            spark.sql(direct_sql)  # warm: the session has run this once
+
+            endpoint = (
+                f"{stack.server.base_url}/api/namespaces/bench/materialized-tables/wide/refresh"
+            )
+            managed, direct = [], []
+            for round_ in range(args.repeat):
+                started = time.perf_counter()
+                answer = stack.api.post(endpoint, json={"force": True}, timeout=60)
+                answer.raise_for_status()
+                job = answer.json()["jobId"]
+                stack.wait_for(
+                    lambda job=job: stack.run(job)["state"] in ("SUCCEEDED", "FAILED"),
+                    timeout=900,
+                    what="a manual refresh",
+                    every=0.05,
+                )
+                managed.append(time.perf_counter() - started)
+                assert stack.run(job)["state"] == "SUCCEEDED", stack.run(job)
+
+                started = time.perf_counter()
+                spark.sql(direct_sql)
+                direct.append(time.perf_counter() - started)
+                print(
+                    f"round {round_ + 1}: managed {managed[-1]:.2f} s, direct {direct[-1]:.2f} s",
+                    flush=True,
+                )
+
+            # NO_DATA: nothing changed since the last refresh.
+            os.environ.update(
+                {
+                    "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+                    "DATABASE_URL": stack.server.env["DATABASE_URL"],
+                    "WAREHOUSE": stack.server.env["WAREHOUSE"],
+                }
+            )
+            import django
+
+            django.setup()
+            from refresh import selectors, sources
+
+            mt = selectors.get_materialized_table("bench", "wide")
+            decisions = []
+            for _ in range(50):
+                started = time.perf_counter()
+                unchanged, _ = sources.unchanged_since_last_success(mt)
+                decisions.append(time.perf_counter() - started)
+                assert unchanged
+            started = time.perf_counter()
+            answer = stack.api.post(endpoint, json={"force": False}, timeout=60)
+            job = answer.json()["jobId"]
+            stack.wait_for(
+                lambda: stack.run(job)["state"] in ("SKIPPED", "SUCCEEDED", "FAILED"),
+                timeout=60,
+                what="a skip",
+                every=0.01,
+            )
+            skip_end_to_end = time.perf_counter() - started
+            assert stack.run(job)["action"] == "NO_DATA", stack.run(job)
+
+            m, d = statistics.median(managed), statistics.median(direct)
+            p50 = statistics.median(decisions) * 1000
+            p99 = sorted(decisions)[int(len(decisions) * 0.99) - 1] * 1000
+            print()
+            print(f"source rows                          {args.rows:,}")
+            print(f"manual refresh, API to SUCCEEDED     {m:.2f} s (median of {args.repeat})")
+            print(f"INSERT OVERWRITE in a warm session   {d:.2f} s (median of {args.repeat})")
+            print(f"ratio                                {m / d:.3f}  (target <= 1.05)")
+            print(f"NO_DATA decision                     p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+            print(f"skipped run, API to SKIPPED          {skip_end_to_end * 1000:.0f} ms")
+            print("                                     (target: decision under 100 ms)")
+            spark.stop()
+    finally:
+        if redis is not None:
+            redis.terminate()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""A materialized table's life in a real browser, against the whole stack (the app, a Celery
+worker with Spark, celery-beat, Redis): created in the SQL console, its first refresh
+watched on its page, suspended, resumed, a partition refreshed, the history and the charts
+seen."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+from playwright.sync_api import expect
+from pyiceberg.catalog.rest import RestCatalog
+
+from tests.live_server import PASSWORD, USERNAME
+from tests.refresh_stack import RefreshStack, refresh_stack
+
+pytestmark = [pytest.mark.browser, pytest.mark.spark]
+
+CREATE = (
+    "-- daily totals, refreshed every minute\n"
+    "CREATE MATERIALIZED TABLE daily\n"
+    "PARTITIONED BY (ds)\n"
+    "FRESHNESS = INTERVAL '1' MINUTE\n"
+    "REFRESH_MODE = FULL\n"
+    "AS SELECT ds, sum(amount) AS total FROM orders GROUP BY ds"
+)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
+    with refresh_stack(tmp_path_factory.mktemp("browser-stack")) as running:
+        catalog = RestCatalog(
+            "lv", uri=running.server.iceberg_uri, credential=running.server.credential
+        )
+        catalog.create_namespace("shop")
+        schema = pa.schema([pa.field("ds", pa.string()), pa.field("amount", pa.float64())])
+        orders = catalog.create_table("shop.orders", schema=schema)
+        orders.append(
+            pa.table({"ds": ["2024-01-01", "2024-01-01", "2024-01-02"], "amount": [1.0, 2.0, 4.0]})
+        )
+        yield running
+
+
+def test_editor_creates_watches_suspends_resumes_and_refreshes_a_partition(
+    stack, page, results_dir
+):
+    base = stack.server.base_url
+    page.set_default_timeout(30_000)
+    page.goto(f"{base}/login/")
+    page.get_by_label("Username").fill(USERNAME)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+
+    # The console: one statement, its result beside it.
+    page.locator("#nav-console").click()
+    page.locator("#console-namespace").select_option("shop")
+    page.locator("#console-sql").fill(CREATE)
+    page.locator("#console-run").click()
+    result = page.locator("#result-1")
+    expect(result).to_have_class(re.compile(r"\bok\b"), timeout=240_000)
+    expect(result).to_contain_text("Materialized table shop.daily created")
+
+    # Its page shows the first refresh finish without a reload.
+    result.locator("a.result-table").click()
+    expect(page.locator("#mt-state")).to_contain_text("ACTIVATED")
+    first_run = page.locator("table#runs tbody tr", has_text="CREATE")
+    expect(first_run.locator(".run-state")).to_have_text("SUCCEEDED", timeout=180_000)
+    expect(page.locator("#chart-durations canvas")).to_be_visible(timeout=30_000)
+
+    # Suspend, then resume.
+    page.locator("#mt-suspend").click()
+    expect(page.locator("#mt-state")).to_contain_text("SUSPENDED")
+    page.locator("#mt-resume").click()
+    expect(page.locator("#mt-state")).to_contain_text("ACTIVATED")
+
+    # Refresh one partition; its run appears in the history and finishes.
+    form = page.locator("#mt-refresh-partition")
+    form.locator("[data-column=ds]").fill("2024-01-02")
+    page.locator("#mt-refresh-partition-submit").click()
+    partition_run = page.locator("table#runs tbody tr", has_text="PARTITION")
+    expect(partition_run).to_be_visible(timeout=120_000)
+    expect(partition_run.locator(".run-state")).to_have_text("SUCCEEDED", timeout=120_000)
+    expect(partition_run).to_contain_text("2024-01-02")
+
+    # The history and both charts.
+    expect(page.locator("#chart-durations canvas")).to_be_visible()
+    expect(page.locator("#chart-lag canvas")).to_be_visible()
+    page.screenshot(path=str(results_dir / "mt-detail.png"), full_page=True)

@@ -1,0 +1,305 @@
+"""Materialized tables end to end, as a deployment runs them: the app under gunicorn, a real
+Redis, a real Celery worker (its own Spark, kept across refreshes) and a real celery-beat,
+a FULL table with FRESHNESS = INTERVAL '10' SECOND over a source table.
+
+The tests run in order on one stack (a module fixture); each checks one behaviour users
+rely on. What the stack did is read from its database (the refresh history) and from the
+tables themselves, through Spark and pyiceberg."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyspark.sql import SparkSession
+
+from tests.refresh_stack import RefreshStack, refresh_stack
+from tests.spark.conftest import rest_catalog_conf
+
+NS = "e2e"
+DAILY_QUERY = "SELECT ds, sum(amount) AS total, count(*) AS n FROM orders GROUP BY ds"
+TICK = 10  # seconds
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
+    with refresh_stack(tmp_path_factory.mktemp("refresh-stack")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def st(spark: SparkSession, stack: RefreshStack) -> SparkSession:
+    """A Spark session of the test process whose catalog `st` is the stack's app."""
+    session = spark.newSession()
+    for key, value in rest_catalog_conf(stack.server, name="st").items():
+        session.conf.set(key, value)
+    session.conf.set("spark.sql.defaultCatalog", "st")
+    return session
+
+
+def runs(stack: RefreshStack, table: str) -> list[dict]:
+    """The table's refresh history, oldest first, straight from the app's database."""
+    connection = sqlite3.connect(f"file:{Path(stack.server.db_path)}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    try:
+        rows = connection.execute(
+            "SELECT * FROM refresh_refreshrun WHERE table_name = ? ORDER BY id", (table,)
+        ).fetchall()
+    finally:
+        connection.close()
+    parsed = []
+    for row in rows:
+        item = dict(row)
+        for key in ("schedule_time", "queued_at", "started_at", "finished_at"):
+            if item[key]:
+                moment = datetime.fromisoformat(item[key])
+                if moment.tzinfo is not None:  # naive UTC, like datetime.utcnow()
+                    moment = moment.astimezone(UTC).replace(tzinfo=None)
+                item[key] = moment
+        parsed.append(item)
+    return parsed
+
+
+def mt_row(stack: RefreshStack, table: str) -> dict:
+    ns, name = table.split(".")
+    connection = sqlite3.connect(f"file:{Path(stack.server.db_path)}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    try:
+        return dict(
+            connection.execute(
+                "SELECT mt.* FROM refresh_materializedtable mt "
+                "JOIN catalog_catalogobject o ON o.id = mt.table_id "
+                "JOIN catalog_namespace n ON n.id = o.namespace_id "
+                "WHERE n.name = ? AND o.name = ?",
+                (ns, name),
+            ).fetchone()
+        )
+    finally:
+        connection.close()
+
+
+def ok(stack: RefreshStack, sql: str) -> list[dict]:
+    response = stack.statements(sql, namespace=NS)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+def rows_of(spark: SparkSession, sql: str) -> list[tuple]:
+    return sorted(tuple(row) for row in spark.sql(sql).collect())
+
+
+def snapshot_ids(spark: SparkSession, table: str) -> list[int]:
+    return [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {table}.snapshots").collect()]
+
+
+def test_a_full_table_is_created_and_populated_by_its_first_refresh(stack, st):
+    st.sql(f"CREATE NAMESPACE IF NOT EXISTS st.{NS}")
+    st.sql(f"CREATE TABLE st.{NS}.orders (id BIGINT NOT NULL, ds STRING, amount DOUBLE)")
+    st.sql(
+        f"INSERT INTO st.{NS}.orders VALUES (1, 'a', 1.0), (2, 'a', 2.0), (3, 'b', 5.0), "
+        "(4, 'c', 7.5)"
+    )
+    [created] = ok(
+        stack,
+        "CREATE MATERIALIZED TABLE daily PARTITIONED BY (ds) "
+        f"FRESHNESS = INTERVAL '{TICK}' SECOND REFRESH_MODE = FULL AS {DAILY_QUERY}",
+    )
+    first = created["run_id"]
+    assert first is not None
+
+    stack.wait_for(
+        lambda: stack.run(first)["state"] == "SUCCEEDED", timeout=180, what="the first refresh"
+    )
+    run = stack.run(first)
+    assert (run["trigger"], run["action"]) == ("CREATE", "FULL")
+    assert run["rows_written"] == 3 and run["snapshot_id"] in snapshot_ids(st, "st.e2e.daily")
+    assert rows_of(st, "SELECT * FROM st.e2e.daily") == rows_of(
+        st, DAILY_QUERY.replace("FROM orders", "FROM st.e2e.orders")
+    )
+    assert mt_row(stack, "e2e.daily")["state"] == "ACTIVATED"
+
+
+def test_it_follows_appends_to_the_source_within_two_ticks(stack, st):
+    st.sql(f"INSERT INTO st.{NS}.orders VALUES (5, 'a', 10.0), (6, 'd', 1.0)")
+    appended_at = datetime.now(UTC).replace(tzinfo=None)
+
+    def refreshed():
+        return [
+            r
+            for r in runs(stack, "e2e.daily")
+            if r["trigger"] == "SCHEDULED"
+            and r["state"] == "SUCCEEDED"
+            and r["queued_at"] >= appended_at
+        ]
+
+    [run, *_] = stack.wait_for(refreshed, timeout=3 * TICK + 60, what="a scheduled refresh")
+    # Queued by one of the next two ticks; its schedule time is that tick's planned time.
+    assert run["queued_at"] - appended_at <= timedelta(seconds=2 * TICK)
+    assert run["schedule_time"] <= run["queued_at"]
+    assert run["action"] == "FULL" and run["rows_written"] == 4
+    assert rows_of(st, "SELECT * FROM st.e2e.daily") == rows_of(
+        st, DAILY_QUERY.replace("FROM orders", "FROM st.e2e.orders")
+    )
+
+
+def test_ticks_with_no_change_are_skipped_without_a_spark_job(stack, st):
+    before = snapshot_ids(st, "st.e2e.daily")
+    last = runs(stack, "e2e.daily")[-1]["id"]
+
+    def skipped():
+        later = [r for r in runs(stack, "e2e.daily") if r["id"] > last and r["finished_at"]]
+        return later if len(later) >= 2 else None
+
+    later = stack.wait_for(skipped, timeout=4 * TICK + 30, what="two more ticks")
+    assert all(r["state"] == "SKIPPED" and r["action"] == "NO_DATA" for r in later), later
+    assert all(r["snapshot_id"] is None for r in later)
+    assert snapshot_ids(st, "st.e2e.daily") == before, "no job, no commit"
+
+
+def test_after_suspend_no_run_happens_for_three_ticks_and_after_resume_runs_happen(stack):
+    ok(stack, "ALTER MATERIALIZED TABLE daily SUSPEND")
+    assert mt_row(stack, "e2e.daily")["state"] == "SUSPENDED"
+    time.sleep(2)  # a tick already sent before the suspend may still finish
+    last = runs(stack, "e2e.daily")[-1]["id"]
+    time.sleep(3 * TICK + 2)
+    assert [r["id"] for r in runs(stack, "e2e.daily") if r["id"] > last] == []
+
+    ok(stack, "ALTER MATERIALIZED TABLE daily RESUME")
+    assert mt_row(stack, "e2e.daily")["state"] == "ACTIVATED"
+    stack.wait_for(
+        lambda: [r for r in runs(stack, "e2e.daily") if r["id"] > last],
+        timeout=2 * TICK + 30,
+        what="a run after RESUME",
+    )
+
+
+def _files_by_partition(spark: SparkSession, table: str) -> dict[str, set[str]]:
+    files: dict[str, set[str]] = {}
+    for row in spark.sql(f"SELECT partition.ds AS ds, file_path FROM {table}.files").collect():
+        files.setdefault(row["ds"], set()).add(row["file_path"])
+    return files
+
+
+def test_a_partition_refresh_rewrites_only_that_partition(stack, st):
+    ok(stack, "ALTER MATERIALIZED TABLE daily SUSPEND")  # no tick races the manual refresh
+    time.sleep(2)
+    stack.wait_for(
+        lambda: all(r["finished_at"] for r in runs(stack, "e2e.daily")),
+        timeout=60,
+        what="runs in flight to finish",
+    )
+    before_rows = dict((r[0], r[1:]) for r in rows_of(st, "SELECT * FROM st.e2e.daily"))
+    before_files = _files_by_partition(st, "st.e2e.daily")
+    st.sql(f"INSERT INTO st.{NS}.orders VALUES (7, 'a', 100.0), (8, 'b', 100.0)")
+
+    [result] = ok(stack, "ALTER MATERIALIZED TABLE daily REFRESH PARTITION (ds = 'a')")
+    stack.wait_for(
+        lambda: stack.run(result["run_id"])["state"] in ("SUCCEEDED", "FAILED"),
+        timeout=120,
+        what="the partition refresh",
+    )
+    run = stack.run(result["run_id"])
+    assert (run["state"], run["action"], run["partition"]) == (
+        "SUCCEEDED",
+        "PARTITION",
+        {"ds": "a"},
+    )
+
+    after_rows = dict((r[0], r[1:]) for r in rows_of(st, "SELECT * FROM st.e2e.daily"))
+    assert after_rows["a"] == (113.0, 4)
+    assert after_rows["b"] == before_rows["b"], "b keeps its rows until its own refresh"
+    after_files = _files_by_partition(st, "st.e2e.daily")
+    assert after_files["b"] == before_files["b"] and after_files["c"] == before_files["c"]
+    assert after_files["a"] != before_files["a"]
+    ok(stack, "ALTER MATERIALIZED TABLE daily RESUME")
+
+
+def test_spark_and_pyiceberg_read_the_same_rows_through_the_catalog(stack, st):
+    catalog = RestCatalog("st", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    arrow = catalog.load_table(f"{NS}.daily").scan().to_arrow()
+    columns = [arrow.column(c).to_pylist() for c in ("ds", "total", "n")]
+    by_pyiceberg = sorted(zip(*columns, strict=True))
+    assert by_pyiceberg == rows_of(st, "SELECT ds, total, n FROM st.e2e.daily")
+    properties = catalog.load_table(f"{NS}.daily").properties
+    assert properties["lakeview.materialized-table.query"] == DAILY_QUERY
+    assert properties["lakeview.materialized-table.freshness"] == f"INTERVAL '{TICK}' SECOND"
+
+
+# A refresh that takes long enough to be killed in: Spark calls Thread.sleep(6000) once per
+# row of `pauses` (one row).
+SLOW_QUERY = (
+    "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(6000 AS BIGINT)) AS slept FROM pauses"
+)
+
+
+def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds(stack, st):
+    st.sql(f"CREATE TABLE st.{NS}.pauses (id BIGINT)")
+    st.sql(f"INSERT INTO st.{NS}.pauses VALUES (1)")
+    [created] = ok(
+        stack,
+        f"CREATE MATERIALIZED TABLE slow FRESHNESS = INTERVAL '{TICK}' SECOND "
+        f"REFRESH_MODE = FULL AS {SLOW_QUERY}",
+    )
+    stack.wait_for(
+        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
+        timeout=120,
+        what="the slow table's first refresh",
+    )
+    good = snapshot_ids(st, "st.e2e.slow")
+    st.sql(f"INSERT INTO st.{NS}.pauses VALUES (2)")
+
+    running = stack.wait_for(
+        lambda: [r for r in runs(stack, "e2e.slow") if r["state"] == "RUNNING"],
+        timeout=3 * TICK + 30,
+        what="a running refresh",
+        every=0.2,
+    )[0]
+    time.sleep(1.5)  # well inside the 6 s the job sleeps
+    stack.kill_worker()
+    assert snapshot_ids(st, "st.e2e.slow") == good, "the table stays at its last good snapshot"
+    stack.start_worker()
+
+    failed = stack.wait_for(
+        lambda: next(
+            (r for r in runs(stack, "e2e.slow") if r["id"] == running["id"] and r["finished_at"]),
+            None,
+        ),
+        timeout=90,
+        what="the abandoned run to be failed",
+    )
+    assert failed["state"] == "FAILED" and "stopped" in failed["error"]
+    assert snapshot_ids(st, "st.e2e.slow") == good
+
+    succeeded = stack.wait_for(
+        lambda: [
+            r
+            for r in runs(stack, "e2e.slow")
+            if r["id"] > running["id"] and r["state"] == "SUCCEEDED"
+        ],
+        timeout=4 * TICK + 120,
+        what="a tick after the kill to succeed",
+    )
+    assert succeeded[0]["trigger"] == "SCHEDULED"
+    assert rows_of(st, "SELECT id FROM st.e2e.slow") == [(1,), (2,)]
+
+
+def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(stack, st):
+    # The source disappears under the table: every refresh fails.
+    st.sql(f"DROP TABLE st.{NS}.pauses")
+    row = stack.wait_for(
+        lambda: (lambda r: r if r["state"] == "SUSPENDED" else None)(mt_row(stack, "e2e.slow")),
+        timeout=7 * TICK + 120,
+        what="the table to suspend itself",
+    )
+    failures = [r for r in runs(stack, "e2e.slow") if r["state"] == "FAILED"]
+    assert len(failures) >= 5
+    assert "5 consecutive failed refreshes" in row["suspended_reason"]
+    assert "pauses" in row["suspended_reason"]
+    page = stack.api.get(f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/slow/")
+    assert page.json()["state"] == "SUSPENDED"
+    assert "consecutive failed refreshes" in page.json()["suspended_reason"]
