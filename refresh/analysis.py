@@ -10,7 +10,7 @@ from django.conf import settings
 from catalog.core.errors import SqlError, Unavailable
 
 
-def query_schema(query: str, *, namespace: str) -> str:
+def query_schema(query: str, *, namespace: str, timeout: float | None = None) -> str:
     """Spark's `StructType.json()` for `query`, its names resolved in `namespace`; a
     SqlError (placed in the query's own lines) when Spark refuses it; Unavailable when no
     worker answers in `MT_ANALYZE_TIMEOUT_SECONDS`."""
@@ -18,7 +18,7 @@ def query_schema(query: str, *, namespace: str) -> str:
 
     from refresh import tasks
 
-    timeout = settings.MT_ANALYZE_TIMEOUT_SECONDS
+    timeout = timeout or settings.MT_ANALYZE_TIMEOUT_SECONDS
     try:
         pending = tasks.analyze_query.apply_async(args=[query, namespace])
         answer = pending.get(timeout=timeout, disable_sync_subtasks=False)
@@ -60,3 +60,37 @@ def run_data_change(statement: str, *, namespace: str) -> None:
         raise SqlError(
             problem["message"], line=problem.get("line"), column=problem.get("column"), field="sql"
         )
+
+
+#: How long a view create waits for Spark's types before keeping sqlglot's guesses.
+VIEW_TYPES_TIMEOUT_SECONDS = 30
+#: After finding no worker, views keep sqlglot's guesses this long without asking again.
+NO_WORKER_BACKOFF_SECONDS = 30.0
+_no_worker_until = 0.0
+
+
+def view_schema(spark_sql: str, namespace: list[str]) -> dict | None:
+    """The Iceberg schema Spark's analyzer gives a view's query, for the column types
+    sqlglot could only guess (catalog.services.sql_views.TYPE_DERIVERS); None, quickly, when
+    no refresh worker is running or Spark cannot analyze the query (the guesses stay, with
+    their warning)."""
+    import time
+
+    from refresh.spark.schema import iceberg_schema
+    from webapp.celery import app
+
+    global _no_worker_until
+    if not settings.VIEW_TYPES_FROM_SPARK or time.monotonic() < _no_worker_until:
+        return None
+    try:
+        if not app.control.ping(timeout=0.5):
+            _no_worker_until = time.monotonic() + NO_WORKER_BACKOFF_SECONDS
+            return None
+        return iceberg_schema(
+            query_schema(
+                spark_sql, namespace=".".join(namespace), timeout=VIEW_TYPES_TIMEOUT_SECONDS
+            )
+        )
+    except Exception:  # noqa: BLE001 - any failure keeps sqlglot's answer
+        _no_worker_until = time.monotonic() + NO_WORKER_BACKOFF_SECONDS
+        return None

@@ -11,3 +11,10 @@ class RefreshConfig(AppConfig):
         from refresh.models import MaterializedTable
 
         post_delete.connect(schedules.forget_schedule, sender=MaterializedTable)
+
+        # Views' column types that sqlglot cannot derive are asked of the workers' Spark.
+        from catalog.services import sql_views
+        from refresh.analysis import view_schema
+
+        if view_schema not in sql_views.TYPE_DERIVERS:
+            sql_views.TYPE_DERIVERS.append(view_schema)

@@ -116,11 +116,25 @@ class RefreshStack:
                 process.wait(timeout=10)
 
 
+#: The stack's own Redis database: messages other tests left in the broker are not its own.
+STACK_REDIS_DB = 3
+
+
+def _stack_redis_url() -> str:
+    """REDIS_URL with the stack's database, emptied of what an earlier stack left."""
+    import redis
+
+    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    url = base.rsplit("/", 1)[0] + f"/{STACK_REDIS_DB}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
 @contextmanager
 def refresh_stack(root: Path) -> Iterator[RefreshStack]:
     """The app, a worker and beat; yields once the worker answers (Spark starts lazily)."""
     root.mkdir(parents=True, exist_ok=True)
-    extra = dict(STACK_ENV)
+    extra = {**STACK_ENV, "REDIS_URL": _stack_redis_url()}
     with catalog_server(root / "app", extra_env=extra) as server:
         stack = RefreshStack(server=server, root=root)
         stack.api = server.api_session()

@@ -42,6 +42,13 @@ from catalog.services.kernel import VIEW, Change, Mode
 
 ENGINE_NAME = "lakeview"
 
+#: Engines that derive a query's column types better than sqlglot can: each takes the query
+#: in Spark's dialect and its default namespace levels, and returns the Iceberg schema (REST
+#: JSON) of its result, or None when it cannot answer now. The refresh app registers its
+#: workers' Spark analyzer here (refresh.apps); they are asked only when sqlglot had to
+#: guess a type.
+TYPE_DERIVERS: list[Callable[[str, Sequence[str]], dict | None]] = []
+
 
 # -- definitions from SQL -------------------------------------------------------------------
 
@@ -76,7 +83,11 @@ def _analyze(
     return analyzed, default_ns
 
 
-def _schema_of(analyzed: AnalyzedQuery) -> Schema:
+def _schema_of(analyzed: AnalyzedQuery, default_ns: Sequence[str]) -> Schema:
+    if any(column.type_guessed for column in analyzed.columns):
+        derived = _derived_schema(analyzed, default_ns)
+        if derived is not None:
+            return derived
     fields = [
         NestedField(
             field_id=index,
@@ -88,6 +99,25 @@ def _schema_of(analyzed: AnalyzedQuery) -> Schema:
         for index, column in enumerate(analyzed.columns, start=1)
     ]
     return Schema(*fields, schema_id=0)
+
+
+def _derived_schema(analyzed: AnalyzedQuery, default_ns: Sequence[str]) -> Schema | None:
+    """The schema an engine's analyzer gives (exact and nested types), with the names and
+    docs of the view's own analysis; None if no engine answered."""
+    from pyiceberg.schema import assign_fresh_schema_ids
+
+    spark_sql = transpile_all(analyzed.sql, source=analyzed.dialect, targets=["spark"])["spark"]
+    for derive in TYPE_DERIVERS:
+        document = derive(spark_sql, list(default_ns))
+        if document is None or len(document["fields"]) != len(analyzed.columns):
+            continue
+        fields = [
+            {**field, "name": column.name, "doc": column.doc, "required": False}
+            for field, column in zip(document["fields"], analyzed.columns, strict=True)
+        ]
+        schema = Schema.model_validate({"type": "struct", "schema-id": 0, "fields": fields})
+        return assign_fresh_schema_ids(schema)
+    return None
 
 
 def _definition(
@@ -118,7 +148,7 @@ def _definition(
         default_catalog=default_catalog,
         summary={"engine-name": ENGINE_NAME, ORIGINAL_DIALECT: analyzed.dialect},
     )
-    return _schema_of(analyzed), version
+    return _schema_of(analyzed, default_ns), version
 
 
 def _edit(
@@ -165,11 +195,13 @@ def create_view(
     location: str | None = None,
     actor: Any = None,
 ) -> View:
+    # Analysed before the commit starts: an engine asked for types may take a moment.
+    schema, version = _definition(
+        namespace, sql, dialect, column_aliases, column_comments, default_catalog,
+        default_namespace,
+    )  # fmt: skip
+
     def build(target: str) -> ViewMetadata:
-        schema, version = _definition(
-            namespace, sql, dialect, column_aliases, column_comments, default_catalog,
-            default_namespace,
-        )  # fmt: skip
         props, _ = check_property_changes(properties, None)
         # The other dialects are transpiled, not written by anyone: an engine that replaces
         # the view with its own dialect only (as Spark does) may drop them.
@@ -203,11 +235,12 @@ def replace_view(
 ) -> View:
     """A new version from new SQL; an identical definition reuses the existing version id."""
 
+    schema, version = _definition(
+        namespace, sql, dialect, column_aliases, column_comments, default_catalog,
+        default_namespace,
+    )  # fmt: skip
+
     def edit(builder: ViewMetadataBuilder, view: View) -> None:
-        schema, version = _definition(
-            view.namespace.name, sql, dialect, column_aliases, column_comments, default_catalog,
-            default_namespace,
-        )  # fmt: skip
         if comment is not None:
             if comment:
                 builder.set_properties({"comment": comment})

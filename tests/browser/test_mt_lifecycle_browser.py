@@ -27,6 +27,8 @@ CREATE = (
     "AS SELECT ds, sum(amount) AS total FROM orders GROUP BY ds"
 )
 
+SCHEMA = pa.schema([pa.field("ds", pa.string()), pa.field("amount", pa.float64())])
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
@@ -35,10 +37,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
             "lv", uri=running.server.iceberg_uri, credential=running.server.credential
         )
         catalog.create_namespace("shop")
-        schema = pa.schema([pa.field("ds", pa.string()), pa.field("amount", pa.float64())])
-        orders = catalog.create_table("shop.orders", schema=schema)
+        orders = catalog.create_table("shop.orders", schema=SCHEMA)
         orders.append(
-            pa.table({"ds": ["2024-01-01", "2024-01-01", "2024-01-02"], "amount": [1.0, 2.0, 4.0]})
+            pa.table(
+                {"ds": ["2024-01-01", "2024-01-01", "2024-01-02"], "amount": [1.0, 2.0, 4.0]},
+                schema=SCHEMA,
+            )
         )
         yield running
 
@@ -75,7 +79,12 @@ def test_editor_creates_watches_suspends_resumes_and_refreshes_a_partition(
     page.locator("#mt-resume").click()
     expect(page.locator("#mt-state")).to_contain_text("ACTIVATED")
 
-    # Refresh one partition; its run appears in the history and finishes.
+    # New rows in the source, then a refresh of one partition; its run appears in the
+    # history and finishes.
+    catalog = RestCatalog("lv", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    catalog.load_table("shop.orders").append(
+        pa.table({"ds": ["2024-01-02"], "amount": [8.0]}, schema=SCHEMA)
+    )
     form = page.locator("#mt-refresh-partition")
     form.locator("[data-column=ds]").fill("2024-01-02")
     page.locator("#mt-refresh-partition-submit").click()
@@ -83,7 +92,8 @@ def test_editor_creates_watches_suspends_resumes_and_refreshes_a_partition(
     expect(partition_run).to_be_visible(timeout=120_000)
     expect(partition_run.locator(".run-state")).to_have_text("SUCCEEDED", timeout=120_000)
     expect(partition_run).to_contain_text("2024-01-02")
-
+    rows = catalog.load_table("shop.daily").scan().to_arrow().to_pylist()
+    assert {row["ds"]: row["total"] for row in rows} == {"2024-01-01": 3.0, "2024-01-02": 12.0}
     # The history and both charts.
     expect(page.locator("#chart-durations canvas")).to_be_visible()
     expect(page.locator("#chart-lag canvas")).to_be_visible()

@@ -303,3 +303,32 @@ def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(stack, s
     page = stack.api.get(f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/slow/")
     assert page.json()["state"] == "SUSPENDED"
     assert "consecutive failed refreshes" in page.json()["suspended_reason"]
+
+
+def test_view_columns_sqlglot_cannot_type_are_typed_by_the_workers_spark(stack):
+    response = stack.api.post(
+        f"{stack.server.base_url}/api/namespaces/{NS}/views/",
+        json={
+            "name": "monthly",
+            "sql": "SELECT date_trunc('MONTH', to_timestamp(ds)) AS m, map(ds, amount) AS mm, "
+            "id FROM orders",
+        },
+        timeout=120,
+    )
+    assert response.status_code == 201, response.text
+    catalog = RestCatalog("st", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    schema = catalog.load_view(f"{NS}.monthly").schema()
+    types = {field.name: str(field.field_type) for field in schema.fields}
+    assert types["m"] == "timestamptz" and types["mm"] == "map<string, double>"
+    assert types["id"] == "long"
+
+
+def test_the_console_runs_update_and_delete_on_a_materialized_table_with_spark(stack, st):
+    [result] = ok(stack, "DELETE FROM daily WHERE ds = 'c'")
+    assert "next full refresh overwrites" in result["message"]
+    assert "c" not in {row[0] for row in rows_of(st, "SELECT ds FROM st.e2e.daily")}
+
+    response = stack.statements("UPDATE daily SET total = 0 WHERE nosuchcolumn = 1", NS)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["line"] == 1 and "nosuchcolumn" in error["message"].lower()

@@ -39,6 +39,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files under gunicorn (DEBUG=0) too: pages are styled and charted in production.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "webapp.middleware.MachineErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -92,6 +94,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+# WhiteNoise serves static/ straight from the finders, so no collectstatic step is needed
+# for `make run`, the tests or the image.
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "catalog:namespace-list"
@@ -163,6 +168,8 @@ MT_FAILURES_BEFORE_SUSPEND = int(env("MT_FAILURES_BEFORE_SUSPEND", "5"))
 # A running refresh reports every few seconds; one silent this long lost its worker.
 MT_HEARTBEAT_SECONDS = 5
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
+# A view column whose type sqlglot cannot derive is typed by a worker's Spark when one runs.
+VIEW_TYPES_FROM_SPARK = env("VIEW_TYPES_FROM_SPARK", "1") == "1"
 # How long a create waits for a worker's Spark to derive the query's schema.
 MT_ANALYZE_TIMEOUT_SECONDS = int(env("MT_ANALYZE_TIMEOUT_SECONDS", "120"))
 CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
