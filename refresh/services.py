@@ -122,6 +122,7 @@ def _commit_properties(mt: MaterializedTable, *, actor: Any, removals: Sequence[
         updates=updates,
         actor=actor,
     )
+    mt.table.refresh_from_db()
 
 
 # -- sources -------------------------------------------------------------------------------

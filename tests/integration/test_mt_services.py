@@ -1,0 +1,301 @@
+"""The materialized-table services' own rules: what a create checks against the schema Spark
+derives (Flink's words), undoing a create whose pipeline cannot be set up, cycles, drops
+refused while something reads the table, the definition in the table's properties, modes
+re-planned by SET, one run per tick. Spark's analyzer is a fake returning a StructType's
+JSON; sending runs to a worker is recorded (tests/spark runs the real ones)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from catalog import services
+from catalog.core.errors import (
+    AlreadyExists,
+    InvalidInput,
+    SqlError,
+    Unavailable,
+)
+from catalog.core.metadata_io import read_json
+from catalog.models import Table
+from refresh import services as mts
+from refresh.core.freshness import Freshness, RefreshMode
+from refresh.models import MaterializedTable, RefreshRun
+
+pytestmark = pytest.mark.django_db
+
+ORDERS = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [
+        {"id": 1, "name": "id", "type": "long", "required": True},
+        {"id": 2, "name": "ds", "type": "string", "required": False},
+        {"id": 3, "name": "amount", "type": "double", "required": False},
+    ],
+}
+QUERY = "SELECT id, ds, amount * 2 AS doubled FROM orders"
+RESULT = StructType(
+    [
+        StructField("id", LongType(), False),
+        StructField("ds", StringType(), True),
+        StructField("doubled", DoubleType(), True),
+    ]
+).json()
+
+
+@pytest.fixture
+def dispatched(monkeypatch) -> list[int]:
+    sent: list[int] = []
+    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: sent.append(run.pk))
+    return sent
+
+
+@pytest.fixture
+def analyzer(monkeypatch) -> list[tuple[str, str]]:
+    asked: list[tuple[str, str]] = []
+
+    def query_schema(query: str, *, namespace: str, timeout: float | None = None) -> str:
+        asked.append((query, namespace))
+        return RESULT
+
+    monkeypatch.setattr("refresh.analysis.query_schema", query_schema)
+    return asked
+
+
+@pytest.fixture
+def sales(editor, analyzer, dispatched) -> str:
+    services.create_namespace(name="sales", actor=editor)
+    services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=editor)
+    return "sales"
+
+
+def create(name: str = "wide", query: str = QUERY, **kwargs) -> MaterializedTable:
+    arguments = {"freshness": Freshness(1, "HOUR"), "refresh_mode": None, **kwargs}
+    return mts.create_materialized_table(namespace="sales", name=name, query=query, **arguments)
+
+
+def nothing_named(name: str) -> bool:
+    return (
+        not Table.objects.filter(name=name).exists()
+        and not MaterializedTable.objects.filter(table__name=name).exists()
+        and not PeriodicTask.objects.filter(name__contains=f"sales.{name}").exists()
+    )
+
+
+def test_a_create_makes_the_table_the_schedule_and_the_first_run_with_the_definition_in_its_properties(  # noqa: E501
+    sales, analyzer, dispatched, editor
+):
+    mt = create(primary_key=("id",), partitioned_by=("ds",), comment="twice", actor=editor)
+
+    assert mt.state == MaterializedTable.State.ACTIVATED
+    assert analyzer == [(QUERY, "sales")]
+    [run] = mt.runs.all()
+    assert (run.trigger, run.force, dispatched) == (RefreshRun.Trigger.CREATE, True, [run.pk])
+    metadata = read_json(mt.table.metadata_location)
+    properties = metadata["properties"]
+    assert properties["lakeview.materialized-table.query"] == QUERY
+    assert properties["lakeview.materialized-table.freshness"] == "INTERVAL '1' HOUR"
+    assert properties["lakeview.materialized-table.refresh-mode"] == "FULL"
+    assert properties["lakeview.materialized-table.state"] == "ACTIVATED"
+    assert properties["comment"] == "twice"
+    schema = metadata["schemas"][-1]
+    assert [f["name"] for f in schema["fields"]] == ["id", "ds", "doubled"]
+    assert schema["identifier-field-ids"] == [schema["fields"][0]["id"]]
+    assert metadata["partition-specs"][-1]["fields"][0]["name"] == "ds"
+    assert mt.sources == ["sales.orders"]
+    assert PeriodicTask.objects.get(pk=mt.periodic_task_id).enabled
+
+
+def test_suspend_writes_the_state_into_the_tables_properties(sales):
+    mt = create()
+    mts.suspend(mt)
+    mt.refresh_from_db()
+    properties = read_json(mt.table.metadata_location)["properties"]
+    assert properties["lakeview.materialized-table.state"] == "SUSPENDED"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "words"),
+    [
+        (
+            {"primary_key": ("ds",)},
+            "primary_key",
+            "Could not create a PRIMARY KEY with nullable column 'ds'.",
+        ),
+        (
+            {"primary_key": ("nope",)},
+            "primary_key",
+            "Primary key column 'nope' not defined in the query schema. Available columns: "
+            "['id', 'ds', 'doubled'].",
+        ),
+        (
+            {"partitioned_by": ("nope",)},
+            "partitioned_by",
+            "Partition column 'nope' not defined in the query schema.",
+        ),
+        (
+            {
+                "partitioned_by": ("id",),
+                "options": {"partition.fields.id.date-formatter": "yyyy-MM-dd"},
+            },
+            "options",
+            "Materialized table option 'partition.fields.id.date-formatter' only supports "
+            "referring to char, varchar and string type partition column. Column `id` type is "
+            "LONG.",
+        ),
+        ({"options": {"colour": "blue"}}, "options", "Unknown option 'colour'"),
+        (
+            {"freshness": Freshness(1, "MINUTE")},
+            "refresh_mode",
+            "CONTINUOUS refresh mode is not supported yet",
+        ),
+        (
+            {"freshness": Freshness(7, "MINUTE"), "refresh_mode": RefreshMode.FULL},
+            "freshness",
+            "only freshness that are factors of 60",
+        ),
+    ],
+)
+def test_a_create_the_schema_or_the_rules_refuse_creates_nothing(sales, kwargs, field, words):
+    with pytest.raises(InvalidInput) as refused:
+        create(**kwargs)
+    assert words in refused.value.message
+    assert refused.value.field == field
+    assert nothing_named("wide")
+
+
+def test_an_unknown_source_is_refused_at_its_line_and_column(sales):
+    with pytest.raises(SqlError) as refused:
+        create(query="SELECT id\nFROM sales.nope")
+    assert (refused.value.line, refused.value.column) == (2, 12)
+    assert "Table or view not found: sales.nope" in refused.value.message
+    assert nothing_named("wide")
+
+
+def test_a_name_that_is_taken_is_refused(sales):
+    with pytest.raises(AlreadyExists, match="already exists: sales.orders"):
+        create(name="orders")
+
+
+def test_a_query_that_reads_itself_through_a_view_is_a_cycle(sales, editor):
+    # A view may be made before its sources; this one reads the table about to be made.
+    services.create_view(
+        namespace="sales", name="v", sql="SELECT id, ds, doubled FROM sales.loop", actor=editor
+    )
+    with pytest.raises(InvalidInput, match="cycle: sales.loop -> sales.v -> sales.loop"):
+        create(name="loop", query="SELECT * FROM v")
+    assert nothing_named("loop")
+
+
+def test_a_create_whose_pipeline_cannot_be_set_up_is_undone(
+    sales, monkeypatch, warehouse, django_capture_on_commit_callbacks
+):
+    def broker_down(run, **kwargs):
+        raise Unavailable("The task queue cannot be reached: connection refused")
+
+    monkeypatch.setattr("refresh.services.dispatch", broker_down)
+    with (
+        django_capture_on_commit_callbacks(execute=True),
+        pytest.raises(mts.PipelineFailed, match="create was undone: The task queue") as failed,
+    ):
+        create()
+    assert failed.value.status == 503
+    assert nothing_named("wide")
+    assert not RefreshRun.objects.exists()
+    assert not (warehouse / "sales" / "wide").exists(), "the table's files are purged"
+
+
+def test_a_create_with_no_worker_answering_is_a_503_and_creates_nothing(editor, settings):
+    # The real analyzer, with Redis as the broker and no worker consuming.
+    settings.MT_ANALYZE_TIMEOUT_SECONDS = 1
+    services.create_namespace(name="sales", actor=editor)
+    services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=editor)
+    with pytest.raises(Unavailable) as unavailable:
+        create()
+    assert unavailable.value.status == 503
+    assert nothing_named("wide")
+
+
+def test_a_drop_is_refused_while_a_view_or_a_materialized_table_reads_the_table(sales, editor):
+    base = create(name="base")
+    create(name="derived", query="SELECT id, ds, doubled FROM base")
+    services.create_view(namespace="sales", name="report", sql="SELECT id FROM base")
+
+    with pytest.raises(mts.InvalidState) as refused:
+        mts.drop_materialized_table(base, actor=editor)
+    assert "view sales.report" in refused.value.message
+    assert "materialized table sales.derived" in refused.value.message
+    assert Table.objects.filter(name="base").exists()
+
+
+def test_a_drop_cancels_queued_runs_removes_the_schedule_and_the_table(sales, editor):
+    mt = create()
+    [run] = mt.runs.all()
+    mts.drop_materialized_table(mt, actor=editor)
+    run.refresh_from_db()
+    assert run.state == RefreshRun.State.CANCELLED
+    assert nothing_named("wide")
+
+
+def test_set_freshness_replans_the_schedule_and_refuses_a_continuous_mode(sales):
+    mt = create()
+    mt = mts.set_freshness(mt, freshness=Freshness(2, "HOUR"))
+    task = PeriodicTask.objects.get(pk=mt.periodic_task_id)
+    assert (task.crontab.minute, task.crontab.hour) == ("0", "*/2")
+
+    with pytest.raises(InvalidInput, match="CONTINUOUS refresh mode is not supported yet"):
+        mts.set_freshness(mt, freshness=Freshness(5, "MINUTE"))
+
+    mt = mts.set_refresh_mode(mt, refresh_mode=RefreshMode.FULL)
+    mt = mts.set_freshness(mt, freshness=Freshness(5, "MINUTE"))
+    assert mt.refresh_mode == "FULL" and mt.mode_is_explicit
+    task.refresh_from_db()
+    assert task.crontab.minute == "*/5"
+
+
+def test_options_are_set_and_reset_in_the_definition_and_the_properties(sales):
+    mt = create()
+    mt = mts.set_options(mt, options={"write.format.default": "orc"})
+    assert read_json(mt.table.metadata_location)["properties"]["write.format.default"] == "orc"
+    mt = mts.reset_options(mt, keys=["write.format.default"])
+    assert "write.format.default" not in read_json(mt.table.metadata_location)["properties"]
+    with pytest.raises(InvalidInput, match="Unknown option 'nope'"):
+        mts.set_options(mt, options={"nope": "1"})
+
+
+def test_resume_options_go_to_the_scheduled_runs_not_the_definition(sales):
+    mt = create()
+    mts.suspend(mt)
+    mt = mts.resume(mt, options={"spark.sql.shuffle.partitions": "8"})
+    assert mt.options == {}
+    task = PeriodicTask.objects.get(pk=mt.periodic_task_id)
+    assert '"spark.sql.shuffle.partitions": "8"' in task.kwargs
+    with pytest.raises(InvalidInput, match="Unknown run option 'colour'"):
+        mts.suspend(mt)
+        mts.resume(mt, options={"colour": "blue"})
+
+
+def test_one_planned_tick_gets_one_run(sales):
+    mt = create()
+    tick = datetime(2024, 1, 2, tzinfo=UTC)
+    mts.enqueue(mt, trigger=RefreshRun.Trigger.SCHEDULED, schedule_time=tick)
+    with pytest.raises(AlreadyExists):
+        mts.enqueue(mt, trigger=RefreshRun.Trigger.SCHEDULED, schedule_time=tick)
+    assert mt.runs.filter(trigger=RefreshRun.Trigger.SCHEDULED).count() == 1
+
+
+def test_a_manual_refresh_that_cannot_be_sent_is_failed_not_left_queued(sales, monkeypatch):
+    mt = create()
+
+    def broker_down(run, **kwargs):
+        raise Unavailable("The task queue cannot be reached")
+
+    monkeypatch.setattr("refresh.services.dispatch", broker_down)
+    with pytest.raises(Unavailable):
+        mts.request_refresh(mt)
+    latest = mt.runs.order_by("-id").first()
+    assert latest.state == RefreshRun.State.FAILED
+    assert "task queue" in latest.error
