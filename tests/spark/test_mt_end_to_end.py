@@ -332,3 +332,41 @@ def test_the_console_runs_update_and_delete_on_a_materialized_table_with_spark(s
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["line"] == 1 and "nosuchcolumn" in error["message"].lower()
+
+
+def test_a_scheduled_run_refreshes_only_the_partition_its_tick_minus_freshness_falls_in(stack, st):
+    [created] = ok(
+        stack,
+        "CREATE MATERIALIZED TABLE by_day PARTITIONED BY (ds) "
+        "WITH ('partition.fields.ds.date-formatter' = 'yyyy-MM-dd') "
+        f"FRESHNESS = INTERVAL '{TICK}' SECOND REFRESH_MODE = FULL AS {DAILY_QUERY}",
+    )
+    stack.wait_for(
+        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
+        timeout=120,
+        what="by_day's first refresh",
+    )
+    before = _files_by_partition(st, "st.e2e.by_day")
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    st.sql(f"INSERT INTO st.{NS}.orders VALUES (20, '{today}', 3.0), (21, 'a', 1000.0)")
+    appended_at = datetime.now(UTC).replace(tzinfo=None)
+
+    [run, *_] = stack.wait_for(
+        lambda: [
+            r
+            for r in runs(stack, "e2e.by_day")
+            if r["trigger"] == "SCHEDULED"
+            and r["state"] == "SUCCEEDED"
+            and r["queued_at"] >= appended_at
+        ],
+        timeout=3 * TICK + 60,
+        what="a scheduled partition refresh",
+    )
+    expected = (run["schedule_time"] - timedelta(seconds=TICK)).strftime("%Y-%m-%d")
+    assert run["action"] == "PARTITION" and f'"ds": "{expected}"' in run["partition"]
+    rows = dict((r[0], r[1:]) for r in rows_of(st, "SELECT * FROM st.e2e.by_day"))
+    if expected == today:  # not across midnight
+        assert rows[today] == (3.0, 1)
+    assert rows["a"][0] < 1000, "partition a is not this tick's: it keeps its rows"
+    after = _files_by_partition(st, "st.e2e.by_day")
+    assert after["a"] == before["a"] and after["b"] == before["b"]
