@@ -271,6 +271,16 @@ def dependencies(query: exp.Query, default: Sequence[str]) -> list[tuple[str, ..
     return found
 
 
+def qualify_table_names(sql: str, *, dialect: str, namespace: Sequence[str]) -> str:
+    """`sql` with every table reference that names no namespace given `namespace` (one
+    level; deeper namespaces are left as written), so that it means the same thing to an
+    engine that does not know the default namespace."""
+    query = parse_query(sql, dialect)
+    single = len(namespace) == 1
+    qualified = qualify_tables(query, db=namespace[0] if single else None, dialect=dialect)
+    return qualified.sql(dialect=dialect, pretty=True)
+
+
 def transpile(sql: str, *, source: str, target: str) -> str:
     """`sql` (a stored, qualified query) rewritten for the `target` dialect."""
     check_dialect(source, field_name="dialect")

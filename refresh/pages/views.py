@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog.core.errors import CatalogError
-from catalog.core.sql import transpile
+from catalog.core.sql import qualify_table_names, transpile
 from catalog.models import Namespace
 from catalog.pages.views import catalog_page
 from catalog.roles import can_view
@@ -90,10 +90,12 @@ def _schedule(mt: MaterializedTable) -> dict[str, Any] | None:
     }
 
 
-def _trino(query: str) -> tuple[str | None, str | None]:
-    """The query in Trino's dialect, or why it cannot be transpiled."""
+def _trino(query: str, namespace: str) -> tuple[str | None, str | None]:
+    """The query in Trino's dialect with its tables qualified (Trino does not know the
+    default namespace), or why it cannot be transpiled."""
     try:
-        return transpile(query, source="spark", target="trino"), None
+        qualified = qualify_table_names(query, dialect="spark", namespace=namespace.split("."))
+        return transpile(qualified, source="spark", target="trino"), None
     except CatalogError as error:
         return None, error.message
     except Exception as error:  # sqlglot may fail in ways of its own on odd SQL
@@ -118,7 +120,7 @@ def mt_list(request: HttpRequest, namespace: str) -> HttpResponse:
 @catalog_page()
 def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     mt = _get(namespace, name)
-    trino, trino_error = _trino(mt.query)
+    trino, trino_error = _trino(mt.query, mt.default_namespace or mt.table.namespace.name)
     page = Paginator(selectors.runs(mt), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     runs = list(page.object_list)
     active = [run.pk for run in runs if run.state in ACTIVE]
