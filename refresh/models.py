@@ -56,6 +56,13 @@ class MaterializedTable(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    #: The definition version in force (MaterializedTableVersion.version_id).
+    current_version = models.PositiveIntegerField(default=1)
+    #: CONTINUOUS tables: what the streaming process last said of the table's query
+    #: (refresh.streams is the only writer), and when.
+    stream_status = models.CharField(max_length=16, blank=True, default="")
+    stream_error = models.TextField(blank=True, default="")
+    stream_heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["table__namespace__name", "table__name"]
@@ -68,6 +75,57 @@ class MaterializedTable(models.Model):
         return Freshness(self.freshness_value, TimeUnit(self.freshness_unit))
 
 
+class MaterializedTableVersion(models.Model):
+    """One definition of a materialized table (its query), as a view keeps versions: made by
+    CREATE and by ALTER ... AS; a rollback makes an older one current again."""
+
+    materialized_table = models.ForeignKey(
+        MaterializedTable, on_delete=models.CASCADE, related_name="versions"
+    )
+    version_id = models.PositiveIntegerField()
+    query = models.TextField()
+    default_namespace = models.TextField()
+    sources = models.JSONField(default=list, blank=True)
+    #: The Iceberg schema id the table had with this definition.
+    schema_id = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["materialized_table", "version_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["materialized_table", "version_id"], name="one_definition_per_version_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"version {self.version_id} of {self.materialized_table}"
+
+
+class MaterializedTableVersionLogEntry(models.Model):
+    """When a definition version became current (CREATE, ALTER ... AS, a rollback)."""
+
+    materialized_table = models.ForeignKey(
+        MaterializedTable, on_delete=models.CASCADE, related_name="version_log"
+    )
+    version_id = models.PositiveIntegerField()
+    timestamp = models.DateTimeField(default=timezone.now)
+    #: "create", "alter" or "rollback".
+    operation = models.CharField(max_length=16)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["materialized_table", "timestamp", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.operation}: version {self.version_id} at {self.timestamp:%Y-%m-%d %H:%M:%S}"
+
+
 class RefreshRun(models.Model):
     """One refresh: queued, claimed by one worker (a conditional update), finished. The
     history of a materialized table, as Snowflake's refresh history shows it."""
@@ -77,11 +135,15 @@ class RefreshRun(models.Model):
         SCHEDULED = "SCHEDULED"
         MANUAL = "MANUAL"
         API = "API"
+        #: A micro-batch of the streaming query (part 2).
+        CONTINUOUS = "CONTINUOUS"
 
     class Action(models.TextChoices):
         FULL = "FULL"
         PARTITION = "PARTITION"
         NO_DATA = "NO_DATA"
+        #: A micro-batch: the rows the sources' new snapshots bring.
+        INCREMENTAL = "INCREMENTAL"
 
     class State(models.TextChoices):
         QUEUED = "QUEUED"
@@ -120,6 +182,13 @@ class RefreshRun(models.Model):
     snapshot_id = models.BigIntegerField(null=True, blank=True)
     #: {source table: snapshot id} the run read, to decide the next run's NO_DATA skip.
     source_snapshots = models.JSONField(default=dict, blank=True)
+    #: A micro-batch's id in its streaming query, and the source offsets it read up to.
+    batch_id = models.BigIntegerField(null=True, blank=True)
+    source_offsets = models.JSONField(default=dict, blank=True)
+    #: Micro-batches this row stands for: older ones are aggregated per hour.
+    batches = models.PositiveIntegerField(default=1)
+    #: The definition version the run refreshed.
+    definition_version = models.PositiveIntegerField(null=True, blank=True)
     #: The moment the data is as of: when the run read its sources (a skip confirms that the
     #: data is still current then). Lag is measured from it.
     data_timestamp = models.DateTimeField(null=True, blank=True)

@@ -52,7 +52,12 @@ from refresh.core import definition as defs
 from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
 from refresh.core.options import check_option_keys, check_run_options, check_table_options
 from refresh.core.partitions import check_formatter_option
-from refresh.models import MaterializedTable, RefreshRun
+from refresh.models import (
+    MaterializedTable,
+    MaterializedTableVersion,
+    MaterializedTableVersionLogEntry,
+    RefreshRun,
+)
 from refresh.spark.schema import iceberg_schema
 
 logger = logging.getLogger(__name__)
@@ -316,6 +321,7 @@ def create_materialized_table(
             comment=comment or "",
             created_by=actor if getattr(actor, "pk", None) else None,
         )
+        _new_version(mt, version_id=1, operation="create", actor=actor)
         _record(mt, actor=actor, action="create_materialized_table", message=str(freshness))
     try:
         with transaction.atomic():
@@ -335,6 +341,28 @@ def create_materialized_table(
             f"was undone: {reason}"
         ) from error
     return mt
+
+
+def _new_version(
+    mt: MaterializedTable, *, version_id: int, operation: str, actor: Any
+) -> MaterializedTableVersion:
+    """Record the table's current definition as `version_id` and make it current."""
+    version = MaterializedTableVersion.objects.create(
+        materialized_table=mt,
+        version_id=version_id,
+        query=mt.query,
+        default_namespace=mt.default_namespace,
+        sources=mt.sources,
+        schema_id=mt.table.current_schema_id,
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
+    MaterializedTableVersionLogEntry.objects.create(
+        materialized_table=mt,
+        version_id=version_id,
+        operation=operation,
+        actor=actor if getattr(actor, "pk", None) else None,
+    )
+    return version
 
 
 def _threshold_text() -> str:
@@ -556,6 +584,7 @@ def enqueue(
                 partition=partition,
                 options=check_run_options(dict(options or {})),
                 force=force,
+                definition_version=mt.current_version,
                 requested_by=actor if getattr(actor, "pk", None) else None,
             )
     except IntegrityError as error:
