@@ -195,13 +195,13 @@ def create_view(
     location: str | None = None,
     actor: Any = None,
 ) -> View:
-    # Analysed before the commit starts: an engine asked for types may take a moment.
-    schema, version = _definition(
-        namespace, sql, dialect, column_aliases, column_comments, default_catalog,
-        default_namespace,
-    )  # fmt: skip
-
     def build(target: str) -> ViewMetadata:
+        # Built before the kernel's transaction opens (an engine asked for types may take
+        # a moment), and inside its history: a refusal here is recorded like any.
+        schema, version = _definition(
+            namespace, sql, dialect, column_aliases, column_comments, default_catalog,
+            default_namespace,
+        )  # fmt: skip
         props, _ = check_property_changes(properties, None)
         # The other dialects are transpiled, not written by anyone: an engine that replaces
         # the view with its own dialect only (as Spark does) may drop them.
@@ -235,12 +235,11 @@ def replace_view(
 ) -> View:
     """A new version from new SQL; an identical definition reuses the existing version id."""
 
-    schema, version = _definition(
-        namespace, sql, dialect, column_aliases, column_comments, default_catalog,
-        default_namespace,
-    )  # fmt: skip
-
     def edit(builder: ViewMetadataBuilder, view: View) -> None:
+        schema, version = _definition(
+            view.namespace.name, sql, dialect, column_aliases, column_comments, default_catalog,
+            default_namespace,
+        )  # fmt: skip
         if comment is not None:
             if comment:
                 builder.set_properties({"comment": comment})
