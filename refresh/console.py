@@ -193,6 +193,16 @@ def _run(
     elif isinstance(statement, st.SetRefreshMode):
         mt = services.set_refresh_mode(mt, refresh_mode=statement.refresh_mode, actor=actor)
         result.message = f"{ns}.{name}: REFRESH_MODE = {mt.refresh_mode}"
+    elif isinstance(statement, st.AlterQuery):
+        try:
+            mt = services.alter_query(mt, query=statement.query, actor=actor)
+        except SqlError as error:
+            if error.field != "query":
+                raise
+            raise _in_script(error, text, statement.query) from None
+        result.message = (
+            f"{ns}.{name}: definition version {mt.current_version}; a full refresh rebuilds it"
+        )
     elif isinstance(statement, st.SetOptions):
         services.set_options(mt, options=statement.options, actor=actor)
         result.message = f"{ns}.{name}: options set ({', '.join(statement.options)})"

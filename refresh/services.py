@@ -25,6 +25,8 @@ so an engine that loads the table sees what it is."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -42,6 +44,7 @@ from catalog.core.errors import (
     CommitConflict,
     InvalidInput,
     NoSuchTable,
+    NoSuchVersion,
     SqlError,
     Unavailable,
 )
@@ -518,6 +521,128 @@ def reset_options(
         mt.save(update_fields=["options", "updated_at"])
         _record(mt, actor=actor, action="reset_options", message=", ".join(keys))
         _commit_properties(mt, actor=actor, removals=[k for k in keys])
+    return mt
+
+
+def alter_query(mt: MaterializedTable, *, query: str, actor: Any = None) -> MaterializedTable:
+    """ALTER MATERIALIZED TABLE ... AS <query>: a new definition version. Its sources are
+    resolved and its schema derived as at CREATE; columns that keep their name and a type
+    Iceberg can evolve keep their field ids, others become new columns; then a full refresh
+    rewrites the rows (a continuous table's stream restarts from a new checkpoint after it).
+    """
+    if not query or not query.strip():
+        raise InvalidInput("A materialized table needs a query", field="query")
+    version_id = (
+        mt.versions.order_by("-version_id").values_list("version_id", flat=True).first() or 0
+    ) + 1
+    return _redefine(mt, query=query.strip(), version_id=version_id, operation="alter", actor=actor)
+
+
+def rollback_definition(
+    mt: MaterializedTable, *, version_id: int, actor: Any = None
+) -> MaterializedTable:
+    """Make an earlier definition current again: a new log entry, the schema it implies
+    now, and a rebuild by a full refresh."""
+    version = mt.versions.filter(version_id=version_id).first()
+    if version is None:
+        raise NoSuchVersion(
+            f"Materialized table {mt} has no definition version {version_id}", field="version_id"
+        )
+    if version_id == mt.current_version:
+        raise InvalidInput(f"Version {version_id} is already current", field="version_id")
+    return _redefine(
+        mt, query=version.query, version_id=version_id, operation="rollback", actor=actor
+    )
+
+
+def _redefine(
+    mt: MaterializedTable, *, query: str, version_id: int, operation: str, actor: Any
+) -> MaterializedTable:
+    from catalog.core.tables import read_table_metadata
+
+    table = mt.table
+    namespace = mt.default_namespace or table.namespace.name
+    sources = resolve_sources(query, namespace=namespace, own=(table.namespace.name, table.name))
+    definition = dataclasses.replace(_definition(mt), query=query)
+    spark_schema = analysis.query_schema(query, namespace=namespace)
+    defs.check_against_schema(definition, iceberg_schema(spark_schema))
+    derived = iceberg_schema(spark_schema, identifier_fields=definition.primary_key)
+    metadata = read_table_metadata(table.metadata_location)
+    current = json.loads(metadata.schema().model_dump_json(by_alias=True))
+    evolved = defs.evolve_schema(
+        current,
+        derived,
+        last_column_id=metadata.last_column_id,
+        schema_id=max(s.schema_id for s in metadata.schemas) + 1,
+    )
+    updates: list[dict[str, Any]] = [
+        {
+            "action": "add-schema",
+            "schema": evolved.schema,
+            "last-column-id": evolved.last_column_id,
+        },
+        {"action": "set-current-schema", "schema-id": -1},
+    ]
+    spec = defs.partition_spec(evolved.schema, definition.partitioned_by)
+    current_spec = json.loads(metadata.spec().model_dump_json(by_alias=True))
+    if [f["source-id"] for f in spec["fields"]] != [f["source-id"] for f in current_spec["fields"]]:
+        spec["spec-id"] = max(s.spec_id for s in metadata.partition_specs) + 1
+        last_partition_id = metadata.last_partition_id or 999
+        for index, spec_field in enumerate(spec["fields"], start=1):
+            spec_field["field-id"] = last_partition_id + index
+        updates += [
+            {"action": "add-spec", "spec": spec},
+            {"action": "set-default-spec", "spec-id": -1},
+        ]
+    with transaction.atomic():
+        mt = _locked(mt)
+        mt.query, mt.sources, mt.current_version = query, sources, version_id
+        mt.save(update_fields=["query", "sources", "current_version", "updated_at"])
+        updates.append(
+            {
+                "action": "set-properties",
+                "updates": defs.table_properties(_definition(mt), state=mt.state),
+            }
+        )
+        catalog_services.commit_table(
+            namespace=table.namespace.name,
+            name=table.name,
+            requirements=[
+                {
+                    "type": "assert-current-schema-id",
+                    "current-schema-id": metadata.current_schema_id,
+                }
+            ],
+            updates=updates,
+            actor=actor,
+        )
+        mt.table.refresh_from_db()
+        if operation == "alter":
+            _new_version(mt, version_id=version_id, operation=operation, actor=actor)
+        else:
+            MaterializedTableVersionLogEntry.objects.create(
+                materialized_table=mt,
+                version_id=version_id,
+                operation=operation,
+                actor=actor if getattr(actor, "pk", None) else None,
+            )
+        how = "rebuilt" if evolved.replaced else "schema evolved"
+        changes = ", ".join(
+            f"{label}: {', '.join(names)}"
+            for label, names in (
+                ("added", evolved.added),
+                ("replaced", evolved.replaced),
+                ("dropped", evolved.dropped),
+            )
+            if names
+        )
+        _record(
+            mt,
+            actor=actor,
+            action=f"{operation}_materialized_table_definition",
+            message=f"version {version_id}; {how}" + (f" ({changes})" if changes else ""),
+        )
+    request_refresh(mt, trigger=RefreshRun.Trigger.MANUAL, force=True, actor=actor)
     return mt
 
 

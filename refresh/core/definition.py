@@ -122,3 +122,137 @@ def partition_spec(schema: Mapping, partitioned_by: Sequence[str]) -> dict:
             for index, name in enumerate(partitioned_by)
         ],
     }
+
+
+# -- a new definition's schema ------------------------------------------------------------
+
+#: Type changes Iceberg's schema evolution allows in place (the column keeps its field id).
+_PROMOTIONS = {("int", "long"), ("float", "double")}
+
+
+def _promotable(old: object, new: object) -> bool:
+    if not isinstance(old, str) or not isinstance(new, str):
+        return False
+    if old == new or (old, new) in _PROMOTIONS:
+        return True
+    if old.startswith("decimal("):
+        if not new.startswith("decimal("):
+            return False
+        (p1, s1), (p2, s2) = (
+            tuple(int(x) for x in t[len("decimal(") : -1].split(",")) for t in (old, new)
+        )
+        return s1 == s2 and p2 >= p1
+    return False
+
+
+def _without_ids(field_type: object) -> object:
+    """A type with its nested field ids left out, to compare two nested types."""
+    if not isinstance(field_type, dict):
+        return field_type
+    kind = field_type["type"]
+    if kind == "struct":
+        return {
+            "type": "struct",
+            "fields": [
+                (f["name"], _without_ids(f["type"]), f.get("required", False))
+                for f in field_type["fields"]
+            ],
+        }
+    if kind == "list":
+        return ("list", _without_ids(field_type["element"]), field_type.get("element-required"))
+    return (
+        "map",
+        _without_ids(field_type["key"]),
+        _without_ids(field_type["value"]),
+        field_type.get("value-required"),
+    )
+
+
+def _renumber(field_type: object, next_id: list[int]) -> object:
+    """`field_type` with fresh ids for every nested field (next_id is a counter)."""
+    if not isinstance(field_type, dict):
+        return field_type
+
+    def take() -> int:
+        next_id[0] += 1
+        return next_id[0]
+
+    kind = field_type["type"]
+    if kind == "struct":
+        return {
+            **field_type,
+            "fields": [
+                {**f, "id": take(), "type": _renumber(f["type"], next_id)}
+                for f in field_type["fields"]
+            ],
+        }
+    if kind == "list":
+        return {
+            **field_type,
+            "element-id": take(),
+            "element": _renumber(field_type["element"], next_id),
+        }
+    return {
+        **field_type,
+        "key-id": take(),
+        "key": _renumber(field_type["key"], next_id),
+        "value-id": take(),
+        "value": _renumber(field_type["value"], next_id),
+    }
+
+
+@dataclass(frozen=True)
+class EvolvedSchema:
+    """A new definition's schema with the field ids of the columns it keeps."""
+
+    schema: dict
+    last_column_id: int
+    #: Columns whose type could not evolve in place: they are new columns (new ids), and
+    #: the table is rebuilt (its rows are all rewritten by the refresh that follows).
+    replaced: tuple[str, ...]
+    added: tuple[str, ...]
+    dropped: tuple[str, ...]
+
+
+def evolve_schema(
+    current: Mapping, new: Mapping, *, last_column_id: int, schema_id: int
+) -> EvolvedSchema:
+    """The schema a new definition gives the table, as Iceberg's schema evolution would
+    write it: a column of the same name whose type is equal or may be promoted (int to
+    long, float to double, a wider decimal) and that does not become required keeps its
+    field id; any other column gets new ids above `last_column_id`."""
+    old_fields = {f["name"]: f for f in current["fields"]}
+    counter = [last_column_id]
+    fields, replaced, added = [], [], []
+    for column in new["fields"]:
+        old = old_fields.get(column["name"])
+        same = old is not None and (
+            _promotable(old["type"], column["type"])
+            or (
+                isinstance(old["type"], dict)
+                and _without_ids(old["type"]) == _without_ids(column["type"])
+            )
+        )
+        if same and not (column.get("required") and not old.get("required")):
+            kept_type = old["type"] if isinstance(old["type"], dict) else column["type"]
+            fields.append({**column, "id": old["id"], "type": kept_type})
+            continue
+        (replaced if old is not None else added).append(column["name"])
+        counter[0] += 1
+        field_id = counter[0]
+        fields.append({**column, "id": field_id, "type": _renumber(column["type"], counter)})
+    by_name = {f["name"]: f["id"] for f in fields}
+    identifiers = [by_name[name] for name in _identifier_names(new)]
+    dropped = tuple(name for name in old_fields if name not in by_name)
+    schema = {
+        "type": "struct",
+        "schema-id": schema_id,
+        "fields": fields,
+        "identifier-field-ids": identifiers,
+    }
+    return EvolvedSchema(schema, counter[0], tuple(replaced), tuple(added), dropped)
+
+
+def _identifier_names(schema: Mapping) -> list[str]:
+    ids = set(schema.get("identifier-field-ids") or [])
+    return [f["name"] for f in schema["fields"] if f["id"] in ids]

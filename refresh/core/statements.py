@@ -117,6 +117,14 @@ class ResetOptions:
 
 
 @dataclass(frozen=True)
+class AlterQuery:
+    """ALTER MATERIALIZED TABLE name AS <query>: a new definition version."""
+
+    name: Name
+    query: str
+
+
+@dataclass(frozen=True)
 class DropMaterializedTable:
     name: Name
     if_exists: bool = False
@@ -144,8 +152,8 @@ class DataChange:
 
 Statement = (
     CreateMaterializedTable | Suspend | Resume | Refresh | SetFreshness | SetRefreshMode
-    | SetOptions | ResetOptions | DropMaterializedTable | DescribeJob | ShowMaterializedTables
-    | DataChange
+    | SetOptions | ResetOptions | AlterQuery | DropMaterializedTable | DescribeJob
+    | ShowMaterializedTables | DataChange
 )  # fmt: skip
 
 
@@ -508,7 +516,7 @@ def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> S
     if keyword == ["CREATE"]:
         return _create(reader, end, threshold)
     if keyword == ["ALTER"]:
-        return _alter(reader)
+        return _alter(reader, end)
     if keyword == ["DROP"]:
         return _drop(reader)
     if keyword in (["DESCRIBE"], ["DESC"]):
@@ -681,11 +689,13 @@ def _check_formatters(
             raise reader.error(error.message, value_token) from None
 
 
-def _alter(reader: _Reader) -> Statement:
+def _alter(reader: _Reader, end: int) -> Statement:
     reader.next()
     reader.expect("MATERIALIZED TABLE", "MATERIALIZED TABLE after ALTER")
     name = reader.name()
     statement: Statement
+    if reader.accept("AS"):
+        return AlterQuery(name, _query(reader, end))
     if reader.accept("SUSPEND"):
         statement = Suspend(name)
     elif reader.accept("RESUME"):
@@ -704,7 +714,8 @@ def _alter(reader: _Reader) -> Statement:
         statement = ResetOptions(name, reader.option_keys())
     else:
         raise reader.expected(
-            "SUSPEND, RESUME, REFRESH, SET FRESHNESS, SET REFRESH_MODE, SET (...) or RESET (...)"
+            "SUSPEND, RESUME, REFRESH, SET FRESHNESS, SET REFRESH_MODE, SET (...), RESET (...) "
+            "or AS <query>"
         )
     reader.finish()
     return statement

@@ -299,3 +299,55 @@ def test_a_manual_refresh_that_cannot_be_sent_is_failed_not_left_queued(sales, m
     latest = mt.runs.order_by("-id").first()
     assert latest.state == RefreshRun.State.FAILED
     assert "task queue" in latest.error
+
+
+def _fields(mt: MaterializedTable) -> list[tuple[str, int, str]]:
+    metadata = read_json(mt.table.metadata_location)
+    schema = next(s for s in metadata["schemas"] if s["schema-id"] == metadata["current-schema-id"])
+    return [(f["name"], f["id"], f["type"]) for f in schema["fields"]]
+
+
+def test_alter_as_adds_a_version_evolves_the_schema_and_queues_a_rebuild(
+    sales, monkeypatch, editor
+):
+    mt = create(partitioned_by=("ds",))
+    before = dict((name, (fid, t)) for name, fid, t in _fields(mt))
+    wider = StructType(
+        [
+            StructField("id", LongType(), False),
+            StructField("ds", StringType(), True),
+            StructField("doubled", StringType(), True),  # double -> string: a new column
+            StructField("tripled", DoubleType(), True),  # added
+        ]
+    ).json()
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: wider)
+
+    mt = mts.alter_query(
+        mt,
+        query="SELECT id, ds, cast(amount AS STRING) AS doubled, amount * 3 AS tripled FROM orders",
+        actor=editor,
+    )
+
+    after = dict((name, (fid, t)) for name, fid, t in _fields(mt))
+    assert after["id"] == before["id"] and after["ds"] == before["ds"], "kept their ids"
+    assert after["doubled"][0] != before["doubled"][0] and after["doubled"][1] == "string"
+    assert after["tripled"][0] > max(fid for fid, _ in before.values())
+    assert mt.current_version == 2
+    assert [(v.version_id, v.query.startswith("SELECT id")) for v in mt.versions.all()] == [
+        (1, True),
+        (2, True),
+    ]
+    properties = read_json(mt.table.metadata_location)["properties"]
+    assert "tripled" in properties["lakeview.materialized-table.query"]
+    latest = mt.runs.order_by("-id").first()
+    assert (latest.force, latest.definition_version) == (True, 2)
+
+    # Rollback: version 1 is current again, a new log entry, the old columns back.
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: RESULT)
+    mt = mts.rollback_definition(mt, version_id=1, actor=editor)
+    assert mt.current_version == 1 and mt.query == QUERY
+    assert [e.operation for e in mt.version_log.all()] == ["create", "alter", "rollback"]
+    assert [name for name, _, _ in _fields(mt)] == ["id", "ds", "doubled"]
+    assert dict((n, t) for n, _, t in _fields(mt))["doubled"] == "double"
+    with pytest.raises(InvalidInput, match="already current"):
+        mts.rollback_definition(mt, version_id=1)

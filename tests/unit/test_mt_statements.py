@@ -14,6 +14,7 @@ from sqlglot.tokens import TokenType
 from catalog.core.errors import SqlError
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 from refresh.core.statements import (
+    AlterQuery,
     CreateMaterializedTable,
     DataChange,
     DescribeJob,
@@ -278,7 +279,7 @@ def test_update_and_delete_keep_their_target_and_their_spark_sql():
         ("CREATE MATERIALIZED TABLE t COMMENT x FRESHNESS = INTERVAL '1' DAY AS SELECT 1",
          "Expected a quoted comment, found 'x'", 1, 37),
         ("ALTER MATERIALIZED TABLE t STOP", "Expected SUSPEND, RESUME, REFRESH, SET "
-         "FRESHNESS, SET REFRESH_MODE, SET (...) or RESET (...), found 'STOP'", 1, 28),
+         "FRESHNESS, SET REFRESH_MODE, SET (...), RESET (...) or AS <query>, found 'STOP'", 1, 28),
         ("ALTER MATERIALIZED TABLE tb1 SUSPEND PARTITION", "Unexpected 'PARTITION' after "
          "the statement", 1, 38),
         ("ALTER MATERIALIZED TABLE tb1 RESUME PARTITION", "Unexpected 'PARTITION' after "
@@ -491,3 +492,15 @@ def test_a_partition_read_from_a_refresh_statement_comes_back_as_the_same_litera
 def test_no_partition_means_no_condition():
     assert partition_condition({}) is None
     assert partition_predicate({}) == ""
+
+
+def test_alter_as_reads_a_new_query_placed_in_the_statements_lines():
+    statement = parse_statement(
+        "ALTER MATERIALIZED TABLE sales.daily\nAS SELECT ds, count(*) AS n FROM orders GROUP BY ds;"
+    )
+    assert statement == AlterQuery(
+        ("sales", "daily"), "SELECT ds, count(*) AS n FROM orders GROUP BY ds"
+    )
+    with pytest.raises(SqlError) as refused:
+        parse_statement("ALTER MATERIALIZED TABLE daily AS\nUPDATE t SET a = 1")
+    assert refused.value.line == 2
