@@ -82,6 +82,10 @@ urlpatterns = [
     path(f"{MT}/resume", mt_views.ResumeView.as_view(), name="mt-resume"),
     path(f"{MT}/refresh", mt_views.RefreshView.as_view(), name="mt-refresh"),
     path(f"{MT}/runs/", mt_views.RunListView.as_view(), name="mt-runs"),
+    path(f"{MT}/versions/", mt_views.VersionListView.as_view(), name="mt-versions"),
+    path(f"{MT}/definition", mt_views.DefinitionView.as_view(), name="mt-definition"),
+    path(f"{MT}/rollback", mt_views.DefinitionRollbackView.as_view(), name="mt-rollback"),
+    path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
     path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
     re_path(r"^.*$", not_found),
 ]

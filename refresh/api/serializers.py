@@ -18,7 +18,12 @@ from rest_framework import serializers
 from catalog.core.errors import CatalogError, InvalidInput
 from refresh import selectors
 from refresh.core.freshness import Freshness, RefreshMode, full_refresh_schedule
-from refresh.models import MaterializedTable, RefreshRun
+from refresh.models import (
+    MaterializedTable,
+    MaterializedTableVersion,
+    MaterializedTableVersionLogEntry,
+    RefreshRun,
+)
 
 # -- freshness ----------------------------------------------------------------------------
 
@@ -366,6 +371,7 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
             "query",
             "default_namespace",
             "sources",
+            "current_version",
             "suspended_reason",
             "consecutive_failures",
             "data_timestamp",
@@ -388,3 +394,102 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
     def get_data_timestamp(self, mt: MaterializedTable) -> str | None:
         moment = selectors.data_timestamp(mt)
         return serializers.DateTimeField().to_representation(moment) if moment else None
+
+
+# -- definition versions ------------------------------------------------------------------
+
+JAVA_INT_MAX = 2**31 - 1
+
+
+class DefinitionRequestSerializer(StrictSerializer):
+    query = serializers.CharField(
+        trim_whitespace=False,
+        help_text="The new query (Spark SQL): ALTER MATERIALIZED TABLE ... AS <query>.",
+    )
+
+
+class DefinitionRollbackSerializer(StrictSerializer):
+    version_id = serializers.IntegerField(
+        min_value=1,
+        max_value=JAVA_INT_MAX,
+        help_text="The definition version to make current again.",
+    )
+
+
+class MaterializedTableVersionSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(
+        source="created_by.username", read_only=True, allow_null=True, default=None
+    )
+    is_current = serializers.SerializerMethodField()
+
+    class Meta:
+        model = MaterializedTableVersion
+        fields = [
+            "version_id",
+            "query",
+            "default_namespace",
+            "sources",
+            "schema_id",
+            "created_at",
+            "created_by",
+            "is_current",
+        ]
+        read_only_fields = fields
+
+    def get_is_current(self, version: MaterializedTableVersion) -> bool:
+        current = self.context.get("current_version")
+        return version.version_id == current
+
+
+class VersionLogEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(
+        source="actor.username", read_only=True, allow_null=True, default=None
+    )
+    operation = serializers.CharField(help_text="create, alter or rollback")
+
+    class Meta:
+        model = MaterializedTableVersionLogEntry
+        fields = ["version_id", "timestamp", "operation", "actor"]
+        read_only_fields = fields
+
+
+class MaterializedTableVersionsSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    current_version = serializers.IntegerField()
+    versions = MaterializedTableVersionSerializer(many=True, help_text="Newest first.")
+    log = VersionLogEntrySerializer(
+        many=True, help_text="When each version became current, newest first."
+    )
+
+
+# -- lineage ------------------------------------------------------------------------------
+
+
+class LineageNodeSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text='"namespace.name"')
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["table", "view", "materialized table", "unknown"])
+    url = serializers.CharField(allow_null=True, help_text="Its page; null when unknown.")
+    focus = serializers.BooleanField(help_text="The object asked about.")
+    state = serializers.CharField(required=False, help_text="Materialized tables only.")
+    refresh_mode = serializers.CharField(required=False)
+    freshness = serializers.CharField(required=False)
+    freshness_seconds = serializers.IntegerField(required=False)
+    lag_seconds = serializers.FloatField(required=False, allow_null=True)
+    late = serializers.BooleanField(required=False, help_text="Lag beyond the freshness.")
+
+
+class LineageEdgeSerializer(serializers.Serializer):
+    source = serializers.CharField(help_text="The object read.")
+    target = serializers.CharField(help_text="The object reading it.")
+
+
+class LineageSerializer(serializers.Serializer):
+    focus = serializers.CharField()
+    nodes = LineageNodeSerializer(many=True)
+    edges = LineageEdgeSerializer(many=True)
+    truncated = serializers.BooleanField(
+        help_text="The walk stopped at its depth or node limit before the end."
+    )

@@ -21,9 +21,9 @@ from rest_framework.views import APIView
 
 from catalog import selectors as catalog_selectors
 from catalog.api.serializers import ErrorSerializer
-from catalog.core.errors import CatalogError, http_status
+from catalog.core.errors import CatalogError, InvalidInput, http_status
 from catalog.roles import can_view
-from refresh import console, selectors, services
+from refresh import console, lineage, selectors, services
 from refresh.api import serializers as s
 from refresh.core.freshness import RefreshMode
 from refresh.core.partitions import parse_schedule_time, scheduled_partition
@@ -355,3 +355,130 @@ class RunDetailView(APIView):
     )
     def get(self, request: Request, run_id: int) -> Response:
         return Response(s.RefreshRunSerializer(selectors.get_run(run_id)).data)
+
+
+# -- definition versions ------------------------------------------------------------------
+
+
+class VersionListView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_versions_list",
+        parameters=_MT_PARAMS,
+        responses={200: s.MaterializedTableVersionsSerializer, **_errors(404)},
+        description="The table's definition versions and its version log, newest first.",
+        tags=_TAGS,
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        mt = selectors.get_materialized_table(namespace, name)
+        context = {"current_version": mt.current_version}
+        versions = mt.versions.select_related("created_by").order_by("-version_id")
+        log = mt.version_log.select_related("actor").order_by("-timestamp", "-id")
+        return Response(
+            {
+                "namespace": mt.table.namespace.name,
+                "name": mt.table.name,
+                "current_version": mt.current_version,
+                "versions": s.MaterializedTableVersionSerializer(
+                    versions, many=True, context=context
+                ).data,
+                "log": s.VersionLogEntrySerializer(log, many=True).data,
+            }
+        )
+
+
+class DefinitionView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_definition_update",
+        parameters=_MT_PARAMS,
+        request=s.DefinitionRequestSerializer,
+        responses={200: s.MaterializedTableDetailSerializer, **_errors(400, 403, 404, 409, 503)},
+        description=(
+            "ALTER MATERIALIZED TABLE ... AS <query>: a new definition version. Spark "
+            "derives the schema (on a refresh worker); the table's schema evolves to it and "
+            "a full refresh, queued, rebuilds the rows. An SQL error answers 400 with its "
+            "line and column in the query."
+        ),
+        tags=_TAGS,
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.DefinitionRequestSerializer, request)
+        mt = selectors.get_materialized_table(namespace, name)
+        return _detail(services.alter_query(mt, query=data["query"], actor=request.user))
+
+
+class DefinitionRollbackView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_definition_rollback",
+        parameters=_MT_PARAMS,
+        request=s.DefinitionRollbackSerializer,
+        responses={200: s.MaterializedTableDetailSerializer, **_errors(400, 403, 404, 409, 503)},
+        description=(
+            "Make an earlier definition version current again: a new version-log entry, "
+            "the schema its query implies, and a full refresh to rebuild the rows."
+        ),
+        tags=_TAGS,
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.DefinitionRollbackSerializer, request)
+        mt = selectors.get_materialized_table(namespace, name)
+        return _detail(
+            services.rollback_definition(mt, version_id=data["version_id"], actor=request.user)
+        )
+
+
+# -- lineage ------------------------------------------------------------------------------
+
+
+class LineageView(APIView):
+    @extend_schema(
+        operation_id="lineage_retrieve",
+        parameters=[
+            OpenApiParameter(
+                "namespace",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                required=True,
+                description='The namespace of the object, levels joined by "."',
+            ),
+            OpenApiParameter(
+                "name",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                required=True,
+                description="A table, view or materialized table.",
+            ),
+            OpenApiParameter(
+                "depth",
+                OpenApiTypes.INT,
+                OpenApiParameter.QUERY,
+                description=f"Levels to follow each way (1-{lineage.MAX_DEPTH}, default "
+                f"{lineage.MAX_DEPTH}).",
+            ),
+        ],
+        responses={200: s.LineageSerializer, **_errors(400, 404)},
+        description=(
+            "What an object reads (upstream, through views' dependencies and materialized "
+            "tables' sources) and what reads it (downstream), transitively, as nodes and "
+            f"edges (source read by target); at most {lineage.MAX_LIMIT} nodes."
+        ),
+        tags=["lineage"],
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        missing = [key for key in ("namespace", "name") if not params.get(key, "").strip()]
+        if missing:
+            raise InvalidInput(
+                f"Give the object's {' and '.join(missing)}: ?namespace=<ns>&name=<name>",
+                field=missing[0],
+            )
+        depth_text = params.get("depth", "").strip()
+        if depth_text and not (depth_text.isdigit() and 1 <= int(depth_text) <= lineage.MAX_DEPTH):
+            raise InvalidInput(
+                f"depth is a whole number from 1 to {lineage.MAX_DEPTH}", field="depth"
+            )
+        graph = lineage.lineage(
+            params["namespace"].strip(),
+            params["name"].strip(),
+            depth=int(depth_text) if depth_text else lineage.MAX_DEPTH,
+        )
+        return Response(graph)

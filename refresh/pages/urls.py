@@ -1,5 +1,6 @@
 from django.urls import path
 
+from catalog import converters  # noqa: F401 - registers <version_id:...>
 from refresh.pages import views
 
 app_name = "refresh"
@@ -14,4 +15,8 @@ urlpatterns = [
     path(f"{MT}resume", views.mt_resume, name="mt-resume"),
     path(f"{MT}refresh", views.mt_refresh, name="mt-refresh"),
     path(f"{MT}drop", views.mt_drop, name="mt-drop"),
+    path(f"{MT}diff", views.mt_diff, name="mt-diff"),
+    path(f"{MT}alter", views.mt_alter, name="mt-alter"),
+    path(f"{MT}rollback/<version_id:version_id>", views.mt_rollback, name="mt-rollback"),
+    path("lineage/<str:namespace>/<str:name>/", views.lineage_page, name="lineage"),
 ]

@@ -16,15 +16,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog.core.errors import CatalogError
+from catalog.core.errors import CatalogError, http_status
 from catalog.core.sql import qualify_table_names, transpile
 from catalog.models import Namespace
+from catalog.pages.diff import side_by_side
 from catalog.pages.views import catalog_page
 from catalog.roles import can_view
-from refresh import console, selectors, services
+from refresh import console, lineage, selectors, services
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
-from refresh.models import MaterializedTable, RefreshRun
-from refresh.pages.forms import ConsoleForm
+from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun
+from refresh.pages.forms import AlterQueryForm, ConsoleForm, VersionDiffForm
 
 RUNS_PER_PAGE = 25
 ACTIVE = (RefreshRun.State.QUEUED, RefreshRun.State.RUNNING)
@@ -144,6 +145,7 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
             "freshness_seconds": mt.freshness.seconds,
         },
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
+        **_definition_versions(mt),
     }
     return render(request, "refresh/mt_detail.html", context)
 
@@ -217,6 +219,222 @@ def mt_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
             return redirect("refresh:mt-list", namespace=namespace)
     context = {"mt": mt, "namespace": mt.table.namespace, "error": error_message}
     return render(request, "refresh/mt_drop.html", context)
+
+
+# -- definition versions --------------------------------------------------------------------
+
+
+def _versions(mt: MaterializedTable) -> list[MaterializedTableVersion]:
+    """The table's definitions, newest first, each knowing the one before it."""
+    versions = list(mt.versions.select_related("created_by").order_by("-version_id"))
+    for index, version in enumerate(versions):
+        version.is_current = version.version_id == mt.current_version
+        older = versions[index + 1] if index + 1 < len(versions) else None
+        version.previous_id = older.version_id if older is not None else None
+    return versions
+
+
+def _version_log(mt: MaterializedTable) -> list[Any]:
+    """When each version became current, newest first; the newest entry is in force."""
+    entries = list(mt.version_log.select_related("actor").order_by("-timestamp", "-id"))
+    for index, entry in enumerate(entries):
+        entry.is_current = index == 0
+        before = entries[index + 1] if index + 1 < len(entries) else None
+        entry.previous_id = (
+            before.version_id
+            if before is not None and before.version_id != entry.version_id
+            else None
+        )
+    return entries
+
+
+def _diff_initial(
+    mt: MaterializedTable, versions: list[MaterializedTableVersion], log: list[Any]
+) -> dict[str, int]:
+    """Compare the version in force with the one before it (in the log, else by id)."""
+    ids = {v.version_id for v in versions}
+    right = mt.current_version
+    left = next((e.version_id for e in log if e.version_id != right and e.version_id in ids), None)
+    if left is None:
+        left = next((v.version_id for v in versions if v.version_id != right), right)
+    return {"left": left, "right": right}
+
+
+def _definition_versions(mt: MaterializedTable) -> dict[str, Any]:
+    versions = _versions(mt)
+    log = _version_log(mt)
+    return {
+        "versions": versions,
+        "version_log": log,
+        "diff_form": VersionDiffForm(
+            initial=_diff_initial(mt, versions, log),
+            version_ids=sorted(v.version_id for v in versions),
+        ),
+    }
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def mt_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """Two definition versions side by side (?left=1&right=2; by default the one in force
+    and the one before it)."""
+    mt = _get(namespace, name)
+    versions = _versions(mt)
+    by_id = {v.version_id: v for v in versions}
+    initial = _diff_initial(mt, versions, _version_log(mt))
+    data = {**initial, **{k: request.GET[k] for k in ("left", "right") if k in request.GET}}
+    form = VersionDiffForm(data, initial=initial, version_ids=sorted(by_id))
+    context: dict[str, Any] = {
+        "mt": mt,
+        "namespace": mt.table.namespace,
+        "table": mt.table,
+        "form": form,
+        "rows": None,
+    }
+    if not form.is_valid():
+        return render(request, "refresh/mt_diff.html", context, status=400)
+    left, right = by_id[form.cleaned_data["left"]], by_id[form.cleaned_data["right"]]
+    context.update(left=left, right=right, rows=side_by_side(left.query, right.query))
+    return render(request, "refresh/mt_diff.html", context)
+
+
+def _error_position(query: str, error: CatalogError) -> dict[str, Any] | None:
+    """The line an SQL error points at, with a caret under its column."""
+    line, column = getattr(error, "line", None), getattr(error, "column", None)
+    lines = query.splitlines()
+    if not isinstance(line, int) or not 1 <= line <= len(lines):
+        return None
+    column = column if isinstance(column, int) and column >= 1 else 1
+    return {
+        "line": line,
+        "column": column,
+        "text": lines[line - 1],
+        "caret": " " * (column - 1) + "^",
+    }
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """ALTER MATERIALIZED TABLE ... AS <query>: a new definition version and a rebuild."""
+    mt = _get(namespace, name)
+    position = None
+    status = 200
+    if request.method == "POST":
+        form = AlterQueryForm(request.POST, current=mt.query)
+        if form.is_valid():
+            query = form.cleaned_data["query"].strip()
+            before = mt.current_version
+            try:
+                mt = services.alter_query(mt, query=query, actor=request.user)
+            except CatalogError as error:
+                mt.refresh_from_db()
+                if mt.current_version != before:
+                    # The new definition is in force; only its rebuild could not be sent.
+                    messages.warning(
+                        request,
+                        f"{mt} is now at version {mt.current_version}, but its rebuild "
+                        f"could not be queued: {error.message}",
+                    )
+                    return _page_of(mt)
+                form.add_catalog_error(error)
+                position = _error_position(query, error)
+                status = http_status(error)
+            else:
+                run = selectors.runs(mt).first()
+                job = f" (job {run.pk})" if run is not None else ""
+                messages.success(
+                    request,
+                    f"{mt} is now at version {mt.current_version}; a full refresh{job} "
+                    "rebuilds its rows.",
+                )
+                return _page_of(mt)
+    else:
+        form = AlterQueryForm(initial={"query": mt.query}, current=mt.query)
+    context = {
+        "mt": mt,
+        "namespace": mt.table.namespace,
+        "table": mt.table,
+        "form": form,
+        "position": position,
+    }
+    if form.errors and status < 400:
+        status = 400
+    return render(request, "refresh/mt_alter.html", context, status=status)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int) -> HttpResponse:
+    """Make an earlier definition current again, after a confirmation."""
+    mt = _get(namespace, name)
+    version = mt.versions.select_related("created_by").filter(version_id=version_id).first()
+    if version is None:
+        raise Http404(f"Materialized table {mt} has no definition version {version_id}")
+    error_message = None
+    if request.method == "POST":
+        try:
+            mt = services.rollback_definition(mt, version_id=version_id, actor=request.user)
+        except CatalogError as error:
+            mt.refresh_from_db()
+            if mt.current_version == version_id:
+                messages.warning(
+                    request,
+                    f"{mt} is back at version {version_id}, but its rebuild could not be "
+                    f"queued: {error.message}",
+                )
+                return _page_of(mt)
+            error_message = error.message
+        else:
+            run = selectors.runs(mt).first()
+            job = f" (job {run.pk})" if run is not None else ""
+            messages.success(
+                request,
+                f"{mt} rolled back to version {version_id}; a full refresh{job} rebuilds its rows.",
+            )
+            return _page_of(mt)
+    current = mt.versions.filter(version_id=mt.current_version).first()
+    context = {
+        "mt": mt,
+        "namespace": mt.table.namespace,
+        "table": mt.table,
+        "version": version,
+        "is_current": version_id == mt.current_version,
+        "rows": side_by_side(current.query, version.query) if current is not None else None,
+        "current": current,
+        "error": error_message,
+    }
+    return render(
+        request, "refresh/mt_rollback.html", context, status=400 if error_message else 200
+    )
+
+
+# -- lineage --------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """What an object reads and what reads it, drawn as a graph (static/js/lineage.js)."""
+    try:
+        graph = lineage.lineage(namespace, name, depth=request.GET.get("depth") or 10)
+    except CatalogError as error:
+        raise Http404(error.message) from error
+    focus = next(n for n in graph["nodes"] if n["focus"])
+    for node in graph["nodes"]:
+        if node.get("lag_seconds") is not None:
+            node["lag_text"] = duration_text(node["lag_seconds"])
+    nodes = sorted(graph["nodes"], key=lambda n: (not n["focus"], n["kind"], n["id"]))
+    context = {
+        "graph": graph,
+        "focus": focus,
+        "nodes": nodes,
+        "namespace_name": namespace,
+        "name": name,
+        "upstream": [e["source"] for e in graph["edges"] if e["target"] == focus["id"]],
+        "downstream": [e["target"] for e in graph["edges"] if e["source"] == focus["id"]],
+    }
+    return render(request, "refresh/lineage.html", context)
 
 
 # -- the SQL console ----------------------------------------------------------------------

@@ -1,0 +1,243 @@
+"""Lineage: what a catalog object reads (upstream) and what reads it (downstream),
+transitively, as a graph of nodes and edges for the lineage page and the API.
+
+Edges come from two places: a view's `View.dependencies` (its current version's
+[catalog, *namespace, name] lists; catalog "" or `settings.CATALOG_NAME` is this catalog) and
+a materialized table's `MaterializedTable.sources` (["ns.name", ...]). An edge goes from the
+object read to the object reading it, as data flows.
+
+The walk goes breadth first, one level at a time in each direction, with a fixed number of
+queries per level (not per node): the level's objects by name, then the views and
+materialized tables among them; readers are found with `icontains` on the JSON fields and
+checked in Python (as `refresh.services.readers_of` does). It stops after `depth` levels or
+`limit` nodes, so it never walks the whole catalog; `truncated` says when it stopped early.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.urls import reverse
+
+from catalog import selectors as catalog_selectors
+from catalog.core.errors import NotFound
+from catalog.models import CatalogObject, View
+from refresh import selectors
+from refresh.models import MaterializedTable
+
+MAX_DEPTH = 10
+MAX_LIMIT = 500
+
+TABLE = "table"
+VIEW = "view"
+MATERIALIZED_TABLE = "materialized table"
+UNKNOWN = "unknown"
+
+
+class NoSuchObject(NotFound):
+    iceberg_type = "NoSuchTableException"
+
+
+def _split(qualified: str) -> tuple[str, str]:
+    namespace, _, name = qualified.rpartition(".")
+    return namespace, name
+
+
+def _same_catalog(catalog: str) -> bool:
+    return not catalog or catalog == settings.CATALOG_NAME
+
+
+def view_reads(view: View) -> list[str]:
+    """ "ns.name" of what a view's current version reads in this catalog."""
+    found: list[str] = []
+    for dependency in view.dependencies or []:
+        if not isinstance(dependency, list | tuple) or len(dependency) < 3:
+            continue
+        catalog, *levels, name = (str(part) for part in dependency)
+        if not _same_catalog(catalog):
+            continue
+        qualified = f"{'.'.join(levels)}.{name}"
+        if qualified not in found:
+            found.append(qualified)
+    return found
+
+
+class _Graph:
+    """Nodes (with what each is) and edges found so far, within the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kinds: dict[str, str] = {}
+        self.views: dict[str, View] = {}
+        self.mts: dict[str, MaterializedTable] = {}
+        self.edges: set[tuple[str, str]] = set()
+        self.truncated = False
+
+    def load(self, names: Iterable[str]) -> list[str]:
+        """Learn the kind of each new name (three queries for the lot); the names that fit
+        within the limit are returned, in order."""
+        fresh = [n for n in dict.fromkeys(names) if n not in self.kinds]
+        room = self.limit - len(self.kinds)
+        if len(fresh) > room:
+            self.truncated = True
+            fresh = fresh[: max(room, 0)]
+        if not fresh:
+            return []
+        pairs = [_split(n) for n in fresh]
+        objects = CatalogObject.objects.filter(
+            reduce(or_, (Q(namespace__name=ns, name=name) for ns, name in pairs))
+        ).select_related("namespace")
+        found = {f"{o.namespace.name}.{o.name}": o for o in objects}
+        view_ids = [o.pk for o in found.values() if o.kind == CatalogObject.Kind.VIEW]
+        table_ids = [o.pk for o in found.values() if o.kind == CatalogObject.Kind.TABLE]
+        for view in View.objects.filter(pk__in=view_ids).select_related("namespace"):
+            self.views[str(view)] = view
+        for mt in MaterializedTable.objects.filter(table_id__in=table_ids).select_related(
+            "table__namespace", "periodic_task"
+        ):
+            self.mts[str(mt.table)] = mt
+        for name in fresh:
+            obj = found.get(name)
+            if obj is None:
+                self.kinds[name] = UNKNOWN
+            elif name in self.mts:
+                self.kinds[name] = MATERIALIZED_TABLE
+            elif name in self.views:
+                self.kinds[name] = VIEW
+            else:
+                self.kinds[name] = TABLE
+        return fresh
+
+    def connect(self, source: str, target: str) -> None:
+        if source in self.kinds and target in self.kinds:
+            self.edges.add((source, target))
+
+
+def _sources_of(graph: _Graph, name: str) -> list[str]:
+    if name in graph.views:
+        return view_reads(graph.views[name])
+    if name in graph.mts:
+        return [str(s) for s in graph.mts[name].sources or []]
+    return []
+
+
+def _readers_of(names: list[str]) -> dict[str, list[str]]:
+    """{name: ["ns.name" of the views and materialized tables reading it]} for a level of
+    names: one query for views and one for materialized tables."""
+    wanted = set(names)
+    readers: dict[str, list[str]] = {n: [] for n in names}
+    short = {_split(n)[1] for n in names}
+    views = View.objects.filter(
+        reduce(or_, (Q(dependencies__icontains=s) for s in short))
+    ).select_related("namespace")
+    for view in views:
+        for read in view_reads(view):
+            if read in wanted:
+                readers[read].append(str(view))
+    mts = MaterializedTable.objects.filter(
+        reduce(or_, (Q(sources__icontains=n) for n in names))
+    ).select_related("table__namespace")
+    for mt in mts:
+        for source in mt.sources or []:
+            if source in wanted:
+                readers[source].append(str(mt.table))
+    return readers
+
+
+def _walk(graph: _Graph, start: str, *, depth: int, upstream: bool) -> None:
+    frontier = [start]
+    for _ in range(depth):
+        if not frontier:
+            return
+        if upstream:
+            pairs = [(s, n) for n in frontier for s in _sources_of(graph, n)]
+            added = graph.load(s for s, _ in pairs)
+        else:
+            readers = _readers_of([n for n in frontier if graph.kinds.get(n) != UNKNOWN])
+            pairs = [(n, r) for n, found in readers.items() for r in found]
+            added = graph.load(r for _, r in pairs)
+        for source, target in pairs:
+            graph.connect(source, target)
+        frontier = added
+    if frontier:
+        # Stopped by the depth: say so if there is more beyond.
+        more = (
+            any(_sources_of(graph, n) for n in frontier)
+            if upstream
+            else any(_readers_of(frontier).values())
+        )
+        graph.truncated = graph.truncated or more
+
+
+def _url(kind: str, namespace: str, name: str) -> str | None:
+    route = {
+        TABLE: "catalog:table-detail",
+        VIEW: "catalog:view-detail",
+        MATERIALIZED_TABLE: "refresh:mt-detail",
+    }.get(kind)
+    if route is None:
+        return None
+    return reverse(route, kwargs={"namespace": namespace, "name": name})
+
+
+def _node(graph: _Graph, qualified: str, focus: str) -> dict[str, Any]:
+    namespace, name = _split(qualified)
+    kind = graph.kinds[qualified]
+    node: dict[str, Any] = {
+        "id": qualified,
+        "namespace": namespace,
+        "name": name,
+        "kind": kind,
+        "url": _url(kind, namespace, name),
+        "focus": qualified == focus,
+    }
+    if kind == MATERIALIZED_TABLE:
+        mt = graph.mts[qualified]
+        lag = selectors.lag(mt)
+        node.update(
+            state=mt.state,
+            refresh_mode=mt.refresh_mode,
+            freshness=str(mt.freshness),
+            freshness_seconds=mt.freshness.seconds,
+            lag_seconds=lag.total_seconds() if lag is not None else None,
+            late=lag is not None and lag > mt.freshness.to_timedelta(),
+        )
+    return node
+
+
+def _bounded(value: Any, default: int, maximum: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return min(max(number, 1), maximum)
+
+
+def lineage(
+    namespace: str, name: str, *, depth: int = MAX_DEPTH, limit: int = MAX_LIMIT
+) -> dict[str, Any]:
+    """{"focus", "nodes", "edges", "truncated"} around `namespace.name` (a table, view or
+    materialized table): everything it reads and everything that reads it, up to `depth`
+    levels each way and `limit` nodes. Unknown names (dropped since) are nodes of kind
+    "unknown". NotFound when the object itself does not exist."""
+    depth = _bounded(depth, MAX_DEPTH, MAX_DEPTH)
+    limit = _bounded(limit, MAX_LIMIT, MAX_LIMIT)
+    ns = catalog_selectors.get_namespace(namespace)
+    if catalog_selectors.holder_of(ns, name) is None:
+        raise NoSuchObject(f"Table or view does not exist: {namespace}.{name}", field="name")
+    focus = f"{ns.name}.{name}"
+    graph = _Graph(limit)
+    graph.load([focus])
+    _walk(graph, focus, depth=depth, upstream=True)
+    _walk(graph, focus, depth=depth, upstream=False)
+    return {
+        "focus": focus,
+        "nodes": [_node(graph, n, focus) for n in graph.kinds],
+        "edges": [{"source": s, "target": t} for s, t in sorted(graph.edges)],
+        "truncated": graph.truncated,
+    }
