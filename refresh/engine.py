@@ -24,14 +24,14 @@ _session: SparkSession | None = None
 _lock = threading.Lock()
 
 
-def session_config() -> SparkSessionConfig:
+def session_config(app_name: str = "lakeview-refresh-worker") -> SparkSessionConfig:
     uri = settings.CATALOG_URI.rstrip("/")
     return SparkSessionConfig(
         master=settings.SPARK_MASTER,
         jars_dir=settings.SPARK_JARS_DIR,
         warehouse=settings.WAREHOUSE,
         catalog_name=settings.CATALOG_NAME,
-        app_name="lakeview-refresh-worker",
+        app_name=app_name,
         catalog_conf={
             "type": "rest",
             "uri": uri,

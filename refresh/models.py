@@ -63,6 +63,15 @@ class MaterializedTable(models.Model):
     stream_status = models.CharField(max_length=16, blank=True, default="")
     stream_error = models.TextField(blank=True, default="")
     stream_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    #: The checkpoint the table's streaming query resumes from; empty means the streaming
+    #: process loads the table first (CREATE, a recompute, a new definition, FULL to
+    #: CONTINUOUS) and starts a new one.
+    stream_checkpoint = models.TextField(blank=True, default="")
+    #: {"ns.name": [snapshot id, timestamp ms]}: the source snapshots the last load read;
+    #: a new stream starts strictly after them.
+    stream_start = models.JSONField(default=dict, blank=True)
+    #: RESUME WITH's options for the streaming query (until the next SUSPEND).
+    stream_options = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["table__namespace__name", "table__name"]

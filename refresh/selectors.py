@@ -59,8 +59,9 @@ def last_refresh(mt: MaterializedTable) -> RefreshRun | None:
 
 def data_timestamp(mt: MaterializedTable) -> datetime | None:
     """What the table's data is as of: the newest successful or skipped (confirmed
-    current) run's data timestamp."""
-    return (
+    current) run's data timestamp; for a continuous table also the last moment its stream
+    was caught up with its sources."""
+    from_runs = (
         mt.runs.filter(
             state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
             data_timestamp__isnull=False,
@@ -69,6 +70,14 @@ def data_timestamp(mt: MaterializedTable) -> datetime | None:
         .values_list("data_timestamp", flat=True)
         .first()
     )
+    moments = [m for m in (from_runs, _caught_up(mt)) if m is not None]
+    return max(moments) if moments else None
+
+
+def _caught_up(mt: MaterializedTable) -> datetime | None:
+    if mt.refresh_mode != RefreshMode.CONTINUOUS or mt.stream_status != "RUNNING":
+        return None
+    return mt.stream_heartbeat_at
 
 
 def lag(mt: MaterializedTable, now: datetime | None = None) -> timedelta | None:

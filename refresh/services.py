@@ -88,7 +88,7 @@ def _failures_allowed() -> int:
 
 def _locked(mt: MaterializedTable) -> MaterializedTable:
     return (
-        MaterializedTable.objects.select_for_update()
+        MaterializedTable.objects.select_for_update(of=("self",))
         .select_related("table__namespace", "periodic_task")
         .get(pk=mt.pk)
     )
@@ -275,10 +275,11 @@ def create_materialized_table(
     for key, pattern in options.items():
         check_formatter_option(key, pattern, partitioned_by)
     plan = plan_refresh(freshness, refresh_mode, threshold())
-    defs.check_mode_supported(plan.mode, _threshold_text())
     if not query or not query.strip():
         raise InvalidInput("A materialized table needs a query", field="query")
     sources = resolve_sources(query, namespace=namespace, own=(namespace, name))
+    if plan.mode is RefreshMode.CONTINUOUS:
+        check_streamable(query, namespace=namespace, primary_key=primary_key)
     definition = defs.Definition(
         query=query.strip(),
         default_namespace=namespace,
@@ -329,12 +330,17 @@ def create_materialized_table(
     try:
         with transaction.atomic():
             mt = _locked(mt)
-            schedules.install(mt, enabled=True)
-            run = enqueue(mt, trigger=RefreshRun.Trigger.CREATE, force=True, actor=actor)
+            run = None
+            if plan.mode is RefreshMode.FULL:
+                schedules.install(mt, enabled=True)
+                run = enqueue(mt, trigger=RefreshRun.Trigger.CREATE, force=True, actor=actor)
+            # CONTINUOUS: the streaming process (refresh.streams) sees the active table,
+            # loads it and starts its query; its first run has trigger CREATE.
             mt.state = MaterializedTable.State.ACTIVATED
             mt.save(update_fields=["state", "updated_at"])
         _commit_properties(mt, actor=actor)
-        dispatch(run)
+        if run is not None:
+            dispatch(run)
     except Exception as error:
         logger.exception("Setting up the refresh pipeline of %s failed", mt)
         _undo_create(mt, actor=actor)
@@ -366,10 +372,6 @@ def _new_version(
         actor=actor if getattr(actor, "pk", None) else None,
     )
     return version
-
-
-def _threshold_text() -> str:
-    return str(threshold())
 
 
 def _undo_create(mt: MaterializedTable, *, actor: Any) -> None:
@@ -422,17 +424,46 @@ def resume(
         mt.save(update_fields=["state", "suspended_reason", "consecutive_failures", "updated_at"])
         if mt.refresh_mode == RefreshMode.FULL:
             schedules.install(mt, enabled=True, run_options=run_options)
+        else:  # the streaming query restarts from its checkpoint with these settings
+            mt.stream_options = run_options
+            mt.save(update_fields=["stream_options"])
         message = f"with {run_options}" if run_options else ""
         _record(mt, actor=actor, action="resume_materialized_table", message=message)
         _commit_properties(mt, actor=actor)
     return mt
 
 
+def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) -> None:
+    """Refuse, with the reason, a query the streaming engine cannot maintain."""
+    from catalog.models import View
+    from refresh.core.streaming import plan_stream
+
+    def is_view(name: tuple[str, ...]) -> bool:
+        return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
+
+    plan_stream(
+        query,
+        namespace=namespace.split("."),
+        catalog=settings.CATALOG_NAME,
+        primary_key=primary_key,
+        is_view=is_view,
+    )
+
+
 def _replan(
     mt: MaterializedTable, freshness: Freshness, explicit: RefreshMode | None
 ) -> RefreshMode:
     plan = plan_refresh(freshness, explicit, threshold())
-    defs.check_mode_supported(plan.mode, _threshold_text())
+    if plan.mode is RefreshMode.CONTINUOUS:
+        check_streamable(
+            mt.query,
+            namespace=mt.default_namespace or mt.table.namespace.name,
+            primary_key=mt.primary_key,
+        )
+    if plan.mode.value != mt.refresh_mode and plan.mode is RefreshMode.CONTINUOUS:
+        # From FULL: the streaming process loads the table again and starts a new stream.
+        mt.stream_checkpoint = ""
+        mt.save(update_fields=["stream_checkpoint"])
     return plan.mode
 
 
@@ -642,7 +673,12 @@ def _redefine(
             action=f"{operation}_materialized_table_definition",
             message=f"version {version_id}; {how}" + (f" ({changes})" if changes else ""),
         )
-    request_refresh(mt, trigger=RefreshRun.Trigger.MANUAL, force=True, actor=actor)
+    if mt.refresh_mode == RefreshMode.CONTINUOUS:
+        # The streaming process loads the new definition and starts a new stream.
+        MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
+        mt.stream_checkpoint = ""
+    else:
+        request_refresh(mt, trigger=RefreshRun.Trigger.MANUAL, force=True, actor=actor)
     return mt
 
 

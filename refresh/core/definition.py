@@ -18,12 +18,6 @@ from refresh.core.partitions import formatter_columns
 #: The prefix of the table properties that describe the materialized table.
 PROPERTY_PREFIX = "lakeview.materialized-table."
 
-CONTINUOUS_NOT_YET = (
-    "CONTINUOUS refresh mode is not supported yet: it needs the streaming refresh, which is "
-    "not part of this release. Use REFRESH_MODE = FULL, or a FRESHNESS at or above the "
-    "freshness threshold ({threshold})."
-)
-
 
 @dataclass(frozen=True)
 class Definition:
@@ -81,11 +75,6 @@ def check_against_schema(definition: Definition, schema: Mapping) -> None:
                 f"Column `{column}` type is {shown}.",
                 field="options",
             )
-
-
-def check_mode_supported(mode: RefreshMode, threshold: str) -> None:
-    if mode is RefreshMode.CONTINUOUS:
-        raise InvalidInput(CONTINUOUS_NOT_YET.format(threshold=threshold), field="refresh_mode")
 
 
 def table_properties(definition: Definition, *, state: str) -> dict[str, str]:

@@ -199,13 +199,17 @@ def test_a_statement_that_is_not_a_materialized_table_statement_is_a_400(editor_
     assert response.json()["error"]["line"] == 1
 
 
-def test_a_continuous_freshness_is_refused_and_creates_nothing(editor_api, sales):
+def test_a_continuous_aggregation_without_a_primary_key_is_refused_and_creates_nothing(
+    editor_api, sales
+):
     script = f"CREATE MATERIALIZED TABLE daily FRESHNESS = INTERVAL '10' SECOND AS {QUERY}"
 
     response = run_sql(editor_api, script)
 
     assert response.status_code == 400
-    assert "CONTINUOUS" in response.json()["error"]["message"].upper()
+    message = response.json()["error"]["message"]
+    assert "continuous materialized table cannot maintain this query" in message
+    assert "PRIMARY KEY" in message and "REFRESH_MODE = FULL" in message
     assert nothing_was_created()
 
 

@@ -148,9 +148,17 @@ def test_suspend_writes_the_state_into_the_tables_properties(sales):
         ),
         ({"options": {"colour": "blue"}}, "options", "Unknown option 'colour'"),
         (
-            {"freshness": Freshness(1, "MINUTE")},
-            "refresh_mode",
-            "CONTINUOUS refresh mode is not supported yet",
+            {"freshness": Freshness(1, "MINUTE"), "query": QUERY + " ORDER BY id"},
+            "query",
+            "cannot maintain this query: ORDER BY",
+        ),
+        (
+            {
+                "freshness": Freshness(1, "MINUTE"),
+                "query": "SELECT ds, count(*) AS n FROM orders GROUP BY ds",
+            },
+            "query",
+            "needs PRIMARY KEY (...) NOT ENFORCED",
         ),
         (
             {"freshness": Freshness(7, "MINUTE"), "refresh_mode": RefreshMode.FULL},
@@ -240,19 +248,24 @@ def test_a_drop_cancels_queued_runs_removes_the_schedule_and_the_table(sales, ed
     assert nothing_named("wide")
 
 
-def test_set_freshness_replans_the_schedule_and_refuses_a_continuous_mode(sales):
+def test_set_freshness_replans_the_schedule_and_switches_to_the_stream_and_back(sales):
     mt = create()
     mt = mts.set_freshness(mt, freshness=Freshness(2, "HOUR"))
     task = PeriodicTask.objects.get(pk=mt.periodic_task_id)
     assert (task.crontab.minute, task.crontab.hour) == ("0", "*/2")
 
-    with pytest.raises(InvalidInput, match="CONTINUOUS refresh mode is not supported yet"):
-        mts.set_freshness(mt, freshness=Freshness(5, "MINUTE"))
+    mt = mts.set_freshness(mt, freshness=Freshness(5, "SECOND"))
+    assert mt.refresh_mode == "CONTINUOUS" and mt.periodic_task_id is None
+    assert mt.stream_checkpoint == "", "the streaming process loads the table first"
+    assert not PeriodicTask.objects.filter(pk=task.pk).exists()
+
+    mt = mts.set_freshness(mt, freshness=Freshness(1, "HOUR"))
+    assert mt.refresh_mode == "FULL" and mt.periodic_task_id is not None
 
     mt = mts.set_refresh_mode(mt, refresh_mode=RefreshMode.FULL)
     mt = mts.set_freshness(mt, freshness=Freshness(5, "MINUTE"))
     assert mt.refresh_mode == "FULL" and mt.mode_is_explicit
-    task.refresh_from_db()
+    task = PeriodicTask.objects.get(pk=mt.periodic_task_id)
     assert task.crontab.minute == "*/5"
 
 

@@ -1,0 +1,163 @@
+"""What a continuous materialized table's streaming query is, decided from its SQL.
+
+Spark Structured Streaming maintains some query shapes and not others; a shape it cannot
+maintain exactly is refused at CREATE with the reason and the suggestion to use FULL:
+
+- **append**: a query that only projects and filters its source tables (and UNION ALLs such
+  queries): every source is read as an Iceberg stream of appended snapshots, and each
+  micro-batch's rows are appended to the table in one commit.
+- **merge**: an aggregation (GROUP BY) over one source table, or a join of one source
+  table (the first in FROM: the stream) with other tables (read as they are at each
+  micro-batch): the query runs in Spark's update mode and each micro-batch's changed rows
+  are written with `MERGE INTO` on the primary key, so the table holds exactly what the
+  query gives. A primary key is required.
+
+Refused: ORDER BY, LIMIT, window functions, DISTINCT, a UNION that removes duplicates,
+subqueries in expressions, aggregations without GROUP BY, joins of two streams, and
+sources that are views (a view is not a stream). Django-free."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from catalog.core.errors import InvalidInput
+from catalog.core.sql import parse_query
+from refresh.core.freshness import Freshness
+
+USE_FULL = " Use REFRESH_MODE = FULL for this query."
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    #: "append" or "merge".
+    mode: str
+    #: (namespace levels..., name) of the tables read as streams, in the query's order.
+    streams: tuple[tuple[str, ...], ...]
+    #: Tables read as they are at each micro-batch (the other side of a join).
+    static: tuple[tuple[str, ...], ...]
+    #: The primary key MERGE INTO matches rows on (merge mode).
+    key: tuple[str, ...] = ()
+
+
+def _refuse(reason: str) -> InvalidInput:
+    return InvalidInput(
+        f"A continuous materialized table cannot maintain this query: {reason}.{USE_FULL}",
+        field="query",
+    )
+
+
+def _name(table: exp.Table, default: Sequence[str], catalog: str) -> tuple[str, ...]:
+    parts = [part.name for part in table.parts]
+    if len(parts) >= 3 and parts[0] == catalog:
+        parts = parts[1:]
+    if len(parts) == 1:
+        return (*default, parts[0])
+    return tuple(parts)
+
+
+def plan_stream(
+    query: str,
+    *,
+    namespace: Sequence[str],
+    catalog: str,
+    primary_key: Sequence[str] = (),
+    is_view: callable = lambda name: False,  # type: ignore[valid-type]
+) -> StreamPlan:
+    """How the query is maintained as a stream, or InvalidInput saying why it cannot be."""
+    parsed = parse_query(query, "spark")
+    if parsed.find(exp.Window):
+        raise _refuse("window functions (OVER) are not supported on streams")
+    if parsed.find(exp.Order):
+        raise _refuse("ORDER BY has no meaning for a table kept up to date row by row")
+    if parsed.args.get("limit") or parsed.find(exp.Limit):
+        raise _refuse("LIMIT cannot be kept as rows arrive")
+    if parsed.find(exp.Distinct):
+        raise _refuse("DISTINCT is not supported; GROUP BY the columns instead")
+    if isinstance(parsed, exp.Union) and parsed.args.get("distinct"):
+        raise _refuse("UNION removes duplicates across streams; use UNION ALL")
+    if isinstance(parsed, exp.Intersect | exp.Except):
+        raise _refuse("INTERSECT and EXCEPT are not supported on streams")
+    if parsed.find(exp.With):
+        raise _refuse("WITH (common table expressions) is not supported on streams yet")
+    selects = list(parsed.find_all(exp.Select))
+    for select in selects:
+        for projection in select.expressions:
+            if projection.find(exp.Subquery):
+                raise _refuse("subqueries in the select list are not supported")
+        where = select.args.get("where")
+        if where is not None and where.find(exp.Subquery):
+            raise _refuse("subqueries in WHERE are not supported")
+        if select.find(exp.Subquery) and any(
+            isinstance(source, exp.Subquery) for source in _from_sources(select)
+        ):
+            raise _refuse("subqueries in FROM are not supported")
+    tables = [t for t in parsed.find_all(exp.Table)]
+    names = [_name(t, namespace, catalog) for t in tables]
+    for name in names:
+        if is_view(name):
+            raise _refuse(
+                f"{'.'.join(name)} is a view, which cannot be read as a stream; read its "
+                "tables instead"
+            )
+    has_join = any(select.args.get("joins") for select in selects)
+    aggregates = any(select.args.get("group") or select.find(exp.AggFunc) for select in selects)
+    if not has_join and not aggregates:
+        return StreamPlan("append", tuple(dict.fromkeys(names)), ())
+    if len(selects) != 1:
+        raise _refuse("a UNION of aggregations or joins is not supported")
+    [select] = selects
+    if aggregates and not select.args.get("group"):
+        raise _refuse("an aggregation needs GROUP BY (a global aggregate has no key to merge)")
+    if not primary_key:
+        raise _refuse(
+            "an aggregation or a join is kept with MERGE INTO on the primary key, so the "
+            "table needs PRIMARY KEY (...) NOT ENFORCED on the columns that identify a row"
+        )
+    stream, *static = names
+    if stream in static:
+        raise _refuse("a stream joined with itself is not supported")
+    return StreamPlan("merge", (stream,), tuple(dict.fromkeys(static)), tuple(primary_key))
+
+
+def _from_sources(select: exp.Select) -> list[exp.Expression]:
+    sources = []
+    from_ = select.args.get("from")
+    if from_ is not None:
+        sources.append(from_.this)
+    for join in select.args.get("joins") or []:
+        sources.append(join.this)
+    return sources
+
+
+def rewrite_sources(
+    query: str,
+    replacements: dict[tuple[str, ...], str],
+    *,
+    namespace: Sequence[str],
+    catalog: str,
+) -> str:
+    """`query` with each table in `replacements` read from the named temporary view instead
+    (its alias kept, or its own name as the alias, so qualified columns still resolve)."""
+    parsed = parse_query(query, "spark")
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table):
+            view = replacements.get(_name(node, namespace, catalog))
+            if view is not None:
+                alias = node.alias or node.name
+                return exp.Table(
+                    this=exp.to_identifier(view),
+                    alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
+                )
+        return node
+
+    return parsed.transform(swap).sql(dialect="spark")
+
+
+def trigger_seconds(freshness: Freshness) -> float:
+    """The micro-batch interval: half the freshness (a row that arrives just after a batch
+    started waits one interval, then one batch's time), at least one second."""
+    return max(1.0, freshness.seconds / 2)

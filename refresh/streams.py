@@ -1,0 +1,419 @@
+"""The streaming process: one long-running process (`manage.py run_streams`) hosting the
+streaming query of every ACTIVATED continuous materialized table in one Spark session.
+
+It reads the desired state from the database every few seconds and makes it so: it starts
+a query for each active continuous table, stops (between micro-batches, keeping the
+checkpoint) the query of a table suspended, dropped or switched to FULL, and restarts one
+whose definition, freshness, options or checkpoint changed. The only writer of the tables'
+`stream_*` columns.
+
+- A table with no checkpoint is loaded first (its sources pinned at their current
+  snapshots, one overwrite), then streamed from just after those snapshots. That is how a
+  CREATE, a new definition, a switch from FULL and a recompute start.
+- A source snapshot that deletes or overwrites rows stops the stream (Iceberg's stream
+  source refuses it); the table is then recomputed (loaded again, a new checkpoint) and
+  recorded in its history: it never silently diverges.
+- Every micro-batch is a RefreshRun (trigger CONTINUOUS); rows older than an hour are
+  aggregated per hour, so a table running for months keeps a small history.
+- If the process dies, the next start resumes every query from its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import Count, Max, Min, Sum
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from catalog import history
+from catalog.core import metadata_io
+from refresh.core.freshness import RefreshMode
+from refresh.core.streaming import StreamPlan, plan_stream, trigger_seconds
+from refresh.models import MaterializedTable, RefreshRun
+from refresh.spark import streaming
+from refresh.spark.session import SparkSessionConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+logger = logging.getLogger(__name__)
+
+#: A stream that failed for another reason than a rewritten source is retried after this.
+RETRY_SECONDS = 30.0
+#: Micro-batch rows older than this are aggregated per hour.
+KEEP_BATCHES = timedelta(hours=1)
+COMPACT_EVERY_SECONDS = 300.0
+_REWRITTEN_SOURCE = ("overwrite", "delete snapshot", "Cannot process", "deleted")
+
+
+@dataclass
+class Running:
+    mt_id: int
+    query: StreamingQuery
+    signature: tuple
+    checkpoint: str
+    last_progress_batch: int = -1
+
+
+def _signature(mt: MaterializedTable) -> tuple:
+    return (
+        mt.current_version,
+        mt.stream_checkpoint,
+        mt.freshness_value,
+        mt.freshness_unit,
+        json.dumps(mt.stream_options, sort_keys=True),
+    )
+
+
+def _levels(mt: MaterializedTable) -> list[str]:
+    return (mt.default_namespace or mt.table.namespace.name).split(".")
+
+
+def _target(mt: MaterializedTable) -> list[str]:
+    return [settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name]
+
+
+def plan_of(mt: MaterializedTable) -> StreamPlan:
+    from catalog.models import View
+
+    def is_view(name: tuple[str, ...]) -> bool:
+        return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
+
+    return plan_stream(
+        mt.query,
+        namespace=_levels(mt),
+        catalog=settings.CATALOG_NAME,
+        primary_key=mt.primary_key,
+        is_view=is_view,
+    )
+
+
+class Supervisor:
+    def __init__(self, config: SparkSessionConfig, *, poll_seconds: float = 2.0) -> None:
+        self.config = config
+        self.poll_seconds = poll_seconds
+        self.running: dict[int, Running] = {}
+        self.retry_after: dict[int, float] = {}
+        self.last_compaction = 0.0
+        self._spark: SparkSession | None = None
+        self.stopping = threading.Event()
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            self._spark = self.config.build()
+        return self._spark
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run_forever(self) -> None:
+        logger.info("Streaming process %s started", os.getpid())
+        while not self.stopping.is_set():
+            close_old_connections()
+            try:
+                self.sync_once()
+            except Exception:  # noqa: BLE001 - the process keeps serving the other tables
+                logger.exception("A pass over the continuous tables failed")
+            self.stopping.wait(self.poll_seconds)
+        self.stop_all()
+
+    def stop_all(self) -> None:
+        for running in list(self.running.values()):
+            self._stop(running)
+        self.running.clear()
+
+    def sync_once(self) -> None:
+        desired = {
+            mt.pk: mt
+            for mt in MaterializedTable.objects.select_related("table__namespace").filter(
+                refresh_mode=RefreshMode.CONTINUOUS, state=MaterializedTable.State.ACTIVATED
+            )
+        }
+        for mt_id, running in list(self.running.items()):
+            mt = desired.get(mt_id)
+            if not running.query.isActive:
+                self._ended(running, mt)
+                continue
+            if mt is None or _signature(mt) != running.signature:
+                self._stop(running)
+                del self.running[mt_id]
+                self._stopped(mt_id, running)
+                continue
+            self._progress(running, mt)
+        for mt_id, mt in desired.items():
+            if mt_id not in self.running and time.monotonic() >= self.retry_after.get(mt_id, 0):
+                self._start(mt)
+        if time.monotonic() - self.last_compaction > COMPACT_EVERY_SECONDS:
+            compact_history()
+            self.last_compaction = time.monotonic()
+
+    # -- start, load, stop ---------------------------------------------------------------
+
+    def _start(self, mt: MaterializedTable) -> None:
+        try:
+            plan = plan_of(mt)
+            session = self.spark.newSession()
+            for key, value in (mt.stream_options or {}).items():
+                session.conf.set(key, value)
+            if not mt.stream_checkpoint:
+                mt = self._load(session, mt, plan)
+            key = f"lakeview-mt-{mt.pk}"
+            query = streaming.start(
+                session,
+                plan=plan,
+                query=mt.query,
+                target=_target(mt),
+                catalog=settings.CATALOG_NAME,
+                namespace=_levels(mt),
+                checkpoint=mt.stream_checkpoint,
+                key=f"{key}-{os.path.basename(mt.stream_checkpoint)}",
+                trigger_seconds=trigger_seconds(mt.freshness),
+                start_after={k: tuple(v) for k, v in (mt.stream_start or {}).items() if v},
+                on_batch=lambda result, mt_id=mt.pk, version=mt.current_version: _record_batch(
+                    mt_id, version, result
+                ),
+            )
+        except Exception as error:  # noqa: BLE001 - shown on the table's page, retried later
+            logger.exception("Starting the stream of %s failed", mt)
+            self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
+            _set_status(mt.pk, "FAILED", error=_first_line(error))
+            return
+        self.running[mt.pk] = Running(mt.pk, query, _signature(mt), mt.stream_checkpoint)
+        self.retry_after.pop(mt.pk, None)
+        _set_status(mt.pk, "RUNNING")
+        logger.info("Streaming %s from %s", mt, mt.stream_checkpoint)
+
+    def _load(self, session: SparkSession, mt: MaterializedTable, plan: StreamPlan) -> Any:
+        """Load the table at pinned source snapshots, then give it a new checkpoint."""
+        first = not mt.runs.exclude(state=RefreshRun.State.CANCELLED).exists()
+        run = RefreshRun.objects.create(
+            materialized_table=mt,
+            table_name=str(mt.table),
+            trigger=RefreshRun.Trigger.CREATE if first else RefreshRun.Trigger.CONTINUOUS,
+            action=RefreshRun.Action.FULL,
+            state=RefreshRun.State.RUNNING,
+            started_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+            worker=f"streams:{os.getpid()}",
+            definition_version=mt.current_version,
+        )
+        sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
+        try:
+            pins = streaming.pinned_snapshots(session, sources)
+            result = streaming.load(
+                session,
+                query=mt.query,
+                target=_target(mt),
+                sources=sources,
+                pins=pins,
+                namespace=_levels(mt),
+                catalog=settings.CATALOG_NAME,
+            )
+        except Exception as error:
+            RefreshRun.objects.filter(pk=run.pk).update(
+                state=RefreshRun.State.FAILED, finished_at=timezone.now(), error=str(error)[:5000]
+            )
+            raise
+        checkpoint = (
+            f"{mt.table.location}.checkpoints/v{mt.current_version}-{int(time.time() * 1000)}"
+        )
+        with transaction.atomic():
+            RefreshRun.objects.filter(pk=run.pk).update(
+                state=RefreshRun.State.SUCCEEDED,
+                finished_at=timezone.now(),
+                rows_written=result.rows_written,
+                bytes_written=result.bytes_written,
+                snapshot_id=result.snapshot_id,
+                source_snapshots={k: (v[0] if v else None) for k, v in pins.items()},
+                data_timestamp=run.started_at,
+            )
+            MaterializedTable.objects.filter(pk=mt.pk).update(
+                stream_checkpoint=checkpoint,
+                stream_start={k: list(v) if v else None for k, v in pins.items()},
+            )
+        mt.refresh_from_db()
+        return mt
+
+    def _stop(self, running: Running) -> None:
+        try:
+            streaming.stop_between_batches(running.query)
+        except Exception:  # noqa: BLE001 - a query that fails to stop is gone anyway
+            logger.exception("Stopping stream %s", running.mt_id)
+
+    def _stopped(self, mt_id: int, running: Running) -> None:
+        exists = MaterializedTable.objects.filter(pk=mt_id).exists()
+        if exists:
+            _set_status(mt_id, "STOPPED")
+        else:
+            _delete_checkpoints(running.checkpoint)
+
+    def _ended(self, running: Running, mt: MaterializedTable | None) -> None:
+        """The query ended by itself: a rewritten source (recompute) or a failure."""
+        del self.running[running.mt_id]
+        error = running.query.exception()
+        message = _first_line(error) if error is not None else "the query stopped"
+        if mt is None:
+            _delete_checkpoints(running.checkpoint)
+            return
+        if error is not None and any(word in str(error) for word in _REWRITTEN_SOURCE):
+            MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
+            history.record_change(
+                mt.table,
+                actor=None,
+                action="recompute_materialized_table",
+                message=f"A source snapshot deleted or overwrote rows; recomputing ({message})",
+            )
+            _set_status(mt.pk, "RECOMPUTING", error=message)
+            return
+        self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
+        _set_status(mt.pk, "FAILED", error=message)
+
+    def _progress(self, running: Running, mt: MaterializedTable) -> None:
+        """Source offsets onto the batches' rows; the time the stream was last caught up."""
+        caught_up = None
+        for progress in running.query.recentProgress:
+            batch_id = progress.get("batchId", -1)
+            if progress.get("numInputRows", 0) == 0:
+                caught_up = progress.get("timestamp")
+                continue
+            if batch_id > running.last_progress_batch:
+                offsets = {
+                    source.get("description", str(i)): source.get("endOffset")
+                    for i, source in enumerate(progress.get("sources", []))
+                }
+                RefreshRun.objects.filter(
+                    materialized_table_id=mt.pk,
+                    trigger=RefreshRun.Trigger.CONTINUOUS,
+                    batch_id=batch_id,
+                ).update(source_offsets=offsets)
+                running.last_progress_batch = batch_id
+        fields: dict[str, Any] = {"stream_status": "RUNNING", "stream_error": ""}
+        if caught_up:
+            fields["stream_heartbeat_at"] = _parse_time(caught_up)
+        MaterializedTable.objects.filter(pk=mt.pk).update(**fields)
+
+
+def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> None:
+    """A micro-batch's row in the history (called on Spark's foreachBatch thread)."""
+    if result.replayed:
+        return
+    close_old_connections()
+    mt = MaterializedTable.objects.select_related("table__namespace").filter(pk=mt_id).first()
+    if mt is None:
+        return
+    started = datetime.fromtimestamp(result.started, tz=UTC)
+    RefreshRun.objects.create(
+        materialized_table=mt,
+        table_name=str(mt.table),
+        trigger=RefreshRun.Trigger.CONTINUOUS,
+        action=RefreshRun.Action.INCREMENTAL,
+        state=RefreshRun.State.SUCCEEDED,
+        queued_at=started,
+        started_at=started,
+        finished_at=datetime.fromtimestamp(result.finished, tz=UTC),
+        batch_id=result.batch_id,
+        rows_written=result.rows,
+        bytes_written=result.bytes_written,
+        snapshot_id=result.snapshot_id,
+        data_timestamp=started,
+        definition_version=version,
+        worker=f"streams:{os.getpid()}",
+    )
+
+
+def _set_status(mt_id: int, status: str, *, error: str = "") -> None:
+    MaterializedTable.objects.filter(pk=mt_id).update(stream_status=status, stream_error=error)
+
+
+def _first_line(error: object) -> str:
+    text = str(getattr(error, "desc", None) or error)
+    return text.strip().split("\n")[0][:2000]
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _delete_checkpoints(checkpoint: str) -> None:
+    """A dropped table's checkpoints: the folder beside its location that this process
+    made, only if it lies strictly inside the warehouse and is not a symbolic link."""
+    folder = checkpoint.rsplit("/", 1)[0]
+    if not folder.endswith(".checkpoints") or not folder.startswith("/"):
+        return
+    try:
+        normalized = metadata_io.normalize_location(folder)
+    except Exception:  # noqa: BLE001 - a path we cannot read safely is left alone
+        return
+    warehouse = metadata_io.normalize_location(settings.WAREHOUSE)
+    if not metadata_io.is_inside(normalized, warehouse, strictly=True):
+        return
+    if os.path.islink(normalized) or not os.path.isdir(normalized):
+        return
+    shutil.rmtree(normalized, ignore_errors=True)
+
+
+def compact_history(*, older_than: timedelta = KEEP_BATCHES) -> int:
+    """Aggregate micro-batch rows older than `older_than` into one row per table and hour;
+    returns how many rows were folded."""
+    cutoff = timezone.now() - older_than
+    old = RefreshRun.objects.filter(
+        trigger=RefreshRun.Trigger.CONTINUOUS,
+        action=RefreshRun.Action.INCREMENTAL,
+        batches=1,
+        finished_at__lt=cutoff,
+    )
+    groups = (
+        old.annotate(hour=TruncHour("finished_at"))
+        .values("materialized_table_id", "table_name", "hour")
+        .annotate(
+            n=Count("id"),
+            rows=Sum("rows_written"),
+            size=Sum("bytes_written"),
+            first=Min("started_at"),
+            last=Max("finished_at"),
+            batch=Max("batch_id"),
+            as_of=Max("data_timestamp"),
+            version=Max("definition_version"),
+        )
+        .filter(n__gt=1)
+    )
+    folded = 0
+    for group in groups:
+        with transaction.atomic():
+            rows = old.filter(
+                materialized_table_id=group["materialized_table_id"],
+                finished_at__gte=group["hour"],
+                finished_at__lt=group["hour"] + timedelta(hours=1),
+            )
+            last = rows.order_by("-finished_at").first()
+            RefreshRun.objects.create(
+                materialized_table_id=group["materialized_table_id"],
+                table_name=group["table_name"],
+                trigger=RefreshRun.Trigger.CONTINUOUS,
+                action=RefreshRun.Action.INCREMENTAL,
+                state=RefreshRun.State.SUCCEEDED,
+                queued_at=group["first"],
+                started_at=group["first"],
+                finished_at=group["last"],
+                batch_id=group["batch"],
+                batches=group["n"],
+                rows_written=group["rows"],
+                bytes_written=group["size"],
+                snapshot_id=last.snapshot_id if last else None,
+                source_offsets=last.source_offsets if last else {},
+                data_timestamp=group["as_of"],
+                definition_version=group["version"],
+            )
+            folded += rows.delete()[0]
+    return folded
