@@ -16,8 +16,8 @@
   var nodes = data.nodes || [];
   var edges = data.edges || [];
   var NS = "http://www.w3.org/2000/svg";
-  var WIDTH = 220, GAP_X = 90, GAP_Y = 22, PAD = 24;
-  var HEIGHT = { plain: 52, mt: 76 };
+  var WIDTH = 216, GAP_X = 64, GAP_Y = 22, PAD = 24;
+  var HEIGHT = { plain: 52, mt: 94 };
 
   function el(name, attrs, parent) {
     var node = document.createElementNS(NS, name);
@@ -134,7 +134,8 @@
   [["lineage-arrow", "arrow"], ["lineage-arrow-focus", "arrow focus"]].forEach(function (spec) {
     var marker = el("marker", {
       id: spec[0], viewBox: "0 0 10 10", refX: "9", refY: "5",
-      markerWidth: "8", markerHeight: "8", orient: "auto-start-reverse",
+      markerWidth: "9", markerHeight: "9", markerUnits: "userSpaceOnUse",
+      orient: "auto-start-reverse",
     }, defs);
     el("path", { d: "M 0 0 L 10 5 L 0 10 z", "class": "lineage-arrow " + spec[1] }, marker);
   });
@@ -173,7 +174,11 @@
       holder.setAttributeNS("http://www.w3.org/1999/xlink", "xlink:href", node.url);
     }
     var title = el("title", {}, holder);
-    title.textContent = node.id + " (" + node.kind + ")";
+    title.textContent = node.id + " (" + node.kind + ")" + (node.freshness
+      ? "\n" + node.state + ", " + node.refresh_mode + ", freshness " + node.freshness +
+        (node.lag_seconds === null ? ", no data yet" : ", lag " + lagText(node.lag_seconds)) +
+        (node.late ? " (late)" : "")
+      : "");
     el("rect", { "class": "box", width: WIDTH, height: node.h, rx: 6, ry: 6 }, holder);
     el("rect", { "class": "stripe", width: 5, height: node.h, rx: 2, ry: 2 }, holder);
     fit(text(holder, "", { x: 14, y: 21, "class": "label" }), node.name, WIDTH - 24);
@@ -183,22 +188,25 @@
       WIDTH - 24
     );
     if (node.kind === "materialized table") {
-      var badge = el("g", { "class": "state-badge state-" + String(node.state || "").toLowerCase(),
-        transform: "translate(14,50)" }, holder);
-      var badgeRect = el("rect", { width: 86, height: 17, rx: 8.5, ry: 8.5 }, badge);
-      var badgeText = text(badge, node.state || "", { x: 43, y: 12.5, "text-anchor": "middle" });
-      if (typeof badgeText.getComputedTextLength === "function") {
-        var w = Math.max(badgeText.getComputedTextLength() + 14, 40);
-        badgeRect.setAttribute("width", w);
-        badgeText.setAttribute("x", w / 2);
-        badge.badgeWidth = w;
-      }
-      var lag = node.lag_seconds === null || node.lag_seconds === undefined
-        ? "no data yet" : "lag " + lagText(node.lag_seconds) + (node.late ? " \u00b7 late" : "");
-      text(holder, lag, {
-        x: 14 + (badge.badgeWidth || 86) + 8, y: 63,
-        "class": "lag" + (node.late ? " late" : ""),
+      var x = 14;
+      var badges = [[node.state || "?", "state-badge state-" + String(node.state || "").toLowerCase()]];
+      if (node.late) { badges.push(["late", "state-badge late"]); }
+      badges.forEach(function (spec) {
+        var badge = el("g", { "class": spec[1], transform: "translate(" + x + ",49)" }, holder);
+        var rect = el("rect", { width: 60, height: 17, rx: 8.5, ry: 8.5 }, badge);
+        var label = text(badge, spec[0], { x: 30, y: 12.5, "text-anchor": "middle" });
+        var w = 60;
+        if (typeof label.getComputedTextLength === "function") {
+          w = Math.max(label.getComputedTextLength() + 14, 34);
+          rect.setAttribute("width", w);
+          label.setAttribute("x", w / 2);
+        }
+        x += w + 6;
       });
+      var lag = node.lag_seconds === null || node.lag_seconds === undefined
+        ? "lag: no data yet" : "lag " + lagText(node.lag_seconds);
+      fit(text(holder, "", { x: 14, y: 83, "class": "lag" + (node.late ? " late" : "") }),
+        lag, WIDTH - 24);
     }
     group.addEventListener("mouseenter", function () { highlight(node.id, true); });
     group.addEventListener("mouseleave", function () { highlight(node.id, false); });
