@@ -579,7 +579,7 @@ def rollback_definition(
         raise NoSuchVersion(
             f"Materialized table {mt} has no definition version {version_id}", field="version_id"
         )
-    if version_id == mt.current_version:
+    if version_id == mt.current_version:  # checked again under the lock
         raise InvalidInput(f"Version {version_id} is already current", field="version_id")
     return _redefine(
         mt, query=version.query, version_id=version_id, operation="rollback", actor=actor
@@ -587,8 +587,10 @@ def rollback_definition(
 
 
 def _redefine(
-    mt: MaterializedTable, *, query: str, version_id: int, operation: str, actor: Any
+    mt: MaterializedTable, *, query: str, version_id: int | None, operation: str, actor: Any
 ) -> MaterializedTable:
+    """A new definition (alter: `version_id` None, the next id is taken under the lock) or
+    an older one again (rollback), committed with the schema it implies, then rebuilt."""
     from catalog.core.tables import read_table_metadata
 
     table = mt.table
@@ -627,6 +629,11 @@ def _redefine(
         ]
     with transaction.atomic():
         mt = _locked(mt)
+        if version_id is None:
+            newest = mt.versions.order_by("-version_id").values_list("version_id", flat=True)
+            version_id = (newest.first() or 0) + 1
+        elif version_id == mt.current_version:
+            raise InvalidInput(f"Version {version_id} is already current", field="version_id")
         mt.query, mt.sources, mt.current_version = query, sources, version_id
         mt.save(update_fields=["query", "sources", "current_version", "updated_at"])
         updates.append(
@@ -678,7 +685,10 @@ def _redefine(
         MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
         mt.stream_checkpoint = ""
     else:
-        request_refresh(mt, trigger=RefreshRun.Trigger.MANUAL, force=True, actor=actor)
+        with contextlib.suppress(Unavailable):
+            # The new definition stands; the rebuild that could not be sent is a FAILED run
+            # on the page, and the next tick (or a manual refresh) rebuilds.
+            request_refresh(mt, trigger=RefreshRun.Trigger.MANUAL, force=True, actor=actor)
     return mt
 
 

@@ -37,10 +37,11 @@ from django.utils import timezone
 
 from catalog import history
 from catalog.core import metadata_io
+from catalog.models import Table, TableSnapshot
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, plan_stream, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.spark import streaming
+from refresh.spark import jobs, streaming
 from refresh.spark.session import SparkSessionConfig
 
 if TYPE_CHECKING:
@@ -163,9 +164,12 @@ class Supervisor:
     def _start(self, mt: MaterializedTable) -> None:
         try:
             plan = plan_of(mt)
-            session = self.spark.newSession()
-            for key, value in (mt.stream_options or {}).items():
-                session.conf.set(key, value)
+            session = jobs.run_session(
+                self.spark,
+                catalog=settings.CATALOG_NAME,
+                namespace=_levels(mt),
+                settings=mt.stream_options or {},
+            )
             if not mt.stream_checkpoint:
                 mt = self._load(session, mt, plan)
             key = f"lakeview-mt-{mt.pk}"
@@ -313,6 +317,21 @@ def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> No
     if mt is None:
         return
     started = datetime.fromtimestamp(result.started, tz=UTC)
+    # The commit's own figures, from the snapshot the micro-batch made (mirrored when the
+    # commit reached the catalog).
+    table = Table.objects.filter(pk=mt.table_id).values("current_snapshot_id").first() or {}
+    snapshot_id = table.get("current_snapshot_id")
+    summary = (
+        TableSnapshot.objects.filter(table_id=mt.table_id, snapshot_id=snapshot_id)
+        .values_list("summary", flat=True)
+        .first()
+        or {}
+    )
+
+    def number(key: str) -> int | None:
+        value = summary.get(key)
+        return int(value) if value is not None else None
+
     RefreshRun.objects.create(
         materialized_table=mt,
         table_name=str(mt.table),
@@ -323,9 +342,9 @@ def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> No
         started_at=started,
         finished_at=datetime.fromtimestamp(result.finished, tz=UTC),
         batch_id=result.batch_id,
-        rows_written=result.rows,
-        bytes_written=result.bytes_written,
-        snapshot_id=result.snapshot_id,
+        rows_written=number("added-records"),
+        bytes_written=number("added-files-size"),
+        snapshot_id=snapshot_id,
         data_timestamp=started,
         definition_version=version,
         worker=f"streams:{os.getpid()}",

@@ -1,9 +1,10 @@
 """The whole materialized-table machinery in subprocesses, as a deployment runs it: the app
 under gunicorn (tests.live_server), a Celery worker (threads pool; its own Spark JVM, started
-by its first job and kept), and celery-beat on the database scheduler, all on one SQLite
-file and a real Redis (REDIS_URL, started by scripts/test.sh).
+by its first job and kept), celery-beat on the database scheduler, and the streaming process
+of continuous tables (`manage.py run_streams`; its Spark starts with the first continuous
+table), all on one SQLite file and a real Redis (REDIS_URL, started by scripts/test.sh).
 
-The worker can be killed with SIGKILL and started again (`kill_worker`, `start_worker`)."""
+The worker and the streaming process can be killed with SIGKILL and started again."""
 
 from __future__ import annotations
 
@@ -37,12 +38,13 @@ class RefreshStack:
     root: Path
     worker: subprocess.Popen | None = None
     beat: subprocess.Popen | None = None
+    streams: subprocess.Popen | None = None
     api: requests.Session = field(default=None, repr=False)  # type: ignore[assignment]
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+    def _spawn(self, name: str, *args: str, command: tuple[str, ...] = ()) -> subprocess.Popen:
         log = (self.root / f"{name}.log").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "webapp", *args],
+            list(command) or [sys.executable, "-m", "celery", "-A", "webapp", *args],
             cwd=REPO_ROOT,
             env=self.server.env,
             stdout=log,
@@ -60,6 +62,19 @@ class RefreshStack:
         assert self.worker is not None
         os.killpg(self.worker.pid, signal.SIGKILL)
         self.worker.wait(timeout=30)
+
+    def start_streams(self) -> None:
+        """The streaming process (its Spark starts with the first continuous table)."""
+        self.streams = self._spawn(
+            "streams",
+            command=(sys.executable, str(REPO_ROOT / "manage.py"), "run_streams", "--poll", "1"),
+        )
+
+    def kill_streams(self) -> None:
+        """SIGKILL the streaming process and its Spark JVM, as a crash would."""
+        assert self.streams is not None
+        os.killpg(self.streams.pid, signal.SIGKILL)
+        self.streams.wait(timeout=30)
 
     def start_beat(self) -> None:
         self.beat = self._spawn(
@@ -98,15 +113,15 @@ class RefreshStack:
             time.sleep(every)
         raise AssertionError(
             f"Timed out after {timeout}s waiting for {what}\n--- worker ---\n"
-            f"{self.log('worker')}\n--- beat ---\n{self.log('beat', 30)}\n--- server ---\n"
-            f"{self.server.log_tail(30)}"
+            f"{self.log('worker')}\n--- streams ---\n{self.log('streams')}\n--- beat ---\n"
+            f"{self.log('beat', 30)}\n--- server ---\n{self.server.log_tail(30)}"
         )
 
     def stop(self) -> None:
-        for process in (self.beat, self.worker):
+        for process in (self.beat, self.worker, self.streams):
             if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in (self.beat, self.worker):
+        for process in (self.beat, self.worker, self.streams):
             if process is None:
                 continue
             try:
@@ -141,6 +156,7 @@ def refresh_stack(root: Path) -> Iterator[RefreshStack]:
         try:
             stack.start_worker()
             stack.start_beat()
+            stack.start_streams()
             yield stack
         finally:
             stack.stop()

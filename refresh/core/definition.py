@@ -15,6 +15,13 @@ from catalog.core.errors import InvalidInput
 from refresh.core.freshness import Freshness, RefreshMode
 from refresh.core.partitions import formatter_columns
 
+#: Iceberg's row-level write modes for materialized tables (a user's options may differ).
+MERGE_ON_READ = {
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+}
+
 #: The prefix of the table properties that describe the materialized table.
 PROPERTY_PREFIX = "lakeview.materialized-table."
 
@@ -90,6 +97,9 @@ def table_properties(definition: Definition, *, state: str) -> dict[str, str]:
     }
     if definition.primary_key:
         properties[f"{PROPERTY_PREFIX}primary-key"] = ",".join(definition.primary_key)
+    # Row-level changes (a continuous table's MERGE INTO, the console's UPDATE and DELETE)
+    # write delete files instead of rewriting data files: a micro-batch stays small.
+    properties.update(MERGE_ON_READ)
     properties.update(definition.options)
     if definition.comment:
         properties["comment"] = definition.comment

@@ -157,6 +157,28 @@ def rewrite_sources(
     return parsed.transform(swap).sql(dialect="spark")
 
 
+def qualify_all(query: str, *, namespace: Sequence[str], catalog: str) -> str:
+    """`query` with every table named `catalog.namespace.name`, so that it reads the same
+    tables in any Spark session, whatever its current namespace."""
+    parsed = parse_query(query, "spark")
+    ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
+
+    def qualify(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table) and not (not node.db and node.name in ctes):
+            parts = _name(node, namespace, catalog)
+            if len(parts) != 2:  # nested namespaces: left to the session's USE
+                return node
+            return exp.Table(
+                this=exp.to_identifier(parts[1], quoted=True),
+                db=exp.to_identifier(parts[0], quoted=True),
+                catalog=exp.to_identifier(catalog, quoted=True),
+                alias=exp.TableAlias(this=exp.to_identifier(node.alias or node.name, quoted=True)),
+            )
+        return node
+
+    return parsed.transform(qualify).sql(dialect="spark")
+
+
 def trigger_seconds(freshness: Freshness) -> float:
     """The micro-batch interval: half the freshness (a row that arrives just after a batch
     started waits one interval, then one batch's time), at least one second."""

@@ -9,7 +9,8 @@ the streaming process passes plain values and a callback per micro-batch.
 - Append queries write each micro-batch with one `append` commit carrying the query's
   checkpoint key and batch id in the snapshot summary; a batch replayed after a crash finds
   its own snapshot and is not written again.
-- Merge queries run in update mode and write each micro-batch with `MERGE INTO` on the
+- Merge queries (aggregations, joins) stream their source's new rows; each micro-batch
+  recomputes the keys those rows touch over the sources as they are, and merges them on the
   primary key (idempotent: a replay writes the same values).
 - The trigger interval comes from the freshness; the checkpoint lives in the warehouse.
 """
@@ -21,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from refresh.core.streaming import StreamPlan, rewrite_sources
+from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
 from refresh.spark.batch import RefreshResult, latest_snapshot, quote
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ BATCH_PROPERTY = "lakeview.stream-batch"
 
 @dataclass(frozen=True)
 class BatchResult:
+    """A micro-batch written (its rows and snapshot are read from the commit's summary by
+    the caller; -1 rows means "see the snapshot")."""
+
     batch_id: int
     rows: int
     snapshot_id: int | None
@@ -105,57 +109,78 @@ def start(
     on_batch: Callable[[BatchResult], None],
 ) -> StreamingQuery:
     """Start the table's streaming query (resuming from `checkpoint` when it holds one;
-    otherwise each stream starts after its snapshot in `start_after`)."""
-    replacements = {}
+    otherwise each stream starts after its snapshot in `start_after`).
+
+    Append plans stream the query itself. Merge plans stream the stream source's new rows
+    (no state in Spark, so a table loaded at pinned snapshots continues exactly): each
+    micro-batch runs the query over the new rows to find the primary keys they touch, runs
+    the query over the sources as they are now for those keys only, and merges that on the
+    primary key. Every key's row is thus the query's answer over a whole snapshot of the
+    sources, whatever the aggregate or join."""
+    streams = {}
     for index, stream in enumerate(plan.streams):
-        qualified = (catalog, *stream)
         reader = spark.readStream.format("iceberg")
         pin = start_after.get(".".join(stream))
         if pin is not None:
             reader = reader.option("stream-from-timestamp", str(pin[1] + 1))
-        reader.load(quote(qualified)).createOrReplaceTempView(_view(index, "stream"))
-        replacements[tuple(stream)] = _view(index, "stream")
-    sql = rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
-    frame = spark.sql(sql)
+        frame = reader.load(quote((catalog, *stream)))
+        streams[tuple(stream)] = (_view(index, "stream"), frame)
+    for view, frame in streams.values():
+        frame.createOrReplaceTempView(view)
+    replacements = {name: view for name, (view, _) in streams.items()}
+    query = qualify_all(query, namespace=namespace, catalog=catalog)
     writer_target = quote(target)
+    first = [True]
+
+    if plan.mode == "append":
+        streamed = spark.sql(
+            rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
+        )
+    else:
+        [(_, streamed)] = list(streams.values())
 
     def write(batch: DataFrame, batch_id: int) -> None:
         started = time.time()
         session = batch.sparkSession
+        replay_check, first[0] = first[0], False
         if plan.mode == "append":
             marker = f"{key}:{batch_id}"
-            if _has_batch(session, target, marker):
+            if replay_check and _has_batch(session, target, marker):
                 on_batch(BatchResult(batch_id, 0, None, None, started, time.time(), True))
                 return
-            batch.persist()
-            rows = batch.count()
-            if rows:
-                batch.writeTo(writer_target).option(
-                    f"snapshot-property.{BATCH_PROPERTY}", marker
-                ).append()
+            if batch.isEmpty():
+                return
+            batch.writeTo(writer_target).option(
+                f"snapshot-property.{BATCH_PROPERTY}", marker
+            ).append()
         else:
-            batch.persist()
-            rows = batch.count()
-            if rows:
-                view = f"__lakeview_batch_{abs(hash(key)) % 10**8}_{batch_id}"
-                batch.createOrReplaceTempView(view)
-                on = " AND ".join(f"t.{quote([k])} = s.{quote([k])}" for k in plan.key)
-                session.sql(
-                    f"MERGE INTO {writer_target} t USING {view} s ON {on} "
-                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-                )
-                session.catalog.dropTempView(view)
-        batch.unpersist()
-        result = latest_snapshot(session, target) if rows else RefreshResult(None, 0, 0)
-        on_batch(
-            BatchResult(
-                batch_id, rows, result.snapshot_id, result.bytes_written, started, time.time()
+            if batch.isEmpty():
+                return
+            [stream] = plan.streams
+            suffix = f"{abs(hash(key)) % 10**8}_{batch_id}"
+            new_rows, keys, changed = (f"__lakeview_{w}_{suffix}" for w in ("new", "keys", "rows"))
+            batch.createOrReplaceTempView(new_rows)
+            partial = rewrite_sources(
+                query, {tuple(stream): new_rows}, namespace=namespace, catalog=catalog
             )
-        )
+            columns = ", ".join(quote([k]) for k in plan.key)
+            session.sql(f"SELECT DISTINCT {columns} FROM ({partial})").createOrReplaceTempView(keys)
+            match = " AND ".join(f"q.{quote([k])} <=> k.{quote([k])}" for k in plan.key)
+            session.sql(
+                f"SELECT q.* FROM ({query}) q LEFT SEMI JOIN {keys} k ON {match}"
+            ).createOrReplaceTempView(changed)
+            on = " AND ".join(f"t.{quote([k])} = s.{quote([k])}" for k in plan.key)
+            session.sql(
+                f"MERGE INTO {writer_target} t USING {changed} s ON {on} "
+                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+            )
+            for view in (new_rows, keys, changed):
+                session.catalog.dropTempView(view)
+        on_batch(BatchResult(batch_id, -1, None, None, started, time.time()))
 
     return (
-        frame.writeStream.queryName(key)
-        .outputMode("append" if plan.mode == "append" else "update")
+        streamed.writeStream.queryName(key)
+        .outputMode("append")
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=f"{trigger_seconds} seconds")
         .foreachBatch(write)

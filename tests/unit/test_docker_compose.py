@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-APP_SERVICES = ("web", "worker", "beat")
+APP_SERVICES = ("web", "worker", "beat", "streams")
 SHARED_ENV = ("DATABASE_URL", "REDIS_URL", "WAREHOUSE", "SPARK_MASTER", "SECRET_KEY")
 
 

@@ -1,0 +1,204 @@
+"""Continuous materialized tables end to end: the app, Redis, a Celery worker, celery-beat and
+the streaming process (`manage.py run_streams`, its own Spark), with FRESHNESS = INTERVAL
+'5' SECOND over an append-only source. A filter query (appended micro-batches) and an
+aggregation with a primary key (MERGE INTO) follow appends, each checked against the same
+query run by Spark over the source; SUSPEND/RESUME and a SIGKILL of the streaming process
+lose and duplicate nothing; SET FRESHNESS moves a table to a schedule and back; ALTER ... AS
+and a rollback give the rows of the right definition.
+
+The tests run in order on one stack (a module fixture)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tests.refresh_stack import RefreshStack, refresh_stack
+from tests.spark.conftest import rest_catalog_conf
+
+NS = "live"
+FILTER = "SELECT id, k, v FROM events WHERE v > 0"
+TOTALS = "SELECT k, sum(v) AS total, count(*) AS n FROM events GROUP BY k"
+WIDER = "SELECT id, k, v, v * 2 AS doubled FROM events WHERE v > 0"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
+    with refresh_stack(tmp_path_factory.mktemp("continuous-stack")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def st(spark: SparkSession, stack: RefreshStack) -> SparkSession:
+    session = spark.newSession()
+    for key, value in rest_catalog_conf(stack.server, name="st").items():
+        session.conf.set(key, value)
+    session.conf.set("spark.sql.defaultCatalog", "st")
+    return session
+
+
+def ok(stack: RefreshStack, sql: str) -> list[dict]:
+    response = stack.statements(sql, namespace=NS)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+def rows(spark: SparkSession, sql: str) -> list[tuple]:
+    return sorted(tuple(row) for row in spark.sql(sql).collect())
+
+
+def expected(spark: SparkSession, query: str) -> list[tuple]:
+    return rows(spark, query.replace("FROM events", f"FROM st.{NS}.events"))
+
+
+def follows(stack: RefreshStack, spark: SparkSession, table: str, query: str, what: str) -> None:
+    """Wait until the table holds exactly what the query gives over the source now."""
+    stack.wait_for(
+        lambda: rows(spark, f"SELECT * FROM st.{NS}.{table}") == expected(spark, query),
+        timeout=120,
+        what=what,
+        every=1.0,
+    )
+
+
+def mt_row(stack: RefreshStack, name: str) -> dict:
+    connection = sqlite3.connect(f"file:{Path(stack.server.db_path)}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    try:
+        return dict(
+            connection.execute(
+                "SELECT mt.*, o.name AS name FROM refresh_materializedtable mt "
+                "JOIN catalog_catalogobject o ON o.id = mt.table_id WHERE o.name = ?",
+                (name,),
+            ).fetchone()
+        )
+    finally:
+        connection.close()
+
+
+def batches(stack: RefreshStack, name: str) -> list[dict]:
+    connection = sqlite3.connect(f"file:{Path(stack.server.db_path)}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    try:
+        return [
+            dict(row)
+            for row in connection.execute(
+                "SELECT * FROM refresh_refreshrun WHERE table_name = ? AND trigger = 'CONTINUOUS' "
+                "AND action = 'INCREMENTAL' ORDER BY id",
+                (f"{NS}.{name}",),
+            )
+        ]
+    finally:
+        connection.close()
+
+
+_next_id = [0]
+
+
+def append(spark: SparkSession, count: int = 4) -> None:
+    values = []
+    for _ in range(count):
+        _next_id[0] += 1
+        i = _next_id[0]
+        values.append(f"({i}, 'k{i % 3}', {(i % 5) - 1}.5)")
+    spark.sql(f"INSERT INTO st.{NS}.events VALUES {', '.join(values)}")
+
+
+def test_continuous_tables_are_loaded_then_follow_appends(stack, st):
+    st.sql(f"CREATE NAMESPACE IF NOT EXISTS st.{NS}")
+    st.sql(f"CREATE TABLE st.{NS}.events (id BIGINT NOT NULL, k STRING NOT NULL, v DOUBLE)")
+    append(st, 6)
+    ok(stack, f"CREATE MATERIALIZED TABLE filtered FRESHNESS = INTERVAL '5' SECOND AS {FILTER}")
+    ok(
+        stack,
+        "CREATE MATERIALIZED TABLE totals (PRIMARY KEY (k) NOT ENFORCED) "
+        f"FRESHNESS = INTERVAL '5' SECOND AS {TOTALS}",
+    )
+    assert mt_row(stack, "filtered")["refresh_mode"] == "CONTINUOUS"
+    follows(stack, st, "filtered", FILTER, "the initial load of filtered")
+    follows(stack, st, "totals", TOTALS, "the initial load of totals")
+
+    for _ in range(3):
+        append(st, 5)
+        time.sleep(1)
+    follows(stack, st, "filtered", FILTER, "filtered to follow appends")
+    follows(stack, st, "totals", TOTALS, "totals to follow appends (MERGE INTO)")
+    assert batches(stack, "filtered"), "micro-batches are in the history"
+    assert all(
+        b["state"] == "SUCCEEDED" and b["batch_id"] is not None for b in batches(stack, "totals")
+    )
+    assert mt_row(stack, "totals")["stream_status"] == "RUNNING"
+
+
+def test_suspend_then_resume_loses_and_duplicates_nothing(stack, st):
+    ok(stack, "ALTER MATERIALIZED TABLE filtered SUSPEND")
+    stack.wait_for(
+        lambda: mt_row(stack, "filtered")["stream_status"] == "STOPPED",
+        timeout=60,
+        what="the stream to stop",
+    )
+    frozen = rows(st, f"SELECT * FROM st.{NS}.filtered")
+    append(st, 6)
+    time.sleep(8)
+    assert rows(st, f"SELECT * FROM st.{NS}.filtered") == frozen, "a suspended table waits"
+
+    ok(stack, "ALTER MATERIALIZED TABLE filtered RESUME")
+    follows(stack, st, "filtered", FILTER, "filtered to catch up after RESUME")
+    follows(stack, st, "totals", TOTALS, "totals, never suspended")
+
+
+def test_a_sigkilled_streaming_process_resumes_from_its_checkpoints(stack, st):
+    append(st, 3)
+    time.sleep(3)  # a micro-batch may be running when the process dies
+    stack.kill_streams()
+    append(st, 7)
+    stack.start_streams()
+    follows(stack, st, "filtered", FILTER, "filtered after the restart")
+    follows(stack, st, "totals", TOTALS, "totals after the restart")
+    ids = [row[0] for row in rows(st, f"SELECT id FROM st.{NS}.filtered")]
+    assert len(ids) == len(set(ids)), "no row was written twice"
+
+
+def test_set_freshness_moves_a_table_to_a_schedule_and_back(stack, st):
+    ok(stack, "ALTER MATERIALIZED TABLE filtered SET FRESHNESS = INTERVAL '1' HOUR")
+    row = mt_row(stack, "filtered")
+    assert row["refresh_mode"] == "FULL" and row["periodic_task_id"] is not None
+    stack.wait_for(
+        lambda: mt_row(stack, "filtered")["stream_status"] == "STOPPED",
+        timeout=60,
+        what="the stream to stop",
+    )
+    frozen = rows(st, f"SELECT * FROM st.{NS}.filtered")
+    append(st, 4)
+    time.sleep(6)
+    assert rows(st, f"SELECT * FROM st.{NS}.filtered") == frozen, "hourly now: no stream"
+
+    ok(stack, "ALTER MATERIALIZED TABLE filtered SET FRESHNESS = INTERVAL '5' SECOND")
+    row = mt_row(stack, "filtered")
+    assert row["refresh_mode"] == "CONTINUOUS" and row["periodic_task_id"] is None
+    follows(stack, st, "filtered", FILTER, "filtered, streaming again")
+    append(st, 4)
+    follows(stack, st, "filtered", FILTER, "filtered to follow appends again")
+
+
+def test_alter_as_adding_a_column_and_a_rollback_give_the_rows_of_each_definition(stack, st):
+    ok(stack, f"ALTER MATERIALIZED TABLE filtered AS {WIDER}")
+    follows(stack, st, "filtered", WIDER, "the new definition")
+    append(st, 3)
+    follows(stack, st, "filtered", WIDER, "the new definition to follow appends")
+    assert mt_row(stack, "filtered")["current_version"] == 2
+
+    response = stack.api.post(
+        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/filtered/rollback",
+        json={"version_id": 1},
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    follows(stack, st, "filtered", FILTER, "the first definition again")
+    append(st, 3)
+    follows(stack, st, "filtered", FILTER, "the first definition to follow appends")
