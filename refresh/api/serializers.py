@@ -375,6 +375,10 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
             "suspended_reason",
             "consecutive_failures",
             "data_timestamp",
+            "stream_status",
+            "stream_error",
+            "stream_heartbeat_at",
+            "stream_checkpoint",
             "created_at",
         ]
         read_only_fields = fields

@@ -1,0 +1,67 @@
+"""A continuous table's micro-batches stay a small history: rows older than an hour are
+folded into one row per hour, with the sums of what they wrote."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from catalog import services
+from refresh.models import MaterializedTable, RefreshRun
+from refresh.streams import compact_history
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+}
+
+
+def test_micro_batches_older_than_an_hour_are_folded_per_hour_and_recent_ones_kept():
+    services.create_namespace(name="live")
+    table = services.create_table(namespace="live", name="t", schema=SCHEMA).obj
+    mt = MaterializedTable.objects.create(
+        table=table,
+        query="SELECT id FROM live.s",
+        freshness_value=5,
+        freshness_unit="SECOND",
+        refresh_mode="CONTINUOUS",
+        state="ACTIVATED",
+    )
+    hour = (timezone.now() - timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
+
+    def batch(at, batch_id, rows):
+        RefreshRun.objects.create(
+            materialized_table=mt,
+            table_name="live.t",
+            trigger=RefreshRun.Trigger.CONTINUOUS,
+            action=RefreshRun.Action.INCREMENTAL,
+            state=RefreshRun.State.SUCCEEDED,
+            queued_at=at,
+            started_at=at,
+            finished_at=at + timedelta(seconds=1),
+            batch_id=batch_id,
+            rows_written=rows,
+            bytes_written=rows * 10,
+            data_timestamp=at,
+        )
+
+    for i in range(120):  # two old hours, one batch every minute
+        batch(hour + timedelta(minutes=i), i, 2)
+    now = timezone.now()
+    for i in range(5):  # recent batches stay as they are
+        batch(now - timedelta(minutes=5 - i), 1000 + i, 1)
+
+    folded = compact_history()
+
+    assert folded == 120
+    old = list(mt.runs.filter(batches__gt=1).order_by("started_at"))
+    assert [run.batches for run in old] == [60, 60]
+    assert [run.rows_written for run in old] == [120, 120]
+    assert old[1].batch_id == 119 and old[0].bytes_written == 1200
+    assert mt.runs.filter(batches=1).count() == 5
+    assert compact_history() == 0, "folded rows are not folded again"
