@@ -60,6 +60,12 @@ class _ViewDefinitionSerializer(serializers.Serializer):
         default=list,
         help_text="Namespace levels; the view's own namespace when empty.",
     )
+    allow_unknown_sources = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="The view is created before the tables and views it reads: unknown ones "
+        "are accepted (their column types are unknown) instead of refused.",
+    )
 
 
 class ViewCreateSerializer(_ViewDefinitionSerializer):

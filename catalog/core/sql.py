@@ -50,6 +50,9 @@ class AnalyzedQuery:
     columns: list[OutputColumn]
     dependencies: list[tuple[str, ...]]
     warnings: list[str] = field(default_factory=list)
+    #: Tables and views the query reads that the catalog does not know (dotted names);
+    #: only with `allow_unknown_sources`, and then the columns' types are unknown.
+    unknown_sources: list[str] = field(default_factory=list)
 
 
 def check_dialect(dialect: str, *, field_name: str = "dialect") -> str:
@@ -163,8 +166,13 @@ def analyze_view_query(
     lookup: SchemaLookup,
     column_aliases: Sequence[str] | None = None,
     column_comments: Sequence[str | None] | None = None,
+    allow_unknown_sources: bool = False,
 ) -> AnalyzedQuery:
     """Parse, qualify and type a view query.
+
+    A table or view the catalog does not know is refused with its line and column, unless
+    `allow_unknown_sources` (a view created before its sources): then it is listed in
+    `unknown_sources` and the columns it gives are typed string.
 
     Table references are qualified with `namespace` and, when given, `catalog` (the view's
     default namespace and catalog; with no catalog, references stay relative to the catalog
@@ -177,6 +185,20 @@ def analyze_view_query(
     default = (catalog or "", *namespace)
     schema, all_known = _mapping_schema(query, lookup, default, dialect)
     warnings: list[str] = []
+    unknown = [] if all_known else _unknown_references(sql, query, lookup, default)
+    if unknown and not allow_unknown_sources:
+        name, line, column = unknown[0]
+        raise SqlError(
+            f"Unknown table or view {name}: the catalog has no such object (create it first, "
+            "or say that the view is created before its sources)",
+            line=line,
+            column=column,
+        )
+    if unknown:
+        names_unknown = list(dict.fromkeys(name for name, _, _ in unknown))
+        warnings.append(
+            f"The catalog does not know {', '.join(names_unknown)}; column types are unknown"
+        )
     if any(p.find(exp.Star) for p in query.selects) and not all_known:
         unknown = [
             ".".join(part for part in p if part)
@@ -255,7 +277,41 @@ def analyze_view_query(
         columns=columns,
         dependencies=dependencies(stored_query, default),
         warnings=warnings,
+        unknown_sources=list(dict.fromkeys(name for name, _, _ in unknown)),
     )
+
+
+def display_name(parts: Sequence[str]) -> str:
+    """A reference (catalog, *namespace, name) as users write it: no empty catalog."""
+    return ".".join(part for part in parts if part)
+
+
+def _position(sql: str, offset: int | None) -> tuple[int | None, int | None]:
+    """1-based line and column of a character offset into `sql`."""
+    if offset is None or offset < 0 or offset > len(sql):
+        return None, None
+    before = sql[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+def _unknown_references(
+    sql: str, query: exp.Query, lookup: SchemaLookup, default: Sequence[str]
+) -> list[tuple[str, int | None, int | None]]:
+    """Table references `lookup` does not know, CTEs excluded, in the order they appear:
+    (name, line, column) with the position of the reference's first part."""
+    ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    found = []
+    for table in query.find_all(exp.Table):
+        if not table.name or (not table.db and table.name in ctes):
+            continue
+        parts = _table_parts(table, default)
+        if lookup(parts) is not None:
+            continue
+        first = table.parts[0] if table.parts else table.this
+        line, column = _position(sql, (first.meta or {}).get("start"))
+        found.append((display_name(parts), line, column))
+    found.sort(key=lambda item: (item[1] or 0, item[2] or 0))
+    return found
 
 
 def dependencies(query: exp.Query, default: Sequence[str]) -> list[tuple[str, ...]]:

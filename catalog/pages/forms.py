@@ -76,6 +76,12 @@ class ViewDefinitionForm(CatalogForm):
         required=False,
         help_text="Dotted (e.g. sales.eu); defaults to the view's namespace.",
     )
+    allow_unknown_sources = forms.BooleanField(
+        label="Created before its sources",
+        required=False,
+        help_text="Accept tables and views the catalog does not know yet; the columns they "
+        "give have unknown types (stored as string).",
+    )
 
     service_fields = {"column_aliases": "column_names"}
 
@@ -91,6 +97,7 @@ class ViewDefinitionForm(CatalogForm):
             "comment": data["comment"].strip(),
             "default_catalog": data["default_catalog"].strip() or None,
             "default_namespace": default_namespace.split(".") if default_namespace else None,
+            "allow_unknown_sources": data["allow_unknown_sources"],
         }
 
 

@@ -62,6 +62,7 @@ def _analyze(
     default_namespace: Sequence[str] | None,
     column_aliases: Sequence[str] | None,
     column_comments: Sequence[str | None] | None,
+    allow_unknown_sources: bool = False,
 ) -> tuple[AnalyzedQuery, list[str]]:
     dialect = check_dialect(dialect)
     default_ns = list(default_namespace) if default_namespace else namespace.split(".")
@@ -79,6 +80,7 @@ def _analyze(
         lookup=selectors.column_lookup({"", settings.CATALOG_NAME, default_catalog or ""}),
         column_aliases=aliases or None,
         column_comments=column_comments,
+        allow_unknown_sources=allow_unknown_sources,
     )
     return analyzed, default_ns
 
@@ -128,6 +130,7 @@ def _definition(
     column_comments: Sequence[str | None] | None,
     default_catalog: str | None,
     default_namespace: Sequence[str] | None,
+    allow_unknown_sources: bool = False,
 ) -> tuple[Schema, ViewVersion]:
     """The schema and the version (SQL in every configured dialect) of a query."""
     analyzed, default_ns = _analyze(
@@ -138,6 +141,7 @@ def _definition(
         default_namespace=default_namespace,
         column_aliases=column_aliases,
         column_comments=column_comments,
+        allow_unknown_sources=allow_unknown_sources,
     )
     version = make_version(
         representations=transpile_all(
@@ -193,14 +197,18 @@ def create_view(
     default_catalog: str | None = None,
     default_namespace: Sequence[str] | None = None,
     location: str | None = None,
+    allow_unknown_sources: bool = False,
     actor: Any = None,
 ) -> View:
+    """A new view from SQL. A table or view the catalog does not know is refused (line and
+    column), unless `allow_unknown_sources`: a view made before its sources."""
+
     def build(target: str) -> ViewMetadata:
         # Built before the kernel's transaction opens (an engine asked for types may take
         # a moment), and inside its history: a refusal here is recorded like any.
         schema, version = _definition(
             namespace, sql, dialect, column_aliases, column_comments, default_catalog,
-            default_namespace,
+            default_namespace, allow_unknown_sources,
         )  # fmt: skip
         props, _ = check_property_changes(properties, None)
         # The other dialects are transpiled, not written by anyone: an engine that replaces
@@ -231,14 +239,16 @@ def replace_view(
     column_comments: Sequence[str | None] | None = None,
     default_catalog: str | None = None,
     default_namespace: Sequence[str] | None = None,
+    allow_unknown_sources: bool = False,
     actor: Any = None,
 ) -> View:
-    """A new version from new SQL; an identical definition reuses the existing version id."""
+    """A new version from new SQL; an identical definition reuses the existing version id.
+    Unknown sources are refused as in `create_view`."""
 
     def edit(builder: ViewMetadataBuilder, view: View) -> None:
         schema, version = _definition(
             view.namespace.name, sql, dialect, column_aliases, column_comments, default_catalog,
-            default_namespace,
+            default_namespace, allow_unknown_sources,
         )  # fmt: skip
         if comment is not None:
             if comment:

@@ -15,7 +15,11 @@ pytestmark = pytest.mark.django_db
 def orders_view(admin_user) -> View:
     services.create_namespace(name="sales", actor=admin_user)
     return services.create_view(
-        namespace="sales", name="orders_v", sql="SELECT id, amount FROM orders", actor=admin_user
+        namespace="sales",
+        name="orders_v",
+        sql="SELECT id, amount FROM orders",
+        allow_unknown_sources=True,
+        actor=admin_user,
     )
 
 

@@ -59,7 +59,11 @@ def test_create_replace_and_rollback_write_a_file_per_change_and_mirror_it(names
 
 def test_every_version_carries_the_configured_dialects_and_marks_the_original(namespace):
     view = services.create_view(
-        namespace="sales", name="v", sql="SELECT DATE_ADD(d, 1) AS d FROM t", dialect="spark"
+        namespace="sales",
+        name="v",
+        sql="SELECT DATE_ADD(d, 1) AS d FROM t",
+        dialect="spark",
+        allow_unknown_sources=True,
     )
     version = view.current_version()
     by_dialect = {r.dialect: r for r in version.representations.all()}
@@ -298,8 +302,11 @@ def test_column_types_come_from_the_tables_the_query_reads(namespace):
 
 
 def test_the_dependencies_follow_the_current_version_through_a_rollback(namespace):
-    services.create_view(namespace="sales", name="v", sql="SELECT id FROM orders")
-    view = services.replace_view(namespace="sales", name="v", sql="SELECT id FROM refunds")
+    before_sources = {"allow_unknown_sources": True}
+    services.create_view(namespace="sales", name="v", sql="SELECT id FROM orders", **before_sources)
+    view = services.replace_view(
+        namespace="sales", name="v", sql="SELECT id FROM refunds", **before_sources
+    )
     assert view.dependencies == [["", "sales", "refunds"]]
     view = services.rollback_view(namespace="sales", name="v", version_id=1)
     assert view.dependencies == [["", "sales", "orders"]]

@@ -36,7 +36,7 @@ def test_the_spec_example_gets_its_aliases_comments_and_derived_types():
 
 
 def test_table_references_are_qualified_with_the_default_catalog_when_one_is_given():
-    analyzed = analyze("SELECT id FROM events", catalog="prod")
+    analyzed = analyze("SELECT id FROM events", catalog="prod", allow_unknown_sources=True)
     assert "FROM prod.default.events" in analyzed.sql
 
 
@@ -52,9 +52,23 @@ def test_star_over_an_unknown_table_is_refused_with_its_name():
 
 
 def test_columns_of_unknown_tables_fall_back_to_string_with_a_warning():
-    analyzed = analyze("SELECT a FROM other.t")
+    analyzed = analyze("SELECT a FROM other.t", allow_unknown_sources=True)
     assert analyzed.columns[0].iceberg_type == "string"
     assert analyzed.warnings
+    assert analyzed.unknown_sources == ["other.t"]
+
+
+def test_an_unknown_table_is_refused_with_its_line_and_column():
+    with pytest.raises(SqlError) as refused:
+        analyze("SELECT e.id\nFROM events e\n  JOIN sales.orders o ON o.id = e.id")
+    assert "sales.orders" in refused.value.message
+    assert (refused.value.line, refused.value.column) == (3, 8)
+
+
+def test_an_unknown_table_inside_a_subquery_is_refused_too_but_ctes_are_not_tables():
+    with pytest.raises(SqlError, match="default.nowhere"):
+        analyze("SELECT id FROM (SELECT id FROM nowhere) AS s")
+    analyze("WITH r AS (SELECT id FROM events) SELECT id FROM r")
 
 
 def test_unaliased_expressions_are_named_like_engines_name_them():
