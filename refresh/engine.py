@@ -56,3 +56,29 @@ def spark() -> SparkSession:
 
 def is_running() -> bool:
     return _session is not None
+
+
+_sessions: dict[tuple, SparkSession] = {}
+
+
+def run_session(*, namespace: list[str], settings: dict[str, str] | None = None) -> SparkSession:
+    """A session for runs in `namespace` with `settings` (refresh.spark.jobs.run_session),
+    kept for the next run alike: a new session makes its own catalog client, which signs in
+    to the REST catalog again."""
+    from django.conf import settings as django_settings
+
+    from refresh.spark import jobs
+
+    key = (tuple(namespace), tuple(sorted((settings or {}).items())))
+    with _lock:
+        cached = _sessions.get(key)
+    if cached is not None:
+        return cached
+    session = jobs.run_session(
+        spark(), catalog=django_settings.CATALOG_NAME, namespace=namespace, settings=settings
+    )
+    with _lock:
+        if len(_sessions) > 64:
+            _sessions.clear()
+        _sessions[key] = session
+    return session

@@ -34,9 +34,7 @@ def analyze_query(query: str, namespace: str) -> dict:
     from refresh.spark import jobs
 
     try:
-        session = jobs.run_session(
-            engine.spark(), catalog=settings.CATALOG_NAME, namespace=namespace.split(".")
-        )
+        session = engine.run_session(namespace=namespace.split("."))
         return {"schema": jobs.query_schema(session, query)}
     except SqlError as error:
         return {

@@ -39,8 +39,11 @@ def full_refresh(
     target: Sequence[str],
     query: str,
     partition: Mapping[str, str] | None = None,
-) -> RefreshResult:
-    """Replace the target's rows (or one partition's) with what `query` gives now."""
+    report: bool = True,
+) -> RefreshResult | None:
+    """Replace the target's rows (or one partition's) with what `query` gives now. With
+    `report`, read back the commit's snapshot (a small Spark job over the table's metadata);
+    a caller that learns it elsewhere (the catalog's mirror) passes False."""
     from pyspark.sql import functions as F
 
     frame = spark.sql(query)
@@ -53,7 +56,7 @@ def full_refresh(
         frame.where(condition).writeTo(writer_target).overwrite(condition)
     else:
         frame.writeTo(writer_target).overwrite(F.lit(True))
-    return latest_snapshot(spark, target)
+    return latest_snapshot(spark, target) if report else None
 
 
 def latest_snapshot(spark: SparkSession, target: Sequence[str]) -> RefreshResult:

@@ -202,3 +202,33 @@ def test_alter_as_adding_a_column_and_a_rollback_give_the_rows_of_each_definitio
     follows(stack, st, "filtered", FILTER, "the first definition again")
     append(st, 3)
     follows(stack, st, "filtered", FILTER, "the first definition to follow appends")
+
+
+def test_a_source_snapshot_that_deletes_rows_makes_the_table_recompute(stack, st):
+    loads_before = [
+        b for b in _runs(stack, "filtered") if b["action"] == "FULL" and b["state"] == "SUCCEEDED"
+    ]
+    st.sql(f"DELETE FROM st.{NS}.events WHERE id <= 3")
+    append(st, 3)
+    follows(stack, st, "filtered", FILTER, "the table to be recomputed without the deleted rows")
+    loads = [
+        b for b in _runs(stack, "filtered") if b["action"] == "FULL" and b["state"] == "SUCCEEDED"
+    ]
+    assert len(loads) > len(loads_before), "the recompute is a load in the history"
+    append(st, 3)
+    follows(stack, st, "filtered", FILTER, "the stream after the recompute")
+
+
+def _runs(stack: RefreshStack, name: str) -> list[dict]:
+    connection = sqlite3.connect(f"file:{Path(stack.server.db_path)}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    try:
+        return [
+            dict(row)
+            for row in connection.execute(
+                "SELECT * FROM refresh_refreshrun WHERE table_name = ? ORDER BY id",
+                (f"{NS}.{name}",),
+            )
+        ]
+    finally:
+        connection.close()
