@@ -8,9 +8,25 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import CharField, Value
-from django.db.models.functions import Concat
 from django.utils import timezone
+
+
+class NamespaceQuerySet(models.QuerySet):
+    def with_counts(self) -> NamespaceQuerySet:
+        """Each namespace with `object_count` (views and tables), `table_count` (tables,
+        materialized ones included) and `materialized_count`, in the query that lists them:
+        correlated counts, which the namespace index answers for the listed rows alone."""
+
+        def count(queryset: models.QuerySet) -> models.Subquery:
+            counted = queryset.order_by().annotate(n=models.Func("pk", function="COUNT"))
+            return models.Subquery(counted.values("n"), output_field=models.IntegerField())
+
+        objects = CatalogObject.objects.filter(namespace=models.OuterRef("pk"))
+        return self.annotate(
+            object_count=count(objects),
+            table_count=count(objects.filter(table__isnull=False)),
+            materialized_count=count(objects.filter(table__materialized__isnull=False)),
+        )
 
 
 class Namespace(models.Model):
@@ -19,6 +35,8 @@ class Namespace(models.Model):
     properties = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = NamespaceQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -34,12 +52,38 @@ class Namespace(models.Model):
 class CatalogObjectQuerySet(models.QuerySet):
     def search(self, text: str) -> CatalogObjectQuerySet:
         """Objects whose qualified name contains `text` ("sales.region" finds
-        sales.region_revenue), or whose name or namespace does."""
+        sales.region_revenue), or whose name or namespace does.
+
+        Written without concatenating the two columns (which costs every row a string
+        build): the qualified name `<namespace>.<name>` contains `text` when the namespace
+        or the name does, or when `text` spans the separator, i.e. for some "." in `text`
+        the namespace ends with what is before it and the name starts with what follows."""
         if not text:
             return self
-        return self.alias(
-            qualified=Concat("namespace__name", Value("."), "name", output_field=CharField())
-        ).filter(models.Q(qualified__icontains=text))
+        # Namespaces are few: each condition on them is a subquery run once, not a join
+        # evaluated for every object.
+        namespaces = Namespace.objects.order_by().values("pk")
+        found = models.Q(name__icontains=text) | models.Q(
+            namespace__in=namespaces.filter(name__icontains=text)
+        )
+        for position, character in enumerate(text):
+            if character == ".":
+                found |= models.Q(
+                    namespace__in=namespaces.filter(name__iendswith=text[:position]),
+                    name__istartswith=text[position + 1 :],
+                )
+        return self.filter(found)
+
+    def matching(self, text: str) -> CatalogObjectQuerySet:
+        """Objects of any kind found by `search` (the qualified name), and views whose
+        retained versions' SQL contains `text`: what the search page lists."""
+        if not text:
+            return self
+        by_sql = ViewRepresentation.objects.filter(sql__icontains=text).values("version__view_id")
+        return self.filter(
+            models.Q(pk__in=CatalogObject.objects.search(text).values("pk"))
+            | models.Q(pk__in=by_sql)
+        )
 
 
 class CatalogObject(models.Model):

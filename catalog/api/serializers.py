@@ -13,6 +13,9 @@ from rest_framework import serializers
 from catalog.models import (
     CatalogEvent,
     Namespace,
+    Table,
+    TableSchemaField,
+    TableSnapshot,
     View,
     ViewRepresentation,
     ViewSchemaField,
@@ -275,3 +278,114 @@ class CatalogEventSerializer(serializers.ModelSerializer):
             "message",
         ]
         read_only_fields = fields
+
+
+# -- tables -------------------------------------------------------------------------------
+
+
+class TableSummarySerializer(serializers.ModelSerializer):
+    namespace = serializers.CharField(source="namespace.name")
+    uuid = serializers.UUIDField()
+    materialized = serializers.SerializerMethodField(
+        help_text="Whether this table holds a materialized table's data."
+    )
+
+    class Meta:
+        model = Table
+        fields = [
+            "namespace",
+            "name",
+            "uuid",
+            "location",
+            "metadata_location",
+            "format_version",
+            "current_snapshot_id",
+            "materialized",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_materialized(self, table: Table) -> bool:
+        if hasattr(table, "materialized_id"):  # annotated by the list: no query per row
+            return table.materialized_id is not None
+        return hasattr(table, "materialized")
+
+
+class TableSchemaFieldSerializer(serializers.ModelSerializer):
+    id = serializers.IntegerField(source="field_id")
+
+    class Meta:
+        model = TableSchemaField
+        fields = ["id", "name", "type", "required", "doc"]
+        read_only_fields = fields
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TableSnapshot
+        fields = [
+            "snapshot_id",
+            "parent_snapshot_id",
+            "sequence_number",
+            "timestamp_ms",
+            "operation",
+            "summary",
+            "manifest_list",
+            "schema_id",
+        ]
+        read_only_fields = fields
+
+
+class TableCurrentSchemaSerializer(serializers.Serializer):
+    schema_id = serializers.IntegerField()
+    fields = TableSchemaFieldSerializer(many=True)
+
+
+class TableDetailSerializer(TableSummarySerializer):
+    properties = _properties_field(read_only=True)
+    schema = serializers.SerializerMethodField(help_text="The current schema.")
+    current_snapshot = serializers.SerializerMethodField(
+        help_text="The current snapshot; null for a table without data."
+    )
+    partition_spec = serializers.SerializerMethodField(
+        help_text="The default partition spec, as in the metadata file."
+    )
+    partition_specs = serializers.ListField(child=serializers.DictField(), read_only=True)
+    sort_orders = serializers.ListField(child=serializers.DictField(), read_only=True)
+
+    class Meta(TableSummarySerializer.Meta):
+        fields = [
+            *TableSummarySerializer.Meta.fields,
+            "properties",
+            "schema",
+            "current_snapshot",
+            "partition_spec",
+            "partition_specs",
+            "sort_orders",
+            "last_updated_ms",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(TableCurrentSchemaSerializer)
+    def get_schema(self, table: Table) -> dict[str, Any]:
+        fields = TableSchemaFieldSerializer(table.schema_fields(), many=True).data
+        return {"schema_id": table.current_schema_id, "fields": fields}
+
+    @extend_schema_field(SnapshotSerializer(allow_null=True))
+    def get_current_snapshot(self, table: Table) -> dict[str, Any] | None:
+        if table.current_snapshot_id is None:
+            return None
+        snapshot = table.snapshots.filter(snapshot_id=table.current_snapshot_id).first()
+        return SnapshotSerializer(snapshot).data if snapshot else None
+
+    @extend_schema_field(serializers.DictField())
+    def get_partition_spec(self, table: Table) -> dict[str, Any]:
+        return table.default_spec()
+
+
+class ApiRootSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    docs = serializers.CharField()
+    schema = serializers.CharField()
+    endpoints = serializers.DictField(child=serializers.CharField())

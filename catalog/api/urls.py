@@ -31,7 +31,10 @@ app_name = "api"
 VIEW = "namespaces/<dotted:namespace>/views/<str:name>"
 MT = "namespaces/<dotted:namespace>/materialized-tables/<str:name>"
 
+TABLE = "namespaces/<dotted:namespace>/tables/<str:name>"
+
 urlpatterns = [
+    path("", views.ApiRootView.as_view(), name="root"),
     path("token/", views.TokenView.as_view(), name="token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", docs, name="docs"),
@@ -70,6 +73,8 @@ urlpatterns = [
         name="view-representations",
     ),
     path(f"{VIEW}/rename", views.ViewRenameView.as_view(), name="view-rename"),
+    path("namespaces/<dotted:namespace>/tables/", views.TableListView.as_view(), name="table-list"),
+    path(f"{TABLE}/", views.TableDetailView.as_view(), name="table-detail"),
     # materialized tables (refresh/api)
     path("statements/", mt_views.StatementsView.as_view(), name="statements"),
     path(

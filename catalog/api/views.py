@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.db.models import F
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,7 +24,7 @@ from catalog import selectors, services, throttle
 from catalog.api import serializers as s
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchVersion
-from catalog.models import CatalogEvent, Namespace, View
+from catalog.models import CatalogEvent, Namespace, Table, View
 
 _NAMESPACE = OpenApiParameter(
     "namespace",
@@ -34,6 +37,18 @@ _VERSION = OpenApiParameter(
     "version_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Version id."
 )
 _VIEW_PARAMS = [_NAMESPACE, _VIEW]
+_TABLE = OpenApiParameter(
+    "name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Table name."
+)
+
+
+class CatalogPagination(PageNumberPagination):
+    """Every list: `?page=` (from 1), `?page_size=` up to 500; the body is
+    `{count, next, previous, results}`."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
 
 
 def _errors(*codes: int) -> dict[int, OpenApiResponse]:
@@ -101,14 +116,14 @@ class TokenView(ObtainAuthToken):
 # -- namespaces ---------------------------------------------------------------------------
 
 
-class NamespaceListView(APIView):
-    @extend_schema(
-        operation_id="namespaces_list",
-        responses={200: s.NamespaceSerializer(many=True)},
-        tags=["namespaces"],
-    )
-    def get(self, request: Request) -> Response:
-        return Response(s.NamespaceSerializer(Namespace.objects.all(), many=True).data)
+class NamespaceListView(generics.ListAPIView):
+    serializer_class = s.NamespaceSerializer
+    pagination_class = CatalogPagination
+    queryset = Namespace.objects.order_by("name")
+
+    @extend_schema(operation_id="namespaces_list", tags=["namespaces"])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="namespaces_create",
@@ -164,17 +179,22 @@ class NamespacePropertiesView(APIView):
 # -- views --------------------------------------------------------------------------------
 
 
-class ViewListView(APIView):
+class ViewListView(generics.ListAPIView):
+    serializer_class = s.ViewSummarySerializer
+    pagination_class = CatalogPagination
+
+    def get_queryset(self) -> Any:
+        ns = selectors.get_namespace(self.kwargs["namespace"])
+        return View.objects.filter(namespace=ns).select_related("namespace").order_by("name")
+
     @extend_schema(
         operation_id="views_list",
         parameters=[_NAMESPACE],
         responses={200: s.ViewSummarySerializer(many=True), **_errors(404)},
         tags=["views"],
     )
-    def get(self, request: Request, namespace: str) -> Response:
-        ns = selectors.get_namespace(namespace)
-        views = View.objects.filter(namespace=ns).select_related("namespace")
-        return Response(s.ViewSummarySerializer(views, many=True).data)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="views_create",
@@ -361,20 +381,95 @@ class ViewRenameView(APIView):
         return _view_detail(view)
 
 
+# -- tables -------------------------------------------------------------------------------
+
+
+class TableListView(generics.ListAPIView):
+    """A namespace's tables (materialized tables' data tables included, marked)."""
+
+    serializer_class = s.TableSummarySerializer
+    pagination_class = CatalogPagination
+
+    def get_queryset(self) -> Any:
+        ns = selectors.get_namespace(self.kwargs["namespace"])
+        return (
+            Table.objects.filter(namespace=ns)
+            .select_related("namespace")
+            .annotate(materialized_id=F("materialized__id"))
+            .order_by("name")
+        )
+
+    @extend_schema(
+        operation_id="tables_list",
+        parameters=[_NAMESPACE],
+        responses={200: s.TableSummarySerializer(many=True), **_errors(404)},
+        tags=["tables"],
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class TableDetailView(APIView):
+    @extend_schema(
+        operation_id="tables_retrieve",
+        parameters=[_NAMESPACE, _TABLE],
+        description=(
+            "The table as the catalog mirrors its current metadata file: schema fields, "
+            "current snapshot, properties, location and partition spec. Engines load and "
+            "change tables through the Iceberg REST protocol at /iceberg."
+        ),
+        responses={200: s.TableDetailSerializer, **_errors(404)},
+        tags=["tables"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        return Response(s.TableDetailSerializer(selectors.get_table(namespace, name)).data)
+
+
+# -- the root -----------------------------------------------------------------------------
+
+
+class ApiRootView(APIView):
+    """What /api/ offers, for a newcomer who starts there."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(operation_id="api_root", responses={200: s.ApiRootSerializer}, tags=["root"])
+    def get(self, request: Request) -> Response:
+        def url(name: str) -> str:
+            return request.build_absolute_uri(reverse(f"api:{name}"))
+
+        ns = url("namespace-list") + "{namespace}/"
+        endpoints = {
+            "namespaces": url("namespace-list"),
+            "namespace": ns,
+            "views": ns + "views/",
+            "view": ns + "views/{name}/",
+            "tables": ns + "tables/",
+            "table": ns + "tables/{name}/",
+            "materialized_tables": ns + "materialized-tables/",
+            "statements": url("statements"),
+            "lineage": url("lineage"),
+            "history": url("history"),
+            "token": url("token"),
+        }
+        return Response(
+            {
+                "name": "Lakeview API",
+                "docs": url("docs"),
+                "schema": url("schema"),
+                "endpoints": endpoints,
+            }
+        )
+
+
 # -- history ------------------------------------------------------------------------------
-
-
-class HistoryPagination(PageNumberPagination):
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 class HistoryView(generics.ListAPIView):
     """What was done to the catalog, newest first."""
 
     serializer_class = s.CatalogEventSerializer
-    pagination_class = HistoryPagination
+    pagination_class = CatalogPagination
     queryset = CatalogEvent.objects.select_related("actor")
 
     @extend_schema(operation_id="history_list", tags=["history"])

@@ -9,6 +9,7 @@ view_prefix = "namespaces/<str:namespace>/views/<str:name>/"
 
 urlpatterns = [
     path("", views.namespace_list, name="namespace-list"),
+    path("search/", views.search, name="search"),
     path("namespaces/<str:namespace>/", views.namespace_detail, name="namespace-detail"),
     path("namespaces/<str:namespace>/views/new", views.view_create, name="view-create"),
     path(view_prefix, views.view_detail, name="view-detail"),

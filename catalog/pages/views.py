@@ -10,7 +10,8 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch
+from django.core.paginator import Paginator
+from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -157,6 +158,46 @@ def _view_page(
 # -- namespaces -----------------------------------------------------------------------------
 
 
+PAGE_SIZE = 50
+
+
+def _page(request: HttpRequest, items: Any, parameter: str = "page") -> Any:
+    """One page of `items` (Django's Paginator, PAGE_SIZE a page), from `?<parameter>=`; a
+    number out of range gives the last page. `page.parameter` names the query parameter
+    for the links (templates/catalog/_pagination.html)."""
+    page = Paginator(items, PAGE_SIZE).get_page(request.GET.get(parameter))
+    page.parameter = parameter
+    page.other_parameters = request.GET.copy()
+    page.other_parameters.pop(parameter, None)
+    return page
+
+
+def _search_page(request: HttpRequest, query: str) -> HttpResponse:
+    """Views, tables and materialized tables matching `query`: by qualified name
+    ("sales.region" finds sales.region_revenue), and views by their SQL too.
+
+    One scan finds the ids of every match in order (they give the count and the pages);
+    then only the page's objects are loaded."""
+    ids = (
+        list(
+            CatalogObject.objects.matching(query)
+            .order_by("namespace__name", "name")
+            .values_list("pk", flat=True)
+        )
+        if query
+        else []
+    )
+    page = _page(request, ids)
+    objects = (
+        CatalogObject.objects.filter(pk__in=page.object_list)
+        .select_related("namespace")
+        .annotate(materialized_id=F("table__materialized__id"))
+        .in_bulk()
+    )
+    page.object_list = [objects[pk] for pk in page.object_list if pk in objects]
+    return render(request, "catalog/search.html", {"query": query, "page": page})
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page()
 def namespace_list(request: HttpRequest) -> HttpResponse:
@@ -172,37 +213,37 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Namespace {namespace.name} created.")
             return redirect("catalog:namespace-detail", namespace=namespace.name)
     query = request.GET.get("q", "").strip()
-    context = {
-        "form": form,
-        "query": query,
-        "results": (
-            View.objects.search(query)
-            .select_related("namespace")
-            .order_by("namespace__name", "name")
-            if query
-            else None
-        ),
-        "namespaces": Namespace.objects.prefetch_related(
-            Prefetch(
-                "catalog_objects",
-                queryset=CatalogObject.objects.filter(kind=CatalogObject.Kind.VIEW).order_by(
-                    "name"
-                ),
-                to_attr="view_list",
-            )
-        ),
-    }
-    return render(request, "catalog/namespace_list.html", context)
+    if query and request.method != "POST":
+        # Old links to /?q=... keep working: they are the search page.
+        return _search_page(request, query)
+    page = _page(request, Namespace.objects.with_counts().order_by("name"))
+    page.object_list = list(page.object_list)
+    for ns in page.object_list:
+        ns.view_count = ns.object_count - ns.table_count
+        ns.plain_table_count = ns.table_count - ns.materialized_count
+    return render(request, "catalog/namespace_list.html", {"form": form, "page": page})
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def search(request: HttpRequest) -> HttpResponse:
+    return _search_page(request, request.GET.get("q", "").strip())
 
 
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
+    views = View.objects.filter(namespace=ns).order_by("name")
+    tables = Table.objects.filter(namespace=ns).order_by("name")
     context = {
         "namespace": ns,
-        "views": View.objects.filter(namespace=ns).order_by("name"),
-        "tables": Table.objects.filter(namespace=ns).order_by("name"),
+        "views": _page(request, views, "views_page"),
+        "tables": _page(
+            request,
+            tables.annotate(materialized_id=F("materialized__id")),
+            "tables_page",
+        ),
         "properties": sorted(ns.properties.items()),
     }
     return render(request, "catalog/namespace_detail.html", context)

@@ -205,7 +205,7 @@ def test_namespaces_with_dots_are_read_updated_and_dropped(editor_client):
         "/api/namespaces/sales.eu/properties", {"updates": {"a": "1"}}, format="json"
     )
     assert updated.json()["properties"] == {"a": "1"}
-    assert editor_client.get("/api/namespaces/sales.eu/views/").json() == []
+    assert editor_client.get("/api/namespaces/sales.eu/views/").json()["results"] == []
     assert editor_client.delete("/api/namespaces/sales.eu/").status_code == 204
     assert editor_client.get("/api/namespaces/sales.eu/").status_code == 404
 

@@ -1,0 +1,552 @@
+"""Page and list-endpoint latency at scale: 50 namespaces, 1,000 tables, 10,000 views.
+
+Seeds a throwaway SQLite catalog directly in its mirror rows (bulk inserts; every view points
+at one shared, valid view metadata file and every table at one table metadata file: pages
+and list endpoints read the database, not the files), starts the app under gunicorn (one
+sync worker, DEBUG=0), signs in, and sends 200 sequential requests to each page, round-robin,
+so that every page sees the same machine. Prints p50 and p95 per page and the ratio of its
+p95 to the admin login page's (a trivial page); a ratio over 3 is flagged.
+
+    .venv/bin/python bench/pages.py [--requests 200] [--views 10000] [--tables 1000]
+                                    [--namespaces 50] [--keep]
+
+`seed_catalog` (and the helpers below it) also seed tests (tests/integration/
+test_scale_pages.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+USERNAME = "bench"
+PASSWORD = "bench-password-not-secret"
+EMAIL = "bench@example.com"
+LIMIT_RATIO = 3.0
+BIG_NAMESPACE = "ns_00"
+SEARCH = "sales.region"
+
+# -- seeding (inside Django) ------------------------------------------------------------------
+
+SCHEMA = [("id", "long", True), ("region", "string", False), ("revenue", "double", False)]
+NOW_MS = 1_700_000_000_000
+
+
+def _schema_json() -> dict[str, Any]:
+    return {
+        "type": "struct",
+        "schema-id": 0,
+        "fields": [
+            {"id": i, "name": name, "type": type_, "required": required}
+            for i, (name, type_, required) in enumerate(SCHEMA, start=1)
+        ],
+    }
+
+
+def write_shared_metadata(warehouse: Path) -> tuple[str, str]:
+    """One valid view metadata file and one table metadata file, which every seeded view and
+    table points at. Returns (view file, table file)."""
+    folder = Path(warehouse) / "bench_shared"
+    (folder / "metadata").mkdir(parents=True, exist_ok=True)
+    view_file = folder / "metadata" / "00001-view.metadata.json"
+    table_file = folder / "metadata" / "00001-table.metadata.json"
+    view_file.write_text(
+        json.dumps(
+            {
+                "view-uuid": str(uuid.uuid4()),
+                "format-version": 1,
+                "location": str(folder),
+                "schemas": [_schema_json()],
+                "current-version-id": 1,
+                "versions": [
+                    {
+                        "version-id": 1,
+                        "schema-id": 0,
+                        "timestamp-ms": NOW_MS,
+                        "summary": {"engine-name": "lakeview"},
+                        "representations": [
+                            {"type": "sql", "sql": "SELECT 1 AS id", "dialect": "spark"}
+                        ],
+                        "default-namespace": ["bench_shared"],
+                    }
+                ],
+                "version-log": [{"version-id": 1, "timestamp-ms": NOW_MS}],
+                "properties": {},
+            }
+        )
+    )
+    table_file.write_text(
+        json.dumps(
+            {
+                "format-version": 2,
+                "table-uuid": str(uuid.uuid4()),
+                "location": str(folder),
+                "last-sequence-number": 0,
+                "last-updated-ms": NOW_MS,
+                "last-column-id": len(SCHEMA),
+                "current-schema-id": 0,
+                "schemas": [_schema_json()],
+                "default-spec-id": 0,
+                "partition-specs": [{"spec-id": 0, "fields": []}],
+                "last-partition-id": 999,
+                "default-sort-order-id": 0,
+                "sort-orders": [{"order-id": 0, "fields": []}],
+                "properties": {},
+                "snapshots": [],
+                "snapshot-log": [],
+                "metadata-log": [],
+            }
+        )
+    )
+    return str(view_file), str(table_file)
+
+
+def _insert_children(model: Any, objects: list) -> None:
+    """Rows of a multi-table-inheritance child (View, Table) whose parent rows exist:
+    bulk_create refuses such models, so one executemany of the child's own columns."""
+    from django.db import connection
+
+    fields = model._meta.local_concrete_fields
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    table = connection.ops.quote_name(model._meta.db_table)
+    rows = [
+        [f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields] for obj in objects
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+
+
+def _parents(namespace: Any, names: list[str], kind: str, metadata_location: str) -> list:
+    from catalog.models import CatalogObject
+
+    return CatalogObject.objects.bulk_create(
+        [
+            CatalogObject(
+                kind=kind,
+                namespace=namespace,
+                name=name,
+                uuid=uuid.uuid4(),
+                location=f"{Path(metadata_location).parent.parent}/{namespace.name}/{name}",
+                metadata_location=metadata_location,
+                properties={"comment": f"{kind} {name}"},
+            )
+            for name in names
+        ],
+        batch_size=500,
+    )
+
+
+def seed_views(namespace: Any, names: list[str], metadata_location: str) -> None:
+    """Views with the mirror rows their pages read: one version (Spark SQL and its Trino
+    form), its schema, one log entry."""
+    from catalog.models import (
+        View,
+        ViewRepresentation,
+        ViewSchemaField,
+        ViewVersion,
+        ViewVersionLogEntry,
+    )
+
+    parents = _parents(namespace, names, "view", metadata_location)
+    views = [
+        View(catalogobject_ptr_id=p.pk, current_version_id=1, dependencies=[]) for p in parents
+    ]
+    _insert_children(View, views)
+    versions = ViewVersion.objects.bulk_create(
+        [
+            ViewVersion(
+                view_id=p.pk,
+                version_id=1,
+                schema_id=0,
+                timestamp_ms=NOW_MS,
+                summary={"engine-name": "lakeview"},
+                default_namespace=[namespace.name],
+            )
+            for p in parents
+        ],
+        batch_size=500,
+    )
+    sql = "SELECT id, region, revenue FROM orders_{name}"
+    ViewRepresentation.objects.bulk_create(
+        [
+            ViewRepresentation(
+                version_id=v.pk, dialect=dialect, sql=sql.format(name=p.name), is_original=orig
+            )
+            for p, v in zip(parents, versions, strict=True)
+            for dialect, orig in (("spark", True), ("trino", False))
+        ],
+        batch_size=500,
+    )
+    ViewSchemaField.objects.bulk_create(
+        [
+            ViewSchemaField(
+                view_id=p.pk,
+                schema_id=0,
+                position=i,
+                field_id=i + 1,
+                name=name,
+                type=type_,
+                required=required,
+            )
+            for p in parents
+            for i, (name, type_, required) in enumerate(SCHEMA)
+        ],
+        batch_size=500,
+    )
+    ViewVersionLogEntry.objects.bulk_create(
+        [
+            ViewVersionLogEntry(view_id=p.pk, position=0, timestamp_ms=NOW_MS, version_id=1)
+            for p in parents
+        ],
+        batch_size=500,
+    )
+
+
+def seed_tables(namespace: Any, names: list[str], metadata_location: str) -> list[int]:
+    """Tables with a schema, one snapshot and one metadata log entry. Returns their ids."""
+    from catalog.models import Table, TableMetadataLogEntry, TableSchemaField, TableSnapshot
+
+    parents = _parents(namespace, names, "table", metadata_location)
+    spec = [{"spec-id": 0, "fields": []}]
+    tables = [
+        Table(
+            catalogobject_ptr_id=p.pk,
+            format_version=2,
+            current_schema_id=0,
+            current_snapshot_id=1000 + p.pk,
+            default_spec_id=0,
+            last_updated_ms=NOW_MS,
+            partition_specs=spec,
+            sort_orders=[{"order-id": 0, "fields": []}],
+        )
+        for p in parents
+    ]
+    _insert_children(Table, tables)
+    TableSchemaField.objects.bulk_create(
+        [
+            TableSchemaField(
+                table_id=p.pk,
+                schema_id=0,
+                position=i,
+                field_id=i + 1,
+                name=name,
+                type=type_,
+                required=required,
+            )
+            for p in parents
+            for i, (name, type_, required) in enumerate(SCHEMA)
+        ],
+        batch_size=500,
+    )
+    TableSnapshot.objects.bulk_create(
+        [
+            TableSnapshot(
+                table_id=p.pk,
+                snapshot_id=1000 + p.pk,
+                sequence_number=1,
+                timestamp_ms=NOW_MS,
+                operation="append",
+                summary={"operation": "append", "added-records": "100"},
+                manifest_list=f"{p.location}/metadata/snap-{1000 + p.pk}.avro",
+                schema_id=0,
+            )
+            for p in parents
+        ],
+        batch_size=500,
+    )
+    TableMetadataLogEntry.objects.bulk_create(
+        [
+            TableMetadataLogEntry(
+                table_id=p.pk, position=0, timestamp_ms=NOW_MS, metadata_file=metadata_location
+            )
+            for p in parents
+        ],
+        batch_size=500,
+    )
+    return [p.pk for p in parents]
+
+
+def seed_materialized(table_ids: list[int]) -> None:
+    """Materialized-table rows (FULL, suspended: no schedule) over seeded tables."""
+    from refresh.models import MaterializedTable
+
+    MaterializedTable.objects.bulk_create(
+        [
+            MaterializedTable(
+                table_id=pk,
+                query="SELECT region, sum(revenue) AS revenue FROM orders GROUP BY region",
+                freshness_value=1,
+                freshness_unit="HOUR",
+                refresh_mode="FULL",
+                state="SUSPENDED",
+            )
+            for pk in table_ids
+        ],
+        batch_size=500,
+    )
+
+
+def seed_catalog(
+    warehouse: Path,
+    *,
+    namespaces: int = 50,
+    tables: int = 1000,
+    views: int = 10000,
+    materialized: int = 20,
+) -> dict[str, int]:
+    """`namespaces` namespaces: `sales` (views and tables named region_revenue..., and the
+    materialized tables) and ns_00, ns_01... sharing the rest evenly. Returns counts."""
+    from django.db import transaction
+
+    from catalog.models import Namespace
+
+    view_file, table_file = write_shared_metadata(warehouse)
+    with transaction.atomic():
+        sales = Namespace.objects.create(name="sales")
+        others = Namespace.objects.bulk_create(
+            [Namespace(name=f"ns_{i:02d}") for i in range(namespaces - 1)]
+        )
+        seed_views(sales, ["region_revenue", "region_revenue_monthly"], view_file)
+        sales_tables = seed_tables(
+            sales,
+            ["region_revenue_daily", *(f"mt_{i:03d}" for i in range(materialized))],
+            table_file,
+        )
+        seed_materialized(sales_tables[1:])
+        view_share, view_rest = divmod(views - 2, len(others))
+        table_share, table_rest = divmod(tables - 1 - materialized, len(others))
+        for i, ns in enumerate(others):
+            n_views = view_share + (1 if i < view_rest else 0)
+            n_tables = table_share + (1 if i < table_rest else 0)
+            seed_views(ns, [f"view_{j:04d}" for j in range(n_views)], view_file)
+            seed_tables(ns, [f"table_{j:03d}" for j in range(n_tables)], table_file)
+    return {"namespaces": namespaces, "views": views, "tables": tables}
+
+
+# -- the benchmark (outside Django) -------------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _manage(env: dict, *args: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if result.returncode != 0:
+        sys.exit(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
+
+
+def _seed_in_subprocess(env: dict, args: argparse.Namespace) -> None:
+    counts = json.dumps({"namespaces": args.namespaces, "tables": args.tables, "views": args.views})
+    code = (
+        "import django, json, sys; django.setup(); "
+        f"sys.path.insert(0, {str(ROOT)!r}); from bench.pages import seed_catalog; "
+        f"seed_catalog({env['WAREHOUSE']!r}, **json.loads({counts!r}))"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=600)
+
+
+def _wait(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"gunicorn exited with {process.returncode}")
+        try:
+            requests.get(url, timeout=5)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.2)
+    sys.exit("gunicorn did not answer")
+
+
+def _login(base: str) -> Any:
+    import requests
+
+    session = requests.Session()
+    session.get(f"{base}/login/", timeout=30).raise_for_status()
+    response = session.post(
+        f"{base}/login/",
+        data={
+            "username": USERNAME,
+            "password": PASSWORD,
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+        },
+        timeout=30,
+    )
+    response.raise_for_status()
+    if "sessionid" not in session.cookies:
+        sys.exit("could not sign in")
+    return session
+
+
+def _pages() -> list[tuple[str, str]]:
+    ns = BIG_NAMESPACE
+    return [
+        ("admin login (baseline)", "/admin/login/"),
+        ("home", "/"),
+        (f"search '{SEARCH}'", f"/search/?q={SEARCH}"),
+        ("search 'view_01' (broad)", "/search/?q=view_01"),
+        (f"namespace {ns} (200 views)", f"/namespaces/{ns}/"),
+        ("view page", f"/namespaces/{ns}/views/view_0100/"),
+        ("table page", f"/namespaces/{ns}/tables/table_010/"),
+        ("materialized tables list (20)", "/namespaces/sales/materialized-tables/"),
+        ("API views list", f"/api/namespaces/{ns}/views/"),
+        ("API tables list", f"/api/namespaces/{ns}/tables/"),
+        ("API namespaces list", "/api/namespaces/"),
+    ]
+
+
+def measure(base: str, requests_per_page: int, warmup: int = 10) -> list[dict[str, Any]]:
+    import requests
+
+    anonymous = requests.Session()
+    signed_in = _login(base)
+    pages = _pages()
+    timings: dict[str, list[float]] = {name: [] for name, _ in pages}
+    sizes: dict[str, int] = {}
+    for round_ in range(warmup + requests_per_page):
+        for name, path in pages:
+            session = anonymous if path.startswith("/admin/") else signed_in
+            start = time.perf_counter()
+            response = session.get(base + path, timeout=60)
+            elapsed = time.perf_counter() - start
+            if response.status_code != 200:
+                sys.exit(f"{path} answered {response.status_code}")
+            sizes[name] = len(response.content)
+            if round_ >= warmup:
+                timings[name].append(elapsed * 1000)
+    baseline = None
+    results = []
+    for name, path in pages:
+        values = sorted(timings[name])
+        p50 = statistics.median(values)
+        p95 = values[max(0, int(round(0.95 * len(values))) - 1)]
+        baseline = baseline or p95
+        results.append(
+            {
+                "page": name,
+                "path": path,
+                "p50_ms": p50,
+                "p95_ms": p95,
+                "ratio": p95 / baseline,
+                "bytes": sizes[name],
+            }
+        )
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--namespaces", type=int, default=50)
+    parser.add_argument("--tables", type=int, default=1000)
+    parser.add_argument("--views", type=int, default=10000)
+    parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="lakeview-pages-"))
+    warehouse = root / "warehouse"
+    warehouse.mkdir()
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+        "DATABASE_URL": f"sqlite:///{root / 'db.sqlite3'}",
+        "WAREHOUSE": str(warehouse),
+        "DEBUG": "0",
+        "LOG_LEVEL": "WARNING",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
+        "PYTHONUNBUFFERED": "1",
+    }
+    process = None
+    try:
+        started = time.monotonic()
+        _manage(env, "migrate", "--noinput")
+        _manage(env, "createsuperuser", "--noinput", "--username", USERNAME, "--email", EMAIL)
+        _seed_in_subprocess(env, args)
+        print(
+            f"Seeded {args.namespaces} namespaces, {args.tables} tables, {args.views} views "
+            f"in {time.monotonic() - started:.0f} s (migrate included)",
+            flush=True,
+        )
+        log = (root / "server.log").open("ab")
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "gunicorn", "webapp.wsgi"),
+                *("--bind", f"127.0.0.1:{port}", "--workers", "1"),
+                *("--timeout", "120", "--graceful-timeout", "5"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        _wait(f"{base}/admin/login/", process)
+        started = time.monotonic()
+        results = measure(base, args.requests)
+        print(
+            f"\n{args.requests} sequential requests per page, round-robin, gunicorn 1 sync "
+            f"worker, SQLite, DEBUG=0 ({time.monotonic() - started:.0f} s)\n"
+        )
+        print(f"{'page':<34} {'p50 ms':>8} {'p95 ms':>8} {'p95/base':>9} {'KB':>8}")
+        over = []
+        for r in results:
+            flag = "  OVER 3x" if r["ratio"] > LIMIT_RATIO else ""
+            if flag:
+                over.append(r["page"])
+            print(
+                f"{r['page']:<34} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} "
+                f"{r['ratio']:8.2f}x {r['bytes'] / 1024:8.1f}{flag}"
+            )
+        print(
+            f"\nOver {LIMIT_RATIO:g}x the baseline: {', '.join(over)}"
+            if over
+            else f"\nEvery page within {LIMIT_RATIO:g}x the baseline."
+        )
+        if args.json:
+            print(json.dumps(results, indent=2))
+    finally:
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if args.keep:
+            print(f"Kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
