@@ -26,6 +26,9 @@ from refresh import selectors, services
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
 
+#: Statements one script may hold (each CREATE waits for Spark).
+MAX_STATEMENTS = 100
+
 
 @dataclass
 class StatementResult:
@@ -59,6 +62,11 @@ def execute(sql: str, *, namespace: str | None = None, actor: Any = None) -> lis
         return [_failed(sql.strip()[:200], 1, 1, error)]
     if not located:
         raise InvalidInput("Write at least one statement", field="sql")
+    if len(located) > MAX_STATEMENTS:
+        raise InvalidInput(
+            f"A script runs at most {MAX_STATEMENTS} statements; this one has {len(located)}",
+            field="sql",
+        )
     for offset, padded in located:
         text = padded[offset:].strip()
         line, column = st.position(

@@ -146,6 +146,7 @@ def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list
     from catalog.core.sql import parse_query
 
     parsed = parse_query(query, "spark")
+    _refuse_reflection(parsed)
     ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
     found: list[str] = []
     for table in parsed.find_all(exp.Table):
@@ -189,6 +190,26 @@ def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list
             found.append(qualified)
     _refuse_cycle(found, own)
     return found
+
+
+#: Spark functions that call any static Java method (System.exit included): a query that
+#: refresh workers run on the app's behalf must not reach into their JVM.
+REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
+
+
+def _refuse_reflection(parsed: Any) -> None:
+    from sqlglot import exp
+
+    if getattr(settings, "MT_ALLOW_REFLECTION", False):
+        return
+    for call in parsed.find_all(exp.Anonymous, exp.Func):
+        name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
+        if name in REFLECTION_FUNCTIONS:
+            raise InvalidInput(
+                f"{name}() calls Java methods inside the refresh workers and is not allowed "
+                "in a materialized table's query",
+                field="query",
+            )
 
 
 def _namespace_exists(name: str) -> bool:

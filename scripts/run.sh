@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: the whole app on this machine. Django's development server on
-# http://127.0.0.1:8000, a Celery worker, celery-beat and (unless one already answers) a local
-# Redis on 127.0.0.1:6379. SQLite and the warehouse live under var/. Ctrl-C stops everything.
+# http://127.0.0.1:8000, a Celery worker, celery-beat, the streaming process of continuous
+# materialized tables and (unless one already answers) a local Redis on 127.0.0.1:6379.
+# SQLite and the warehouse live under var/. Ctrl-C stops everything.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -100,6 +101,10 @@ export CATALOG_URI="${CATALOG_URI:-http://$HOST:$PORT/iceberg}"
 celery -A webapp worker -l info --pool threads &
 pids+=("$!")
 celery -A webapp beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler &
+pids+=("$!")
+# The streaming process of continuous materialized tables (its Spark starts with the first
+# one; it follows the database, so tables come and go without a restart).
+python manage.py run_streams &
 pids+=("$!")
 
 log "app on http://$HOST:$PORT/ (admin: http://$HOST:$PORT/admin/); Ctrl-C stops everything"

@@ -368,3 +368,10 @@ def test_alter_as_adds_a_version_evolves_the_schema_and_queues_a_rebuild(
     assert dict((n, t) for n, _, t in _fields(mt))["doubled"] == "double"
     with pytest.raises(InvalidInput, match="already current"):
         mts.rollback_definition(mt, version_id=1)
+
+
+@pytest.mark.parametrize("call", ["reflect", "java_method"])
+def test_a_query_that_calls_java_by_reflection_is_refused(sales, call):
+    with pytest.raises(InvalidInput, match=f"{call}\\(\\) calls Java methods"):
+        create(query=f"SELECT id, {call}('java.lang.System', 'exit', 1) AS x FROM orders")
+    assert nothing_named("wide")

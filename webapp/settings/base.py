@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    # Swagger UI's and ReDoc's files, served locally for /api/docs/ (no CDN).
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "catalog",
     "refresh",
@@ -48,6 +50,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # With DEBUG on, the styled 404 page instead of Django's list of URL patterns.
+    "catalog.pages.errors.NotFoundPageMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -121,6 +125,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Namespaces and Iceberg views: create, replace, roll back, inspect.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: Redis is both broker and result store.
@@ -170,6 +177,9 @@ MT_HEARTBEAT_SECONDS = 5
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
 # A view column whose type sqlglot cannot derive is typed by a worker's Spark when one runs.
 VIEW_TYPES_FROM_SPARK = env("VIEW_TYPES_FROM_SPARK", "1") == "1"
+# reflect()/java_method() in a materialized table's query would run any static Java method
+# in the refresh workers; refused unless an operator allows it.
+MT_ALLOW_REFLECTION = env("MT_ALLOW_REFLECTION", "0") == "1"
 # How long a create waits for a worker's Spark to derive the query's schema.
 MT_ANALYZE_TIMEOUT_SECONDS = int(env("MT_ANALYZE_TIMEOUT_SECONDS", "120"))
 CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
