@@ -1,43 +1,38 @@
-"""A plain page listing the API's operations, built from the OpenAPI schema.
+"""The API's documentation pages: Swagger UI at /api/docs/ and the OpenAPI schema at
+/api/schema/.
 
-drf-spectacular's Swagger UI and ReDoc views load their scripts from a CDN; this page needs
-nothing but the server, so it works where the catalog has no internet access."""
+Swagger UI's scripts and styles come from drf-spectacular-sidecar's static files, served by
+the app (WhiteNoise) like its own CSS: nothing is loaded from a CDN, so the page works where
+the catalog has no internet access. The schema is JSON by default (browsers show it in the
+page instead of downloading a file); `?format=yaml` gives YAML as text, and clients that ask
+for `application/yaml` or the OpenAPI media types by Accept still get them."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
-from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.renderers import (
+    OpenApiJsonRenderer,
+    OpenApiJsonRenderer2,
+    OpenApiYamlRenderer,
+    OpenApiYamlRenderer2,
+)
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-_METHODS = ("get", "post", "put", "patch", "delete")
+
+class TextYamlRenderer(OpenApiYamlRenderer2):
+    """YAML that a browser shows as text."""
+
+    media_type = "text/yaml"
 
 
-def docs(request: HttpRequest) -> HttpResponse:
-    schema = SchemaGenerator().get_schema(request=None, public=True)
-    rows = []
-    for path, operations in schema.get("paths", {}).items():
-        for method in _METHODS:
-            operation = operations.get(method)
-            if operation is None:
-                continue
-            summary = operation.get("summary") or operation.get("description", "")
-            rows.append((method.upper(), path, operation.get("operationId", ""), summary))
-    info = schema.get("info", {})
-    schema_url = reverse("api:schema")
-    body = format_html(
-        "<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
-        "<body><h1>{title}</h1><p>{description}</p>"
-        "<p>OpenAPI schema: <a href='{url}'>YAML</a> · <a href='{url}?format=json'>JSON</a>"
-        "</p><table><thead><tr><th>Method</th><th>Path</th><th>Operation</th><th>About</th>"
-        "</tr></thead><tbody>{rows}</tbody></table></body></html>",
-        title=info.get("title", "API"),
-        description=info.get("description", ""),
-        url=schema_url,
-        rows=format_html_join(
-            "",
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
-            rows,
-        ),
-    )
-    return HttpResponse(body)
+class SchemaView(SpectacularAPIView):
+    renderer_classes = [
+        OpenApiJsonRenderer2,
+        TextYamlRenderer,
+        OpenApiJsonRenderer,
+        OpenApiYamlRenderer,
+        OpenApiYamlRenderer2,
+    ]
+
+
+schema = SchemaView.as_view()
+docs = SpectacularSwaggerView.as_view(url_name="api:schema")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from django.urls import path, re_path, register_converter
-from drf_spectacular.views import SpectacularAPIView
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
 from catalog.api import views
-from catalog.api.docs import docs
+from catalog.api.docs import docs, schema
 from refresh.api import views as mt_views
 from webapp.middleware import not_found
 
@@ -36,7 +35,7 @@ TABLE = "namespaces/<dotted:namespace>/tables/<str:name>"
 urlpatterns = [
     path("", views.ApiRootView.as_view(), name="root"),
     path("token/", views.TokenView.as_view(), name="token"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", schema, name="schema"),
     path("docs/", docs, name="docs"),
     path("history/", views.HistoryView.as_view(), name="history"),
     path("namespaces/", views.NamespaceListView.as_view(), name="namespace-list"),

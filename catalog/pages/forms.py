@@ -140,3 +140,70 @@ class DiffForm(forms.Form):
         self.fields["left"].choices = choices
         self.fields["right"].choices = choices
         self.fields["dialect"].choices = [(d, d) for d in dialects]
+
+
+# -- what the API could do and the pages could not -------------------------------------------
+
+
+class RenameForm(CatalogForm):
+    new_namespace = forms.CharField(
+        label="Namespace", max_length=1024, help_text="Dotted, e.g. sales or sales.eu."
+    )
+    new_name = forms.CharField(label="New name", max_length=255)
+
+
+class AddDialectForm(CatalogForm):
+    dialect = forms.ChoiceField(label="Dialect", choices=DIALECT_CHOICES)
+    sql = forms.CharField(
+        label="SQL",
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false", "class": "sql"}),
+        help_text="The same query, written for this dialect.",
+    )
+
+
+class RegisterForm(CatalogForm):
+    KIND_CHOICES = [("view", "View"), ("table", "Table")]
+
+    kind = forms.ChoiceField(label="Kind", choices=KIND_CHOICES, initial="view")
+    name = forms.CharField(label="Name", max_length=255)
+    metadata_location = forms.CharField(
+        label="Metadata file",
+        max_length=4096,
+        help_text="The path or file: URI of an existing *.metadata.json inside the warehouse.",
+    )
+
+
+class NamespacePropertiesForm(CatalogForm):
+    updates = forms.CharField(
+        label="Set",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text="One key=value per line.",
+    )
+    removals = forms.CharField(
+        label="Remove",
+        required=False,
+        help_text="Comma-separated keys.",
+    )
+
+    service_fields = {"properties": "updates"}
+
+    def clean_updates(self) -> dict[str, str]:
+        updates: dict[str, str] = {}
+        for number, line in enumerate((self.cleaned_data["updates"] or "").splitlines(), 1):
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                raise forms.ValidationError(f"Line {number} is not key=value.")
+            updates[key.strip()] = value.strip()
+        return updates
+
+    def clean_removals(self) -> list[str]:
+        return split_commas(self.cleaned_data["removals"])
+
+
+class ClientForm(CatalogForm):
+    name = forms.CharField(
+        label="Client name", max_length=255, help_text="What uses it, e.g. spark-laptop."
+    )

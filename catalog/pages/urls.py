@@ -1,7 +1,7 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from catalog.pages import tables, views
+from catalog.pages import credentials, manage, namespaces, tables, views
 
 app_name = "catalog"
 
@@ -21,4 +21,21 @@ urlpatterns = [
     path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
     path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
     path("namespaces/<str:namespace>/tables/<str:name>/", tables.table_detail, name="table-detail"),
+    # what only the API could do before (catalog/pages/manage.py, namespaces.py)
+    path(f"{view_prefix}rename", manage.view_rename, name="view-rename"),
+    path(f"{view_prefix}dialects/new", manage.view_add_dialect, name="view-add-dialect"),
+    path("namespaces/<str:namespace>/register", manage.register, name="register"),
+    path(
+        "namespaces/<str:namespace>/properties",
+        namespaces.namespace_properties,
+        name="namespace-properties",
+    ),
+    path("namespaces/<str:namespace>/drop", namespaces.namespace_drop, name="namespace-drop"),
+    # engine credentials (catalog/pages/credentials.py)
+    path("credentials/", credentials.credentials, name="credentials"),
+    path(
+        "credentials/<str:client_id>/revoke",
+        credentials.credential_revoke,
+        name="credential-revoke",
+    ),
 ]

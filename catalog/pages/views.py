@@ -17,8 +17,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog import services
-from catalog.core.errors import CatalogError
+from catalog.core.errors import CatalogError, CommitConflict
 from catalog.models import CatalogEvent, CatalogObject, Namespace, Table, View, ViewVersion
+from catalog.pages import view_facts
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import (
@@ -151,6 +152,7 @@ def _view_page(
         "events": CatalogEvent.objects.for_object(view)[:HISTORY_LENGTH],
         "diff_form": _diff_form(view, versions),
         "property_form": property_form or PropertyForm(),
+        **view_facts.page_facts(view, current, versions),
     }
     return render(request, "catalog/view_detail.html", context)
 
@@ -286,6 +288,15 @@ def view_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     versions = _versions(view)
     form = _diff_form(view, versions, data=request.GET)
     context: dict[str, Any] = {"view": view, "namespace": view.namespace, "form": form}
+    expired = _expired_in_request(view, versions, request.GET)
+    if expired:
+        # An old link to a version that expired: say so, not "select a valid choice".
+        context.update(
+            expired=expired,
+            history_size=view_facts.history_size(view),
+            retained=sorted(v.version_id for v in versions),
+        )
+        return render(request, "catalog/view_diff.html", context, status=404)
     if not form.is_valid():
         return render(request, "catalog/view_diff.html", context, status=400)
     by_id = {v.version_id: v for v in versions}
@@ -310,10 +321,22 @@ def view_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     return render(request, "catalog/view_diff.html", context)
 
 
+def _expired_in_request(view: View, versions: list[ViewVersion], params: Any) -> list[int]:
+    """Version ids a diff link names that the view had once but no longer keeps."""
+    expired = set(view_facts.expired_version_ids(view, versions))
+    asked = []
+    for key in ("left", "right"):
+        value = params.get(key, "")
+        if value.isdigit() and int(value) in expired:
+            asked.append(int(value))
+    return sorted(set(asked))
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     view = _get_view(namespace, name)
+    newer = None
     if request.method == "POST":
         form = ViewReplaceForm(request.POST)
         if form.is_valid():
@@ -330,6 +353,28 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
                     actor=request.user,
                     **definition,
                 )
+            except CommitConflict as error:
+                # Someone changed the view since the form was opened: show their version
+                # beside the user's text, and let the next submit build on it.
+                view = _get_view(namespace, name)
+                current = view.current_version()
+                newer_sql, newer_dialect = view_facts.as_written(current)
+                newer = {
+                    "version_id": view.current_version_id,
+                    "sql": newer_sql,
+                    "dialect": newer_dialect,
+                    "updated_at": view.updated_at,
+                    "updated_by": view.updated_by,
+                }
+                data = request.POST.copy()
+                data["expected_metadata_location"] = view.metadata_location
+                form = ViewReplaceForm(data)
+                form.is_valid()
+                form.add_error(
+                    None,
+                    f"{error.message}. Version {view.current_version_id} is shown beside your "
+                    "SQL; submit again to replace it with yours.",
+                )
             except CatalogError as error:
                 form.add_catalog_error(error)
             else:
@@ -344,11 +389,11 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
                 )
     else:
         current = view.current_version()
-        original = _original(current)
+        sql, dialect = view_facts.as_written(current)
         form = ViewReplaceForm(
             initial={
-                "sql": original.sql if original else "",
-                "dialect": original.dialect if original else "spark",
+                "sql": sql,
+                "dialect": dialect,
                 "comment": view.comment,
                 "default_catalog": (current.default_catalog if current else None) or "",
                 "default_namespace": ".".join(current.default_namespace) if current else "",
@@ -358,7 +403,7 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     return render(
         request,
         "catalog/view_form.html",
-        {"form": form, "namespace": view.namespace, "view": view},
+        {"form": form, "namespace": view.namespace, "view": view, "newer": newer},
     )
 
 

@@ -41,6 +41,11 @@ from catalog.services import kernel
 from catalog.services.kernel import VIEW, Change, Mode
 
 ENGINE_NAME = "lakeview"
+#: Version summary keys of this catalog: the SQL as the user typed it (when the stored,
+#: qualified SQL differs from it), so that an edit starts from their own text; and the
+#: dialects whose SQL someone wrote by hand (comma-separated), which are not transpiled.
+SQL_AS_WRITTEN = "lakeview.sql-as-written"
+WRITTEN_DIALECTS = "lakeview.written-dialects"
 
 #: Engines that derive a query's column types better than sqlglot can: each takes the query
 #: in Spark's dialect and its default namespace levels, and returns the Iceberg schema (REST
@@ -150,7 +155,11 @@ def _definition(
         schema_id=-1,
         default_namespace=default_ns,
         default_catalog=default_catalog,
-        summary={"engine-name": ENGINE_NAME, ORIGINAL_DIALECT: analyzed.dialect},
+        summary={
+            "engine-name": ENGINE_NAME,
+            ORIGINAL_DIALECT: analyzed.dialect,
+            **({SQL_AS_WRITTEN: sql.strip()} if sql.strip() != analyzed.sql else {}),
+        },
     )
     return _schema_of(analyzed, default_ns), version
 
@@ -360,7 +369,13 @@ def add_view_representation(
                 schema_id=current.schema_id,
                 default_namespace=current.default_namespace,
                 default_catalog=current.default_catalog,
-                summary={**current.summary, "engine-name": ENGINE_NAME},
+                summary={
+                    **current.summary,
+                    "engine-name": ENGINE_NAME,
+                    WRITTEN_DIALECTS: ",".join(
+                        [*split_dialects(current.summary.get(WRITTEN_DIALECTS)), new_dialect]
+                    ),
+                },
             )
         )
         builder.set_current_version(-1)
@@ -368,6 +383,11 @@ def add_view_representation(
     return _edit(
         namespace=namespace, name=name, actor=actor, action="add_view_representation", edit=edit
     )
+
+
+def split_dialects(text: str | None) -> list[str]:
+    """The dialects of a comma-separated summary value."""
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
 def rename_view(

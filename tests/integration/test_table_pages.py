@@ -94,7 +94,8 @@ def test_the_table_page_shows_schema_history_spec_snapshots_and_metadata_log(
     assert "note" in page and "timestamptz" in page
     assert "Schema 0" in page and "Schema 1" in page
     assert "ts_day" in page and "day" in page
-    assert "4242" in page and "added-records=3" in page
+    assert "4242" in page and "Rows added" in page
+    assert response.context["snapshots"][0]["figures"][0] == 3
     assert "write.delete.mode" in page
     assert response.context["metadata_log"], "two commits leave earlier files in the log"
     assert len(response.context["metadata_log"]) == 2

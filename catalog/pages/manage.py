@@ -1,0 +1,107 @@
+"""Pages for what the API could do and the pages could not: rename a view, add a dialect to
+a view, register a view or table from an existing metadata file. Each calls one service
+function and shows its `CatalogError` beside the field it names."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from catalog import services
+from catalog.core.errors import CatalogError
+from catalog.models import Namespace
+from catalog.pages.forms import AddDialectForm, RegisterForm, RenameForm
+from catalog.pages.views import _get_view, catalog_page
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def view_rename(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    view = _get_view(namespace, name)
+    form = RenameForm(
+        request.POST or None,
+        initial={"new_namespace": view.namespace.name, "new_name": view.name},
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            renamed = services.rename_view(
+                namespace=view.namespace.name,
+                name=view.name,
+                new_namespace=form.cleaned_data["new_namespace"].strip(),
+                new_name=form.cleaned_data["new_name"].strip(),
+                actor=request.user,
+            )
+        except CatalogError as error:
+            form.add_catalog_error(error)
+        else:
+            messages.success(request, f"View {view} renamed to {renamed}.")
+            return redirect(
+                "catalog:view-detail", namespace=renamed.namespace.name, name=renamed.name
+            )
+    return render(
+        request,
+        "catalog/view_rename.html",
+        {"form": form, "view": view, "namespace": view.namespace},
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def view_add_dialect(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    view = _get_view(namespace, name)
+    current = view.current_version()
+    present = sorted(r.dialect for r in current.representations.all()) if current else []
+    form = AddDialectForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            view = services.add_view_representation(
+                namespace=view.namespace.name,
+                name=view.name,
+                sql=form.cleaned_data["sql"],
+                dialect=form.cleaned_data["dialect"],
+                actor=request.user,
+            )
+        except CatalogError as error:
+            form.add_catalog_error(error)
+        else:
+            messages.success(
+                request,
+                f"{form.cleaned_data['dialect']} SQL added to {view}: "
+                f"now version {view.current_version_id}.",
+            )
+            return redirect("catalog:view-detail", namespace=view.namespace.name, name=view.name)
+    return render(
+        request,
+        "catalog/view_add_dialect.html",
+        {"form": form, "view": view, "namespace": view.namespace, "present": present},
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def register(request: HttpRequest, namespace: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    form = RegisterForm(request.POST or None, initial={"kind": request.GET.get("kind", "view")})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        arguments = {
+            "namespace": ns.name,
+            "name": data["name"].strip(),
+            "metadata_location": data["metadata_location"].strip(),
+            "actor": request.user,
+        }
+        try:
+            if data["kind"] == "table":
+                obj = services.register_table(**arguments).obj
+                route = "catalog:table-detail"
+            else:
+                obj = services.register_view(**arguments)
+                route = "catalog:view-detail"
+        except CatalogError as error:
+            form.add_catalog_error(error)
+        else:
+            messages.success(request, f"{data['kind'].capitalize()} {obj} registered.")
+            return redirect(route, namespace=ns.name, name=obj.name)
+    return render(request, "catalog/register.html", {"form": form, "namespace": ns})

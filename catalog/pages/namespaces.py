@@ -1,0 +1,59 @@
+"""Namespace pages beyond the list and the detail: edit its properties, drop it (after a
+confirmation; a namespace that holds objects or child namespaces is refused)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from catalog import services
+from catalog.core.errors import CatalogError
+from catalog.models import CatalogObject, Namespace
+from catalog.pages.forms import NamespacePropertiesForm
+from catalog.pages.views import catalog_page
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def namespace_properties(request: HttpRequest, namespace: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    form = NamespacePropertiesForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        updates, removals = form.cleaned_data["updates"], form.cleaned_data["removals"]
+        try:
+            services.update_namespace_properties(
+                name=ns.name, updates=updates, removals=removals, actor=request.user
+            )
+        except CatalogError as error:
+            form.add_catalog_error(error)
+        else:
+            messages.success(request, f"Properties of namespace {ns.name} updated.")
+            return redirect("catalog:namespace-detail", namespace=ns.name)
+    context = {"form": form, "namespace": ns, "properties": sorted(ns.properties.items())}
+    return render(request, "catalog/namespace_properties.html", context)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def namespace_drop(request: HttpRequest, namespace: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    error_message = None
+    if request.method == "POST":
+        try:
+            services.drop_namespace(name=ns.name, actor=request.user)
+        except CatalogError as error:
+            error_message = error.message
+        else:
+            messages.success(request, f"Namespace {ns.name} dropped.")
+            return redirect("catalog:namespace-list")
+    context = {
+        "namespace": ns,
+        "error": error_message,
+        "object_count": CatalogObject.objects.filter(namespace=ns).count(),
+        "child_count": Namespace.objects.filter(name__startswith=f"{ns.name}.").count(),
+    }
+    return render(
+        request, "catalog/namespace_drop.html", context, status=409 if error_message else 200
+    )
