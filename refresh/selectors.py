@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from catalog.core.errors import NotFound
@@ -20,10 +20,29 @@ class NoSuchJob(NotFound):
     pass
 
 
-def materialized_tables(namespace: str | None = None) -> QuerySet[MaterializedTable]:
+def materialized_tables(
+    namespace: str | None = None, *, with_freshness: bool = False
+) -> QuerySet[MaterializedTable]:
+    """Materialized tables by name; `with_freshness` annotates each with its last finished
+    run and the time its data is as of, in the same query (lists show them for every row)."""
     queryset = MaterializedTable.objects.select_related("table__namespace", "periodic_task")
     if namespace:
         queryset = queryset.filter(table__namespace__name=namespace)
+    if with_freshness:
+        finished = RefreshRun.objects.filter(
+            materialized_table=OuterRef("pk"), state__in=RefreshRun.FINISHED
+        ).order_by("-queued_at", "-id")
+        current = RefreshRun.objects.filter(
+            materialized_table=OuterRef("pk"),
+            state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
+            data_timestamp__isnull=False,
+        ).order_by("-data_timestamp")
+        queryset = queryset.annotate(
+            last_run_id=Subquery(finished.values("pk")[:1]),
+            last_run_state=Subquery(finished.values("state")[:1]),
+            last_run_finished_at=Subquery(finished.values("finished_at")[:1]),
+            runs_data_as_of=Subquery(current.values("data_timestamp")[:1]),
+        )
     return queryset.order_by("table__namespace__name", "table__name")
 
 
@@ -53,7 +72,14 @@ def runs(mt: MaterializedTable) -> QuerySet[RefreshRun]:
 
 
 def last_refresh(mt: MaterializedTable) -> RefreshRun | None:
-    """The newest finished run (of any outcome)."""
+    """The newest finished run (of any outcome); from the annotations of
+    `materialized_tables(with_freshness=True)` when present (id, state, finish only)."""
+    if hasattr(mt, "last_run_id"):
+        if mt.last_run_id is None:
+            return None
+        return RefreshRun(
+            pk=mt.last_run_id, state=mt.last_run_state, finished_at=mt.last_run_finished_at
+        )
     return runs(mt).filter(state__in=RefreshRun.FINISHED).first()
 
 
@@ -61,6 +87,9 @@ def data_timestamp(mt: MaterializedTable) -> datetime | None:
     """What the table's data is as of: the newest successful or skipped (confirmed
     current) run's data timestamp; for a continuous table also the last moment its stream
     was caught up with its sources."""
+    if hasattr(mt, "runs_data_as_of"):
+        moments = [m for m in (mt.runs_data_as_of, _caught_up(mt)) if m is not None]
+        return max(moments) if moments else None
     from_runs = (
         mt.runs.filter(
             state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],

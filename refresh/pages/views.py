@@ -61,6 +61,10 @@ def duration_text(seconds: float) -> str:
     return f"{secs} s"
 
 
+#: Materialized tables per page of a namespace's list.
+LIST_PAGE_SIZE = 50
+
+
 def _summary(mt: MaterializedTable) -> dict[str, Any]:
     """What the list and the page show about a table's freshness."""
     lag = selectors.lag(mt)
@@ -110,8 +114,14 @@ def _trino(query: str, namespace: str) -> tuple[str | None, str | None]:
 @catalog_page()
 def mt_list(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
-    rows = [_summary(mt) for mt in selectors.materialized_tables(ns.name)]
-    return render(request, "refresh/mt_list.html", {"namespace": ns, "rows": rows})
+    tables = selectors.materialized_tables(ns.name, with_freshness=True)
+    page = Paginator(tables, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    # What templates/catalog/_pagination.html reads to build its links.
+    page.parameter = "page"
+    page.other_parameters = request.GET.copy()
+    page.other_parameters.pop("page", None)
+    rows = [_summary(mt) for mt in page.object_list]
+    return render(request, "refresh/mt_list.html", {"namespace": ns, "rows": rows, "page": page})
 
 
 # -- one materialized table ---------------------------------------------------------------
