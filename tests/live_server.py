@@ -26,6 +26,14 @@ USERNAME = "editor"
 PASSWORD = "editor-password-for-tests"
 
 
+#: What webapp.settings.prod needs from the environment, for a test deployment on loopback.
+PRODUCTION_ENV = {
+    "DJANGO_SETTINGS_MODULE": "webapp.settings.prod",
+    "SECRET_KEY": "production-settings-test-key-not-secret-0123456789",
+    "SECURE_COOKIES": "0",
+}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -190,9 +198,13 @@ def catalog_server(
     workers: int = 2,
     threads: int = 4,
     extra_env: Mapping[str, str] | None = None,
+    production: bool = False,
 ) -> Iterator[CatalogServer]:
     """Migrate a fresh database under `root`, make an editor and its Iceberg client, and
-    serve the app with gunicorn on a free loopback port until the block ends."""
+    serve the app with gunicorn on a free loopback port until the block ends.
+
+    With `production`, the app runs with webapp.settings.prod, as a deployment does (its
+    own SECRET_KEY; cookies not marked Secure, since the tests speak plain HTTP)."""
     root.mkdir(parents=True, exist_ok=True)
     db_path = root / "db.sqlite3"
     warehouse = root / "warehouse"
@@ -206,6 +218,7 @@ def catalog_server(
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             # Refresh workers reach the app's own Iceberg REST catalog here.
             "CATALOG_URI": f"http://127.0.0.1:{port}/iceberg",
+            **(PRODUCTION_ENV if production else {}),
             **(extra_env or {}),
         },
     )
