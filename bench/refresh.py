@@ -120,7 +120,8 @@ def main() -> None:
                 f"{stack.server.base_url}/api/namespaces/bench/materialized-tables/wide/refresh"
             )
             managed, direct, waits, jobs = [], [], [], []
-            for round_ in range(args.repeat):
+
+            def run_managed() -> None:
                 started = time.perf_counter()
                 answer = stack.api.post(endpoint, json={"force": True}, timeout=60)
                 answer.raise_for_status()
@@ -128,7 +129,7 @@ def main() -> None:
                 # Watched in the app's database (read-only, every 20 ms), not by polling the
                 # API: twenty requests a second would take CPU from the job being measured.
                 stack.wait_for(
-                    lambda job=job: run_state(stack, job) in ("SUCCEEDED", "FAILED"),
+                    lambda: run_state(stack, job) in ("SUCCEEDED", "FAILED"),
                     timeout=900,
                     what="a manual refresh",
                     every=0.02,
@@ -143,9 +144,17 @@ def main() -> None:
                 waits.append((stamps["started_at"] - stamps["queued_at"]).total_seconds())
                 jobs.append((stamps["finished_at"] - stamps["started_at"]).total_seconds())
 
+            def run_direct() -> None:
                 started = time.perf_counter()
                 spark.sql(direct_sql)
                 direct.append(time.perf_counter() - started)
+
+            for round_ in range(args.repeat):
+                # Alternate which goes first, so that neither always follows the other.
+                for step in (
+                    (run_managed, run_direct) if round_ % 2 == 0 else (run_direct, run_managed)
+                ):
+                    step()
                 print(
                     f"round {round_ + 1}: managed {managed[-1]:.2f} s, direct {direct[-1]:.2f} s",
                     flush=True,
