@@ -5,61 +5,63 @@ column), never as pickled exceptions."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 
 from catalog.core.errors import SqlError, Unavailable
 
 
-def query_schema(query: str, *, namespace: str, timeout: float | None = None) -> str:
-    """Spark's `StructType.json()` for `query`, its names resolved in `namespace`; a
-    SqlError (placed in the query's own lines) when Spark refuses it; Unavailable when no
-    worker answers in `MT_ANALYZE_TIMEOUT_SECONDS`."""
+def _ask_worker(task: Any, args: list[str], *, timeout: float, late: str, field: str) -> dict:
+    """Send `task` to a refresh worker and wait for its answer; Unavailable when none
+    answers in `timeout` (`late` says what could not be done) or the queue is unreachable,
+    a SqlError (placed in the statement's own lines) when Spark refused the SQL."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    from refresh import tasks
-
-    timeout = timeout or settings.MT_ANALYZE_TIMEOUT_SECONDS
     try:
-        pending = tasks.analyze_query.apply_async(args=[query, namespace])
-        answer = pending.get(timeout=timeout, disable_sync_subtasks=False)
+        answer = task.apply_async(args=args).get(timeout=timeout, disable_sync_subtasks=False)
     except CeleryTimeout as error:
         raise Unavailable(
-            f"No refresh worker answered within {timeout} s, so Spark could not derive the "
-            "query's schema; is a Celery worker running? (`make run` starts one)"
+            f"No refresh worker answered within {timeout} s, so {late}; is a Celery worker "
+            "running? (`make run` starts one)"
         ) from error
     except Exception as error:  # the broker or the result store cannot be reached
         raise Unavailable(f"The task queue cannot be reached: {error}") from error
     if "error" in answer:
         problem = answer["error"]
         raise SqlError(
-            problem["message"],
-            line=problem.get("line"),
-            column=problem.get("column"),
-            field="query",
+            problem["message"], line=problem.get("line"), column=problem.get("column"), field=field
         )
+    return answer
+
+
+def query_schema(query: str, *, namespace: str, timeout: float | None = None) -> str:
+    """Spark's `StructType.json()` for `query`, its names resolved in `namespace`; waits
+    `MT_ANALYZE_TIMEOUT_SECONDS` at most."""
+    from refresh import tasks
+
+    answer = _ask_worker(
+        tasks.analyze_query,
+        [query, namespace],
+        timeout=timeout or settings.MT_ANALYZE_TIMEOUT_SECONDS,
+        late="Spark could not derive the query's schema",
+        field="query",
+    )
     return answer["schema"]
 
 
 def run_data_change(statement: str, *, namespace: str) -> None:
     """Run an UPDATE or DELETE on a refresh worker's Spark and wait for it (the console's
     data changes on materialized tables)."""
-    from celery.exceptions import TimeoutError as CeleryTimeout
-
     from refresh import tasks
 
-    timeout = settings.MT_ANALYZE_TIMEOUT_SECONDS * 5
-    try:
-        pending = tasks.run_statement.apply_async(args=[statement, namespace])
-        answer = pending.get(timeout=timeout, disable_sync_subtasks=False)
-    except CeleryTimeout as error:
-        raise Unavailable(f"No refresh worker finished the statement within {timeout} s") from error
-    except Exception as error:  # the broker or the result store cannot be reached
-        raise Unavailable(f"The task queue cannot be reached: {error}") from error
-    if "error" in answer:
-        problem = answer["error"]
-        raise SqlError(
-            problem["message"], line=problem.get("line"), column=problem.get("column"), field="sql"
-        )
+    _ask_worker(
+        tasks.run_statement,
+        [statement, namespace],
+        timeout=settings.MT_ANALYZE_TIMEOUT_SECONDS * 5,
+        late="the statement did not run",
+        field="sql",
+    )
 
 
 #: How long a view create waits for Spark's types before keeping sqlglot's guesses.

@@ -26,8 +26,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from catalog.models import Table, TableSnapshot
-from refresh import engine, services, sources
+from refresh import engine, selectors, services, sources
 from refresh.core.freshness import planned_tick
 from refresh.core.partitions import scheduled_partition
 from refresh.models import MaterializedTable, RefreshRun
@@ -96,7 +95,7 @@ def execute(run_id: int) -> str:
     try:
         namespace = mt.default_namespace or mt.table.namespace.name
         session = engine.run_session(namespace=namespace.split("."), settings=run.options)
-        before = _current_snapshot(mt)
+        before, _ = selectors.current_snapshot(mt.table_id)
         batch.full_refresh(
             session,
             target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
@@ -110,42 +109,19 @@ def execute(run_id: int) -> str:
         services.finish(run, state=RefreshRun.State.FAILED, action=action, error=_describe(error))
         return RefreshRun.State.FAILED
     beating.stop()
-    snapshot_id, summary = _committed(mt, before)
+    snapshot_id, summary = selectors.current_snapshot(mt.table_id)
+    if snapshot_id == before:  # nothing committed (an empty overwrite of an empty table)
+        summary = {}
     services.finish(
         run,
         state=RefreshRun.State.SUCCEEDED,
         action=action,
-        rows_written=_number(summary, "added-records"),
-        bytes_written=_number(summary, "added-files-size"),
+        **selectors.written(summary),
         snapshot_id=snapshot_id,
         source_snapshots=snapshots,
         data_timestamp=now,
     )
     return RefreshRun.State.SUCCEEDED
-
-
-def _current_snapshot(mt: MaterializedTable) -> int | None:
-    return Table.objects.filter(pk=mt.table_id).values_list("current_snapshot_id", flat=True)[0]
-
-
-def _committed(mt: MaterializedTable, before: int | None) -> tuple[int | None, dict]:
-    """The snapshot the refresh committed and its summary, from the catalog's mirror (the
-    commit reached the catalog through its REST API, which mirrored it before answering);
-    no Spark job needed."""
-    snapshot_id = _current_snapshot(mt)
-    if snapshot_id is None or snapshot_id == before:
-        return snapshot_id, {}
-    summary = (
-        TableSnapshot.objects.filter(table_id=mt.table_id, snapshot_id=snapshot_id)
-        .values_list("summary", flat=True)
-        .first()
-    )
-    return snapshot_id, summary or {}
-
-
-def _number(summary: dict, key: str) -> int | None:
-    value = summary.get(key)
-    return int(value) if value is not None else None
 
 
 def _not_claimed(run_id: int) -> str:

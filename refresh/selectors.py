@@ -166,3 +166,33 @@ def duration_series(mt: MaterializedTable, limit: int = 200) -> list[dict]:
         }
         for row in rows
     ]
+
+
+def current_snapshot(table_id: int) -> tuple[int | None, dict]:
+    """A table's current snapshot id and its summary, from the catalog's mirror (a commit
+    that came through the REST catalog was mirrored before the commit answered): what a
+    refresh or a micro-batch records of the commit it made, without asking Spark."""
+    from catalog.models import Table, TableSnapshot
+
+    snapshot_id = Table.objects.filter(pk=table_id).values_list("current_snapshot_id", flat=True)[0]
+    if snapshot_id is None:
+        return None, {}
+    summary = (
+        TableSnapshot.objects.filter(table_id=table_id, snapshot_id=snapshot_id)
+        .values_list("summary", flat=True)
+        .first()
+    )
+    return snapshot_id, summary or {}
+
+
+def written(summary: dict) -> dict[str, int | None]:
+    """The rows and bytes a commit added, from its snapshot summary, as RefreshRun fields."""
+
+    def number(key: str) -> int | None:
+        value = summary.get(key)
+        return int(value) if value is not None else None
+
+    return {
+        "rows_written": number("added-records"),
+        "bytes_written": number("added-files-size"),
+    }

@@ -49,12 +49,13 @@ from catalog.core.errors import (
     Unavailable,
 )
 from catalog.core.inputs import check_name
-from catalog.models import View
+from catalog.models import Namespace, View
 from refresh import analysis, schedules
 from refresh.core import definition as defs
 from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
 from refresh.core.options import check_option_keys, check_run_options, check_table_options
 from refresh.core.partitions import check_formatter_option
+from refresh.core.streaming import StreamPlan
 from refresh.models import (
     MaterializedTable,
     MaterializedTableVersion,
@@ -177,11 +178,8 @@ def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list
                 column=column,
                 field="query",
             )
-        holder = (
-            selectors.holder_of(selectors.get_namespace(ns), parts[-1])
-            if _namespace_exists(ns)
-            else None
-        )
+        in_namespace = Namespace.objects.filter(name=ns).first()
+        holder = selectors.holder_of(in_namespace, parts[-1]) if in_namespace else None
         if holder is None:
             raise SqlError(
                 f"Table or view not found: {qualified}", line=line, column=column, field="query"
@@ -210,12 +208,6 @@ def _refuse_reflection(parsed: Any) -> None:
                 "in a materialized table's query",
                 field="query",
             )
-
-
-def _namespace_exists(name: str) -> bool:
-    from catalog.models import Namespace
-
-    return Namespace.objects.filter(name=name).exists()
 
 
 def _refuse_cycle(sources: list[str], own: tuple[str, str]) -> None:
@@ -287,7 +279,6 @@ def create_materialized_table(
     """CREATE MATERIALIZED TABLE: see the module's docstring. Returns the ACTIVATED table;
     its first refresh (trigger CREATE) is queued."""
     name = check_name(name, field="name")
-    selectors.get_namespace(namespace)
     if selectors.holder_of(selectors.get_namespace(namespace), name) is not None:
         raise AlreadyExists(
             f"Table with same name already exists: {namespace}.{name}", field="name"
@@ -454,15 +445,15 @@ def resume(
     return mt
 
 
-def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) -> None:
-    """Refuse, with the reason, a query the streaming engine cannot maintain."""
-    from catalog.models import View
+def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) -> StreamPlan:
+    """How the streaming engine maintains the query, or InvalidInput saying why it cannot
+    (the create and the streaming process ask the same question)."""
     from refresh.core.streaming import plan_stream
 
     def is_view(name: tuple[str, ...]) -> bool:
         return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
 
-    plan_stream(
+    return plan_stream(
         query,
         namespace=namespace.split("."),
         catalog=settings.CATALOG_NAME,
@@ -546,16 +537,7 @@ def set_options(
                 for f in mt.table.schema_fields()
             ]
         }
-        defs.check_against_schema(
-            defs.Definition(
-                query=mt.query,
-                default_namespace=mt.default_namespace,
-                freshness=mt.freshness,
-                refresh_mode=RefreshMode(mt.refresh_mode),
-                options=options,
-            ),
-            schema,
-        )
+        defs.check_against_schema(dataclasses.replace(_definition(mt), options=options), schema)
         mt.options = merged
         mt.save(update_fields=["options", "updated_at"])
         _record(mt, actor=actor, action="set_options", message=", ".join(sorted(options)))

@@ -37,9 +37,9 @@ from django.utils import timezone
 
 from catalog import history
 from catalog.core import metadata_io
-from catalog.models import Table, TableSnapshot
+from refresh import selectors, services
 from refresh.core.freshness import RefreshMode
-from refresh.core.streaming import StreamPlan, plan_stream, trigger_seconds
+from refresh.core.streaming import StreamPlan, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark import jobs, streaming
 from refresh.spark.session import SparkSessionConfig
@@ -83,21 +83,6 @@ def _levels(mt: MaterializedTable) -> list[str]:
 
 def _target(mt: MaterializedTable) -> list[str]:
     return [settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name]
-
-
-def plan_of(mt: MaterializedTable) -> StreamPlan:
-    from catalog.models import View
-
-    def is_view(name: tuple[str, ...]) -> bool:
-        return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
-
-    return plan_stream(
-        mt.query,
-        namespace=_levels(mt),
-        catalog=settings.CATALOG_NAME,
-        primary_key=mt.primary_key,
-        is_view=is_view,
-    )
 
 
 class Supervisor:
@@ -163,7 +148,9 @@ class Supervisor:
 
     def _start(self, mt: MaterializedTable) -> None:
         try:
-            plan = plan_of(mt)
+            plan = services.check_streamable(
+                mt.query, namespace=".".join(_levels(mt)), primary_key=mt.primary_key
+            )
             session = jobs.run_session(
                 self.spark,
                 catalog=settings.CATALOG_NAME,
@@ -317,21 +304,8 @@ def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> No
     if mt is None:
         return
     started = datetime.fromtimestamp(result.started, tz=UTC)
-    # The commit's own figures, from the snapshot the micro-batch made (mirrored when the
-    # commit reached the catalog).
-    table = Table.objects.filter(pk=mt.table_id).values("current_snapshot_id").first() or {}
-    snapshot_id = table.get("current_snapshot_id")
-    summary = (
-        TableSnapshot.objects.filter(table_id=mt.table_id, snapshot_id=snapshot_id)
-        .values_list("summary", flat=True)
-        .first()
-        or {}
-    )
-
-    def number(key: str) -> int | None:
-        value = summary.get(key)
-        return int(value) if value is not None else None
-
+    # The commit's own figures, from the snapshot the micro-batch made.
+    snapshot_id, summary = selectors.current_snapshot(mt.table_id)
     RefreshRun.objects.create(
         materialized_table=mt,
         table_name=str(mt.table),
@@ -342,8 +316,7 @@ def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> No
         started_at=started,
         finished_at=datetime.fromtimestamp(result.finished, tz=UTC),
         batch_id=result.batch_id,
-        rows_written=number("added-records"),
-        bytes_written=number("added-files-size"),
+        **selectors.written(summary),
         snapshot_id=snapshot_id,
         data_timestamp=started,
         definition_version=version,

@@ -11,6 +11,11 @@ from django.conf import settings
 from catalog.core.errors import SqlError
 
 
+def _refused(error: SqlError) -> dict:
+    """Spark's refusal as a value the waiting web process turns back into a SqlError."""
+    return {"error": {"message": error.base_message, "line": error.line, "column": error.column}}
+
+
 @shared_task(name="refresh.run_refresh")
 def run_refresh(run_id: int) -> str:
     """A queued run (CREATE, MANUAL, API): claim it and run it."""
@@ -37,9 +42,7 @@ def analyze_query(query: str, namespace: str) -> dict:
         session = engine.run_session(namespace=namespace.split("."))
         return {"schema": jobs.query_schema(session, query)}
     except SqlError as error:
-        return {
-            "error": {"message": error.base_message, "line": error.line, "column": error.column}
-        }
+        return _refused(error)
 
 
 @shared_task(name="refresh.run_statement")
@@ -49,15 +52,10 @@ def run_statement(statement: str, namespace: str) -> dict:
     from refresh.spark import jobs
 
     try:
-        session = jobs.run_session(
-            engine.spark(), catalog=settings.CATALOG_NAME, namespace=namespace.split(".")
-        )
-        jobs.run_statement(session, statement)
+        jobs.run_statement(engine.run_session(namespace=namespace.split(".")), statement)
         return {"ok": True}
     except SqlError as error:
-        return {
-            "error": {"message": error.base_message, "line": error.line, "column": error.column}
-        }
+        return _refused(error)
     except Exception as error:  # noqa: BLE001 - reported to the console, not raised there
         return {"error": {"message": str(error).split("\n")[0][:1000]}}
 
