@@ -8,8 +8,9 @@ Which metadata file is the table (ClickHouse's rules, plus gzip):
 3. else every `*.metadata.json` of `metadata/` is.
 Among candidates the newest is the highest version parsed from the name (`V.metadata.json`,
 `vV.metadata.json`, `V-uuid.metadata.json`, `NNNNN-uuid.metadata.json`), or, by option, the
-highest `last-updated-ms`. Unlike ClickHouse, which never lists them, `.metadata.json.gz`
-files are candidates too. A file whose name follows none of these patterns, or whose JSON
+highest `last-updated-ms`. Gzip-compressed files are candidates too, named as Java's writers
+name them (`NNNNN-uuid.gz.metadata.json`, `vV.gz.metadata.json`) or `.metadata.json.gz`,
+which ClickHouse never lists. A file whose name follows none of these patterns, or whose JSON
 cannot be read, is reported, not guessed at.
 
 Time travel (ClickHouse's rules and words): a snapshot id, or a timestamp resolved through
@@ -32,7 +33,7 @@ from catalog.core.metadata_io import normalize_location
 
 _VERSIONED = re.compile(
     r"^v?(?P<version>\d+)(?:-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
-    r"-[0-9a-fA-F]{12})?\.metadata\.json(?P<gz>\.gz)?$"
+    r"-[0-9a-fA-F]{12})?(?:\.gz)?\.metadata\.json(?:\.gz)?$"
 )
 _METADATA_SUFFIXES = (".metadata.json", ".metadata.json.gz")
 
@@ -63,7 +64,7 @@ def metadata_version(filename: str) -> int | None:
 
 
 def read_document(location: str, *, filesystem: Any = None) -> dict[str, Any]:
-    """A metadata file's JSON (gzip-compressed when its name ends in `.gz`)."""
+    """A metadata file's JSON, gzip-compressed or not."""
     filesystem, path = _filesystem(location, filesystem)
     try:
         # No compression guessed by pyarrow from the name: it is decompressed below.
@@ -72,7 +73,8 @@ def read_document(location: str, *, filesystem: Any = None) -> dict[str, Any]:
     except (OSError, FileNotFoundError) as error:
         raise NotFound(f"Cannot read metadata file {location}: {error}") from error
     try:
-        if location.endswith(".gz"):
+        # By content, not by name: Java writes `.gz.metadata.json`, others `.metadata.json.gz`.
+        if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         document = json.loads(raw)
     except (OSError, ValueError, EOFError) as error:

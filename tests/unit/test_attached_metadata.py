@@ -40,7 +40,7 @@ def document(*, version: int, updated: int, table_uuid: str = TABLE_UUID) -> dic
 def write(folder: Path, name: str, content: dict | bytes) -> None:
     (folder / "metadata").mkdir(parents=True, exist_ok=True)
     raw = content if isinstance(content, bytes) else json.dumps(content).encode()
-    if name.endswith(".gz"):
+    if name.endswith(".gz") or ".gz." in name:
         raw = gzip.compress(raw)
     (folder / "metadata" / name).write_bytes(raw)
 
@@ -52,6 +52,8 @@ def write(folder: Path, name: str, content: dict | bytes) -> None:
         ("v12.metadata.json", 12),
         (f"00007-{uuid.uuid4()}.metadata.json", 7),
         (f"5-{uuid.uuid4()}.metadata.json.gz", 5),
+        (f"00004-{uuid.uuid4()}.gz.metadata.json", 4),
+        ("v2.gz.metadata.json", 2),
         ("latest.metadata.json", None),
         ("00007-notauuid.metadata.json", None),
     ],
@@ -64,12 +66,13 @@ def test_the_highest_version_wins_gzip_included_and_odd_names_are_reported(tmp_p
     write(tmp_path, "v1.metadata.json", document(version=1, updated=300))
     write(tmp_path, f"00002-{uuid.uuid4()}.metadata.json", document(version=2, updated=200))
     write(tmp_path, "3.metadata.json.gz", document(version=3, updated=100))
+    write(tmp_path, "2.gz.metadata.json", document(version=2, updated=90))
     write(tmp_path, "copy-of-latest.metadata.json", document(version=99, updated=999))
 
     resolved = resolve_metadata_file(str(tmp_path))
 
     assert resolved.location.endswith("3.metadata.json.gz") and resolved.version == 3
-    assert resolved.document["marker"] == 3 and resolved.candidates == 3
+    assert resolved.document["marker"] == 3 and resolved.candidates == 4
     assert resolved.reported == [
         ("copy-of-latest.metadata.json", "the name follows no known version pattern")
     ]
