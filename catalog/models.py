@@ -282,6 +282,33 @@ class Table(CatalogObject):
         )
 
 
+class Attachment(models.Model):
+    """A table attached read-only from a folder another system writes (Spark, Flink, another
+    catalog). Its Table row is the pointer to the metadata file chosen by ClickHouse's rules
+    (`catalog.core.attached`) and the mirror of it; the row's `location` is the attached
+    folder. These options choose the file; `checked_at` is when the app last looked."""
+
+    class NewestBy(models.TextChoices):
+        VERSION = "version", "highest version in the file name"
+        LAST_UPDATED = "last-updated-ms", "highest last-updated-ms"
+
+    table = models.OneToOneField(
+        Table, on_delete=models.CASCADE, primary_key=True, related_name="attachment"
+    )
+    #: Relative to the folder; when set, this file is the table (ClickHouse's first rule).
+    metadata_file_path = models.TextField(blank=True, default="")
+    #: When set, only metadata files with this table-uuid are candidates.
+    table_uuid = models.UUIDField(null=True, blank=True)
+    newest_by = models.CharField(max_length=16, choices=NewestBy.choices, default="version")
+    checked_at = models.DateTimeField(default=timezone.now)
+    #: What the last look could not use: [[file, why], ...], and why it failed, if it did.
+    reported = models.JSONField(default=list, blank=True)
+    check_error = models.TextField(blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"{self.table} (attached from {self.table.location})"
+
+
 class TableSchemaField(SchemaField):
     table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="fields")
 

@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog.models import (
+    Attachment,
     CatalogEvent,
     Namespace,
     Table,
@@ -120,6 +121,32 @@ class RegisterSerializer(serializers.Serializer):
     name = serializers.CharField()
     metadata_location = serializers.CharField(
         help_text="An existing view metadata file inside the warehouse."
+    )
+
+
+class AttachSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="The table's name here (ours; its files keep theirs).")
+    location = serializers.CharField(
+        help_text="The table's folder (or URI), inside one of ATTACH_LOCATIONS."
+    )
+    metadata_file_path = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="A metadata file relative to the folder: when given, it is the table.",
+    )
+    table_uuid = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        default=None,
+        help_text="Only metadata files with this table-uuid are candidates.",
+    )
+    newest_by = serializers.ChoiceField(
+        choices=["version", "last-updated-ms"],
+        default="version",
+        help_text="Among candidates, the highest version in the file name, or the highest "
+        "last-updated-ms.",
     )
 
 
@@ -341,8 +368,41 @@ class TableCurrentSchemaSerializer(serializers.Serializer):
     fields = TableSchemaFieldSerializer(many=True)
 
 
+class AttachmentSerializer(serializers.ModelSerializer):
+    location = serializers.CharField(source="table.location")
+    metadata_location = serializers.CharField(
+        source="table.metadata_location", help_text="The metadata file read now."
+    )
+    checked_at = serializers.DateTimeField(
+        help_text="When the app last looked for a newer metadata file."
+    )
+    check_error = serializers.CharField(help_text="Why the last look failed; empty if it did not.")
+    reported = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Files of the metadata folder left out at the last look: [file, why].",
+    )
+
+    class Meta:
+        model = Attachment
+        fields = [
+            "location",
+            "metadata_location",
+            "metadata_file_path",
+            "table_uuid",
+            "newest_by",
+            "checked_at",
+            "check_error",
+            "reported",
+        ]
+        read_only_fields = fields
+
+
 class TableDetailSerializer(TableSummarySerializer):
     properties = _properties_field(read_only=True)
+    attachment = serializers.SerializerMethodField(
+        help_text="For a table attached read-only from another system's folder: how its "
+        "metadata file is chosen and when the app last looked; null otherwise."
+    )
     schema = serializers.SerializerMethodField(help_text="The current schema.")
     current_snapshot = serializers.SerializerMethodField(
         help_text="The current snapshot; null for a table without data."
@@ -364,8 +424,14 @@ class TableDetailSerializer(TableSummarySerializer):
             "sort_orders",
             "last_updated_ms",
             "created_at",
+            "attachment",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(AttachmentSerializer(allow_null=True))
+    def get_attachment(self, table: Table) -> dict[str, Any] | None:
+        attachment = getattr(table, "attachment", None)
+        return AttachmentSerializer(attachment).data if attachment is not None else None
 
     @extend_schema_field(TableCurrentSchemaSerializer)
     def get_schema(self, table: Table) -> dict[str, Any]:

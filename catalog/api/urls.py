@@ -73,7 +73,13 @@ urlpatterns = [
     ),
     path(f"{VIEW}/rename", views.ViewRenameView.as_view(), name="view-rename"),
     path("namespaces/<dotted:namespace>/tables/", views.TableListView.as_view(), name="table-list"),
+    path(
+        "namespaces/<dotted:namespace>/tables/attach",
+        views.TableAttachView.as_view(),
+        name="table-attach",
+    ),
     path(f"{TABLE}/", views.TableDetailView.as_view(), name="table-detail"),
+    path(f"{TABLE}/detach", views.TableDetachView.as_view(), name="table-detach"),
     # materialized tables (refresh/api)
     path("statements/", mt_views.StatementsView.as_view(), name="statements"),
     path(

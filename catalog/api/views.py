@@ -422,7 +422,43 @@ class TableDetailView(APIView):
         tags=["tables"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return Response(s.TableDetailSerializer(selectors.get_table(namespace, name)).data)
+        table = services.follow_attached(selectors.get_table(namespace, name), actor=request.user)
+        return Response(s.TableDetailSerializer(table).data)
+
+
+class TableAttachView(APIView):
+    @extend_schema(
+        operation_id="tables_attach",
+        parameters=[_NAMESPACE],
+        request=s.AttachSerializer,
+        description=(
+            "Attach, read-only, an Iceberg table another system writes, from its folder. The "
+            "metadata file is chosen by ClickHouse's rules: `metadata_file_path` wins; else "
+            "the files with `table_uuid`; else every metadata file; the newest by version "
+            "in the name or by `last-updated-ms`. Writes to it are refused; a newer "
+            "metadata file is picked up on every read."
+        ),
+        responses={201: s.TableDetailSerializer, **_errors(400, 404, 409)},
+        tags=["tables"],
+    )
+    def post(self, request: Request, namespace: str) -> Response:
+        data = _validated(s.AttachSerializer, request)
+        table = services.attach_table(namespace=namespace, actor=request.user, **data)
+        return Response(s.TableDetailSerializer(table).data, status=status.HTTP_201_CREATED)
+
+
+class TableDetachView(APIView):
+    @extend_schema(
+        operation_id="tables_detach",
+        parameters=[_NAMESPACE, _TABLE],
+        request=None,
+        description="Forget an attached table. Its folder and files are not touched.",
+        responses={204: None, **_errors(400, 404)},
+        tags=["tables"],
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        services.detach_table(namespace=namespace, name=name, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 # -- the root -----------------------------------------------------------------------------
@@ -446,6 +482,7 @@ class ApiRootView(APIView):
             "view": ns + "views/{name}/",
             "tables": ns + "tables/",
             "table": ns + "tables/{name}/",
+            "attach_table": ns + "tables/attach",
             "materialized_tables": ns + "materialized-tables/",
             "statements": url("statements"),
             "lineage": url("lineage"),

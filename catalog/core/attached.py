@@ -94,7 +94,7 @@ def _filesystem(location: str, filesystem: Any) -> tuple[Any, str]:
     return fs.FileSystem.from_uri(location)
 
 
-def _relative_path(path: str) -> str:
+def relative_path(path: str) -> str:
     """An explicit metadata path relative to the table folder, refused when it could
     leave it."""
     if not isinstance(path, str) or not path.strip():
@@ -123,7 +123,7 @@ def resolve_metadata_file(
     """The metadata file that is the table now, by the rules in this module's docstring."""
     root = normalize_location(table_location)
     if metadata_file_path is not None:
-        location = posixpath.join(root, _relative_path(metadata_file_path))
+        location = posixpath.join(root, relative_path(metadata_file_path))
         name = location.rsplit("/", 1)[-1]
         return Resolution(
             location, metadata_version(name), read_document(location, filesystem=filesystem), 1

@@ -110,6 +110,13 @@ class Forbidden(CatalogError):
     status = 403
 
 
+class ReadOnly(CatalogError):
+    """A write to an object the catalog only reads (an attached table). HTTP 403."""
+
+    iceberg_type = "ForbiddenException"
+    status = 403
+
+
 def http_status(error: CatalogError) -> int:
     """The HTTP status every web layer answers an error with."""
     explicit = getattr(error, "status", None)

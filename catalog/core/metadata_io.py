@@ -31,6 +31,7 @@ whitespace is refused, never rewritten."""
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
 import posixpath
@@ -391,8 +392,12 @@ def read_json(path: str) -> dict[str, Any]:
             f"Cannot read metadata file {path}: {error}", field="metadata_location"
         ) from error
     try:
+        # Gzip by content: Java names such files `.gz.metadata.json`, others `.metadata.json.gz`
+        # (attached tables are written by other systems).
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
         document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError) as error:
         raise InvalidMetadata(
             f"Metadata file is not valid JSON: {path}: {error}", field="metadata_location"
         ) from error

@@ -12,6 +12,7 @@ from catalog import selectors, services
 from catalog.core.tables import table_metadata_json
 from catalog.iceberg_rest import bodies, objects
 from catalog.models import Table
+from catalog.services import attached
 
 
 def _loaded(loaded: services.LoadedTable, **extra: Any) -> JsonResponse:
@@ -48,6 +49,8 @@ def create_table(request: HttpRequest, user: Any, namespace: str) -> HttpRespons
 
 def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> HttpResponse:
     found = selectors.get_table(bodies.namespace_name(namespace), table)
+    # An attached table follows its writer: a newer metadata file is picked up here.
+    found = attached.follow(found, actor=user)
     return JsonResponse(objects.load_result(found.metadata_location, config={}))
 
 

@@ -10,6 +10,8 @@ kernel:
 
 The public operations are re-exported here, so callers write `services.create_view(...)`."""
 
+from catalog.services.attached import attach_table, detach_table
+from catalog.services.attached import follow as follow_attached
 from catalog.services.namespaces import (
     create_namespace,
     drop_namespace,
@@ -43,6 +45,9 @@ from catalog.services.tables import (
 
 __all__ = [
     "LoadedTable",
+    "attach_table",
+    "detach_table",
+    "follow_attached",
     "TableChange",
     "add_view_representation",
     "commit_table",

@@ -43,9 +43,10 @@ from catalog.core.errors import (
     NoSuchTable,
     NoSuchView,
     NotFound,
+    ReadOnly,
 )
 from catalog.core.inputs import check_name, check_namespace_name, folder_name
-from catalog.models import CatalogObject, Namespace, Table, View
+from catalog.models import Attachment, CatalogObject, Namespace, Table, View
 
 Metadata = Any  # ViewMetadata | TableMetadata: whatever the kind's rules read and write
 
@@ -116,6 +117,15 @@ class Change:
     expected_metadata_location: str | None = None
     #: Registration: point at this existing file instead of writing a new one.
     adopt_metadata_location: str | None = None
+    #: An attached table following the files another system writes (the only change an
+    #: attached table takes, `catalog.services.attached`): the file is adopted, never
+    #: written; the old one is not read (its writer may have deleted it) and the UUID may
+    #: change (a table recreated in place). Its location was checked by the caller against
+    #: ATTACH_LOCATIONS instead of the warehouse.
+    follows_files: bool = False
+    #: Runs inside the swap's transaction with the object as committed (an attachment's
+    #: own row is created there, so that the table and its options appear together).
+    after_swap: Callable[[CatalogObject], None] | None = None
 
 
 def creation(
@@ -316,13 +326,15 @@ def _prepare(change: Change) -> _Prepared:
             raise name_taken_error(obj.namespace, obj.name, creating=kind)
         namespace = obj.namespace
         base_location = obj.metadata_location
+        if not change.follows_files:
+            refuse_if_attached(obj, "commit to")
         if change.expected_metadata_location not in (None, base_location):
             raise CommitConflict(
                 f"Commit failed: {kind.name} {obj} has changed since it was loaded; "
                 "reload it and try again"
             )
-        base = kind.read(base_location)
-        if kind.uuid_of(base) != str(obj.uuid):
+        base = None if change.follows_files else kind.read(base_location)
+        if base is not None and kind.uuid_of(base) != str(obj.uuid):
             raise CommitConflict(
                 f"Commit failed: {kind.name} {obj} was replaced (UUID {obj.uuid} is now "
                 f"{kind.uuid_of(base)}); reload it and try again"
@@ -330,7 +342,10 @@ def _prepare(change: Change) -> _Prepared:
     metadata = change.apply(base, obj)
     if metadata is base and change.adopt_metadata_location is None:
         return _Prepared(change, obj, namespace, base_location, base, None)
-    if base is None or metadata.location != base.location:
+    if change.follows_files:
+        if obj is None or metadata.location != obj.location:
+            _check_location_free(metadata.location, owner=obj, lock=False)
+    elif base is None or metadata.location != base.location:
         check_location(metadata.location)
         # Checked again, under a lock, in the swap's transaction; here it fails before any
         # file (or folder) is written.
@@ -381,7 +396,14 @@ def _swap(p: _Prepared, *, actor: Any, action: str) -> Committed:
                 "reload it and try again"
             )
         obj.refresh_from_db()
-    mirror.sync(obj, p.metadata)
+    if str(obj.uuid) != kind.uuid_of(p.metadata):
+        # Only an attached table's followed files get here: a table recreated in place by
+        # its writer, of which nothing carries over.
+        mirror.rebuild(obj, p.metadata)
+    else:
+        mirror.sync(obj, p.metadata)
+    if p.change.after_swap is not None:
+        p.change.after_swap(obj)
     history.record_change(obj, actor=actor, action=action, metadata_location=p.new_location)
     return Committed(obj, p.metadata, p.new_location)
 
@@ -448,6 +470,18 @@ def drop(kind: Kind, *, namespace: str, name: str, actor: Any, action: str) -> C
         )
         obj.delete()
     return obj
+
+
+def refuse_if_attached(obj: CatalogObject, what: str) -> None:
+    """Attached tables are read-only: their files belong to the system that writes them."""
+    if obj.kind != CatalogObject.Kind.TABLE:
+        return
+    if Attachment.objects.filter(table_id=obj.pk).exists():
+        raise ReadOnly(
+            f"Cannot {what} table {obj}: it is attached read-only from {obj.location}, and "
+            "its files belong to the system that writes them. Write with that system; "
+            "detach it (drop without purge) to forget it here."
+        )
 
 
 def _check_location_free(location: str, *, owner: CatalogObject | None, lock: bool = True) -> None:

@@ -145,6 +145,7 @@ def drop_table(*, namespace: str, name: str, purge: bool = False, actor: Any = N
         kernel.drop(TABLE, namespace=namespace, name=name, actor=actor, action="drop_table")
         return
     table = TABLE.get(namespace, name)
+    kernel.refuse_if_attached(table, "purge")
     # Read before the drop: a purge needs the list of the table's files, and a table whose
     # metadata cannot be read is refused rather than dropped with its files left unknown.
     metadata = tables.read_table_metadata(table.metadata_location)

@@ -144,6 +144,13 @@ CELERY_BEAT_SCHEDULE = {
 # The lakehouse. Every view and table location lies under WAREHOUSE; a location outside it
 # is refused, so that the catalog never writes where an operator did not point it.
 WAREHOUSE = env("WAREHOUSE", str(BASE_DIR / "var" / "warehouse"))
+# Where tables written by other systems may be attached from (read-only): local folders
+# or URIs (s3://bucket/prefix) that pyiceberg's FileIO reads. A location outside all of
+# them is refused, so that a user cannot make the app list or read any folder it can see.
+ATTACH_LOCATIONS = env_list("ATTACH_LOCATIONS", str(BASE_DIR / "var" / "external"))
+# Bytes of metadata (JSON, manifest lists, manifests) kept in each process's cache for
+# browsing and previews.
+METADATA_CACHE_BYTES = int(env("METADATA_CACHE_BYTES", str(64 * 1024 * 1024)))
 # The catalog name engines see (Spark's spark.sql.catalog.<name>); views store it as their
 # default catalog only when a user names one.
 CATALOG_NAME = env("CATALOG_NAME", "lakeview")
