@@ -207,3 +207,185 @@ class ClientForm(CatalogForm):
     name = forms.CharField(
         label="Client name", max_length=255, help_text="What uses it, e.g. spark-laptop."
     )
+
+
+# -- attached tables and the table page -------------------------------------------------------
+
+
+class AttachForm(CatalogForm):
+    """Attach a table another system writes, read-only, from its folder. The options choose
+    its metadata file as ClickHouse's Iceberg engine does (`catalog.core.attached`)."""
+
+    NEWEST_BY_CHOICES = [
+        ("version", "Highest version in the file name (v3.metadata.json, 00003-….metadata.json)"),
+        ("last-updated-ms", "Highest last-updated-ms inside the file"),
+    ]
+
+    name = forms.CharField(label="Table name", max_length=255)
+    location = forms.CharField(
+        label="Location",
+        max_length=4096,
+        help_text="The table's folder (the one holding metadata/ and data/), or its URI.",
+    )
+    metadata_file_path = forms.CharField(
+        label="Metadata file path",
+        max_length=4096,
+        required=False,
+        help_text="Relative to the folder, e.g. metadata/v3.metadata.json. When given, this "
+        "file is the table and no other is looked for (no '..', never outside the folder). "
+        "Empty: the newest metadata file of metadata/ is the table, and the table follows "
+        "its writer as it writes newer ones.",
+    )
+    table_uuid = forms.CharField(
+        label="Table UUID",
+        max_length=64,
+        required=False,
+        help_text="Only metadata files whose table-uuid is this one are candidates (for a "
+        "folder where a table was dropped and created again).",
+    )
+    newest_by = forms.ChoiceField(
+        label="Newest file is the one with",
+        choices=NEWEST_BY_CHOICES,
+        initial="version",
+        help_text="How the newest candidate is chosen: by the version number in its name, or "
+        "by the last-updated-ms its JSON records (for writers whose names carry no version). "
+        "Files with a name of no known pattern or unreadable JSON are left out and listed on "
+        "the table's page. Gzip-compressed files (.gz.metadata.json, .metadata.json.gz) are "
+        "candidates too.",
+    )
+
+    def arguments(self) -> dict[str, Any]:
+        """The cleaned data as keyword arguments for services.attach_table."""
+        data = self.cleaned_data
+        return {
+            "name": data["name"].strip(),
+            "location": data["location"].strip(),
+            "metadata_file_path": data["metadata_file_path"].strip(),
+            "table_uuid": data["table_uuid"].strip() or None,
+            "newest_by": data["newest_by"],
+        }
+
+
+def _whole_number(text: str, what: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise forms.ValidationError(f"{what} must be a whole number, not {text[:40]!r}.") from None
+
+
+class SnapshotChoiceForm(forms.Form):
+    """Which snapshot the table page shows the schema and files at (`?at=`)."""
+
+    at = forms.CharField(label="At snapshot", required=False, widget=forms.Select)
+
+    def __init__(self, *args: Any, choices: list[tuple[str, str]], known: dict, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.known = known
+        self.fields["at"].widget.choices = [("", "current snapshot"), *choices]
+
+    def clean_at(self) -> str:
+        value = (self.cleaned_data["at"] or "").strip()
+        if value and value not in self.known:
+            _whole_number(value, "A snapshot id")
+            # ClickHouse's words for an unknown snapshot (catalog.core.attached.state_at).
+            raise forms.ValidationError(f"No snapshot found for id `{value}`")
+        return value
+
+
+class AnyChoices(forms.MultipleChoiceField):
+    """A multiple choice whose values are checked by the service, not against the
+    choices (so an unknown column is refused in the service's words)."""
+
+    def valid_value(self, value: str) -> bool:
+        return True
+
+
+class TablePreviewForm(CatalogForm):
+    """A preview of a table's first rows: a column choice, a row filter, and a snapshot id
+    or a timestamp (both at once is refused by the service, in ClickHouse's words). A GET
+    form, so a preview's address can be shared."""
+
+    columns = AnyChoices(
+        label="Columns",
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="None chosen: every column. Ctrl-click or Cmd-click to choose several.",
+    )
+    row_filter = forms.CharField(
+        label="Row filter",
+        required=False,
+        max_length=4000,
+        widget=forms.TextInput(
+            attrs={"placeholder": "region = 'eu' and amount > 10", "spellcheck": "false"}
+        ),
+        help_text="e.g. region = 'eu' and amount > 10. Also: <>, <=, >=, in ('a', 'b'), "
+        "not in (...), is null, is not null, is nan, like 'ab%', not, or, parentheses; "
+        "strings in single quotes, timestamps as '2024-05-01T00:00:00'.",
+    )
+    snapshot_id = forms.CharField(
+        label="Snapshot",
+        required=False,
+        widget=forms.Select,
+        help_text="Read the table as it was at this snapshot, with the schema it had then.",
+    )
+    timestamp = forms.CharField(
+        label="Or as of (UTC)",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}),
+        help_text="The newest snapshot at or before this moment; give either this or a "
+        "snapshot, not both.",
+    )
+
+    service_fields = {"timestamp_ms": "timestamp", "limit": "row_filter"}
+
+    def __init__(
+        self,
+        *args: Any,
+        columns: list[str],
+        snapshots: list[tuple[str, str]],
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        asked = self.data.getlist("columns") if hasattr(self.data, "getlist") else []
+        unknown = [name for name in asked if name not in columns]
+        self.fields["columns"].choices = [(c, c) for c in columns] + [
+            (c, f"{c} (not in this schema)") for c in unknown
+        ]
+        self.fields["snapshot_id"].widget.choices = [("", "current snapshot"), *snapshots]
+
+    def clean_snapshot_id(self) -> int | None:
+        value = (self.cleaned_data["snapshot_id"] or "").strip()
+        return _whole_number(value, "A snapshot id") if value else None
+
+    def clean_timestamp(self) -> int | None:
+        value = (self.cleaned_data["timestamp"] or "").strip()
+        if not value:
+            return None
+        if value.lstrip("-").isdigit():
+            return int(value)  # milliseconds since 1970, as Iceberg counts them
+        from datetime import UTC, datetime, timedelta
+
+        from django.utils.dateparse import parse_datetime
+
+        try:
+            moment = parse_datetime(value)
+        except ValueError:
+            moment = None
+        if moment is None:
+            raise forms.ValidationError(
+                f"{value[:40]!r} is not a date and time: write it as 2024-05-01T12:30:00 "
+                "(UTC), or as milliseconds since 1970."
+            )
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+    def arguments(self) -> dict[str, Any]:
+        """The cleaned data as keyword arguments for previews.preview_table."""
+        data = self.cleaned_data
+        return {
+            "columns": list(data["columns"]) or None,
+            "row_filter": data["row_filter"].strip() or None,
+            "snapshot_id": data["snapshot_id"],
+            "timestamp_ms": data["timestamp"],
+        }

@@ -1,12 +1,18 @@
-"""Pages for Iceberg tables: what engines made through the REST catalog, read-only here.
+"""Pages for Iceberg tables: our own (made by engines through the REST catalog), materialized
+tables' data, and tables attached read-only from a folder another system writes.
 
-Everything shown comes from the mirror (schema history, partition specs, properties,
-snapshots, metadata log), which every commit updates with the pointer."""
+What every load shows comes from the mirror (schemas, snapshots and their summaries,
+partition specs, properties, metadata log), which every commit updates with the pointer; an
+attached table is first checked for a newer metadata file (`services.follow_attached`).
+Manifests are read only when a section asks for them through the query string: the file
+listing (`?files=1`) and the preview (`?preview=1`), so that the page stays a few queries
+whatever the table holds."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -15,8 +21,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_http_methods
 
-from catalog.models import CatalogEvent, Table, View
+from catalog import services
+from catalog.core.errors import CatalogError
+from catalog.models import Attachment, CatalogEvent, Table, View
 from catalog.pages.formatting import time_of
+from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.views import HISTORY_LENGTH, catalog_page
 
 #: Snapshot summary keys shown as columns, in this order, with their headings; the others
@@ -31,6 +40,33 @@ SUMMARY_COLUMNS = [
     ("added-files-size", "Bytes added"),
     ("total-files-size", "Bytes"),
 ]
+#: Newest snapshots listed in the table of snapshots and offered in the snapshot choices
+#: (the chart draws all of them, up to CHART_POINTS).
+SNAPSHOTS_LISTED = 100
+SNAPSHOTS_OFFERED = 500
+CHART_POINTS = 5000
+#: Files listed at a snapshot; the totals always count every file.
+FILES_LISTED = 200
+#: Rows a preview shows.
+PREVIEW_ROWS = 100
+
+#: A file kind's label in the list, and in the totals.
+FILE_KIND_LABELS = {
+    "data": ("data", "Data files"),
+    "position_deletes": ("position deletes", "Position delete files"),
+    "deletion_vector": ("deletion vector", "Deletion vectors"),
+    "equality_deletes": ("equality deletes", "Equality delete files"),
+}
+
+#: How a partition transform reads, and what it does.
+TRANSFORM_WORDS = {
+    "identity": "the value itself",
+    "year": "the year",
+    "month": "the month",
+    "day": "the day",
+    "hour": "the hour",
+    "void": "always null (a dropped partition field)",
+}
 
 
 def _number(value: Any) -> int | None:
@@ -63,28 +99,175 @@ def readers_of(table: Table) -> list[View]:
     return found
 
 
-@require_http_methods(["GET", "HEAD"])
-@catalog_page()
-def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = get_object_or_404(
-        Table.objects.select_related("namespace"), namespace__name=namespace, name=name
-    )
-    schemas: dict[int, list] = defaultdict(list)
-    for field in table.fields.order_by("schema_id", "position"):
-        schemas[field.schema_id].append(field)
+# -- partition specs ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionField:
+    name: str
+    transform: str
+    source_id: int
+    source: str | None
+    field_id: int | None
+
+    @property
+    def expression(self) -> str:
+        """As Spark's DDL writes it: `bucket(16, id)`, `day(ts)`, `region`."""
+        column = self.source or f"field {self.source_id}"
+        kind, _, argument = self.transform.partition("[")
+        if kind == "identity":
+            return column
+        if argument:
+            return f"{kind}({argument.rstrip(']')}, {column})"
+        return f"{kind}({column})"
+
+    @property
+    def meaning(self) -> str:
+        kind, _, argument = self.transform.partition("[")
+        column = self.source or f"field {self.source_id}"
+        if kind == "bucket":
+            return f"a hash of {column} into {argument.rstrip(']')} buckets"
+        if kind == "truncate":
+            return f"{column} truncated to width {argument.rstrip(']')}"
+        words = TRANSFORM_WORDS.get(kind)
+        return f"{words} of {column}" if words and kind != "void" else (words or kind)
+
+
+def readable_specs(table: Table, names: dict[int, str]) -> list[dict[str, Any]]:
+    """Every partition spec, the default first, its fields with source column names."""
+    specs = []
+    for spec in table.partition_specs or []:
+        fields = [
+            PartitionField(
+                name=str(field.get("name", "")),
+                transform=str(field.get("transform", "")),
+                source_id=int(field.get("source-id", field.get("source-ids", [0])[0])),
+                source=names.get(int(field.get("source-id", -1))),
+                field_id=field.get("field-id"),
+            )
+            for field in spec.get("fields", [])
+        ]
+        specs.append(
+            {
+                "spec_id": spec.get("spec-id"),
+                "default": spec.get("spec-id") == table.default_spec_id,
+                "fields": fields,
+            }
+        )
+    specs.sort(key=lambda s: (not s["default"], -(s["spec_id"] or 0)))
+    return specs
+
+
+# -- snapshots ----------------------------------------------------------------------------
+
+
+def _snapshot_rows(table: Table) -> list[dict[str, Any]]:
     known = {key for key, _ in SUMMARY_COLUMNS} | {"operation"}
-    snapshots = [
+    return [
         {
             "row": s,
+            "id": s.snapshot_id,
             "time": time_of(s.timestamp_ms),
+            "timestamp_ms": s.timestamp_ms,
+            "operation": s.operation or (s.summary or {}).get("operation", ""),
+            "schema_id": s.schema_id,
             "current": s.snapshot_id == table.current_snapshot_id,
             "figures": [_number((s.summary or {}).get(key)) for key, _ in SUMMARY_COLUMNS],
             "other": sorted((k, v) for k, v in (s.summary or {}).items() if k not in known),
         }
         for s in table.snapshots.order_by("-timestamp_ms", "-snapshot_id")
     ]
+
+
+def _chart_data(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per snapshot, oldest first: time, operation, rows and data files in the table after
+    it (from the summaries; None where the writer did not record them)."""
+    points = []
+    for snapshot in reversed(snapshots[:CHART_POINTS]):
+        summary = snapshot["row"].summary or {}
+        points.append(
+            {
+                "id": str(snapshot["id"]),
+                "t": snapshot["timestamp_ms"],
+                "op": snapshot["operation"],
+                "records": _number(summary.get("total-records")),
+                "files": _number(summary.get("total-data-files")),
+                "schema_id": snapshot["schema_id"],
+            }
+        )
+    return {"points": points}
+
+
+def _snapshot_choices(snapshots: list[dict[str, Any]], extra: Any = None) -> list[tuple]:
+    """(value, label) for a snapshot select, newest first, the current one marked; a value
+    asked for that is not among them (an unknown id, an old one) is kept as asked."""
+    choices = [
+        (
+            str(s["id"]),
+            f"{s['id']} · {s['time']:%Y-%m-%d %H:%M:%S} · {s['operation'] or 'unknown'}"
+            + (" (current)" if s["current"] else ""),
+        )
+        for s in snapshots[:SNAPSHOTS_OFFERED]
+    ]
+    if extra not in (None, "") and str(extra) not in {value for value, _ in choices}:
+        known = next((s for s in snapshots if str(s["id"]) == str(extra)), None)
+        label = f"{extra} · {known['time']:%Y-%m-%d %H:%M:%S}" if known else f"{str(extra)[:40]}"
+        choices.append((str(extra)[:40], label))
+    return choices
+
+
+# -- the page -----------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    table = get_object_or_404(
+        Table.objects.select_related("namespace"), namespace__name=namespace, name=name
+    )
+    attachment = Attachment.objects.filter(table_id=table.pk).first()
+    if attachment is not None:
+        # The writer may have written a newer metadata file since the last look.
+        table = services.follow_attached(table, actor=request.user)
+        attachment.refresh_from_db()
+
+    schemas: dict[int, list] = defaultdict(list)
+    for field in table.fields.order_by("schema_id", "position"):
+        schemas[field.schema_id].append(field)
+    names = {f.field_id: f.name for _, fields in sorted(schemas.items()) for f in fields}
+    names.update({f.field_id: f.name for f in schemas.get(table.current_schema_id, [])})
+    snapshots = _snapshot_rows(table)
+    by_id = {str(s["id"]): s for s in snapshots}
     current = next((s for s in snapshots if s["current"]), None)
     row_count = _number((current["row"].summary or {}).get("total-records")) if current else None
+    status = 200
+
+    # Which snapshot the schema and the files are shown at (`?at=`; the current one).
+    browse = SnapshotChoiceForm(
+        request.GET if "at" in request.GET else None,
+        choices=_snapshot_choices(snapshots, request.GET.get("at")),
+        known=by_id,
+    )
+    chosen = current
+    if browse.is_bound:
+        if browse.is_valid():
+            chosen = by_id[browse.cleaned_data["at"]] if browse.cleaned_data["at"] else current
+        else:
+            status = 400
+    if chosen is not None and chosen["schema_id"] is not None:
+        shown_schema_id = chosen["schema_id"]
+    else:
+        shown_schema_id = table.current_schema_id
+    at_id = chosen["id"] if chosen is not None else None
+
+    files = None
+    if request.GET.get("files") and browse.errors == {}:
+        files = _files_section(table, None if chosen is current else at_id)
+
+    preview_form, preview = _preview_section(request, table, snapshots, by_id, schemas)
+    if preview_form.errors or (preview and preview.get("error")):
+        status = 400
+
     metadata_log = [
         {"file": e.metadata_file, "time": time_of(e.timestamp_ms)}
         for e in table.metadata_log.order_by("-position")
@@ -92,17 +275,111 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     context = {
         "table": table,
         "namespace": table.namespace,
-        "current_fields": schemas.get(table.current_schema_id, []),
+        "attachment": attachment,
+        "shown_fields": schemas.get(shown_schema_id, []),
+        "shown_schema_id": shown_schema_id,
+        "chosen": chosen,
+        "at_current": chosen is current,
+        "at_id": at_id,
+        "browse_form": browse,
         "schema_history": sorted(schemas.items(), reverse=True),
-        "default_spec": table.default_spec(),
+        "specs": readable_specs(table, names),
         "properties": sorted(table.properties.items()),
-        "snapshots": snapshots,
+        "snapshots": snapshots[:SNAPSHOTS_LISTED],
+        "snapshots_hidden": max(0, len(snapshots) - SNAPSHOTS_LISTED),
+        "snapshot_count": len(snapshots),
         "summary_headings": [heading for _, heading in SUMMARY_COLUMNS],
+        "chart_data": _chart_data(snapshots),
+        "schema_columns": {
+            str(schema_id): [f.name for f in fields] for schema_id, fields in schemas.items()
+        },
+        "current_schema_id": table.current_schema_id,
         "row_count": row_count,
         "has_snapshot": current is not None,
+        "files": files,
+        "files_listed": FILES_LISTED,
+        "preview_form": preview_form,
+        "preview": preview,
+        "preview_rows": PREVIEW_ROWS,
         "readers": readers_of(table),
         "metadata_log": metadata_log,
         "last_updated": time_of(table.last_updated_ms),
         "history": CatalogEvent.objects.for_object(table)[:HISTORY_LENGTH],
     }
-    return render(request, "catalog/table_detail.html", context)
+    return render(request, "catalog/table_detail.html", context, status=status)
+
+
+def _files_section(table: Table, snapshot_id: int | None) -> dict[str, Any]:
+    """The data and delete files at a snapshot (the first FILES_LISTED, totals of all)."""
+    from catalog import previews
+
+    try:
+        listing = previews.files_of(table, snapshot_id=snapshot_id, limit=FILES_LISTED)
+    except CatalogError as error:
+        return {"error": error.message}
+    location = table.location.rstrip("/") + "/"
+    rows = [
+        {
+            "kind": file.kind,
+            "kind_label": FILE_KIND_LABELS.get(file.kind, (file.kind, file.kind))[0],
+            "path": file.path,
+            "short_path": _inside(file.path, location),
+            "partition": getattr(file, "partition_text", ""),
+            "record_count": file.record_count,
+            "size_bytes": file.size_bytes,
+            "referenced": _inside(file.referenced_data_file, location)
+            if getattr(file, "referenced_data_file", None)
+            else None,
+        }
+        for file in listing.files
+    ]
+    kinds = [
+        {"key": key, "label": labels[1], "total": listing.totals[key]}
+        for key, labels in FILE_KIND_LABELS.items()
+        if key in listing.totals and (key == "data" or listing.totals[key].files)
+    ]
+    return {"listing": listing, "rows": rows, "kinds": kinds}
+
+
+def _inside(path: str, location: str) -> str:
+    """A file's path relative to the table's folder when it lies inside it."""
+    for prefix in (location, f"file://{location}", location.removeprefix("file://")):
+        if prefix and path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
+def _preview_section(
+    request: HttpRequest,
+    table: Table,
+    snapshots: list[dict[str, Any]],
+    by_id: dict[str, dict[str, Any]],
+    schemas: dict[int, list],
+) -> tuple[TablePreviewForm, dict[str, Any] | None]:
+    """The preview form (columns of the schema at the snapshot it asks for), and, when it
+    was submitted (`?preview=1`), the preview or the error the services gave."""
+    asked = "preview" in request.GET
+    data = request.GET if asked else None
+    snapshot_value = (data or {}).get("snapshot_id") or ""
+    chosen = by_id.get(snapshot_value)
+    schema_id = table.current_schema_id
+    if chosen is not None and chosen["schema_id"] is not None:
+        schema_id = chosen["schema_id"]
+    columns = [f.name for f in schemas.get(schema_id, [])]
+    form = TablePreviewForm(
+        data,
+        columns=columns,
+        snapshots=_snapshot_choices(snapshots, snapshot_value),
+        initial={"snapshot_id": request.GET.get("at", "")},
+    )
+    if not asked or not form.is_valid():
+        return form, None
+    from catalog import previews
+
+    arguments = form.arguments()
+    try:
+        result = previews.preview_table(table, limit=PREVIEW_ROWS, **arguments)
+    except CatalogError as error:
+        form.add_catalog_error(error)
+        return form, {"error": error.message}
+    return form, {"result": result, "arguments": arguments}

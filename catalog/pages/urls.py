@@ -1,7 +1,7 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from catalog.pages import credentials, manage, namespaces, tables, views
+from catalog.pages import attach, credentials, manage, namespaces, tables, views
 
 app_name = "catalog"
 
@@ -21,6 +21,13 @@ urlpatterns = [
     path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
     path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
     path("namespaces/<str:namespace>/tables/<str:name>/", tables.table_detail, name="table-detail"),
+    # attached tables (catalog/pages/attach.py)
+    path("namespaces/<str:namespace>/attach", attach.attach, name="table-attach"),
+    path(
+        "namespaces/<str:namespace>/tables/<str:name>/detach",
+        attach.detach,
+        name="table-detach",
+    ),
     # what only the API could do before (catalog/pages/manage.py, namespaces.py)
     path(f"{view_prefix}rename", manage.view_rename, name="view-rename"),
     path(f"{view_prefix}dialects/new", manage.view_add_dialect, name="view-add-dialect"),
