@@ -128,8 +128,9 @@ class MetadataCache:
         self._lock = threading.Lock()
         #: (fingerprint, kind, path) -> (value, charged bytes), least recently used first.
         self._entries: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
-        #: table folder -> the fingerprint of its state last loaded.
+        #: table folder -> the fingerprint of its state last loaded; and those fingerprints.
         self._states: dict[str, str] = {}
+        self._live: set[str] = set()
         self._bytes = 0
         self._hits = 0
         self._misses = 0
@@ -154,6 +155,7 @@ class MetadataCache:
         with self._lock:
             self._entries.clear()
             self._states.clear()
+            self._live.clear()
             self._bytes = 0
 
     # -- table states ----------------------------------------------------------------------
@@ -179,7 +181,9 @@ class MetadataCache:
             previous = self._states.get(folder)
             if previous != fingerprint:
                 self._states[folder] = fingerprint
+                self._live.add(fingerprint)
                 if previous is not None:
+                    self._live.discard(previous)
                     self._drop_scope(previous)
         key = (fingerprint, "metadata", metadata_location)
         parsed = self._get(key)
@@ -221,7 +225,7 @@ class MetadataCache:
 
     def _put(self, key: tuple[str, str, str], value: Any, size: int) -> None:
         with self._lock:
-            if key[0] not in self._states.values():
+            if key[0] not in self._live:
                 return  # its state was replaced while this was decoded: never stored
             old = self._entries.pop(key, None)
             if old is not None:

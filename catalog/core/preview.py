@@ -40,6 +40,7 @@ pyiceberg's parser and bound to the read's schema: it never becomes SQL text."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import functools
 import json
@@ -902,7 +903,7 @@ def preview(
         parsed = parsed.model_copy(update={"current_schema_id": schema.schema_id})
     table, files_read = _read(parsed, io, projected, plan.tasks, limit)
     rows = _typed_rows(table, limit)
-    pruning = Pruning(**{**plan.pruning.__dict__, "files_read": files_read})
+    pruning = dataclasses.replace(plan.pruning, files_read=files_read)
     return Preview(
         result_columns,
         rows,
@@ -997,9 +998,10 @@ class _NanoTimestamp(datetime.datetime):
         return value
 
     def iso(self) -> str:
-        text = self.replace(microsecond=0).isoformat()
-        whole = text[:19]
-        return f"{whole}.{self.nanos:09d}{text[19:]}"
+        whole = datetime.datetime(
+            self.year, self.month, self.day, self.hour, self.minute, self.second, tzinfo=self.tzinfo
+        ).isoformat()  # "2024-01-02T03:04:05" and, with a zone, "+00:00"
+        return f"{whole[:19]}.{self.nanos:09d}{whole[19:]}"
 
 
 # -- JSON ---------------------------------------------------------------------------------

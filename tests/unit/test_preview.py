@@ -1,8 +1,8 @@
 """Previews of tables written by pyiceberg into a folder: rows, column choice, row filters,
 time travel with ClickHouse's rules, deletes, and pruning figures checked against the files
 each test wrote (which files a filter can rule out is worked out here from their rows, not
-by the code under test). Spark-written tables (deletion vectors, equality deletes applied
-through Spark, every partition transform) are the Spark tests' business."""
+by the code under test). Spark-written tables (v3 deletion vectors as Spark writes them,
+equality deletes read through Spark, every partition transform) are the Spark tests'."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from pyiceberg.types import (
 from catalog.core.errors import InvalidInput, NotFound
 from catalog.core.preview import (
     DATA,
+    DELETION_VECTOR,
     EQUALITY_DELETES,
     POSITION_DELETES,
     NeedsSpark,
@@ -50,6 +51,7 @@ from catalog.core.preview import (
 )
 from tests.unit.test_preview_tables import (
     IO,
+    add_deletion_vector,
     add_equality_deletes,
     add_position_deletes,
     create_table,
@@ -495,6 +497,27 @@ def test_position_deletes_are_applied_and_counted(by_region):
     assert ids(earlier) == list(range(8)) and earlier.pruning.delete_files_applied == 0
 
 
+def test_a_deletion_vector_applies_to_its_one_data_file_only(tmp_path: Path):
+    table = create_table(tmp_path / "t", SCHEMA, BY_REGION)
+    low, high = write(table, [row(i) for i in range(5)], [row(i) for i in range(10, 13)])
+    vector = add_deletion_vector(table, low, [1, 3], partition=Record("eu"))
+
+    everything = read(table)
+    high_only = read(table, row_filter="id >= 10")
+    listing = files_at(table.metadata, io=IO)
+
+    assert ids(everything) == [0, 2, 4, 10, 11, 12]
+    assert everything.pruning.delete_files_applied == 1
+    # Same partition, but the vector names the other file.
+    assert ids(high_only) == [10, 11, 12] and high_only.pruning.delete_files_applied == 0
+    assert [(f.kind, f.path, f.referenced_data_file) for f in listing.files][-1] == (
+        DELETION_VECTOR,
+        vector,
+        low,
+    )
+    assert listing.totals[DELETION_VECTOR].files == 1
+
+
 def test_equality_deletes_that_apply_send_the_read_to_spark(by_region):
     table, _, _ = by_region
     before = table.current_snapshot()
@@ -642,3 +665,19 @@ def test_values_are_typed_for_pages_and_json_safe_for_the_api(tmp_path: Path):
         2**62,
     ]
     assert document[1] == [None] * len(values)
+
+
+def test_nanosecond_timestamps_keep_their_nanoseconds_in_json():
+    import pyarrow as pa
+
+    from catalog.core.preview import _typed_values, json_value
+
+    nanos = 1_700_000_000_123_456_789
+    local, zoned = (
+        _typed_values(pa.chunked_array([pa.array([nanos, None], pa.timestamp("ns", tz=tz))]))
+        for tz in (None, "UTC")
+    )
+
+    assert local[0] == datetime.datetime(2023, 11, 14, 22, 13, 20, 123456) and local[1] is None
+    assert json_value(local[0]) == "2023-11-14T22:13:20.123456789"
+    assert json_value(zoned[0]) == "2023-11-14T22:13:20.123456789+00:00"

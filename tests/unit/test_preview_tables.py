@@ -7,17 +7,20 @@ Iceberg field ids), so a test knows which rows every file holds and can count th
 filter must skip without asking the code under test. pyiceberg has no API that writes
 delete files: `add_position_deletes` and `add_equality_deletes` write the Parquet file and a
 delete manifest with pyiceberg's own writers, which is what Spark's merge-on-read commits
-contain (deletion vectors, a v3 Puffin format, are left to the Spark tests)."""
+contain; `add_deletion_vector` writes a Puffin deletion vector as Java's v3 writers do."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.catalog.noop import NoopCatalog
 from pyiceberg.io.pyarrow import (
     PyArrowFileIO,
@@ -46,6 +49,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
 from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record
+from pyroaring import BitMap
 
 IO = PyArrowFileIO()
 
@@ -182,6 +186,20 @@ class _DeleteManifestWriter(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
+class _V3DeleteManifestWriter(_DeleteManifestWriter):
+    """Writes entries with the v3 data file fields (`referenced_data_file`, content offset
+    and size), which pyiceberg's v2 writer leaves out."""
+
+    def new_writer(self) -> AvroOutputFile[ManifestEntry]:
+        return AvroOutputFile[ManifestEntry](
+            output_file=self._output_file,
+            file_schema=self._with_partition(3),
+            record_schema=self._with_partition(3),
+            schema_name="manifest_entry",
+            metadata=self._meta,
+        )
+
+
 class _AddDeletes(_FastAppendFiles):
     """A commit that keeps every manifest and adds one manifest of delete files."""
 
@@ -189,7 +207,7 @@ class _AddDeletes(_FastAppendFiles):
 
     def _manifests(self) -> list[ManifestFile]:
         spec = self._transaction.table_metadata.spec()
-        writer = _DeleteManifestWriter(
+        writer = _V3DeleteManifestWriter(
             spec, self.schema(), self.new_manifest_output(), self._snapshot_id, "deflate"
         )
         with writer:
@@ -223,6 +241,7 @@ def _delete_file(
 ) -> DataFile:
     pq.write_table(arrow, path)
     data_file = DataFile.from_args(
+        _table_format_version=3,
         content=content,
         file_path=path,
         file_format=FileFormat.PARQUET,
@@ -273,5 +292,61 @@ def add_equality_deletes(
         partition or Record(),
         equality_ids=[field.field_id],
     )
+    _commit_deletes(table, [delete_file])
+    return path
+
+
+_DV_MAGIC = b"\xd1\xd3\x39\x64"
+_PUFFIN_MAGIC = b"PFA1"
+
+
+def add_deletion_vector(
+    table: Table, data_file: str, positions: Iterable[int], *, partition: Record | None = None
+) -> str:
+    """One commit adding a deletion vector: a Puffin file with one `deletion-vector-v1`
+    blob (Iceberg's framing: big-endian length, magic, portable 64-bit Roaring bitmap,
+    big-endian CRC-32) for `data_file`, in a manifest entry that names its data file, as
+    Java's v3 writers make them (here in a v2 table: pyiceberg writes no v3 snapshots).
+    Returns its path."""
+    positions = sorted(positions)
+    bitmap = (1).to_bytes(8, "little") + (0).to_bytes(4, "little") + BitMap(positions).serialize()
+    framed = _DV_MAGIC + bitmap
+    blob = len(framed).to_bytes(4, "big") + framed + zlib.crc32(framed).to_bytes(4, "big")
+    footer = json.dumps(
+        {
+            "blobs": [
+                {
+                    "type": "deletion-vector-v1",
+                    "fields": [2147483645],
+                    "snapshot-id": -1,
+                    "sequence-number": -1,
+                    "offset": len(_PUFFIN_MAGIC),
+                    "length": len(blob),
+                    "properties": {
+                        "referenced-data-file": data_file,
+                        "cardinality": str(len(positions)),
+                    },
+                }
+            ]
+        }
+    ).encode()
+    path = f"{table.location()}/data/dv-{next(_FILE_NUMBERS):05d}.puffin"
+    Path(path).write_bytes(
+        _PUFFIN_MAGIC + blob + _PUFFIN_MAGIC + footer
+        + len(footer).to_bytes(4, "little") + bytes(4) + _PUFFIN_MAGIC
+    )  # fmt: skip
+    delete_file = DataFile.from_args(
+        _table_format_version=3,
+        content=DataFileContent.POSITION_DELETES,
+        file_path=path,
+        file_format=FileFormat.PUFFIN,
+        partition=partition or Record(),
+        record_count=len(positions),
+        file_size_in_bytes=Path(path).stat().st_size,
+        referenced_data_file=data_file,
+        content_offset=len(_PUFFIN_MAGIC),
+        content_size_in_bytes=len(blob),
+    )
+    delete_file.spec_id = table.spec().spec_id
     _commit_deletes(table, [delete_file])
     return path
