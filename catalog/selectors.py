@@ -1,13 +1,24 @@
 """Reads shared by the services, pages, the API and the Iceberg REST adapter: objects by
-name, with the catalog's not-found errors, and the columns of known tables and views."""
+name, with the catalog's not-found errors, the columns of known tables and views, and the
+lists of the search and namespace pages."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+from django.db.models import F, QuerySet
 
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView
 from catalog.core.types import sqlglot_type_from_iceberg
-from catalog.models import CatalogObject, Namespace, Table, View, ViewSchemaField
+from catalog.models import (
+    CatalogObject,
+    Namespace,
+    Table,
+    View,
+    ViewRepresentation,
+    ViewSchemaField,
+)
 
 
 def get_namespace(name: str) -> Namespace:
@@ -60,3 +71,94 @@ def column_lookup(catalog_names: set[str]) -> Callable[[tuple[str, ...]], list |
         ]
 
     return lookup
+
+
+# -- lists: search and the namespace page ------------------------------------------------------
+#
+# A list shows a page of 50 rows of a few plain values each, so these read only those columns
+# (`values()`), never whole model instances with every mirror column.
+
+
+def search_ids(text: str, *, names: bool = True, sql: bool = False) -> QuerySet:
+    """Ids, in list order (namespace, then name), of the objects of any kind whose qualified
+    name contains `text` (`CatalogObject.objects.search`: "sales.region" finds
+    sales.region_revenue) when `names`, and of the views whose retained versions' SQL, in
+    any dialect, contains it when `sql`.
+
+    By name, the (namespace, name) index alone answers: a page (LIMIT/OFFSET) walks it from
+    the first namespace on and stops when the page is full, a count reads the index only.
+    By SQL, every view's SQL is read, each time the query runs."""
+    found = CatalogObject.objects.none()
+    if names:
+        found = CatalogObject.objects.search(text)
+    if sql:
+        in_sql = ViewRepresentation.objects.filter(sql__icontains=text).values("version__view_id")
+        by_sql = CatalogObject.objects.filter(pk__in=in_sql)
+        # One WHERE with an OR (not an IN over the name search): the walk stays on the index.
+        found = (found | by_sql) if names else by_sql
+    return found.order_by("namespace__name", "name").values_list("pk", flat=True)
+
+
+def object_rows(pks: list[int]) -> list[dict[str, Any]]:
+    """What a search result shows of the objects `pks`, in that order: `pk`, `kind`, `name`,
+    `namespace` (its name), `comment`, `updated_at` and `materialized` (whether a table is a
+    materialized table's)."""
+    rows = {
+        row["pk"]: row
+        for row in CatalogObject.objects.filter(pk__in=pks)
+        .order_by()
+        .values(
+            "pk",
+            "kind",
+            "name",
+            "properties",
+            "updated_at",
+            namespace_name=F("namespace__name"),
+            materialized_id=F("table__materialized__id"),
+        )
+    }
+    return [
+        {
+            "pk": pk,
+            "kind": row["kind"],
+            "name": row["name"],
+            "namespace": row["namespace_name"],
+            "comment": comment_of(row["properties"]),
+            "updated_at": row["updated_at"],
+            "materialized": row["materialized_id"] is not None,
+        }
+        for pk in pks
+        if (row := rows.get(pk)) is not None
+    ]
+
+
+def namespace_views(namespace: Namespace) -> QuerySet:
+    """The namespace's views by name, as dicts: `name`, `properties`, `current_version_id`,
+    `updated_at` (the (namespace, name) index gives both the order and the page)."""
+    return (
+        View.objects.filter(namespace=namespace)
+        .order_by("name")
+        .values("name", "properties", "current_version_id", "updated_at")
+    )
+
+
+def namespace_tables(namespace: Namespace) -> QuerySet:
+    """The namespace's tables by name, as dicts: `name`, `format_version`,
+    `current_snapshot_id`, `updated_at`, `materialized_id` (None unless the table is a
+    materialized table's)."""
+    return (
+        Table.objects.filter(namespace=namespace)
+        .order_by("name")
+        .values(
+            "name",
+            "format_version",
+            "current_snapshot_id",
+            "updated_at",
+            materialized_id=F("materialized__id"),
+        )
+    )
+
+
+def comment_of(properties: Any) -> str:
+    """The `comment` property of an object's properties, or ""."""
+    return properties.get("comment", "") if isinstance(properties, dict) else ""

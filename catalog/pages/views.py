@@ -4,21 +4,25 @@ and shows its `CatalogError` on the form that caused it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from typing import Any
+from urllib.parse import quote
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import RFC3986_SUBDELIMS
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog import services
+from catalog import selectors, services
 from catalog.core.errors import CatalogError, CommitConflict
-from catalog.models import CatalogEvent, CatalogObject, Namespace, Table, View, ViewVersion
+from catalog.models import CatalogEvent, CatalogObject, Namespace, View, ViewVersion
 from catalog.pages import view_facts
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import time_of
@@ -174,30 +178,83 @@ def _page(request: HttpRequest, items: Any, parameter: str = "page") -> Any:
     return page
 
 
-def _search_page(request: HttpRequest, query: str) -> HttpResponse:
-    """Views, tables and materialized tables matching `query`: by qualified name
-    ("sales.region" finds sales.region_revenue), and views by their SQL too.
+def _ids_page(request: HttpRequest, ids: Any) -> Any:
+    """`_page` of a query of ids that counts only when it must: the first page is read
+    first, and when it is not full it holds every match."""
+    if request.GET.get("page", "1") in ("", "1"):
+        first = list(ids[:PAGE_SIZE])
+        if len(first) < PAGE_SIZE:
+            ids = first
+    return _page(request, ids)
 
-    One scan finds the ids of every match in order (they give the count and the pages);
-    then only the page's objects are loaded."""
-    ids = (
-        list(
-            CatalogObject.objects.matching(query)
-            .order_by("namespace__name", "name")
-            .values_list("pk", flat=True)
-        )
-        if query
-        else []
-    )
-    page = _page(request, ids)
-    objects = (
-        CatalogObject.objects.filter(pk__in=page.object_list)
-        .select_related("namespace")
-        .annotate(materialized_id=F("table__materialized__id"))
-        .in_bulk()
-    )
-    page.object_list = [objects[pk] for pk in page.object_list if pk in objects]
-    return render(request, "catalog/search.html", {"query": query, "page": page})
+
+def _linker() -> Callable[[str, str, str], str]:
+    """`link(url_name, namespace, name)`: the address of an object's page, what `reverse`
+    gives, reversed once per page kind and namespace and then filled in with each name
+    (quoted as `reverse` quotes it), for lists of many rows."""
+    heads: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def link(url_name: str, namespace: str, name: str) -> str:
+        key = (url_name, namespace)
+        if key not in heads:
+            marker = "LAKEVIEWNAME"  # letters only: reverse() leaves them as they are
+            address = reverse(url_name, kwargs={"namespace": namespace, "name": marker})
+            head, _, tail = address.rpartition(marker)  # the name is the last part
+            heads[key] = (head, tail)
+        head, tail = heads[key]
+        return f"{head}{quote(name, safe=_URL_SAFE)}{tail}"
+
+    return link
+
+
+#: What `reverse` leaves unquoted in a path argument (django.urls.resolvers).
+_URL_SAFE = RFC3986_SUBDELIMS + "/~:@"
+
+
+def _when(moment: datetime | None) -> str:
+    """A list's "Updated" column: what `|date:"Y-m-d H:i"` shows, in the current timezone."""
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else ""
+
+
+def _search_page(request: HttpRequest, query: str) -> HttpResponse:
+    """Views, tables and materialized tables matching `query`, by qualified name first
+    ("sales.region" finds sales.region_revenue); views by their SQL too when asked
+    (`?sql=1`, "names and view SQL" in the form), or when no name matches.
+
+    By name, one page of ids is read from the (namespace, name) index, and the matches are
+    counted (from the index too) only when that first page is full. A search of the SQL
+    reads every view's SQL, once: that query returns all the ids, in order (counting, then
+    reading a page, would read it all twice). Then only the page's rows are read, as plain
+    values."""
+    with_sql = request.GET.get("sql") == "1"
+    by_sql_alone = False
+    page = None
+    if query:
+        if with_sql:
+            page = _page(request, list(selectors.search_ids(query, sql=True)))
+        else:
+            page = _ids_page(request, selectors.search_ids(query))
+            if not page.paginator.count:
+                # Names first: when none matches, the text may be part of a view's SQL.
+                by_sql_alone = True
+                ids = selectors.search_ids(query, names=False, sql=True)
+                page = _page(request, list(ids))
+        link = _linker()
+        rows = selectors.object_rows(list(page.object_list))
+        for row in rows:
+            if row["kind"] == CatalogObject.Kind.VIEW:
+                row["label"], url_name = "view", "catalog:view-detail"
+            elif row["materialized"]:
+                row["label"], url_name = "materialized table", "refresh:mt-detail"
+            else:
+                row["label"], url_name = "table", "catalog:table-detail"
+            row["url"] = link(url_name, row["namespace"], row["name"])
+            row["updated"] = _when(row["updated_at"])
+        page.object_list = rows
+        if not with_sql:
+            page.other_parameters.pop("sql", None)  # the form's "names first" is the default
+    context = {"query": query, "page": page, "with_sql": with_sql, "by_sql_alone": by_sql_alone}
+    return render(request, "catalog/search.html", context)
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -236,16 +293,36 @@ def search(request: HttpRequest) -> HttpResponse:
 @catalog_page()
 def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
-    views = View.objects.filter(namespace=ns).order_by("name")
-    tables = Table.objects.filter(namespace=ns).order_by("name")
+    link = _linker()
+    views = _page(request, selectors.namespace_views(ns), "views_page")
+    views.object_list = [
+        {
+            "name": view["name"],
+            "url": link("catalog:view-detail", ns.name, view["name"]),
+            "comment": selectors.comment_of(view["properties"]),
+            "current_version_id": view["current_version_id"],
+            "updated": _when(view["updated_at"]),
+        }
+        for view in views.object_list
+    ]
+    tables = _page(request, selectors.namespace_tables(ns), "tables_page")
+    tables.object_list = [
+        {
+            **table,
+            "url": link("catalog:table-detail", ns.name, table["name"]),
+            "mt_url": (
+                link("refresh:mt-detail", ns.name, table["name"])
+                if table["materialized_id"] is not None
+                else None
+            ),
+            "updated": _when(table["updated_at"]),
+        }
+        for table in tables.object_list
+    ]
     context = {
         "namespace": ns,
-        "views": _page(request, views, "views_page"),
-        "tables": _page(
-            request,
-            tables.annotate(materialized_id=F("materialized__id")),
-            "tables_page",
-        ),
+        "views": views,
+        "tables": tables,
         "properties": sorted(ns.properties.items()),
     }
     return render(request, "catalog/namespace_detail.html", context)

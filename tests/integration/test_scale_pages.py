@@ -1,14 +1,20 @@
 """Pages and list endpoints stay small and cheap as the catalog grows: the home page lists
-namespaces with counts, search and namespace pages are paginated, API lists too."""
+namespaces with counts, search and namespace pages are paginated, API lists too; search
+looks at names first and reads views' SQL only when no name matches or when asked."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import dateformat, timezone
 from rest_framework.test import APIClient
 
 from bench.pages import seed_materialized, seed_tables, seed_views, write_shared_metadata
-from catalog.models import Namespace
+from catalog.models import CatalogObject, Namespace
 
 pytestmark = pytest.mark.django_db
 
@@ -132,6 +138,101 @@ def test_the_namespace_page_paginates_its_views(
     second = client.get(url, {"views_page": 2}).content.decode()
     assert "view_050" in second and "view_099" in second and "view_000" not in second
     assert "table_0" in second  # the tables keep their own page
+
+
+def test_search_by_name_leaves_view_sql_alone_unless_asked(client, viewer, sales):
+    """Every seeded view's SQL reads orders_<name>: "orders" names sales.orders, so by
+    default only it is listed; asked to, the search adds the views whose SQL says it."""
+    client.force_login(viewer)
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("catalog:search"), {"q": "orders"}).content.decode()
+    assert not any("viewrepresentation" in q["sql"] for q in queries.captured_queries)
+    results = re.search(r'id="results">(.*?)</table>', html, re.S).group(1)
+    assert "sales.orders<" in results and "region_revenue" not in results
+    assert "(1)" in html
+    assert 'href="/search/?q=orders&amp;sql=1"' in html  # "Search the SQL of views too"
+
+    both = client.get(reverse("catalog:search"), {"q": "orders", "sql": "1"}).content.decode()
+    results = re.search(r'id="results">(.*?)</table>', both, re.S).group(1)
+    assert "sales.orders<" in results and "sales.region_revenue<" in results
+    assert "region_revenue_daily" not in results  # tables have no SQL
+    assert "(2)" in both and '<option value="1" selected>' in both
+
+
+def test_text_that_no_name_contains_is_looked_for_in_view_sql(client, viewer, sales):
+    client.force_login(viewer)
+    html = client.get(reverse("catalog:search"), {"q": "FROM orders_region"}).content.decode()
+    assert "No name contains" in html
+    results = re.search(r'id="results">(.*?)</table>', html, re.S).group(1)
+    assert reverse("catalog:view-detail", args=["sales", "region_revenue"]) in results
+    assert "sales.orders<" not in results
+
+
+def test_a_search_of_view_sql_keeps_that_choice_across_its_pages(client, viewer, crowded):
+    client.force_login(viewer)
+    html = client.get(reverse("catalog:search"), {"q": "view_", "sql": "1"}).content.decode()
+    assert "(300)" in html and "page 1 of 6" in html
+    assert "?q=view_&amp;sql=1&amp;page=2" in html
+    # The form sends sql= for "names first": the page links leave it out.
+    names = client.get(reverse("catalog:search"), {"q": "view_", "sql": ""}).content.decode()
+    assert "?q=view_&amp;page=2" in names and "sql=&amp;" not in names
+
+
+def test_search_counts_and_pages_every_match_by_name(client, viewer, crowded):
+    client.force_login(viewer)
+    first = client.get(reverse("catalog:search"), {"q": "ns_1.view_"}).content.decode()
+    assert "(100)" in first and "page 1 of 2" in first
+    second = client.get(reverse("catalog:search"), {"q": "ns_1.view_", "page": 2}).content
+    assert b"ns_1.view_099<" in second and b"ns_1.view_049<" not in second
+    few = client.get(reverse("catalog:search"), {"q": "ns_1.view_04"}).content.decode()
+    assert "(10)" in few and "ns_1.view_049<" in few and "page 1 of" not in few
+    beyond = client.get(reverse("catalog:search"), {"q": "ns_1.view_", "page": 9}).content
+    assert b"ns_1.view_099<" in beyond  # out of range: the last page
+
+
+def test_search_answers_in_a_bounded_number_of_queries(
+    client, viewer, crowded, django_assert_max_num_queries
+):
+    client.force_login(viewer)
+    client.get(reverse("catalog:search"), {"q": "view_"})
+    for query in ({"q": "view_"}, {"q": "view_", "page": 3}, {"q": "ns_2.view_01"}):
+        with django_assert_max_num_queries(7):
+            assert client.get(reverse("catalog:search"), query).status_code == 200
+
+
+def test_list_links_and_facts_are_those_of_each_object(client, viewer, files):
+    """Rows are built from plain values, their links filled in from one reversed address:
+    for any name they must be what reverse() gives, and every column as before."""
+    view_file, table_file = files
+    ns = Namespace.objects.create(name="équipe b")
+    odd = ["my view", "vue_été", "a%b#c?d&e'f", "日本"]
+    seed_views(ns, odd, view_file)
+    table_ids = seed_tables(ns, ["t 1", "mt#2"], table_file)
+    seed_materialized([table_ids[1]])
+    client.force_login(viewer)
+
+    page = client.get(reverse("catalog:namespace-detail", args=[ns.name])).content.decode()
+    found = client.get(reverse("catalog:search"), {"q": "équipe b."}).content.decode()
+    for name in odd:
+        link = reverse("catalog:view-detail", args=[ns.name, name]).replace("&", "&amp;")
+        link = link.replace("'", "&#x27;")
+        assert f'href="{link}"' in page and f'href="{link}"' in found
+    for name, kind in (("t 1", "catalog:table-detail"), ("mt#2", "catalog:table-detail")):
+        assert f'href="{reverse(kind, args=[ns.name, name])}"' in page
+    assert f'href="{reverse("refresh:mt-detail", args=[ns.name, "mt#2"])}"' in page
+    assert f'href="{reverse("refresh:mt-detail", args=[ns.name, "mt#2"])}"' in found
+    assert f'href="{reverse("catalog:table-detail", args=[ns.name, "t 1"])}"' in found
+
+    view = CatalogObject.objects.get(namespace=ns, name="my view")
+    updated = dateformat.format(timezone.localtime(view.updated_at), "Y-m-d H:i")
+    row = page[page.index(">my view</a>") :].split("</tr>")[0]
+    assert "<td>view my view</td>" in row and "<td>v1</td>" in row
+    assert f"<td>{updated} UTC</td>" in row
+    table_row = page[page.index(">mt#2</a>") :].split("</tr>")[0]
+    assert ">materialized</a>" in table_row and "<td>v2</td>" in table_row
+    result = found[found.index(">équipe b.mt#2</a>") :].split("</tr>")[0]
+    assert '<span class="badge">materialized table</span>' in result
+    assert f"<td>{updated} UTC</td>" in found
 
 
 def test_api_lists_are_paginated(viewer_api, crowded):
