@@ -1,5 +1,7 @@
 """A bounded cache of what reading a table's metadata costs: the metadata JSON (parsed),
-manifest lists and manifests (decoded), for previews and file listings. Django-free.
+manifest lists and manifests (decoded), and the files a preview planned (the same snapshot,
+schema and filter always plan the same files), for previews and file listings.
+Django-free.
 
 Scope. Every entry belongs to one *table state*: the metadata file's location and a hash of
 its content (`fingerprint`). `MetadataCache.load` reads the metadata file every time (one
@@ -92,6 +94,9 @@ class CacheStats:
     entries: int
     bytes: int
     max_bytes: int
+    #: Entries per kind: "metadata", "manifest-list", "manifest", "plan" (a preview's
+    #: planned files), "bytes" (Avro files served to other readers).
+    kinds: Mapping[str, int]
 
     @property
     def hit_ratio(self) -> float:
@@ -141,6 +146,9 @@ class MetadataCache:
 
     def stats(self) -> CacheStats:
         with self._lock:
+            kinds: dict[str, int] = {}
+            for _, kind, _ in self._entries:
+                kinds[kind] = kinds.get(kind, 0) + 1
             return CacheStats(
                 hits=self._hits,
                 misses=self._misses,
@@ -148,6 +156,7 @@ class MetadataCache:
                 entries=len(self._entries),
                 bytes=self._bytes,
                 max_bytes=self.max_bytes,
+                kinds=kinds,
             )
 
     def clear(self) -> None:

@@ -57,18 +57,31 @@ def two_manifests(tmp_path: Path):
     return table
 
 
-def test_a_warm_cache_serves_metadata_manifest_list_and_manifests(two_manifests):
+def test_a_warm_cache_serves_the_metadata_and_the_plan(two_manifests):
     cache = MetadataCache()
 
     cold = cached_preview(cache, two_manifests.metadata_location)
     after_cold = lookups(cache)
     warm = cached_preview(cache, two_manifests.metadata_location)
 
-    # metadata, manifest list, two manifests
-    assert after_cold == (0, 4)
-    assert lookups(cache) == (4, 4)
+    # Cold: the metadata, the plan, then what planning read: the list and two manifests.
+    assert after_cold == (0, 5)
+    assert lookups(cache) == (2, 5)
     assert warm.rows == cold.rows and len(warm.rows) == 3
-    assert cache.stats().entries == 4 and cache.stats().hit_ratio == 0.5
+    assert warm.pruning == cold.pruning
+    assert cache.stats().kinds == {"metadata": 1, "plan": 1, "manifest-list": 1, "manifest": 2}
+
+
+def test_another_filter_on_a_warm_cache_plans_from_the_cached_manifests(two_manifests):
+    cache = MetadataCache()
+    cached_preview(cache, two_manifests.metadata_location)
+
+    result = cached_preview(cache, two_manifests.metadata_location, row_filter="id > 1")
+
+    # The metadata, the list and both manifests hit; only the new plan missed.
+    assert lookups(cache) == (4, 5 + 1)
+    assert sorted(values[0] for values in result.rows) == [2, 3]
+    assert cache.stats().kinds["plan"] == 2
 
 
 def test_a_manifest_pruned_by_its_partition_summaries_is_never_read_or_cached(two_manifests):
@@ -77,7 +90,7 @@ def test_a_manifest_pruned_by_its_partition_summaries_is_never_read_or_cached(tw
     result = cached_preview(cache, two_manifests.metadata_location, row_filter="region = 'us'")
 
     assert result.pruning.manifests_skipped == 1
-    assert lookups(cache) == (0, 3) and cache.stats().entries == 3
+    assert cache.stats().kinds == {"metadata": 1, "plan": 1, "manifest-list": 1, "manifest": 1}
 
 
 def test_a_new_metadata_file_drops_the_entries_of_the_previous_one(two_manifests):
@@ -88,10 +101,10 @@ def test_a_new_metadata_file_drops_the_entries_of_the_previous_one(two_manifests
     result = cached_preview(cache, two_manifests.metadata_location)
 
     assert sorted(values[0] for values in result.rows) == [1, 2, 3, 4]
-    # The new state's metadata, manifest list and three manifests: nothing of the old one,
-    # though two of its manifests are the same files.
-    assert cache.stats().entries == 5
-    assert lookups(cache) == (0, 4 + 5)
+    # The new state's entries only, though two of its manifests are the same files: they
+    # were read again.
+    assert cache.stats().kinds == {"metadata": 1, "plan": 1, "manifest-list": 1, "manifest": 3}
+    assert lookups(cache) == (0, 5 + 6)
 
 
 def test_the_cache_stays_within_its_bound_least_recently_used_out_first(tmp_path: Path):
@@ -171,7 +184,9 @@ def test_concurrent_previews_share_one_cache(two_manifests):
 
     assert len(results) == 20 and all(result == results[0] for result in results)
     stats = cache.stats()
-    assert stats.hits + stats.misses == 20 * 4 and stats.entries == 4
+    # Each preview looks up the metadata and the plan; a cold one its files too.
+    assert stats.hits >= 20 * 2 - 4 * 5
+    assert stats.kinds == {"metadata": 1, "plan": 1, "manifest-list": 1, "manifest": 2}
 
 
 # -- a table recreated at the same location ---------------------------------------------
@@ -216,7 +231,7 @@ def test_a_table_recreated_with_the_same_file_names_is_not_read_from_the_old_ent
     # The old table's manifest would put the one data file in partition eu.
     result = cached_preview(cache, new.metadata_location, row_filter="region = 'us'")
     assert result.rows == ((7, "us"), (8, "us"), (9, "us"))
-    assert cache.stats().entries == 3  # the new table's only
+    assert cache.stats().kinds == {"metadata": 1, "plan": 1, "manifest-list": 1, "manifest": 1}
 
 
 def test_pyiceberg_path_keyed_manifest_cache_would_serve_a_recreated_table_stale_records(
