@@ -930,7 +930,7 @@ def preview(
     if parsed.current_schema_id != schema.schema_id:
         parsed = parsed.model_copy(update={"current_schema_id": schema.schema_id})
     table, files_read = _read(parsed, io, projected, plan.tasks, limit)
-    rows = _typed_rows(table, limit)
+    rows = typed_rows(table, limit)
     pruning = dataclasses.replace(plan.pruning, files_read=files_read)
     return Preview(
         result_columns,
@@ -983,7 +983,9 @@ def _read(
     return table.slice(0, wanted), files_read
 
 
-def _typed_rows(table: pa.Table, limit: int) -> tuple[tuple[Any, ...], ...]:
+def typed_rows(table: pa.Table, limit: int) -> tuple[tuple[Any, ...], ...]:
+    """The first `limit` rows of an Arrow table as typed Python values, one tuple per row
+    (what `Preview.rows` holds, see the module); `json_value` makes each JSON-safe."""
     table = table.slice(0, limit)
     columns = [_typed_values(column) for column in table.columns]
     return tuple(zip(*columns, strict=True)) if columns else ((),) * table.num_rows
