@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class CatalogConfig(AppConfig):
     name = "catalog"
     verbose_name = "Catalog"
+
+    def ready(self) -> None:
+        # pyiceberg's process-wide ManifestFile cache is keyed by path alone: a table
+        # recreated with the same manifest paths would get the old table's records (see
+        # catalog.core.metadata_cache). Off for the whole process, purges included.
+        from catalog.core.metadata_cache import disable_pyiceberg_manifest_cache
+
+        disable_pyiceberg_manifest_cache()

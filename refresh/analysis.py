@@ -12,7 +12,7 @@ from django.conf import settings
 from catalog.core.errors import SqlError, Unavailable
 
 
-def _ask_worker(task: Any, args: list[str], *, timeout: float, late: str, field: str) -> dict:
+def _ask_worker(task: Any, args: list[Any], *, timeout: float, late: str, field: str) -> dict:
     """Send `task` to a refresh worker and wait for its answer; Unavailable when none
     answers in `timeout` (`late` says what could not be done) or the queue is unreachable,
     a SqlError (placed in the statement's own lines) when Spark refused the SQL."""
@@ -96,3 +96,34 @@ def view_schema(spark_sql: str, namespace: list[str]) -> dict | None:
     except Exception:  # noqa: BLE001 - any failure keeps sqlglot's answer
         _no_worker_until = time.monotonic() + NO_WORKER_BACKOFF_SECONDS
         return None
+
+
+def preview_with_spark(
+    *,
+    identifier: list[str],
+    snapshot_id: int | None = None,
+    timestamp_ms: int | None = None,
+    columns: list[str] | None = None,
+    row_filter: str | None = None,
+    limit: int = 100,
+) -> dict:
+    """A preview read by a refresh worker's Spark: {"columns": [[name, type]], "rows":
+    [[JSON-safe values]]}. The filter and columns were checked by the caller."""
+    from refresh import tasks
+
+    return _ask_worker(
+        tasks.preview_rows,
+        [
+            {
+                "identifier": identifier,
+                "snapshot_id": snapshot_id,
+                "timestamp_ms": timestamp_ms,
+                "columns": columns,
+                "row_filter": row_filter,
+                "limit": limit,
+            }
+        ],
+        timeout=settings.MT_ANALYZE_TIMEOUT_SECONDS,
+        late="Spark could not read the preview",
+        field="row_filter",
+    )

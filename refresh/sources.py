@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from catalog import services
 from catalog.core.errors import CatalogError
 from catalog.core.sql import dependencies, parse_query
 from catalog.models import Table, View
@@ -44,6 +45,8 @@ def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | No
             continue
         table = Table.objects.filter(namespace__name=namespace, name=name).first()
         if table is not None:
+            # An attached table's writer commits elsewhere: look for its newest file first.
+            table = services.follow_attached(table)
             snapshots[qualified] = table.current_snapshot_id
             continue
         view = View.objects.filter(namespace__name=namespace, name=name).first()

@@ -60,6 +60,21 @@ def run_statement(statement: str, namespace: str) -> dict:
         return {"error": {"message": str(error).split("\n")[0][:1000]}}
 
 
+@shared_task(name="refresh.preview_rows")
+def preview_rows(request: dict) -> dict:
+    """A preview read by Spark (a view's rows, a table with equality deletes), for a page
+    or API request waiting in the web process: columns and JSON-safe rows."""
+    from refresh import engine
+    from refresh.spark import preview
+
+    try:
+        return preview.answer(engine.spark(), catalog=settings.CATALOG_NAME, **request)
+    except SqlError as error:
+        return _refused(error)
+    except Exception as error:  # noqa: BLE001 - reported to the page, not raised there
+        return {"error": {"message": str(error).split("\n")[0][:1000]}}
+
+
 @shared_task(name="refresh.fail_abandoned_runs")
 def fail_abandoned_runs() -> int:
     """Runs whose worker died (celery-beat calls this every 15 s: settings)."""

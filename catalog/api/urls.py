@@ -63,6 +63,7 @@ urlpatterns = [
         name="view-version-detail",
     ),
     path(f"{VIEW}/log/", views.ViewLogView.as_view(), name="view-log"),
+    path(f"{VIEW}/preview", views.ViewPreviewView.as_view(), name="view-preview"),
     path(f"{VIEW}/metadata", views.ViewMetadataView.as_view(), name="view-metadata"),
     path(f"{VIEW}/rollback", views.ViewRollbackView.as_view(), name="view-rollback"),
     path(f"{VIEW}/properties", views.ViewPropertiesView.as_view(), name="view-properties"),
@@ -80,6 +81,8 @@ urlpatterns = [
     ),
     path(f"{TABLE}/", views.TableDetailView.as_view(), name="table-detail"),
     path(f"{TABLE}/detach", views.TableDetachView.as_view(), name="table-detach"),
+    path(f"{TABLE}/preview", views.TablePreviewView.as_view(), name="table-preview"),
+    path(f"{TABLE}/files", views.TableFilesView.as_view(), name="table-files"),
     # materialized tables (refresh/api)
     path("statements/", mt_views.StatementsView.as_view(), name="statements"),
     path(

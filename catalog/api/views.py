@@ -4,6 +4,7 @@ and serializes the result."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,10 +21,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import selectors, services, throttle
+from catalog import previews, selectors, services, throttle
 from catalog.api import serializers as s
 from catalog.core import metadata_io
-from catalog.core.errors import NoSuchVersion
+from catalog.core.errors import InvalidInput, NoSuchVersion
 from catalog.models import CatalogEvent, Namespace, Table, View
 
 _NAMESPACE = OpenApiParameter(
@@ -70,6 +71,61 @@ def _validated(serializer_class: type[serializers.Serializer], request: Request)
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+_PREVIEW_PARAMS = [
+    OpenApiParameter(
+        "columns",
+        OpenApiTypes.STR,
+        many=True,
+        description="A column to show; repeat for several (all columns when absent).",
+    ),
+    OpenApiParameter(
+        "filter",
+        OpenApiTypes.STR,
+        description="A row filter in pyiceberg's expression language, e.g. "
+        "`region = 'eu' and amount > 10` (never run as SQL text).",
+    ),
+    OpenApiParameter("limit", OpenApiTypes.INT, description="Rows to return: 100 by default."),
+]
+_TIME_TRAVEL_PARAMS = [
+    OpenApiParameter("snapshot_id", OpenApiTypes.INT, description="Read at this snapshot."),
+    OpenApiParameter(
+        "timestamp_ms",
+        OpenApiTypes.INT,
+        description="Read at the newest snapshot at or before this time (ms since the epoch); "
+        "not together with snapshot_id.",
+    ),
+]
+
+
+def _limit(request: Request) -> int:
+    value = request.query_params.get("limit", "100")
+    try:
+        limit = int(value)
+    except ValueError:
+        raise InvalidInput(
+            f"limit must be a whole number, not {value[:40]!r}", field="limit"
+        ) from None
+    if not 1 <= limit <= 1000:
+        raise InvalidInput("limit must be between 1 and 1000", field="limit")
+    return limit
+
+
+def _preview_body(result: previews.Result) -> dict[str, Any]:
+    pruning = result.pruning
+    return {
+        "columns": [{"name": name, "type": kind} for name, kind in result.columns],
+        "rows": result.json_rows,
+        "truncated": result.truncated,
+        "snapshot_id": result.snapshot_id,
+        "schema_id": result.schema_id,
+        "read_by": result.read_by,
+        "note": result.note,
+        "metadata_location": result.metadata_location,
+        "pruning": dataclasses.asdict(pruning) if pruning is not None else None,
+        "cache": {"hits": result.cache.hits, "misses": result.cache.misses},
+    }
 
 
 def _view_detail(view: View, *, status_code: int = status.HTTP_200_OK) -> Response:
@@ -256,6 +312,26 @@ class ViewDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class ViewPreviewView(APIView):
+    @extend_schema(
+        operation_id="views_preview",
+        parameters=[*_VIEW_PARAMS, *_PREVIEW_PARAMS],
+        description="The first rows of the view's query as Spark gives them (a refresh "
+        "worker runs it; 503 when none is running).",
+        responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
+        tags=["views"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        params = request.query_params
+        result = previews.preview_view(
+            selectors.get_view(namespace, name),
+            columns=params.getlist("columns") or None,
+            row_filter=params.get("filter") or None,
+            limit=_limit(request),
+        )
+        return Response(_preview_body(result))
+
+
 class ViewVersionListView(APIView):
     @extend_schema(
         operation_id="views_versions_list",
@@ -424,6 +500,67 @@ class TableDetailView(APIView):
     def get(self, request: Request, namespace: str, name: str) -> Response:
         table = services.follow_attached(selectors.get_table(namespace, name), actor=request.user)
         return Response(s.TableDetailSerializer(table).data)
+
+
+class TablePreviewView(APIView):
+    @extend_schema(
+        operation_id="tables_preview",
+        parameters=[_NAMESPACE, _TABLE, *_PREVIEW_PARAMS, *_TIME_TRAVEL_PARAMS],
+        description=(
+            "The first rows of the table, with a column choice, a row filter, and time travel "
+            "by snapshot id or timestamp (ClickHouse's rules and words), and what pruning "
+            "did: data files in the snapshot, scanned, skipped by partition, skipped by "
+            "column statistics, delete files applied. Read by pyiceberg; a table with "
+            "equality deletes is read by a refresh worker's Spark (then no pruning figures)."
+        ),
+        responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
+        tags=["tables"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        params = request.query_params
+        result = previews.preview_table(
+            selectors.get_table(namespace, name),
+            columns=params.getlist("columns") or None,
+            row_filter=params.get("filter") or None,
+            snapshot_id=params.get("snapshot_id"),
+            timestamp_ms=params.get("timestamp_ms"),
+            limit=_limit(request),
+        )
+        return Response(_preview_body(result))
+
+
+class TableFilesView(APIView):
+    @extend_schema(
+        operation_id="tables_files",
+        parameters=[
+            _NAMESPACE,
+            _TABLE,
+            _TIME_TRAVEL_PARAMS[0],
+            OpenApiParameter(
+                "limit", OpenApiTypes.INT, description="Files listed: 200 by default."
+            ),
+        ],
+        description="The data and delete files of the current snapshot (or `snapshot_id`), "
+        "with sizes and record counts, and totals per kind over all of them.",
+        responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
+        tags=["tables"],
+    )
+    def get(self, request: Request, namespace: str, name: str) -> Response:
+        listing = previews.files_of(
+            selectors.get_table(namespace, name),
+            snapshot_id=request.query_params.get("snapshot_id"),
+            limit=_limit(request) if "limit" in request.query_params else 200,
+        )
+        return Response(
+            {
+                "snapshot_id": listing.snapshot_id,
+                "files": [
+                    {**dataclasses.asdict(f), "partition": dict(f.partition)} for f in listing.files
+                ],
+                "totals": {kind: dataclasses.asdict(t) for kind, t in listing.totals.items()},
+                "truncated": listing.truncated,
+            }
+        )
 
 
 class TableAttachView(APIView):
