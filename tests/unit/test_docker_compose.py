@@ -61,3 +61,12 @@ def test_the_app_and_spark_share_one_warehouse_volume() -> None:
         mounts = [str(volume) for volume in services[name].get("volumes", [])]
         assert any(m.startswith("warehouse:") and m.endswith(warehouse) for m in mounts), name
     assert "warehouse" in compose["volumes"]
+
+
+def test_attached_tables_are_read_from_a_read_only_mount_in_every_app_and_spark_container():
+    services = load_compose()["services"]
+    for name in (*APP_SERVICES, "spark-master", "spark-worker"):
+        mounts = services[name]["volumes"]
+        assert any(m.endswith(":/external:ro") for m in mounts), f"{name}: {mounts}"
+    for name in APP_SERVICES:
+        assert environment_of(services[name])["ATTACH_LOCATIONS"] == "/external"
