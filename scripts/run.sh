@@ -18,7 +18,7 @@ REDIS_PORT=6379
 
 log() { printf '[run] %s\n' "$*"; }
 
-mkdir -p var/warehouse var/redis var/log
+mkdir -p var/warehouse var/external var/redis var/log
 
 pids=()
 cleanup() {
