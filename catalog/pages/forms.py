@@ -389,3 +389,33 @@ class TablePreviewForm(CatalogForm):
             "snapshot_id": data["snapshot_id"],
             "timestamp_ms": data["timestamp"],
         }
+
+
+class ViewPreviewForm(CatalogForm):
+    """A preview of a view's first rows, which Spark reads (the rows Spark gives for the
+    view's query): a column choice and a row filter. A GET form."""
+
+    columns = AnyChoices(
+        label="Columns",
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 5}),
+        help_text="None chosen: every column.",
+    )
+    row_filter = TablePreviewForm.base_fields["row_filter"]
+
+    service_fields = {"limit": "row_filter"}
+
+    def __init__(self, *args: Any, columns: list[str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        asked = self.data.getlist("columns") if hasattr(self.data, "getlist") else []
+        unknown = [name for name in asked if name not in columns]
+        self.fields["columns"].choices = [(c, c) for c in columns] + [
+            (c, f"{c} (not a column)") for c in unknown
+        ]
+
+    def arguments(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "columns": list(data["columns"]) or None,
+            "row_filter": data["row_filter"].strip() or None,
+        }

@@ -21,11 +21,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_http_methods
 
-from catalog import services
-from catalog.core.errors import CatalogError
+from catalog import previews, services
+from catalog.core.errors import CatalogError, Unavailable
 from catalog.models import Attachment, CatalogEvent, Table, View
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
+from catalog.pages.previewing import shown_preview
 from catalog.pages.views import HISTORY_LENGTH, catalog_page
 
 #: Snapshot summary keys shown as columns, in this order, with their headings; the others
@@ -311,8 +312,6 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
 
 def _files_section(table: Table, snapshot_id: int | None) -> dict[str, Any]:
     """The data and delete files at a snapshot (the first FILES_LISTED, totals of all)."""
-    from catalog import previews
-
     try:
         listing = previews.files_of(table, snapshot_id=snapshot_id, limit=FILES_LISTED)
     except CatalogError as error:
@@ -374,12 +373,14 @@ def _preview_section(
     )
     if not asked or not form.is_valid():
         return form, None
-    from catalog import previews
-
     arguments = form.arguments()
+    before = previews.metadata_cache().stats()
     try:
         result = previews.preview_table(table, limit=PREVIEW_ROWS, **arguments)
+    except Unavailable as error:
+        # Spark must read it (equality deletes) and no worker answers: not the user's error.
+        return form, {"unavailable": error.message}
     except CatalogError as error:
         form.add_catalog_error(error)
         return form, {"error": error.message}
-    return form, {"result": result, "arguments": arguments}
+    return form, shown_preview(result, arguments, before)

@@ -34,6 +34,7 @@ from catalog.pages.forms import (
     ViewReplaceForm,
     view_dialects,
 )
+from catalog.pages.view_preview import preview_context
 from catalog.roles import can_edit, can_view
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -140,7 +141,11 @@ def _diff_form(view: View, versions: list[ViewVersion], data: Any = None) -> Dif
 
 
 def _view_page(
-    request: HttpRequest, view: View, *, property_form: PropertyForm | None = None
+    request: HttpRequest,
+    view: View,
+    *,
+    property_form: PropertyForm | None = None,
+    extra_context: dict[str, Any] | None = None,
 ) -> HttpResponse:
     versions = _versions(view)
     current = next((v for v in versions if v.is_current), None)
@@ -157,6 +162,7 @@ def _view_page(
         "diff_form": _diff_form(view, versions),
         "property_form": property_form or PropertyForm(),
         **view_facts.page_facts(view, current, versions),
+        **(extra_context or {}),
     }
     return render(request, "catalog/view_detail.html", context)
 
@@ -355,7 +361,11 @@ def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def view_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    return _view_page(request, _get_view(namespace, name))
+    view = _get_view(namespace, name)
+    preview, status = preview_context(request, view)
+    response = _view_page(request, view, extra_context=preview)
+    response.status_code = status
+    return response
 
 
 @require_http_methods(["GET", "HEAD"])
