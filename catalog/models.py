@@ -74,17 +74,6 @@ class CatalogObjectQuerySet(models.QuerySet):
                 )
         return self.filter(found)
 
-    def matching(self, text: str) -> CatalogObjectQuerySet:
-        """Objects of any kind found by `search` (the qualified name), and views whose
-        retained versions' SQL contains `text`: what the search page lists."""
-        if not text:
-            return self
-        by_sql = ViewRepresentation.objects.filter(sql__icontains=text).values("version__view_id")
-        return self.filter(
-            models.Q(pk__in=CatalogObject.objects.search(text).values("pk"))
-            | models.Q(pk__in=by_sql)
-        )
-
 
 class CatalogObject(models.Model):
     """What every object of the catalog has, whatever its kind.
