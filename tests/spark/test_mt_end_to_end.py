@@ -323,6 +323,27 @@ def test_view_columns_sqlglot_cannot_type_are_typed_by_the_workers_spark(stack):
     assert types["id"] == "long"
 
 
+def test_a_views_preview_is_read_by_the_workers_spark_and_gives_sparks_rows(stack, st):
+    response = stack.api.get(
+        f"{stack.server.base_url}/api/namespaces/{NS}/views/monthly/preview",
+        params={"filter": "id > 2 and mm is not null", "columns": ["id", "m"]},
+        timeout=120,
+    )
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["read_by"] == "spark" and body["pruning"] is None
+    assert [c["name"] for c in body["columns"]] == ["id", "m"]
+    expected = rows_of(st, "SELECT id FROM st.e2e.monthly WHERE id > 2")
+    assert sorted(row[0] for row in body["rows"]) == [row[0] for row in expected]
+    refused = stack.api.get(
+        f"{stack.server.base_url}/api/namespaces/{NS}/views/monthly/preview",
+        params={"filter": "nope = 1"},
+        timeout=30,
+    )
+    assert refused.status_code == 400 and "nope" in refused.json()["error"]
+
+
 def test_the_console_runs_update_and_delete_on_a_materialized_table_with_spark(stack, st):
     [result] = ok(stack, "DELETE FROM daily WHERE ds = 'c'")
     assert "next full refresh overwrites" in result["message"]
