@@ -266,6 +266,14 @@ class AttachForm(CatalogForm):
         }
 
 
+def _iso_utc(milliseconds: int) -> str:
+    """Milliseconds since 1970 as a datetime-local value in UTC (2024-05-01T12:30:00.250)."""
+    from datetime import UTC, datetime, timedelta
+
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=milliseconds)
+    return moment.replace(tzinfo=None).isoformat(timespec="milliseconds")
+
+
 def _whole_number(text: str, what: str) -> int:
     try:
         return int(text.strip())
@@ -276,7 +284,7 @@ def _whole_number(text: str, what: str) -> int:
 class SnapshotChoiceForm(forms.Form):
     """Which snapshot the table page shows the schema and files at (`?at=`)."""
 
-    at = forms.CharField(label="At snapshot", required=False, widget=forms.Select)
+    at = forms.CharField(label="At snapshot", required=False, max_length=40, widget=forms.Select)
 
     def __init__(self, *args: Any, choices: list[tuple[str, str]], known: dict, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -325,12 +333,14 @@ class TablePreviewForm(CatalogForm):
     snapshot_id = forms.CharField(
         label="Snapshot",
         required=False,
+        max_length=40,
         widget=forms.Select,
         help_text="Read the table as it was at this snapshot, with the schema it had then.",
     )
     timestamp = forms.CharField(
         label="Or as of (UTC)",
         required=False,
+        max_length=40,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}),
         help_text="The newest snapshot at or before this moment; give either this or a "
         "snapshot, not both.",
@@ -352,6 +362,15 @@ class TablePreviewForm(CatalogForm):
             (c, f"{c} (not in this schema)") for c in unknown
         ]
         self.fields["snapshot_id"].widget.choices = [("", "current snapshot"), *snapshots]
+        moment = str(self.data.get("timestamp", "") or "").strip()
+        if moment.isdigit() and len(moment) <= 15:
+            # Milliseconds since 1970 (a link's form): shown in the date and time input.
+            try:
+                shown = _iso_utc(int(moment))
+            except (OverflowError, ValueError):  # past year 9999: left as given
+                shown = moment
+            self.data = self.data.copy()
+            self.data["timestamp"] = shown
 
     def clean_snapshot_id(self) -> int | None:
         value = (self.cleaned_data["snapshot_id"] or "").strip()

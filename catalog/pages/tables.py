@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods
 
 from catalog import previews, services
@@ -205,16 +207,22 @@ def _snapshot_choices(snapshots: list[dict[str, Any]], extra: Any = None) -> lis
     choices = [
         (
             str(s["id"]),
-            f"{s['id']} · {s['time']:%Y-%m-%d %H:%M:%S} · {s['operation'] or 'unknown'}"
+            f"{s['id']} · {_when(s)} · {s['operation'] or 'unknown'}"
             + (" (current)" if s["current"] else ""),
         )
         for s in snapshots[:SNAPSHOTS_OFFERED]
     ]
     if extra not in (None, "") and str(extra) not in {value for value, _ in choices}:
         known = next((s for s in snapshots if str(s["id"]) == str(extra)), None)
-        label = f"{extra} · {known['time']:%Y-%m-%d %H:%M:%S}" if known else f"{str(extra)[:40]}"
+        label = f"{extra} · {_when(known)}" if known else str(extra)[:40]
         choices.append((str(extra)[:40], label))
     return choices
+
+
+def _when(snapshot: dict[str, Any]) -> str:
+    """A snapshot's time as the page writes it (its milliseconds when no date holds them)."""
+    moment = snapshot["time"]
+    return f"{moment:%Y-%m-%d %H:%M:%S}" if moment else f"{snapshot['timestamp_ms']} ms"
 
 
 # -- the page -----------------------------------------------------------------------------
@@ -348,6 +356,27 @@ def _inside(path: str, location: str) -> str:
     return path
 
 
+def _snapshot_at(snapshots: list[dict[str, Any]], moment: Any) -> dict[str, Any] | None:
+    """The newest snapshot at or before `moment` (milliseconds, or a date and time in
+    UTC), for the column choice only (the read itself resolves it by the snapshot log)."""
+    if not moment:
+        return None
+    text = str(moment).strip()
+    if text.isdigit():
+        milliseconds = int(text)
+    else:
+        try:
+            parsed = parse_datetime(text) if len(text) < 40 else None
+        except ValueError:  # well formed, but no such moment (month 13)
+            parsed = None
+        if parsed is None:
+            return None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        milliseconds = int(parsed.timestamp() * 1000)
+    return next((s for s in snapshots if s["timestamp_ms"] <= milliseconds), None)
+
+
 def _preview_section(
     request: HttpRequest,
     table: Table,
@@ -360,7 +389,7 @@ def _preview_section(
     asked = "preview" in request.GET
     data = request.GET if asked else None
     snapshot_value = (data or {}).get("snapshot_id") or ""
-    chosen = by_id.get(snapshot_value)
+    chosen = by_id.get(snapshot_value) or _snapshot_at(snapshots, (data or {}).get("timestamp"))
     schema_id = table.current_schema_id
     if chosen is not None and chosen["schema_id"] is not None:
         schema_id = chosen["schema_id"]

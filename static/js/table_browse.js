@@ -77,7 +77,9 @@
   var labelScale = hasRecords ? "rows" : "files";
 
   function when(seconds) {
-    return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19);
+    var moment = new Date(seconds * 1000);
+    if (isNaN(moment.getTime())) { return String(seconds * 1000) + " ms"; }
+    return moment.toISOString().replace("T", " ").slice(0, 19);
   }
 
   function width() { return Math.max(element.clientWidth || 0, 320); }

@@ -24,6 +24,8 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from catalog import services
 from catalog.models import Attachment, CatalogEvent, Table
+from tests.integration.test_mt_api import dispatched, sales, spark  # noqa: F401 - fixtures
+from tests.integration.test_mt_pages import daily  # noqa: F401 - fixture
 from tests.unit.test_preview_tables import create_table, write
 
 pytestmark = pytest.mark.django_db
@@ -519,11 +521,11 @@ def test_a_views_preview_shows_the_rows_spark_gives(client, viewer, revenue_view
 
     asked = {}
 
-    def spark(**kwargs):
+    def spark_read(**kwargs):
         asked.update(kwargs)
         return {"columns": [["region", "string"]], "rows": [["eu"]]}
 
-    monkeypatch.setattr(analysis, "preview_with_spark", spark)
+    monkeypatch.setattr(analysis, "preview_with_spark", spark_read)
     client.force_login(viewer)
     response = client.get(
         view_url(), {"preview": "1", "columns": "region", "row_filter": "amount > 1"}
@@ -576,3 +578,136 @@ def test_the_view_page_without_a_preview_asks_no_worker(client, viewer, revenue_
     response = client.get(view_url())
     assert response.status_code == 200
     assert 'id="preview-form"' in response.content.decode()
+
+
+# -- deletes, Spark reads, and a materialized table ---------------------------------------------
+
+
+def test_position_deletes_are_applied_counted_and_listed(client, viewer, orders, shop, editor):
+    from pyiceberg.typedef import Record
+
+    from tests.unit.test_preview_tables import add_position_deletes
+
+    first_eu = next(
+        f.file_path
+        for f in orders.table.scan(row_filter="region = 'eu'").plan_files()
+        for f in [f.file]
+        if f.record_count == 2
+    )
+    add_position_deletes(orders.table, {first_eu: [0]}, partition=Record("eu"))
+    services.attach_table(namespace="shop", name="orders", location=str(orders.folder))
+    client.force_login(viewer)
+
+    previewed = preview(client, row_filter="region = 'eu'")
+    files = client.get(table_url(), {"files": "1"})
+
+    assert ids(previewed) == [2, 4]  # id 1 was deleted
+    assert "1 delete file applied" in shown(previewed.content.decode(), "pruning")
+    kinds = {k["key"]: k["total"].files for k in files.context["files"]["kinds"]}
+    assert kinds == {"data": 4, "position_deletes": 1}
+    assert "Position delete files" in files.content.decode()
+
+
+@pytest.fixture
+def with_equality_deletes(orders, shop) -> Table:
+    from pyiceberg.typedef import Record
+
+    from tests.unit.test_preview_tables import add_equality_deletes
+
+    add_equality_deletes(orders.table, "id", [1], partition=Record("eu"))
+    return services.attach_table(namespace="shop", name="orders", location=str(orders.folder))
+
+
+def test_equality_deletes_are_read_by_spark_and_the_page_says_why(
+    client, viewer, with_equality_deletes, monkeypatch
+):
+    from refresh import analysis
+
+    monkeypatch.setattr(
+        analysis,
+        "preview_with_spark",
+        lambda **kwargs: {"columns": [["id", "long"]], "rows": [[2], [3], [4], [5]]},
+    )
+    client.force_login(viewer)
+    response = preview(client, columns="id")
+
+    assert response.status_code == 200
+    assert ids(response) == [2, 3, 4, 5]
+    html = response.content.decode()
+    assert "No pruning figures: Spark read this preview" in shown(html, "pruning")
+    read_by = shown(html, "read-by")
+    assert "read by Spark" in read_by and "equality deletes" in read_by
+
+
+def test_equality_deletes_without_a_worker_say_so_instead_of_failing(
+    client, viewer, with_equality_deletes, monkeypatch
+):
+    from catalog.core.errors import Unavailable
+    from refresh import analysis
+
+    def no_worker(**kwargs):
+        raise Unavailable("No refresh worker answered within 1 s")
+
+    monkeypatch.setattr(analysis, "preview_with_spark", no_worker)
+    client.force_login(viewer)
+    response = preview(client)
+
+    assert response.status_code == 200
+    assert "No refresh worker answered" in shown(response.content.decode(), "preview-unavailable")
+
+
+def test_a_materialized_tables_page_links_to_browsing_its_data(client, viewer, daily):  # noqa: F811
+    client.force_login(viewer)
+    page = client.get(reverse("refresh:mt-detail", args=["sales", "daily"])).content.decode()
+    link = re.search(r'<a href="([^"]+)" id="browse-data-link">Browse data and preview</a>', page)
+    assert link and link.group(1).startswith(
+        reverse("catalog:table-detail", args=["sales", "daily"])
+    )
+    table_page = client.get(link.group(1).split("#")[0], {"preview": "1"})
+    assert table_page.status_code == 200
+    assert 'id="materialized-table-link"' in table_page.content.decode()
+
+
+def test_the_page_costs_the_same_queries_however_many_snapshots(
+    client, viewer, external, shop, editor
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    small = create_table(external / "small", SCHEMA, BY_REGION)
+    write(small, [{"id": 1, "region": "eu", "amount": 1.0}])
+    services.attach_table(namespace="shop", name="small", location=str(external / "small"))
+    big = write_orders(external / "big")
+    for n in range(5):
+        write(big.table, [{"id": 10 + n, "region": "eu", "amount": 1.0, "note": None}])
+    services.attach_table(namespace="shop", name="big", location=str(external / "big"))
+    client.force_login(viewer)
+
+    counts = []
+    for name in ("small", "big"):
+        url = reverse("catalog:table-detail", args=["shop", name])
+        client.get(url)  # the first look after attaching
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"preview": "1", "timestamp": "999999999999999"},
+        {"preview": "1", "timestamp": "9" * 60},
+        {"preview": "1", "timestamp": "2024-13-45T99:00:00"},
+        {"preview": "1", "snapshot_id": "9" * 5000},
+        {"preview": "1", "columns": ["id"] * 500},
+        {"preview": "1", "row_filter": "(" * 3000},
+        {"at": "9" * 5000, "files": "1"},
+        {"files": "1", "at": "-1"},
+    ],
+    ids=lambda params: ",".join(f"{k}={str(v)[:12]}" for k, v in params.items()),
+)
+def test_hostile_query_strings_are_answered_without_a_500(client, viewer, attached, params):
+    client.force_login(viewer)
+    response = client.get(table_url(), params)
+    assert response.status_code in (200, 400)
