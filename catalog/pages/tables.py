@@ -388,7 +388,8 @@ def _preview_section(
     was submitted (`?preview=1`), the preview or the error the services gave."""
     asked = "preview" in request.GET
     data = request.GET if asked else None
-    snapshot_value = (data or {}).get("snapshot_id") or ""
+    # The snapshot asked for, or, before a preview, the one the page is browsing (`?at=`).
+    snapshot_value = request.GET.get("snapshot_id" if asked else "at") or ""
     chosen = by_id.get(snapshot_value) or _snapshot_at(snapshots, (data or {}).get("timestamp"))
     schema_id = table.current_schema_id
     if chosen is not None and chosen["schema_id"] is not None:

@@ -711,3 +711,13 @@ def test_hostile_query_strings_are_answered_without_a_500(client, viewer, attach
     client.force_login(viewer)
     response = client.get(table_url(), params)
     assert response.status_code in (200, 400)
+
+
+def test_browsing_an_older_snapshot_offers_its_columns_for_the_preview(
+    client, viewer, orders, attached
+):
+    client.force_login(viewer)
+    response = client.get(table_url(), {"at": orders.snapshots[0]})
+    form = response.context["preview_form"]
+    assert [value for value, _ in form.fields["columns"].choices] == ["id", "region", "amount"]
+    assert form["snapshot_id"].value() == str(orders.snapshots[0])
