@@ -432,6 +432,15 @@ def read_manifest_entries(
         )
 
 
+_CONTENT_OFFSET = [f.name for f in DATA_FILE_TYPE[3].fields].index("content_offset")
+
+
+def content_offset(data_file: DataFile) -> int | None:
+    """Where a deletion vector starts in its Puffin file (vectors of one commit share one)."""
+    values = data_file._data
+    return values[_CONTENT_OFFSET] if len(values) > _CONTENT_OFFSET else None
+
+
 def referenced_data_file(data_file: DataFile) -> str | None:
     """The one data file a delete file applies to (deletion vectors, file-scoped position
     deletes), when the manifest says so."""

@@ -84,7 +84,12 @@ from pyiceberg.types import IcebergType, NestedField, StructType
 
 from catalog.core.attached import state_at
 from catalog.core.errors import CatalogError, InvalidInput, InvalidMetadata
-from catalog.core.metadata_cache import CachingFileIO, read_manifest_entries, referenced_data_file
+from catalog.core.metadata_cache import (
+    CachingFileIO,
+    content_offset,
+    read_manifest_entries,
+    referenced_data_file,
+)
 
 #: Longest row filter accepted (a filter is typed by a person; a megabyte of one is not).
 MAX_ROW_FILTER_LENGTH = 2000
@@ -737,7 +742,8 @@ def _plan(
                 scanned.append(entry)
 
     tasks: list[FileScanTask] = []
-    applied: set[str] = set()
+    # Deletion vectors of one commit share a Puffin file: each vector (path and offset) counts.
+    applied: set[tuple[str, int | None]] = set()
     if scanned:
         deletes_of = _Deletes.read(io, delete_manifests, scanned, filters)
         for entry in scanned:
@@ -748,7 +754,9 @@ def _plan(
                 continue
             sequence = entry.sequence_number or INITIAL_SEQUENCE_NUMBER
             deletes = deletes_of.for_data_file(data_file, sequence, table_path)
-            applied.update(delete.file_path for delete in deletes)
+            applied.update(
+                (delete.file_path, content_offset(delete)) for delete in deletes
+            )
             tasks.append(FileScanTask(data_file, delete_files=deletes, residual=residual))
 
     return _Plan(

@@ -99,16 +99,17 @@ def read(
     the columns chosen, `limit` rows."""
     from pyiceberg.expressions.parser import parse
 
-    reader = session.read
+    # SQL's VERSION AS OF reads with the snapshot's own schema (the reader's snapshot-id
+    # option keeps the current one). Only whole numbers go into the text, never user text.
     if snapshot_id is not None:
-        reader = reader.option("snapshot-id", str(snapshot_id))
-    if timestamp_ms is not None:
-        reader = reader.option("as-of-timestamp", str(timestamp_ms))
-    frame = (
-        reader.table(quote(identifier))
-        if snapshot_id is not None or timestamp_ms is not None
-        else session.table(quote(identifier))
-    )
+        frame = session.sql(f"SELECT * FROM {quote(identifier)} VERSION AS OF {int(snapshot_id)}")
+    elif timestamp_ms is not None:
+        frame = session.sql(
+            f"SELECT * FROM {quote(identifier)} "
+            f"TIMESTAMP AS OF timestamp_millis({int(timestamp_ms)})"
+        )
+    else:
+        frame = session.table(quote(identifier))
     if row_filter:
         frame = frame.filter(spark_filter(parse(row_filter), frame.columns))
     if columns:

@@ -447,12 +447,6 @@ def test_position_deletes_and_deletion_vectors_are_applied_at_every_snapshot(
     assert result.pruning.delete_files_applied == deletes_applied(files, scanned) > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalog/core/preview.py counts the distinct paths of the delete files applied; "
-    "Spark 1.10 writes the deletion vectors of one DELETE into one Puffin file, so two "
-    "vectors (two delete files in the manifests, as Spark's files table lists them) count 1",
-)
 def test_each_deletion_vector_that_applies_counts_as_a_delete_file(
     spark: SparkSession, tables, attach
 ):
@@ -507,12 +501,6 @@ def test_the_spark_fallback_reads_a_table_with_equality_deletes_as_spark_does(
     assert len(rows) == 5  # at the first snapshot, before the deletes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="refresh/spark/preview.py reads a snapshot with DataFrameReader's snapshot-id "
-    "option, which keeps the table's current schema; Spark's VERSION AS OF (and the "
-    "pyiceberg preview) use the snapshot's own",
-)
 def test_the_spark_fallback_reads_an_old_snapshot_with_that_snapshots_schema(
     spark: SparkSession, tables
 ):
