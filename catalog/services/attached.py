@@ -159,6 +159,7 @@ def follow(table: Table, *, actor: Any = None) -> Table:
     if attachment is None:
         return table
     error, reported = "", attachment.reported
+    unchanged = False
     try:
         resolution = _resolve(table.location, _options_of(attachment))
         reported = [list(item) for item in resolution.reported]
@@ -168,6 +169,7 @@ def follow(table: Table, *, actor: Any = None) -> Table:
             and str(document.get("table-uuid", "")).lower() == str(table.uuid)
             and int(document.get("last-updated-ms", -1)) == table.last_updated_ms
         )
+        unchanged = same
         if not same:
             metadata = _as_attached(resolution, table.location)
             change = Change(
@@ -187,7 +189,10 @@ def follow(table: Table, *, actor: Any = None) -> Table:
     Attachment.objects.filter(pk=attachment.pk).update(
         checked_at=timezone.now(), check_error=error[:2000], reported=reported
     )
-    table.refresh_from_db()
+    if not unchanged:
+        # The row is read again only when the pointer may have moved (by this read or a
+        # concurrent one): a read that found the row's own file has nothing new to load.
+        table.refresh_from_db()
     return table
 
 
