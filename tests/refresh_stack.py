@@ -152,7 +152,13 @@ def _stack_redis_url() -> str:
 def refresh_stack(root: Path) -> Iterator[RefreshStack]:
     """The app, a worker and beat; yields once the worker answers (Spark starts lazily)."""
     root.mkdir(parents=True, exist_ok=True)
-    extra = {**STACK_ENV, "REDIS_URL": _stack_redis_url()}
+    # Tables written by other systems may be attached from <root>/external.
+    (root / "external").mkdir(exist_ok=True)
+    extra = {
+        **STACK_ENV,
+        "REDIS_URL": _stack_redis_url(),
+        "ATTACH_LOCATIONS": str(root / "external"),
+    }
     with catalog_server(root / "app", extra_env=extra) as server:
         stack = RefreshStack(server=server, root=root)
         stack.api = server.api_session()

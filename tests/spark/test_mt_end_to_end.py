@@ -344,6 +344,50 @@ def test_a_views_preview_is_read_by_the_workers_spark_and_gives_sparks_rows(stac
     assert refused.status_code == 400 and "nope" in refused.json()["error"]
 
 
+def test_an_attached_table_with_equality_deletes_is_previewed_by_the_workers_spark(spark, stack):
+    """pyiceberg cannot apply equality deletes: the preview goes to a worker's Spark, which
+    reads the attached table through the app's REST catalog, and shows no deleted row."""
+    from tests.spark import iceberg_tables
+
+    writer = spark.newSession()  # its own catalogs: the shared session's stay as they are
+    prefix = "spark.sql.catalog.outside"
+    writer.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
+    writer.conf.set(f"{prefix}.type", "hadoop")
+    writer.conf.set(f"{prefix}.warehouse", str(stack.root / "external"))
+    writer.sql(
+        "CREATE TABLE outside.db.events (id bigint, kind string) USING iceberg "
+        "TBLPROPERTIES ('format-version'='2')"
+    )
+    writer.sql("INSERT INTO outside.db.events SELECT id, 'k' || (id % 3) FROM range(12)")
+    iceberg_tables.add_equality_deletes(writer, "outside.db.events", "id", [2, 5, 11])
+    base = stack.server.base_url
+    attached = stack.api.post(
+        f"{base}/api/namespaces/{NS}/tables/attach",
+        json={"name": "events", "location": str(stack.root / "external" / "db" / "events")},
+        timeout=60,
+    )
+    assert attached.status_code == 201, attached.text
+
+    response = stack.api.get(
+        f"{base}/api/namespaces/{NS}/tables/events/preview",
+        params={"filter": "id < 8", "columns": ["id"]},
+        timeout=120,
+    )
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["read_by"] == "spark" and "equality deletes" in body["note"]
+    assert sorted(row[0] for row in body["rows"]) == [0, 1, 3, 4, 6, 7]
+    # Engines load it through the catalog; writes to it are refused.
+    from pyiceberg.exceptions import ForbiddenError
+
+    catalog = RestCatalog("st", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    loaded = catalog.load_table(f"{NS}.events")
+    assert loaded.metadata_location.endswith("v3.metadata.json")
+    with pytest.raises(ForbiddenError, match="attached read-only"):
+        loaded.transaction().set_properties(owner="me").commit_transaction()
+
+
 def test_the_console_runs_update_and_delete_on_a_materialized_table_with_spark(stack, st):
     [result] = ok(stack, "DELETE FROM daily WHERE ds = 'c'")
     assert "next full refresh overwrites" in result["message"]
