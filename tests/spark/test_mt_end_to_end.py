@@ -392,6 +392,16 @@ def test_the_console_runs_update_and_delete_on_a_materialized_table_with_spark(s
     [result] = ok(stack, "DELETE FROM daily WHERE ds = 'c'")
     assert "next full refresh overwrites" in result["message"]
     assert "c" not in {row[0] for row in rows_of(st, "SELECT ds FROM st.e2e.daily")}
+    # The table's preview (pyiceberg, deletes applied) gives exactly Spark's rows.
+    preview = stack.api.get(
+        f"{stack.server.base_url}/api/namespaces/{NS}/tables/daily/preview",
+        params={"columns": ["ds", "total", "n"]},
+        timeout=60,
+    ).json()
+    assert preview["read_by"] == "pyiceberg"
+    assert sorted(tuple(row) for row in preview["rows"]) == rows_of(
+        st, "SELECT ds, total, n FROM st.e2e.daily"
+    )
 
     response = stack.statements("UPDATE daily SET total = 0 WHERE nosuchcolumn = 1", NS)
     assert response.status_code == 400
