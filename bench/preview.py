@@ -456,6 +456,8 @@ def main() -> None:
     if args.regenerate:
         _ready_file(data_dir).unlink(missing_ok=True)
     facts = ensure_table(data_dir)
+    # chdb reads files only under its user_files_path, which is the working directory.
+    os.chdir(data_dir)
     load_before = _load_average()
     root = Path(tempfile.mkdtemp(prefix="lakeview-preview-"))
     peer = None
