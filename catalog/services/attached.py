@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from pyiceberg.table.metadata import TableMetadata
 
@@ -171,19 +172,7 @@ def follow(table: Table, *, actor: Any = None) -> Table:
         )
         unchanged = same
         if not same:
-            metadata = _as_attached(resolution, table.location)
-            change = Change(
-                TABLE,
-                table.namespace.name,
-                table.name,
-                lambda base, obj: metadata,
-                mode=Mode.UPDATE,
-                adopt_metadata_location=resolution.location,
-                follows_files=True,
-            )
-            # Another read may move the pointer first; the row is read again below.
-            with contextlib.suppress(CommitConflict):
-                kernel.commit_one(change, actor=actor, action="follow_attached_table")
+            _move_pointer(table, resolution, actor=actor)
     except CatalogError as failure:
         error = failure.message
     Attachment.objects.filter(pk=attachment.pk).update(
@@ -194,6 +183,38 @@ def follow(table: Table, *, actor: Any = None) -> Table:
         # concurrent one): a read that found the row's own file has nothing new to load.
         table.refresh_from_db()
     return table
+
+
+def _move_pointer(table: Table, resolution: attached_core.Resolution, *, actor: Any) -> None:
+    """Point the table at the file found, once: readers that found the same new file at
+    the same moment wait for each other on the attachment's row, and the ones after the
+    first find the pointer already moved (no commit, no conflict recorded)."""
+    metadata = _as_attached(resolution, table.location)
+    with transaction.atomic():
+        Attachment.objects.select_for_update().filter(table_id=table.pk).first()
+        current = (
+            Table.objects.filter(pk=table.pk)
+            .values("metadata_location", "uuid", "last_updated_ms")
+            .first()
+        )
+        if current is None or (
+            current["metadata_location"] == resolution.location
+            and str(current["uuid"]) == str(metadata.table_uuid)
+            and current["last_updated_ms"] == metadata.last_updated_ms
+        ):
+            return  # detached meanwhile, or another reader moved it there already
+        change = Change(
+            TABLE,
+            table.namespace.name,
+            table.name,
+            lambda base, obj: metadata,
+            mode=Mode.UPDATE,
+            adopt_metadata_location=resolution.location,
+            follows_files=True,
+        )
+        # A writer outside this lock (none today) could still move it first.
+        with contextlib.suppress(CommitConflict):
+            kernel.commit_one(change, actor=actor, action="follow_attached_table")
 
 
 def detach_table(*, namespace: str, name: str, actor: Any = None) -> None:
