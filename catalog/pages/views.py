@@ -194,21 +194,25 @@ def _ids_page(request: HttpRequest, ids: Any) -> Any:
     return _page(request, ids)
 
 
-def _linker() -> Callable[[str, str, str], str]:
-    """`link(url_name, namespace, name)`: the address of an object's page, what `reverse`
-    gives, reversed once per page kind and namespace and then filled in with each name
-    (quoted as `reverse` quotes it), for lists of many rows."""
-    heads: dict[tuple[str, str], tuple[str, str]] = {}
+def _linker() -> Callable[..., str]:
+    """`link(url_name, namespace, name=None)`: the address of a namespace's page (no
+    `name`) or of an object's page, what `reverse` gives, reversed once per page kind (and
+    namespace) and then filled in with each name, quoted as `reverse` quotes it: for lists
+    of many rows."""
+    heads: dict[tuple[str, str | None], tuple[str, str]] = {}
+    marker = "LAKEVIEWNAME"  # letters only: reverse() leaves them as they are
 
-    def link(url_name: str, namespace: str, name: str) -> str:
-        key = (url_name, namespace)
+    def link(url_name: str, namespace: str, name: str | None = None) -> str:
+        key = (url_name, None if name is None else namespace)
         if key not in heads:
-            marker = "LAKEVIEWNAME"  # letters only: reverse() leaves them as they are
-            address = reverse(url_name, kwargs={"namespace": namespace, "name": marker})
-            head, _, tail = address.rpartition(marker)  # the name is the last part
+            arguments = {"namespace": marker}
+            if name is not None:
+                arguments = {"namespace": namespace, "name": marker}
+            # The filled-in part is the last one of these addresses.
+            head, _, tail = reverse(url_name, kwargs=arguments).rpartition(marker)
             heads[key] = (head, tail)
         head, tail = heads[key]
-        return f"{head}{quote(name, safe=_URL_SAFE)}{tail}"
+        return f"{head}{quote(namespace if name is None else name, safe=_URL_SAFE)}{tail}"
 
     return link
 
@@ -281,11 +285,14 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
     if query and request.method != "POST":
         # Old links to /?q=... keep working: they are the search page.
         return _search_page(request, query)
-    page = _page(request, Namespace.objects.with_counts().order_by("name"))
+    page = _page(request, Namespace.objects.with_counts().order_by("name").only("name"))
     page.object_list = list(page.object_list)
+    link = _linker()
     for ns in page.object_list:
         ns.view_count = ns.object_count - ns.table_count
         ns.plain_table_count = ns.table_count - ns.materialized_count
+        ns.url = link("catalog:namespace-detail", ns.name)
+        ns.mt_url = link("refresh:mt-list", ns.name)
     return render(request, "catalog/namespace_list.html", {"form": form, "page": page})
 
 

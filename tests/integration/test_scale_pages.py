@@ -211,6 +211,9 @@ def test_list_links_and_facts_are_those_of_each_object(client, viewer, files):
     seed_materialized([table_ids[1]])
     client.force_login(viewer)
 
+    home = client.get(reverse("catalog:namespace-list")).content.decode()
+    assert f'href="{reverse("catalog:namespace-detail", args=[ns.name])}"' in home
+    assert f'href="{reverse("refresh:mt-list", args=[ns.name])}">1</a>' in home
     page = client.get(reverse("catalog:namespace-detail", args=[ns.name])).content.decode()
     found = client.get(reverse("catalog:search"), {"q": "équipe b."}).content.decode()
     for name in odd:
