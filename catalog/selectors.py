@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db import connection
 from django.db.models import F, QuerySet
 
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView
@@ -97,6 +98,16 @@ def search_ids(text: str, *, names: bool = True, sql: bool = False) -> QuerySet:
         # One WHERE with an OR (not an IN over the name search): the walk stays on the index.
         found = (found | by_sql) if names else by_sql
     return found.order_by("namespace__name", "name").values_list("pk", flat=True)
+
+
+def all_ids(ids: QuerySet) -> list[int]:
+    """Every id a `values_list("pk", flat=True)` query gives, in its order, read straight
+    from the cursor: Django's row-by-row iteration costs a microsecond an id, which counts
+    when a search of the SQL returns thousands."""
+    sql, params = ids.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
 
 
 def object_rows(pks: list[int]) -> list[dict[str, Any]]:

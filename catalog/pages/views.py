@@ -241,14 +241,14 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     page = None
     if query:
         if with_sql:
-            page = _page(request, list(selectors.search_ids(query, sql=True)))
+            page = _page(request, selectors.all_ids(selectors.search_ids(query, sql=True)))
         else:
             page = _ids_page(request, selectors.search_ids(query))
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True
                 ids = selectors.search_ids(query, names=False, sql=True)
-                page = _page(request, list(ids))
+                page = _page(request, selectors.all_ids(ids))
         link = _linker()
         rows = selectors.object_rows(list(page.object_list))
         for row in rows:
