@@ -354,6 +354,9 @@ def test_an_attached_table_with_equality_deletes_is_previewed_by_the_workers_spa
     writer.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
     writer.conf.set(f"{prefix}.type", "hadoop")
     writer.conf.set(f"{prefix}.warehouse", str(stack.root / "external"))
+    # Never the shared session's JDBC catalog: a second instance on its SQLite file would
+    # hold it locked under the other tests' writes.
+    writer.conf.set("spark.sql.defaultCatalog", "outside")
     writer.sql(
         "CREATE TABLE outside.db.events (id bigint, kind string) USING iceberg "
         "TBLPROPERTIES ('format-version'='2')"
