@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from catalog.core import metadata_io
 from catalog.core.errors import InvalidInput, InvalidMetadata, NotFound
 from catalog.core.metadata_io import normalize_location
 
@@ -70,7 +71,7 @@ def read_document(location: str, *, filesystem: Any = None) -> dict[str, Any]:
         # No compression guessed by pyarrow from the name: it is decompressed below.
         with filesystem.open_input_stream(path, compression=None) as stream:
             raw = stream.read()
-    except (OSError, FileNotFoundError) as error:
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
         raise NotFound(f"Cannot read metadata file {location}: {error}") from error
     try:
         # By content, not by name: Java writes `.gz.metadata.json`, others `.metadata.json.gz`.
@@ -85,13 +86,9 @@ def read_document(location: str, *, filesystem: Any = None) -> dict[str, Any]:
 
 
 def _filesystem(location: str, filesystem: Any) -> tuple[Any, str]:
-    from pyarrow import fs
-
-    if filesystem is not None:
-        return filesystem, location.removeprefix("file://")
-    if location.startswith("/"):
-        return fs.LocalFileSystem(), location
-    return fs.FileSystem.from_uri(location)
+    # Object stores are reached as every other read reaches them (FILE_IO_PROPERTIES).
+    found, path = metadata_io.filesystem(location)
+    return (filesystem if filesystem is not None else found), path
 
 
 def relative_path(path: str) -> str:
@@ -133,7 +130,7 @@ def resolve_metadata_file(
     filesystem, folder = _filesystem(f"{root}/metadata", filesystem)
     try:
         entries = filesystem.get_file_info(fs.FileSelector(folder, recursive=False))
-    except (OSError, FileNotFoundError) as error:
+    except (OSError, ValueError) as error:
         raise NotFound(
             f"{table_location} is not an Iceberg table: it has no metadata folder ({error})"
         ) from error

@@ -60,11 +60,43 @@ _USER_IN_AUTHORITY = frozenset({"abfs", "abfss", "wasb", "wasbs"})
 _SHOWN = 300
 
 
+#: FileIO properties for object stores (pyiceberg's names: `s3.endpoint`,
+#: `s3.access-key-id`, ...), set once per process by `configure` (FILE_IO_PROPERTIES).
+_properties: dict[str, str] = {}
+
+
+def configure(properties: dict[str, str]) -> None:
+    """The FileIO properties every non-local read and write uses from now on."""
+    _properties.clear()
+    _properties.update({str(k): str(v) for k, v in properties.items()})
+    _remote_io.cache_clear()
+
+
 def file_io(location: str) -> FileIO:
     # Local files need no per-call FileIO resolution (pyiceberg logs each one it makes).
     if _is_local(location):
         return _local_io()
-    return load_file_io(properties={}, location=location)
+    return _remote_io(_split(location, location).scheme)
+
+
+@functools.cache
+def _remote_io(scheme: str) -> FileIO:
+    return load_file_io(properties={**_PYARROW_IO, **_properties}, location=f"{scheme}://")
+
+
+def filesystem(location: str) -> tuple[Any, str]:
+    """A pyarrow FileSystem for `location` configured like `file_io`'s, and the path in it
+    (listing folders, which pyiceberg's FileIO cannot do)."""
+    from pyarrow import fs
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    if _is_local(location):
+        return fs.LocalFileSystem(), location.removeprefix("file://")
+    io = file_io(location)
+    if not isinstance(io, PyArrowFileIO):  # pragma: no cover - _PYARROW_IO asks for it
+        io = PyArrowFileIO(properties=_properties)
+    scheme, netloc, path = PyArrowFileIO.parse_location(location, _properties)
+    return io.fs_by_scheme(scheme, netloc), path
 
 
 @functools.cache

@@ -74,7 +74,8 @@ class FolderCatalog(NoopCatalog):
         )
         version = int(Path(table.metadata_location).name.split(".")[0].removeprefix("v")) + 1
         location = f"{metadata.location}/metadata/v{version}.metadata.json"
-        ToOutputFile.table_metadata(metadata, IO.new_output(location))
+        # The table's own FileIO: the folder may be in an object store.
+        ToOutputFile.table_metadata(metadata, table.io.new_output(location))
         return CommitTableResponse(metadata=metadata, metadata_location=location)
 
 

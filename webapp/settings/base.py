@@ -1,6 +1,7 @@
 """Settings shared by every environment. Each value a deployment changes comes from the
 environment; dev.py, test.py and prod.py choose the defaults."""
 
+import json
 import os
 from pathlib import Path
 
@@ -148,6 +149,10 @@ WAREHOUSE = env("WAREHOUSE", str(BASE_DIR / "var" / "warehouse"))
 # or URIs (s3://bucket/prefix) that pyiceberg's FileIO reads. A location outside all of
 # them is refused, so that a user cannot make the app list or read any folder it can see.
 ATTACH_LOCATIONS = env_list("ATTACH_LOCATIONS", str(BASE_DIR / "var" / "external"))
+# FileIO properties for object stores, as JSON with pyiceberg's names, e.g.
+# {"s3.endpoint": "http://minio:9000", "s3.access-key-id": "...", "s3.secret-access-key":
+# "...", "s3.region": "us-east-1"}: attached tables on S3 are read with them.
+FILE_IO_PROPERTIES = json.loads(env("FILE_IO_PROPERTIES", "{}") or "{}")
 # Bytes of metadata (JSON, manifest lists, manifests) kept in each process's cache for
 # browsing and previews.
 METADATA_CACHE_BYTES = int(env("METADATA_CACHE_BYTES", str(64 * 1024 * 1024)))
