@@ -5,7 +5,8 @@ shared session of tests/spark/conftest.py (one JVM; never another session).
 Two catalogs name the metadata files as the writers users have do:
 - a Hadoop catalog (added to the running session, with a warehouse of its own) writes
   `metadata/vN.metadata.json`;
-- the session's `lakeview` JDBC catalog writes `metadata/NNNNN-<uuid>.metadata.json`;
+- a JDBC catalog of their own (`attached_jdbc`, its own SQLite file) writes
+  `metadata/NNNNN-<uuid>.metadata.json`;
 - either writes gzip-compressed files, named `....gz.metadata.json`, for a table with
   `write.metadata.compression-codec=gzip`.
 
@@ -37,7 +38,9 @@ from pyspark.sql import SparkSession
 HADOOP_CATALOG = "attached_hadoop"
 HADOOP_NAMESPACE = "db"
 #: The shared session's JDBC catalog (tests/spark/conftest.py) and a namespace of ours.
-JDBC_CATALOG = "lakeview"
+#: A JDBC catalog of these tables' own (its own SQLite file): the shared session's `lakeview`
+#: catalog is left to the tests that use it, so no two sets of tests write one SQLite file.
+JDBC_CATALOG = "attached_jdbc"
 JDBC_NAMESPACE = "attached"
 
 GZIP = "'write.metadata.compression-codec'='gzip'"
@@ -77,6 +80,22 @@ def add_hadoop_catalog(spark: SparkSession, warehouse: Path) -> None:
     warehouse.mkdir(parents=True, exist_ok=True)
     spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
     spark.conf.set(f"{prefix}.type", "hadoop")
+    spark.conf.set(f"{prefix}.warehouse", str(warehouse))
+
+
+def add_jdbc_catalog(spark: SparkSession, warehouse: Path) -> None:
+    """A JDBC catalog over SQLite (`NNNNN-uuid.metadata.json` names), as the shared session's
+    own, but with a database file and warehouse of its own."""
+    prefix = f"spark.sql.catalog.{JDBC_CATALOG}"
+    if spark.conf.get(prefix, None) is not None:
+        if spark.conf.get(f"{prefix}.warehouse") != str(warehouse):
+            raise RuntimeError(f"{JDBC_CATALOG} already uses another warehouse")
+        return
+    warehouse.mkdir(parents=True, exist_ok=True)
+    spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set(f"{prefix}.catalog-impl", "org.apache.iceberg.jdbc.JdbcCatalog")
+    spark.conf.set(f"{prefix}.uri", f"jdbc:sqlite:{warehouse / '.catalog.sqlite'}")
+    spark.conf.set(f"{prefix}.jdbc.schema-version", "V1")
     spark.conf.set(f"{prefix}.warehouse", str(warehouse))
 
 
@@ -491,9 +510,12 @@ BUILDERS = {
 }
 
 
-def build_all(spark: SparkSession, hadoop_warehouse: Path) -> dict[str, BuiltTable]:
+def build_all(
+    spark: SparkSession, hadoop_warehouse: Path, jdbc_warehouse: Path
+) -> dict[str, BuiltTable]:
     """Every table above, by name. The Hadoop tables are in `hadoop_warehouse`, the JDBC
-    ones in the session's warehouse (under `attached/`)."""
+    ones in `jdbc_warehouse` (under `attached/`)."""
     add_hadoop_catalog(spark, hadoop_warehouse)
+    add_jdbc_catalog(spark, jdbc_warehouse)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {JDBC_CATALOG}.{JDBC_NAMESPACE}")
     return {name: build(spark) for name, build in BUILDERS.items()}

@@ -44,17 +44,24 @@ def hadoop_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tables(spark: SparkSession, hadoop_warehouse: Path) -> dict[str, BuiltTable]:
-    return built_tables.build_all(spark, hadoop_warehouse)
+def jdbc_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("attached-jdbc")
+
+
+@pytest.fixture(scope="module")
+def tables(
+    spark: SparkSession, hadoop_warehouse: Path, jdbc_warehouse: Path
+) -> dict[str, BuiltTable]:
+    return built_tables.build_all(spark, hadoop_warehouse, jdbc_warehouse)
 
 
 @pytest.fixture
 def attach(
-    tables: dict[str, BuiltTable], spark_warehouse: Path, hadoop_warehouse: Path, settings, editor
+    tables: dict[str, BuiltTable], jdbc_warehouse: Path, hadoop_warehouse: Path, settings, editor
 ) -> Callable[..., Table]:
     """Attaches a built table under `ext` (by default under its own name) with the
     service, from the two Spark warehouses the settings allow."""
-    settings.ATTACH_LOCATIONS = [str(spark_warehouse), str(hadoop_warehouse)]
+    settings.ATTACH_LOCATIONS = [str(jdbc_warehouse), str(hadoop_warehouse)]
     services.create_namespace(name=NAMESPACE, actor=editor)
 
     def attach_built(name: str, *, as_name: str | None = None, **options: Any) -> Table:
