@@ -5,8 +5,25 @@ from pyspark.sql import SparkSession
 
 
 def test_a_local_session_creates_writes_reads_an_iceberg_table_and_a_view(
-    spark: SparkSession, spark_warehouse: Path
+    spark: SparkSession, tmp_path: Path
 ) -> None:
+    # The session factory's local catalog (JDBC over SQLite, views enabled), over a warehouse
+    # and SQLite file of this test's own, on the shared JVM: other Spark tests' catalogs
+    # on the shared session's SQLite file cannot lock it under this one.
+    from refresh.spark.session import ICEBERG_SPARK_CATALOG, SparkSessionConfig
+
+    spark_warehouse = tmp_path / "warehouse"
+    config = SparkSessionConfig(
+        master="local[2]",
+        jars_dir="var/jars",
+        warehouse=str(spark_warehouse),
+        catalog_name="smoke_lv",
+    )
+    spark = spark.newSession()
+    spark.conf.set("spark.sql.catalog.smoke_lv", ICEBERG_SPARK_CATALOG)
+    for key, value in config.catalog_properties().items():
+        spark.conf.set(f"spark.sql.catalog.smoke_lv.{key}", value)
+    spark.conf.set("spark.sql.defaultCatalog", "smoke_lv")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS smoke")
     spark.sql("CREATE TABLE smoke.orders (id BIGINT, region STRING, amount DOUBLE) USING iceberg")
     spark.sql("INSERT INTO smoke.orders VALUES (1, 'eu', 10.5), (2, 'us', 20.0), (3, 'eu', 4.5)")
