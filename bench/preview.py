@@ -238,10 +238,12 @@ class Ours:
         self.previews.metadata_cache().clear()
 
     def query(self) -> Any:
+        from catalog import services
         from catalog.models import Table
 
-        # As the API view does: the row is looked up per request.
+        # As the API view does: the row is looked up and followed per request.
         table = Table.objects.select_related("namespace").get(pk=self.table.pk)
+        table = services.follow_attached(table)
         return self.previews.preview_table(table, row_filter=self.filter, limit=LIMIT)
 
 

@@ -3,8 +3,9 @@
 Tables (ours, materialized tables' and attached ones alike) are read in the web process by
 `catalog.core.preview` (pyiceberg), through one process-wide metadata cache
 (`catalog.core.metadata_cache`, METADATA_CACHE_BYTES) whose entries belong to the exact
-metadata file they came from. An attached table first looks for a newer metadata file
-(`services.follow_attached`). Two reads go to a refresh worker's Spark instead
+metadata file they came from. These are reads: the caller (a page, an API view) has already
+followed an attached table to its newest metadata file (`services.follow_attached`), once
+per request. Two reads go to a refresh worker's Spark instead
 (`refresh.analysis.preview_with_spark`): a table whose read meets equality deletes, which
 pyiceberg cannot apply, and a view, whose rows must be exactly the rows Spark gives. Inputs
 (columns, filter, snapshot or timestamp) are checked here first, in the same words either
@@ -19,7 +20,6 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog import services
 from catalog.core import metadata_io
 from catalog.core import preview as core
 from catalog.core.attached import state_at
@@ -63,11 +63,10 @@ class Result:
     cache: CacheStats
 
 
-def load(table: Table) -> tuple[Table, CachedTable]:
-    """The table (an attached one followed to its newest file) and its cached state."""
-    table = services.follow_attached(table)
+def load(table: Table) -> CachedTable:
+    """The table's current metadata file, through the process's cache."""
     location = table.metadata_location
-    return table, metadata_cache().load(location, io=metadata_io.file_io(location))
+    return metadata_cache().load(location, io=metadata_io.file_io(location))
 
 
 def _checked_int(value: Any, field: str) -> int | None:
@@ -95,7 +94,7 @@ def preview_table(
     """The first `limit` rows of `table` (see the module for who reads them)."""
     snapshot_id = _checked_int(snapshot_id, "snapshot_id")
     timestamp_ms = _checked_int(timestamp_ms, "timestamp_ms")
-    table, state = load(table)
+    state = load(table)
     path = table.location
     try:
         found = core.preview(
@@ -205,7 +204,7 @@ def _spark(
 def files_of(table: Table, *, snapshot_id: Any = None, limit: int = 200) -> core.FileListing:
     """The data and delete files of the table's current snapshot, or of `snapshot_id`."""
     snapshot_id = _checked_int(snapshot_id, "snapshot_id")
-    table, state = load(table)
+    state = load(table)
     return core.files_at(
         state.metadata, io=state.io, table_path=table.location, snapshot_id=snapshot_id, limit=limit
     )
@@ -214,5 +213,5 @@ def files_of(table: Table, *, snapshot_id: Any = None, limit: int = 200) -> core
 def schema_of(table: Table, *, snapshot_id: Any = None) -> core.SchemaAt:
     """The schema a read at `snapshot_id` uses (the snapshot's own), or the current one."""
     snapshot_id = _checked_int(snapshot_id, "snapshot_id")
-    table, state = load(table)
+    state = load(table)
     return core.schema_at(state.metadata, table_path=table.location, snapshot_id=snapshot_id)

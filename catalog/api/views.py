@@ -128,6 +128,12 @@ def _preview_body(result: previews.Result) -> dict[str, Any]:
     }
 
 
+def _followed(request: Request, namespace: str, name: str) -> Table:
+    """The table, an attached one first followed to its newest metadata file (once per
+    request: every read of an attached table looks)."""
+    return services.follow_attached(selectors.get_table(namespace, name), actor=request.user)
+
+
 def _view_detail(view: View, *, status_code: int = status.HTTP_200_OK) -> Response:
     return Response(s.ViewDetailSerializer(view).data, status=status_code)
 
@@ -498,8 +504,7 @@ class TableDetailView(APIView):
         tags=["tables"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        table = services.follow_attached(selectors.get_table(namespace, name), actor=request.user)
-        return Response(s.TableDetailSerializer(table).data)
+        return Response(s.TableDetailSerializer(_followed(request, namespace, name)).data)
 
 
 class TablePreviewView(APIView):
@@ -519,7 +524,7 @@ class TablePreviewView(APIView):
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
         result = previews.preview_table(
-            selectors.get_table(namespace, name),
+            _followed(request, namespace, name),
             columns=params.getlist("columns") or None,
             row_filter=params.get("filter") or None,
             snapshot_id=params.get("snapshot_id"),
@@ -547,7 +552,7 @@ class TableFilesView(APIView):
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
         listing = previews.files_of(
-            selectors.get_table(namespace, name),
+            _followed(request, namespace, name),
             snapshot_id=request.query_params.get("snapshot_id"),
             limit=_limit(request) if "limit" in request.query_params else 200,
         )

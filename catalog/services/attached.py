@@ -223,7 +223,3 @@ def detach_table(*, namespace: str, name: str, actor: Any = None) -> None:
     if not Attachment.objects.filter(table_id=table.pk).exists():
         raise InvalidInput(f"Table {table} is not attached; drop it instead", field="name")
     kernel.drop(TABLE, namespace=namespace, name=name, actor=actor, action="detach_table")
-
-
-def is_attached(table: Table) -> bool:
-    return Attachment.objects.filter(table_id=table.pk).exists()
