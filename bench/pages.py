@@ -150,11 +150,16 @@ def _parents(namespace: Any, names: list[str], kind: str, metadata_location: str
     )
 
 
-def seed_views(namespace: Any, names: list[str], metadata_location: str) -> None:
+def seed_views(
+    namespace: Any, names: list[str], metadata_location: str, reads: list[str] | None = None
+) -> None:
     """Views with the mirror rows their pages read: one version (Spark SQL and its Trino
-    form), its schema, one log entry."""
+    form), its schema, one log entry. With `reads` (tables of the namespace), the views read
+    them in turn (their SQL, `dependencies` and `ViewRead` rows say so); else a table
+    `orders_<view>` that does not exist."""
     from catalog.models import (
         View,
+        ViewRead,
         ViewRepresentation,
         ViewSchemaField,
         ViewVersion,
@@ -162,10 +167,23 @@ def seed_views(namespace: Any, names: list[str], metadata_location: str) -> None
     )
 
     parents = _parents(namespace, names, "view", metadata_location)
+    read = {
+        p.pk: reads[i % len(reads)] if reads else f"orders_{p.name}" for i, p in enumerate(parents)
+    }
     views = [
-        View(catalogobject_ptr_id=p.pk, current_version_id=1, dependencies=[]) for p in parents
+        View(
+            catalogobject_ptr_id=p.pk,
+            current_version_id=1,
+            dependencies=[["", namespace.name, read[p.pk]]] if reads else [],
+        )
+        for p in parents
     ]
     _insert_children(View, views)
+    if reads:
+        ViewRead.objects.bulk_create(
+            [ViewRead(view_id=p.pk, namespace=namespace.name, name=read[p.pk]) for p in parents],
+            batch_size=500,
+        )
     versions = ViewVersion.objects.bulk_create(
         [
             ViewVersion(
@@ -180,11 +198,15 @@ def seed_views(namespace: Any, names: list[str], metadata_location: str) -> None
         ],
         batch_size=500,
     )
-    sql = "SELECT id, region, revenue FROM orders_{name}"
+    # Either way the SQL holds "orders_<view>", which the search of views' SQL looks for.
+    sql = "SELECT id, region, revenue FROM {table}" + (" AS orders_{name}" if reads else "")
     ViewRepresentation.objects.bulk_create(
         [
             ViewRepresentation(
-                version_id=v.pk, dialect=dialect, sql=sql.format(name=p.name), is_original=orig
+                version_id=v.pk,
+                dialect=dialect,
+                sql=sql.format(table=read[p.pk], name=p.name),
+                is_original=orig,
             )
             for p, v in zip(parents, versions, strict=True)
             for dialect, orig in (("spark", True), ("trino", False))
@@ -332,8 +354,9 @@ def seed_catalog(
         for i, ns in enumerate(others):
             n_views = view_share + (1 if i < view_rest else 0)
             n_tables = table_share + (1 if i < table_rest else 0)
-            seed_views(ns, [f"view_{j:04d}" for j in range(n_views)], view_file)
-            seed_tables(ns, [f"table_{j:03d}" for j in range(n_tables)], table_file)
+            table_names = [f"table_{j:03d}" for j in range(n_tables)]
+            seed_tables(ns, table_names, table_file)
+            seed_views(ns, [f"view_{j:04d}" for j in range(n_views)], view_file, table_names)
     return {"namespaces": namespaces, "views": views, "tables": tables}
 
 

@@ -23,6 +23,7 @@ from catalog.models import (
     TableSchemaField,
     TableSnapshot,
     View,
+    ViewRead,
     ViewRepresentation,
     ViewSchemaField,
     ViewVersion,
@@ -45,6 +46,7 @@ def rebuild(obj: CatalogObject, metadata: Any) -> None:
         obj.versions.all().delete()
         obj.fields.all().delete()
         obj.log_entries.all().delete()
+        obj.reads.all().delete()
     elif isinstance(obj, Table):
         obj.fields.all().delete()
         obj.snapshots.all().delete()
@@ -87,6 +89,7 @@ def _sync_view(view: View, metadata: ViewMetadata) -> None:
         current_version_id=metadata.current_version_id,
         dependencies=dependencies_of_current(metadata),
     )
+    _sync_reads(view)
     version_ids = {v.version_id for v in metadata.versions}
     view.versions.exclude(version_id__in=version_ids).delete()
     existing = set(view.versions.values_list("version_id", flat=True))
@@ -114,6 +117,21 @@ def _sync_view(view: View, metadata: ViewMetadata) -> None:
         )
     _sync_schema_fields(view.fields, ViewSchemaField, {"view": view}, metadata.schemas)
     _rewrite_log(view.log_entries, metadata.version_log, version_id="version_id")
+
+
+def _sync_reads(view: View) -> None:
+    """`ViewRead` rows saying what `view.dependencies` says: rewritten when they differ."""
+    wanted = {
+        (str(catalog), ".".join(str(level) for level in levels), str(name))
+        for catalog, *levels, name in view.dependencies
+    }
+    if set(view.reads.values_list("catalog", "namespace", "name")) == wanted:
+        return
+    view.reads.all().delete()
+    ViewRead.objects.bulk_create(
+        ViewRead(view=view, catalog=catalog, namespace=namespace, name=name)
+        for catalog, namespace, name in sorted(wanted)
+    )
 
 
 def _sync_table(table: Table, metadata: TableMetadata) -> None:

@@ -6,6 +6,10 @@ queryable mirror of what that file says, kept in the same transaction as the swa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import reduce
+from operator import or_
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -140,6 +144,13 @@ class ViewQuerySet(CatalogObjectQuerySet):
             models.Q(pk__in=by_name) | models.Q(versions__representations__sql__icontains=text)
         ).distinct()
 
+    def reading(self, namespace: str, name: str) -> ViewQuerySet:
+        """The views whose current version reads `namespace.name` of this catalog (over
+        `ViewRead`'s index)."""
+        return self.filter(
+            pk__in=ViewRead.objects.of_this_catalog().targets([(namespace, name)]).values("view_id")
+        )
+
 
 class View(CatalogObject):
     # Every column of a kind has a default: the kernel inserts the row, then the mirror
@@ -158,6 +169,42 @@ class View(CatalogObject):
 
     def schema_fields(self, schema_id: int) -> models.QuerySet[ViewSchemaField]:
         return self.fields.filter(schema_id=schema_id).order_by("position")
+
+
+class ViewReadQuerySet(models.QuerySet):
+    def of_this_catalog(self) -> ViewReadQuerySet:
+        """Reads of this catalog's objects (the SQL named no catalog, or this one)."""
+        return self.filter(catalog__in=("", settings.CATALOG_NAME))
+
+    def targets(self, names: Iterable[tuple[str, str]]) -> ViewReadQuerySet:
+        """Reads of any of the (namespace, name) pairs `names`: one lookup of the index each."""
+        wanted = [models.Q(namespace=namespace, name=name) for namespace, name in names]
+        if not wanted:
+            return self.none()
+        return self.filter(reduce(or_, wanted))
+
+
+class ViewRead(models.Model):
+    """One entry of `View.dependencies` as a row: a table or view the view's current version
+    reads, by name. "Which views read X" (a table's page, a drop's refusal, the lineage) is
+    then a lookup on the (namespace, name) index, whatever the number of views, where a
+    search of every view's `dependencies` list would read them all. Written by
+    `catalog.mirror` alone, beside `dependencies`."""
+
+    view = models.ForeignKey(View, on_delete=models.CASCADE, related_name="reads")
+    #: "" when the SQL names no catalog (this one is meant).
+    catalog = models.TextField(blank=True, default="")
+    #: Levels joined by "." as in `Namespace.name`.
+    namespace = models.TextField()
+    name = models.TextField()
+
+    objects = ViewReadQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "name"], name="catalog_viewread_target")]
+
+    def __str__(self) -> str:
+        return f"{self.view_id} reads {self.namespace}.{self.name}"
 
 
 class ViewVersionQuerySet(models.QuerySet):

@@ -8,8 +8,9 @@ object read to the object reading it, as data flows.
 
 The walk goes breadth first, one level at a time in each direction, with a fixed number of
 queries per level (not per node): the level's objects by name, then the views and
-materialized tables among them; readers are found with `icontains` on the JSON fields and
-checked in Python (as `refresh.services.readers_of` does). It stops after `depth` levels or
+materialized tables among them; a view reading an object is found over `ViewRead`'s
+(namespace, name) index, a materialized table with `icontains` on its `sources` (checked in
+Python; materialized tables are few). It stops after `depth` levels or
 `limit` nodes, so it never walks the whole catalog; `truncated` says when it stopped early.
 """
 
@@ -26,7 +27,7 @@ from django.urls import reverse
 
 from catalog import selectors as catalog_selectors
 from catalog.core.errors import NotFound
-from catalog.models import CatalogObject, View
+from catalog.models import CatalogObject, View, ViewRead
 from refresh import selectors
 from refresh.models import MaterializedTable
 
@@ -131,14 +132,16 @@ def _readers_of(names: list[str]) -> dict[str, list[str]]:
     names: one query for views and one for materialized tables."""
     wanted = set(names)
     readers: dict[str, list[str]] = {n: [] for n in names}
-    short = {_split(n)[1] for n in names}
-    views = View.objects.filter(
-        reduce(or_, (Q(dependencies__icontains=s) for s in short))
-    ).select_related("namespace")
-    for view in views:
-        for read in view_reads(view):
-            if read in wanted:
-                readers[read].append(str(view))
+    reads = (
+        ViewRead.objects.of_this_catalog()
+        .targets(_split(n) for n in names)
+        .order_by("view__namespace__name", "view__name")
+        .values_list("namespace", "name", "view__namespace__name", "view__name")
+    )
+    for namespace, name, view_namespace, view_name in reads:
+        read, reader = f"{namespace}.{name}", f"{view_namespace}.{view_name}"
+        if read in wanted and reader not in readers[read]:
+            readers[read].append(reader)
     mts = MaterializedTable.objects.filter(
         reduce(or_, (Q(sources__icontains=n) for n in names))
     ).select_related("table__namespace")

@@ -245,12 +245,8 @@ def readers_of(namespace: str, name: str) -> list[str]:
     """The views and materialized tables that read `namespace.name`."""
     qualified = f"{namespace}.{name}"
     readers = []
-    for view in View.objects.filter(dependencies__icontains=name).select_related("namespace"):
-        for catalog, *levels, dep_name in view.dependencies:
-            same_catalog = not catalog or catalog == settings.CATALOG_NAME
-            if same_catalog and f"{'.'.join(levels)}.{dep_name}" == qualified:
-                readers.append(f"view {view}")
-                break
+    for view in View.objects.reading(namespace, name).select_related("namespace"):
+        readers.append(f"view {view}")
     for mt in MaterializedTable.objects.filter(sources__icontains=name).select_related(
         "table__namespace"
     ):

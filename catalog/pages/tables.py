@@ -10,14 +10,11 @@ whatever the table holds."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from django.conf import settings
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.dateparse import parse_datetime
@@ -80,26 +77,12 @@ def _number(value: Any) -> int | None:
 
 
 def readers_of(table: Table) -> list[View]:
-    """The views whose current version reads `table`, by name (View.dependencies)."""
-    levels = table.namespace.name.split(".")
-    escaped = json.dumps(table.name)[1:-1]
-    candidates = View.objects.filter(
-        Q(dependencies__icontains=table.name) | Q(dependencies__icontains=escaped)
-    ).select_related("namespace")
-    found = []
-    for view in candidates.order_by("namespace__name", "name"):
-        for dependency in view.dependencies or []:
-            if not isinstance(dependency, list) or len(dependency) < 2:
-                continue
-            catalog, *namespace, name = dependency
-            if (
-                catalog in ("", settings.CATALOG_NAME)
-                and namespace == levels
-                and name == table.name
-            ):
-                found.append(view)
-                break
-    return found
+    """The views whose current version reads `table` (over `ViewRead`'s index)."""
+    return list(
+        View.objects.reading(table.namespace.name, table.name)
+        .select_related("namespace")
+        .order_by("namespace__name", "name")
+    )
 
 
 # -- partition specs ----------------------------------------------------------------------

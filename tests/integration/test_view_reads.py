@@ -1,0 +1,95 @@
+"""`ViewRead`: what a view's current version reads, as rows the (namespace, name) index
+finds, so that "which views read this table" does not read every view."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.urls import reverse
+
+from catalog import services
+from catalog.models import View, ViewRead
+from refresh import lineage
+from refresh import services as refresh_services
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+}
+
+
+@pytest.fixture
+def sales(editor):
+    services.create_namespace(name="sales", actor=editor)
+    for name in ("orders", "orders_2", "refunds"):
+        services.create_table(namespace="sales", name=name, schema=SCHEMA)
+
+
+def reads_of(view_name: str) -> set[tuple[str, str, str]]:
+    return set(
+        ViewRead.objects.filter(view__name=view_name).values_list("catalog", "namespace", "name")
+    )
+
+
+def readers(table: str) -> list[str]:
+    return [str(v) for v in View.objects.reading("sales", table).order_by("name")]
+
+
+def test_the_rows_follow_the_current_version_and_go_with_the_view(sales):
+    view = services.create_view(namespace="sales", name="report", sql="SELECT id FROM orders")
+    assert reads_of("report") == {("", "sales", "orders")}
+
+    services.replace_view(
+        namespace="sales",
+        name="report",
+        sql="SELECT o.id FROM orders_2 AS o JOIN refunds AS r ON o.id = r.id",
+    )
+    assert reads_of("report") == {("", "sales", "orders_2"), ("", "sales", "refunds")}
+    assert readers("orders") == [] and readers("refunds") == ["sales.report"]
+
+    services.drop_view(namespace="sales", name="report")
+    assert not ViewRead.objects.filter(view_id=view.pk).exists()
+
+
+def test_a_lookalike_name_or_another_catalog_is_not_a_reader(sales):
+    services.create_view(namespace="sales", name="of_orders", sql="SELECT id FROM orders")
+    services.create_view(namespace="sales", name="of_orders_2", sql="SELECT id FROM orders_2")
+    services.create_view(
+        namespace="sales",
+        name="elsewhere",
+        sql="SELECT id FROM other_catalog.sales.orders",
+        allow_unknown_sources=True,
+    )
+    assert reads_of("elsewhere") == {("other_catalog", "sales", "orders")}
+    assert readers("orders") == ["sales.of_orders"]
+    assert refresh_services.readers_of("sales", "orders") == ["view sales.of_orders"]
+    graph = lineage.lineage("sales", "orders", depth=1)
+    assert graph["edges"] == [{"source": "sales.orders", "target": "sales.of_orders"}]
+
+
+def test_the_table_page_lists_the_views_that_read_the_table(client, viewer, sales):
+    services.create_view(namespace="sales", name="report", sql="SELECT id FROM orders")
+    services.create_view(namespace="sales", name="other", sql="SELECT id FROM refunds")
+    client.force_login(viewer)
+    html = client.get(reverse("catalog:table-detail", args=["sales", "orders"])).content.decode()
+    section = re.search(r'id="readers".*?</section>', html, re.S).group(0)
+    assert reverse("catalog:view-detail", args=["sales", "report"]) in section
+    assert "other" not in section
+
+
+def test_rebuilding_the_mirror_and_the_migration_both_derive_the_rows_from_the_views(sales):
+    services.create_view(namespace="sales", name="report", sql="SELECT id FROM refunds")
+    ViewRead.objects.all().delete()
+    call_command("rebuild_catalog_mirror", verbosity=0)
+    assert reads_of("report") == {("", "sales", "refunds")}
+
+    ViewRead.objects.all().delete()
+    migration = __import__("catalog.migrations.0005_view_reads", fromlist=["fill_reads"])
+    migration.fill_reads(apps, None)
+    assert reads_of("report") == {("", "sales", "refunds")}
