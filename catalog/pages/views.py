@@ -194,6 +194,29 @@ def _ids_page(request: HttpRequest, ids: Any) -> Any:
     return _page(request, ids)
 
 
+#: A search of views' SQL reads its matches up to this many, or up to the page asked for
+#: when that is further: beyond, it says that more exist without counting them.
+SQL_SEARCH_READ = 1000
+#: No page number beyond this one is read (a number is a LIMIT: it must stay an integer
+#: the database takes).
+LAST_PAGE_READ = 100_000
+
+
+def _capped_page(request: HttpRequest, ids: Any) -> Any:
+    """`_page` of a query of ids that is costly to run to the end (views' SQL): the ids are
+    read in one query, in order, up to `SQL_SEARCH_READ` or the page asked for, plus one to
+    know whether more exist (`page.more`; the count is then "more than")."""
+    try:
+        number = min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
+    except ValueError:
+        number = 1
+    upto = max(SQL_SEARCH_READ, number * PAGE_SIZE)
+    found = selectors.all_ids(ids[: upto + 1])
+    page = _page(request, found[:upto])
+    page.more = len(found) > upto
+    return page
+
+
 def _linker() -> Callable[..., str]:
     """`link(url_name, namespace, name=None)`: the address of a namespace's page (no
     `name`) or of an object's page, what `reverse` gives, reversed once per page kind (and
@@ -233,22 +256,23 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
 
     By name, one page of ids is read from the (namespace, name) index, and the matches are
     counted (from the index too) only when that first page is full. A search of the SQL
-    reads every view's SQL, once: that query returns all the ids, in order (counting, then
-    reading a page, would read it all twice). Then only the page's rows are read, as plain
-    values."""
+    reads every view's SQL once, in one query that returns the ids in order up to the
+    1,000th match (`_capped_page`; counting, then reading a page, would read it all twice,
+    and a text in half the views' SQL would have thousands of ids listed and ordered). Then
+    only the page's rows are read, as plain values."""
     with_sql = request.GET.get("sql") == "1"
     by_sql_alone = False
     page = None
     if query:
         if with_sql:
-            page = _page(request, selectors.all_ids(selectors.search_ids(query, sql=True)))
+            page = _capped_page(request, selectors.search_ids(query, sql=True))
         else:
             page = _ids_page(request, selectors.search_ids(query))
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True
                 ids = selectors.search_ids(query, names=False, sql=True)
-                page = _page(request, selectors.all_ids(ids))
+                page = _capped_page(request, ids)
         link = _linker()
         rows = selectors.object_rows(list(page.object_list))
         for row in rows:

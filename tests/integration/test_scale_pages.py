@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from bench.pages import seed_materialized, seed_tables, seed_views, write_shared_metadata
 from catalog.models import CatalogObject, Namespace
+from catalog.pages import views
 
 pytestmark = pytest.mark.django_db
 
@@ -176,6 +177,33 @@ def test_a_search_of_view_sql_keeps_that_choice_across_its_pages(client, viewer,
     # The form sends sql= for "names first": the page links leave it out.
     names = client.get(reverse("catalog:search"), {"q": "view_", "sql": ""}).content.decode()
     assert "?q=view_&amp;page=2" in names and "sql=&amp;" not in names
+
+
+def test_a_search_of_view_sql_reads_a_thousand_matches_and_says_more_exist_beyond(
+    client, viewer, crowded, monkeypatch
+):
+    """Beyond `SQL_SEARCH_READ` matches (100 here) a search of views' SQL says "more than"
+    and links to the next page, not to a last one; the page after the read ones reads
+    further, and the last page counts exactly."""
+    monkeypatch.setattr(views, "SQL_SEARCH_READ", 100)
+    client.force_login(viewer)
+    search = reverse("catalog:search")
+    first = client.get(search, {"q": "view_", "sql": "1"}).content.decode()
+    assert "(more than 100)" in first and "page 1 of more than 2" in first
+    assert 'rel="last"' not in first and "?q=view_&amp;sql=1&amp;page=2" in first
+    second = client.get(search, {"q": "view_", "sql": "1", "page": 2}).content.decode()
+    assert "page 2 of more than 2" in second and "?q=view_&amp;sql=1&amp;page=3" in second
+    assert "ns_0.view_099<" in second and "ns_0.view_049<" not in second
+    last = client.get(search, {"q": "view_", "sql": "1", "page": 6}).content.decode()
+    assert "(300)" in last and "page 6 of 6" in last and "ns_2.view_099<" in last
+    assert 'rel="next"' not in last
+    negative = client.get(search, {"q": "view_", "sql": "1", "page": "-4"})
+    assert negative.status_code == 200 and b"of more than" in negative.content
+    for odd in ("x", ""):
+        answer = client.get(search, {"q": "view_", "sql": "1", "page": odd}).content.decode()
+        assert "page 1 of more than 2" in answer and "ns_0.view_000<" in answer
+    huge = client.get(search, {"q": "view_", "sql": "1", "page": "10" * 30}).content.decode()
+    assert "(300)" in huge and "ns_2.view_099<" in huge  # past the end: the last page
 
 
 def test_search_counts_and_pages_every_match_by_name(client, viewer, crowded):
