@@ -150,6 +150,82 @@ def _parents(namespace: Any, names: list[str], kind: str, metadata_location: str
     )
 
 
+_KEYS = [
+    "customer_id",
+    "account_id",
+    "store_id",
+    "sku",
+    "region_code",
+    "country",
+    "channel",
+    "campaign_id",
+    "device_type",
+    "warehouse_id",
+    "supplier_id",
+    "plan",
+]
+_MEASURES = [
+    "amount",
+    "revenue",
+    "quantity",
+    "discount",
+    "margin",
+    "latency_ms",
+    "clicks",
+    "impressions",
+    "cost",
+    "tax",
+    "refunds",
+    "sessions",
+]
+_ATTRIBUTES = [
+    "segment",
+    "tier",
+    "category",
+    "brand",
+    "city",
+    "manager",
+    "industry",
+    "language",
+    "currency",
+    "status",
+]
+_WORDS = ["north", "south", "east", "west", "retail", "online", "partner", "promo", "gold",
+          "silver", "basic", "mobile", "desktop", "tablet", "organic", "paid", "email",
+          "social", "search", "display", "spring", "summer", "autumn", "winter"]  # fmt: skip
+
+
+def analytical_sql(table: str, name: str, namespace: str = "") -> str:
+    """A view's SQL as analysts write it (about 600 characters: a CTE, a join, filters with
+    literals, an aggregate), varied per view from its name: a search of views' SQL reads
+    text like a real catalog's, not one short line repeated."""
+    import random
+
+    rng = random.Random(f"{namespace}.{name}")
+    k1, k2 = rng.sample(_KEYS, 2)
+    m1, m2 = rng.sample(_MEASURES, 2)
+    attribute = rng.choice(_ATTRIBUTES)
+    v1, v2 = rng.sample(_WORDS, 2)
+    return (
+        f"WITH recent AS (\n"
+        f"  SELECT {k1}, {k2}, {m1}, {m2}, event_date\n"
+        f"  FROM {table} AS orders_{name}\n"
+        f"  WHERE event_date >= DATE '2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}'\n"
+        f"    AND {k1} IN ('{v1}_{rng.randint(1, 999)}', '{v2}_{rng.randint(1, 999)}')\n"
+        f"    AND {m2} > {rng.randint(0, 5000) / 100}\n"
+        f")\n"
+        f"SELECT r.{k1}, d.{attribute}, date_trunc('{rng.choice(['day', 'week', 'month'])}', "
+        f"r.event_date) AS period,\n"
+        f"       SUM(r.{m1}) AS total_{m1}, AVG(r.{m2}) AS avg_{m2}, COUNT(*) AS n\n"
+        f"FROM recent AS r\n"
+        f"JOIN dim_{k2.removesuffix('_id')} AS d ON d.{k2} = r.{k2}\n"
+        f"WHERE d.{attribute} <> '{rng.choice(_WORDS)}'\n"
+        f"GROUP BY r.{k1}, d.{attribute}, period\n"
+        f"HAVING SUM(r.{m1}) > {rng.randint(100, 100000)}\n"
+        f"ORDER BY total_{m1} DESC"
+    )
+
+
 def seed_views(
     namespace: Any, names: list[str], metadata_location: str, reads: list[str] | None = None
 ) -> None:
@@ -199,13 +275,18 @@ def seed_views(
         batch_size=500,
     )
     # Either way the SQL holds "orders_<view>", which the search of views' SQL looks for.
-    sql = "SELECT id, region, revenue FROM {table}" + (" AS orders_{name}" if reads else "")
+    text = {
+        p.pk: analytical_sql(read[p.pk], p.name, namespace.name)
+        if reads
+        else f"SELECT id, region, revenue FROM {read[p.pk]}"
+        for p in parents
+    }
     ViewRepresentation.objects.bulk_create(
         [
             ViewRepresentation(
                 version_id=v.pk,
                 dialect=dialect,
-                sql=sql.format(table=read[p.pk], name=p.name),
+                sql=text[p.pk],
                 is_original=orig,
             )
             for p, v in zip(parents, versions, strict=True)

@@ -135,15 +135,6 @@ class CatalogObject(models.Model):
 
 
 class ViewQuerySet(CatalogObjectQuerySet):
-    def search(self, text: str) -> ViewQuerySet:
-        """By qualified name, or by the SQL of any retained version."""
-        if not text:
-            return self
-        by_name = CatalogObjectQuerySet.search(self, text).values("pk")
-        return self.filter(
-            models.Q(pk__in=by_name) | models.Q(versions__representations__sql__icontains=text)
-        ).distinct()
-
     def reading(self, namespace: str, name: str) -> ViewQuerySet:
         """The views whose current version reads `namespace.name` of this catalog (over
         `ViewRead`'s index)."""

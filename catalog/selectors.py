@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import F, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView
 from catalog.core.types import sqlglot_type_from_iceberg
@@ -88,23 +89,76 @@ def search_ids(text: str, *, names: bool = True, sql: bool = False) -> QuerySet:
 
     By name, the (namespace, name) index alone answers: a page (LIMIT/OFFSET) walks it from
     the first namespace on and stops when the page is full, a count reads the index only.
-    By SQL, every view's SQL is read, each time the query runs."""
+    By SQL, see `_in_sql`: building the query asks the trigram index once."""
     found = CatalogObject.objects.none()
     if names:
         found = CatalogObject.objects.search(text)
     if sql:
-        in_sql = ViewRepresentation.objects.filter(sql__icontains=text).values("version__view_id")
-        by_sql = CatalogObject.objects.filter(pk__in=in_sql)
+        by_sql = CatalogObject.objects.filter(_in_sql(text))
         # One WHERE with an OR (not an IN over the name search): the walk stays on the index.
         found = (found | by_sql) if names else by_sql
     return found.order_by("namespace__name", "name").values_list("pk", flat=True)
+
+
+#: Migration 0006's FTS5 table (trigram tokenizer) over `ViewRepresentation.sql`, SQLite only.
+SQL_FTS_TABLE = "catalog_viewrepresentation_sql_fts"
+#: A text the trigram index finds in at most this many representations is "rare" (`_in_sql`).
+SQL_CANDIDATES = 2000
+
+
+def _in_sql(text: str) -> Q:
+    """The condition "a view whose retained SQL contains `text`" (`icontains`: the user's
+    text taken literally, any case), written for how common the text is:
+
+    - rare (the trigram index points to at most SQL_CANDIDATES representations): `pk IN` the
+      views of those, so only they are read, however many views the catalog holds;
+    - common (more, or shorter than a trigram, which no trigram index answers): each object's
+      SQL is looked at as the list is walked in order, and a page of matches is found long
+      before the end, where listing thousands of views first would read them all."""
+    candidates = _sql_candidates(text)
+    if candidates == []:
+        return Q(pk__in=[])
+    if candidates is not None:
+        representations = ViewRepresentation.objects.filter(pk__in=candidates)
+        return Q(pk__in=representations.filter(sql__icontains=text).values("version__view_id"))
+    in_one_version = ViewRepresentation.objects.filter(
+        version__view_id=OuterRef("pk"), sql__icontains=text
+    )
+    return Q(Exists(in_one_version))
+
+
+def _sql_candidates(text: str) -> list[int] | None:
+    """Ids of the representations whose SQL may contain `text` (never fewer than do), read
+    from the trigram index; None when there are more than SQL_CANDIDATES, or when `text` is
+    shorter than a trigram.
+
+    SQLite: the FTS5 table's MATCH of `text` as one phrase (only `"` is special inside it;
+    it folds case at least as widely as LIKE does). PostgreSQL: `icontains` itself, which
+    the GIN index on UPPER(sql) answers (without pg_trgm, a scan that stops at the limit)."""
+    if len(text) < 3:
+        return None
+    if connection.vendor == "sqlite":
+        phrase = '"' + text.replace('"', '""') + '"'
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT rowid FROM {SQL_FTS_TABLE} WHERE {SQL_FTS_TABLE} MATCH %s LIMIT %s",
+                [phrase, SQL_CANDIDATES + 1],
+            )
+            ids = [row[0] for row in cursor.fetchall()]
+    else:
+        matching = ViewRepresentation.objects.filter(sql__icontains=text).order_by()
+        ids = list(matching.values_list("pk", flat=True)[: SQL_CANDIDATES + 1])
+    return ids if len(ids) <= SQL_CANDIDATES else None
 
 
 def all_ids(ids: QuerySet) -> list[int]:
     """Every id a `values_list("pk", flat=True)` query gives, in its order, read straight
     from the cursor: Django's row-by-row iteration costs a microsecond an id, which counts
     when a search of the SQL returns thousands."""
-    sql, params = ids.query.sql_with_params()
+    try:
+        sql, params = ids.query.sql_with_params()
+    except EmptyResultSet:  # a condition that nothing meets (no candidate at all)
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]

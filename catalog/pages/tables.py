@@ -26,7 +26,7 @@ from catalog.models import Attachment, CatalogEvent, Table, View
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import shown_preview
-from catalog.pages.views import HISTORY_LENGTH, catalog_page
+from catalog.pages.views import HISTORY_LENGTH, catalog_page, linker
 
 #: Snapshot summary keys shown as columns, in this order, with their headings; the others
 #: are listed per snapshot below them.
@@ -76,13 +76,28 @@ def _number(value: Any) -> int | None:
         return None
 
 
-def readers_of(table: Table) -> list[View]:
-    """The views whose current version reads `table` (over `ViewRead`'s index)."""
-    return list(
+#: The table page lists this many of the views that read the table, and counts the rest.
+READERS_LISTED = 50
+
+
+def readers_of(table: Table) -> dict[str, Any]:
+    """The first READERS_LISTED views whose current version reads `table` (over
+    `ViewRead`'s index), as {"listed": [{"name", "url"}], "count": all of them}."""
+    views = (
         View.objects.reading(table.namespace.name, table.name)
-        .select_related("namespace")
         .order_by("namespace__name", "name")
+        .values_list("namespace__name", "name")
     )
+    found = list(views[: READERS_LISTED + 1])
+    count = len(found) if len(found) <= READERS_LISTED else views.count()
+    link = linker()
+    return {
+        "listed": [
+            {"name": f"{namespace}.{name}", "url": link("catalog:view-detail", namespace, name)}
+            for namespace, name in found[:READERS_LISTED]
+        ],
+        "count": count,
+    }
 
 
 # -- partition specs ----------------------------------------------------------------------

@@ -217,7 +217,7 @@ def _capped_page(request: HttpRequest, ids: Any) -> Any:
     return page
 
 
-def _linker() -> Callable[..., str]:
+def linker() -> Callable[..., str]:
     """`link(url_name, namespace, name=None)`: the address of a namespace's page (no
     `name`) or of an object's page, what `reverse` gives, reversed once per page kind (and
     namespace) and then filled in with each name, quoted as `reverse` quotes it: for lists
@@ -273,7 +273,7 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
                 by_sql_alone = True
                 ids = selectors.search_ids(query, names=False, sql=True)
                 page = _capped_page(request, ids)
-        link = _linker()
+        link = linker()
         rows = selectors.object_rows(list(page.object_list))
         for row in rows:
             if row["kind"] == CatalogObject.Kind.VIEW:
@@ -311,7 +311,7 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
         return _search_page(request, query)
     page = _page(request, Namespace.objects.with_counts().order_by("name").only("name"))
     page.object_list = list(page.object_list)
-    link = _linker()
+    link = linker()
     for ns in page.object_list:
         ns.view_count = ns.object_count - ns.table_count
         ns.plain_table_count = ns.table_count - ns.materialized_count
@@ -330,7 +330,7 @@ def search(request: HttpRequest) -> HttpResponse:
 @catalog_page()
 def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
-    link = _linker()
+    link = linker()
     views = _page(request, selectors.namespace_views(ns), "views_page")
     views.object_list = [
         {

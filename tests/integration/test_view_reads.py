@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from catalog import services
 from catalog.models import View, ViewRead
+from catalog.pages import tables as tables_pages
 from refresh import lineage
 from refresh import services as refresh_services
 
@@ -93,3 +94,18 @@ def test_rebuilding_the_mirror_and_the_migration_both_derive_the_rows_from_the_v
     migration = __import__("catalog.migrations.0005_view_reads", fromlist=["fill_reads"])
     migration.fill_reads(apps, None)
     assert reads_of("report") == {("", "sales", "refunds")}
+
+
+def test_the_table_page_lists_the_first_readers_and_counts_the_rest(
+    client, viewer, sales, monkeypatch
+):
+    monkeypatch.setattr(tables_pages, "READERS_LISTED", 2)
+    for name in ("c_report", "a_report", "b_report"):
+        services.create_view(namespace="sales", name=name, sql="SELECT id FROM orders")
+    client.force_login(viewer)
+    html = client.get(reverse("catalog:table-detail", args=["sales", "orders"])).content.decode()
+    section = re.search(r'id="readers".*?</section>', html, re.S).group(0)
+    assert "sales.a_report" in section and "sales.b_report" in section
+    assert "sales.c_report" not in section
+    assert "2 of 3 shown" in section
+    assert reverse("refresh:lineage", args=["sales", "orders"]) in section
