@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods
 
 from catalog import previews, services
 from catalog.core.errors import CatalogError, Unavailable
-from catalog.models import Attachment, CatalogEvent, Table, View
+from catalog.models import CatalogEvent, Table, View
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import shown_preview
@@ -230,9 +230,12 @@ def _when(snapshot: dict[str, Any]) -> str:
 @catalog_page()
 def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     table = get_object_or_404(
-        Table.objects.select_related("namespace"), namespace__name=namespace, name=name
+        # The attachment and the materialized table (the page names both) in the same read.
+        Table.objects.select_related("namespace", "attachment", "materialized"),
+        namespace__name=namespace,
+        name=name,
     )
-    attachment = Attachment.objects.filter(table_id=table.pk).first()
+    attachment = table.attachment if hasattr(table, "attachment") else None
     if attachment is not None:
         # The writer may have written a newer metadata file since the last look.
         table = services.follow_attached(table, actor=request.user)

@@ -98,11 +98,14 @@ def _version_log(view: View) -> list[Any]:
     return entries[::-1]
 
 
-def _previous_version_id(view: View, versions: list[ViewVersion]) -> int:
+def _previous_version_id(
+    view: View, versions: list[ViewVersion], log: list[Any] | None = None
+) -> int:
     """The version that was current before the current one, if still retained; else the
-    newest other retained version; else the current one."""
+    newest other retained version; else the current one. `log`: the version log newest
+    first, when the caller has read it (`_version_log`)."""
     retained = {v.version_id for v in versions}
-    for entry in view.log_entries.order_by("-position"):
+    for entry in view.log_entries.order_by("-position") if log is None else log:
         if entry.version_id != view.current_version_id and entry.version_id in retained:
             return entry.version_id
     others = [v for v in sorted(retained, reverse=True) if v != view.current_version_id]
@@ -118,12 +121,14 @@ def _original(version: ViewVersion | None) -> Any:
     )
 
 
-def _diff_form(view: View, versions: list[ViewVersion], data: Any = None) -> DiffForm:
+def _diff_form(
+    view: View, versions: list[ViewVersion], data: Any = None, log: list[Any] | None = None
+) -> DiffForm:
     current = next((v for v in versions if v.is_current), None)
     original = _original(current)
     dialects = view_dialects(sorted({r.dialect for v in versions for r in v.representations.all()}))
     initial = {
-        "left": _previous_version_id(view, versions),
+        "left": _previous_version_id(view, versions, log),
         "right": view.current_version_id,
         "dialect": original.dialect if original else dialects[0],
     }
@@ -149,6 +154,7 @@ def _view_page(
 ) -> HttpResponse:
     versions = _versions(view)
     current = next((v for v in versions if v.is_current), None)
+    version_log = _version_log(view)
     context = {
         "view": view,
         "namespace": view.namespace,
@@ -156,10 +162,10 @@ def _view_page(
         "representations": list(current.representations.all()) if current else [],
         "fields": list(view.schema_fields(current.schema_id)) if current else [],
         "versions": versions,
-        "version_log": _version_log(view),
+        "version_log": version_log,
         "properties": sorted(view.properties.items()),
         "events": CatalogEvent.objects.for_object(view)[:HISTORY_LENGTH],
-        "diff_form": _diff_form(view, versions),
+        "diff_form": _diff_form(view, versions, log=version_log),
         "property_form": property_form or PropertyForm(),
         **view_facts.page_facts(view, current, versions),
         **(extra_context or {}),
