@@ -225,23 +225,27 @@ def _capped_page(request: HttpRequest, ids: Any) -> Any:
 
 def linker() -> Callable[..., str]:
     """`link(url_name, namespace, name=None)`: the address of a namespace's page (no
-    `name`) or of an object's page, what `reverse` gives, reversed once per page kind (and
-    namespace) and then filled in with each name, quoted as `reverse` quotes it: for lists
-    of many rows."""
-    heads: dict[tuple[str, str | None], tuple[str, str]] = {}
-    marker = "LAKEVIEWNAME"  # letters only: reverse() leaves them as they are
+    `name`) or of an object's page, what `reverse` gives, reversed once per page kind and
+    then filled in with each namespace and name, quoted as `reverse` quotes them: for lists
+    of many rows (a search's rows are in as many namespaces as rows)."""
+    # Letters only: reverse() leaves them as they are. Neither contains the other.
+    ns_marker, name_marker = "LAKEVIEWNAMESPACE", "LAKEVIEWOBJECTNAME"
+    pieces: dict[tuple[str, bool], tuple[str, str, str]] = {}
 
     def link(url_name: str, namespace: str, name: str | None = None) -> str:
-        key = (url_name, None if name is None else namespace)
-        if key not in heads:
-            arguments = {"namespace": marker}
+        key = (url_name, name is None)
+        if key not in pieces:
+            arguments = {"namespace": ns_marker}
             if name is not None:
-                arguments = {"namespace": namespace, "name": marker}
-            # The filled-in part is the last one of these addresses.
-            head, _, tail = reverse(url_name, kwargs=arguments).rpartition(marker)
-            heads[key] = (head, tail)
-        head, tail = heads[key]
-        return f"{head}{quote(namespace if name is None else name, safe=_URL_SAFE)}{tail}"
+                arguments["name"] = name_marker
+            head, _, rest = reverse(url_name, kwargs=arguments).partition(ns_marker)
+            middle, _, tail = rest.partition(name_marker) if name is not None else (rest, "", "")
+            pieces[key] = (head, middle, tail)
+        head, middle, tail = pieces[key]
+        address = f"{head}{quote(namespace, safe=_URL_SAFE)}{middle}"
+        if name is not None:
+            address += f"{quote(name, safe=_URL_SAFE)}{tail}"
+        return address
 
     return link
 
