@@ -87,17 +87,44 @@ def search_ids(text: str, *, names: bool = True, sql: bool = False) -> QuerySet:
     sales.region_revenue) when `names`, and of the views whose retained versions' SQL, in
     any dialect, contains it when `sql`.
 
-    By name, the (namespace, name) index alone answers: a page (LIMIT/OFFSET) walks it from
-    the first namespace on and stops when the page is full, a count reads the index only.
-    By SQL, see `_in_sql`: building the query asks the trigram index once."""
+    By name, a text in few names (`_name_candidates`) is looked up in a trigram index of
+    the qualified names; a common one is found by the (namespace, name) index alone: a page
+    (LIMIT/OFFSET) walks it from the first namespace on and stops when the page is full, a
+    count reads the index only. By SQL, see `_in_sql`. Building the query asks the trigram
+    indexes once each."""
     found = CatalogObject.objects.none()
     if names:
         found = CatalogObject.objects.search(text)
+        candidates = _name_candidates(text)
+        if candidates is not None:
+            # Few names contain it (none, often): read those, not the whole index.
+            found = found.filter(pk__in=candidates)
     if sql:
         by_sql = CatalogObject.objects.filter(_in_sql(text))
         # One WHERE with an OR (not an IN over the name search): the walk stays on the index.
         found = (found | by_sql) if names else by_sql
     return found.order_by("namespace__name", "name").values_list("pk", flat=True)
+
+
+#: Migration 0007's FTS5 table (trigram tokenizer) of qualified names, SQLite only.
+NAME_FTS_TABLE = "catalog_object_name_fts"
+
+
+def _name_candidates(text: str) -> list[int] | None:
+    """Ids of the objects whose qualified name may contain `text` (never fewer than do:
+    the index folds case at least as widely as LIKE), from migration 0007's trigram index;
+    None on other databases, for a text shorter than a trigram, or when there are more
+    than SQL_CANDIDATES (then walking the names in order finds a page sooner)."""
+    if connection.vendor != "sqlite" or len(text) < 3:
+        return None
+    phrase = '"' + text.replace('"', '""') + '"'  # an FTS5 string: only " is special
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s LIMIT %s",
+            [phrase, SQL_CANDIDATES + 1],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    return ids if len(ids) <= SQL_CANDIDATES else None
 
 
 #: Migration 0006's FTS5 table (trigram tokenizer) over `ViewRepresentation.sql`, SQLite only.

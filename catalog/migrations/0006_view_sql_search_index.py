@@ -1,4 +1,4 @@
-"""An index for searching views' SQL by any part of it (`selectors.views_with_sql`).
+"""An index for searching views' SQL by any part of it (`catalog.selectors._sql_candidates`).
 
 SQLite: an FTS5 table with the trigram tokenizer over `ViewRepresentation.sql` (external
 content: it keeps only the index, the text stays in the representation table), kept in step

@@ -1,0 +1,120 @@
+"""Searching by name goes through a trigram index of qualified names on SQLite (migration
+0007) when few names contain the text, and walks the (namespace, name) index when many do;
+either way it finds what the plain search of every name finds, and the index follows
+objects created, renamed, moved and dropped."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from catalog import selectors, services
+from catalog.models import CatalogObject, Namespace
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+}
+NAMES = {
+    "sales": ["region_revenue", "Région_Été", "100%_share", "a_b", 'q"uote', "it's"],
+    "sales.eu": ["orders", "region"],
+    "ops": ["region_revenue_daily"],
+}
+
+
+@pytest.fixture
+def catalog():
+    for namespace, names in NAMES.items():
+        services.create_namespace(name=namespace)
+        for name in names:
+            services.create_table(namespace=namespace, name=name, schema=SCHEMA)
+
+
+@pytest.fixture(params=["rare", "common"])
+def frequency(request, monkeypatch):
+    """Both ways: through the index's candidates, and (every text counting as common) the
+    walk of the (namespace, name) index."""
+    if request.param == "common":
+        monkeypatch.setattr(selectors, "SQL_CANDIDATES", 0)
+    return request.param
+
+
+def plain(text: str) -> list[str]:
+    """What the search finds without any index: every qualified name, compared in Python
+    as the database's `icontains` compares (SQLite's LIKE folds ASCII letters only;
+    PostgreSQL compares UPPER() of both)."""
+    if connection.vendor == "sqlite":
+        fold = lambda value: value.translate(ASCII_LOWER)  # noqa: E731
+    else:
+        fold = str.upper
+    objects = CatalogObject.objects.select_related("namespace").order_by("namespace__name", "name")
+    return [str(o) for o in objects if fold(text) in fold(str(o))]
+
+
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def found(text: str) -> list[str]:
+    ids = selectors.all_ids(selectors.search_ids(text))
+    objects = CatalogObject.objects.select_related("namespace").in_bulk(ids)
+    return [str(objects[i]) for i in ids]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sales.region",  # across the dot
+        "s.eu.or",  # across both dots of a two-level namespace
+        "eu.region",
+        "REGION_rev",  # case
+        "région",  # not ASCII: LIKE keeps its case, the index folds it; the result is LIKE's
+        "Été",
+        "100%",  # % and _ are characters
+        "a_b",
+        'q"u',
+        "it's",
+        "xyz",  # in no name
+        "ab",  # shorter than a trigram
+    ],
+)
+def test_a_name_is_found_as_the_plain_search_finds_it(catalog, frequency, text):
+    assert found(text) == plain(text)
+
+
+def test_a_rare_text_reads_the_names_the_index_points_to(catalog):
+    if connection.vendor != "sqlite":
+        pytest.skip("the names' trigram index is SQLite's (PostgreSQL scans the names)")
+    with CaptureQueriesContext(connection) as queries:
+        assert found("nowhere_at_all") == []
+    assert any(selectors.NAME_FTS_TABLE in q["sql"] for q in queries.captured_queries)
+    ids = selectors.search_ids("eu.orders")
+    assert selectors.all_ids(ids) and "IN (" in str(ids.query)
+
+
+def test_the_index_follows_renames_moves_and_drops(catalog):
+    services.rename_table(
+        namespace="sales", name="a_b", new_namespace="ops", new_name="renamed_table"
+    )
+    assert found("renamed_table") == ["ops.renamed_table"] == plain("renamed_table")
+    assert found("sales.a_b") == []
+    services.drop_table(namespace="ops", name="renamed_table")
+    assert found("renamed_table") == []
+    services.create_view(namespace="sales.eu", name="brand_new", sql="SELECT 1 AS one")
+    assert found("eu.brand") == ["sales.eu.brand_new"]
+    Namespace.objects.filter(name="ops").update(name="operations")  # e.g. from the admin
+    assert found("operations.region") == ["operations.region_revenue_daily"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_unapplies_and_applies_cleanly(catalog):
+    call_command("migrate", "catalog", "0006", verbosity=0)
+    assert selectors.NAME_FTS_TABLE not in connection.introspection.table_names()
+    call_command("migrate", "catalog", verbosity=0)
+    if connection.vendor == "sqlite":
+        assert selectors.NAME_FTS_TABLE in connection.introspection.table_names()
+    assert found("sales.region") == plain("sales.region") != []
