@@ -108,23 +108,27 @@ def search_ids(text: str, *, names: bool = True, sql: bool = False) -> QuerySet:
 
 #: Migration 0007's FTS5 table (trigram tokenizer) of qualified names, SQLite only.
 NAME_FTS_TABLE = "catalog_object_name_fts"
+#: A text in at most this many qualified names is "rare" (`_name_candidates`). Low: past
+#: it, walking the names' index (a fraction of a millisecond per thousand names) costs
+#: little, and the index stops reading at the limit.
+NAME_CANDIDATES = 200
 
 
 def _name_candidates(text: str) -> list[int] | None:
     """Ids of the objects whose qualified name may contain `text` (never fewer than do:
     the index folds case at least as widely as LIKE), from migration 0007's trigram index;
     None on other databases, for a text shorter than a trigram, or when there are more
-    than SQL_CANDIDATES (then walking the names in order finds a page sooner)."""
+    than NAME_CANDIDATES (then walking the names in order finds a page soon)."""
     if connection.vendor != "sqlite" or len(text) < 3:
         return None
     phrase = '"' + text.replace('"', '""') + '"'  # an FTS5 string: only " is special
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s LIMIT %s",
-            [phrase, SQL_CANDIDATES + 1],
+            [phrase, NAME_CANDIDATES + 1],
         )
         ids = [row[0] for row in cursor.fetchall()]
-    return ids if len(ids) <= SQL_CANDIDATES else None
+    return ids if len(ids) <= NAME_CANDIDATES else None
 
 
 #: Migration 0006's FTS5 table (trigram tokenizer) over `ViewRepresentation.sql`, SQLite only.

@@ -202,7 +202,7 @@ def _ids_page(request: HttpRequest, ids: Any) -> Any:
 
 #: A search of views' SQL reads its matches up to this many, or up to the page asked for
 #: when that is further: beyond, it says that more exist without counting them.
-SQL_SEARCH_READ = 1000
+SQL_SEARCH_READ = 500
 #: No page number beyond this one is read (a number is a LIMIT: it must stay an integer
 #: the database takes).
 LAST_PAGE_READ = 100_000
@@ -264,12 +264,12 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     ("sales.region" finds sales.region_revenue); views by their SQL too when asked
     (`?sql=1`, "names and view SQL" in the form), or when no name matches.
 
-    By name, one page of ids is read from the (namespace, name) index, and the matches are
-    counted (from the index too) only when that first page is full. A search of the SQL
-    reads every view's SQL once, in one query that returns the ids in order up to the
-    1,000th match (`_capped_page`; counting, then reading a page, would read it all twice,
-    and a text in half the views' SQL would have thousands of ids listed and ordered). Then
-    only the page's rows are read, as plain values."""
+    By name, one page of ids is read (`selectors.search_ids`: through the names' trigram
+    index, or walking the (namespace, name) index), and the matches are counted only when
+    that first page is full. A search of the SQL is one query that returns the ids in order
+    up to the 500th match (`_capped_page`): counting, then reading a page, would run it
+    twice, and a text in half the views' SQL would have thousands of ids listed and
+    ordered. Then only the page's rows are read, as plain values."""
     with_sql = request.GET.get("sql") == "1"
     by_sql_alone = False
     page = None

@@ -20,7 +20,7 @@ from catalog.core.errors import CatalogError, http_status
 from catalog.core.sql import qualify_table_names, transpile
 from catalog.models import Namespace
 from catalog.pages.diff import side_by_side
-from catalog.pages.views import catalog_page
+from catalog.pages.views import catalog_page, linker
 from catalog.roles import can_view
 from refresh import console, lineage, selectors, services
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
@@ -120,7 +120,11 @@ def mt_list(request: HttpRequest, namespace: str) -> HttpResponse:
     page.parameter = "page"
     page.other_parameters = request.GET.copy()
     page.other_parameters.pop("page", None)
-    rows = [_summary(mt) for mt in page.object_list]
+    link = linker()
+    rows = [
+        {**_summary(mt), "url": link("refresh:mt-detail", ns.name, mt.table.name)}
+        for mt in page.object_list
+    ]
     return render(request, "refresh/mt_list.html", {"namespace": ns, "rows": rows, "page": page})
 
 
