@@ -40,7 +40,7 @@ def frequency(request, monkeypatch):
     """Both ways: through the index's candidates, and (every text counting as common) the
     walk of the (namespace, name) index."""
     if request.param == "common":
-        monkeypatch.setattr(selectors, "SQL_CANDIDATES", 0)
+        monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)
     return request.param
 
 

@@ -179,7 +179,7 @@ def test_a_search_of_view_sql_keeps_that_choice_across_its_pages(client, viewer,
     assert "?q=view_&amp;page=2" in names and "sql=&amp;" not in names
 
 
-def test_a_search_of_view_sql_reads_a_thousand_matches_and_says_more_exist_beyond(
+def test_a_search_of_view_sql_reads_its_first_matches_and_says_more_exist_beyond(
     client, viewer, crowded, monkeypatch
 ):
     """Beyond `SQL_SEARCH_READ` matches (100 here) a search of views' SQL says "more than"
