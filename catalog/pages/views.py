@@ -190,33 +190,24 @@ def _page(request: HttpRequest, items: Any, parameter: str = "page") -> Any:
     return page
 
 
-def _ids_page(request: HttpRequest, ids: Any) -> Any:
-    """`_page` of a query of ids that counts only when it must: the first page is read
-    first, and when it is not full it holds every match."""
-    if request.GET.get("page", "1") in ("", "1"):
-        first = list(ids[:PAGE_SIZE])
-        if len(first) < PAGE_SIZE:
-            ids = first
-    return _page(request, ids)
-
-
-#: A search of views' SQL reads its matches up to this many, or up to the page asked for
-#: when that is further: beyond, it says that more exist without counting them.
-SQL_SEARCH_READ = 500
+#: A search reads its matches up to this many, or up to the page asked for when that is
+#: further: beyond, it says that more exist without counting them (a count would read every
+#: match, and grow with the catalog).
+SEARCH_READ = 500
 #: No page number beyond this one is read (a number is a LIMIT: it must stay an integer
 #: the database takes).
 LAST_PAGE_READ = 100_000
 
 
 def _capped_page(request: HttpRequest, ids: Any) -> Any:
-    """`_page` of a query of ids that is costly to run to the end (views' SQL): the ids are
-    read in one query, in order, up to `SQL_SEARCH_READ` or the page asked for, plus one to
-    know whether more exist (`page.more`; the count is then "more than")."""
+    """`_page` of a search's query of ids: the ids are read in one query, in order, up to
+    `SEARCH_READ` or the page asked for, plus one to know whether more exist
+    (`page.more`; the count is then "more than")."""
     try:
         number = min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
     except ValueError:
         number = 1
-    upto = max(SQL_SEARCH_READ, number * PAGE_SIZE)
+    upto = max(SEARCH_READ, number * PAGE_SIZE)
     found = selectors.all_ids(ids[: upto + 1])
     page = _page(request, found[:upto])
     page.more = len(found) > upto
@@ -264,12 +255,11 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     ("sales.region" finds sales.region_revenue); views by their SQL too when asked
     (`?sql=1`, "names and view SQL" in the form), or when no name matches.
 
-    By name, one page of ids is read (`selectors.search_ids`: through the names' trigram
-    index, or walking the (namespace, name) index), and the matches are counted only when
-    that first page is full. A search of the SQL is one query that returns the ids in order
-    up to the 500th match (`_capped_page`): counting, then reading a page, would run it
-    twice, and a text in half the views' SQL would have thousands of ids listed and
-    ordered. Then only the page's rows are read, as plain values."""
+    Either way one query returns the ids in order up to the 500th match (`_capped_page`;
+    by name through the names' trigram index or walking the (namespace, name) index, see
+    `selectors.search_ids`): counting, then reading a page, would run it twice, and a text
+    in half the names or half the views' SQL would have thousands of ids counted or
+    listed. Then only the page's rows are read, as plain values."""
     with_sql = request.GET.get("sql") == "1"
     by_sql_alone = False
     page = None
@@ -277,7 +267,7 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
         if with_sql:
             page = _capped_page(request, selectors.search_ids(query, sql=True))
         else:
-            page = _ids_page(request, selectors.search_ids(query))
+            page = _capped_page(request, selectors.search_ids(query))
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True

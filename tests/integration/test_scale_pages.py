@@ -179,13 +179,13 @@ def test_a_search_of_view_sql_keeps_that_choice_across_its_pages(client, viewer,
     assert "?q=view_&amp;page=2" in names and "sql=&amp;" not in names
 
 
-def test_a_search_of_view_sql_reads_its_first_matches_and_says_more_exist_beyond(
+def test_a_search_reads_its_first_matches_and_says_more_exist_beyond(
     client, viewer, crowded, monkeypatch
 ):
-    """Beyond `SQL_SEARCH_READ` matches (100 here) a search of views' SQL says "more than"
-    and links to the next page, not to a last one; the page after the read ones reads
-    further, and the last page counts exactly."""
-    monkeypatch.setattr(views, "SQL_SEARCH_READ", 100)
+    """Beyond `SEARCH_READ` matches (100 here) a search (of views' SQL, or of names) says
+    "more than" and links to the next page, not to a last one; the page after the read
+    ones reads further, and the last page counts exactly."""
+    monkeypatch.setattr(views, "SEARCH_READ", 100)
     client.force_login(viewer)
     search = reverse("catalog:search")
     first = client.get(search, {"q": "view_", "sql": "1"}).content.decode()
@@ -204,6 +204,9 @@ def test_a_search_of_view_sql_reads_its_first_matches_and_says_more_exist_beyond
         assert "page 1 of more than 2" in answer and "ns_0.view_000<" in answer
     huge = client.get(search, {"q": "view_", "sql": "1", "page": "10" * 30}).content.decode()
     assert "(300)" in huge and "ns_2.view_099<" in huge  # past the end: the last page
+    by_name = client.get(search, {"q": "view_"}).content.decode()  # names alone: the same
+    assert "(more than 100)" in by_name and "page 1 of more than 2" in by_name
+    assert 'rel="last"' not in by_name and "?q=view_&amp;page=2" in by_name
 
 
 def test_search_counts_and_pages_every_match_by_name(client, viewer, crowded):
