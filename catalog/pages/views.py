@@ -193,7 +193,7 @@ def _page(request: HttpRequest, items: Any, parameter: str = "page") -> Any:
 #: A search reads its matches up to this many, or up to the page asked for when that is
 #: further: beyond, it says that more exist without counting them (a count would read every
 #: match, and grow with the catalog).
-SEARCH_READ = 500
+SEARCH_READ = 200
 #: No page number beyond this one is read (a number is a LIMIT: it must stay an integer
 #: the database takes).
 LAST_PAGE_READ = 100_000
@@ -255,7 +255,7 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     ("sales.region" finds sales.region_revenue); views by their SQL too when asked
     (`?sql=1`, "names and view SQL" in the form), or when no name matches.
 
-    Either way one query returns the ids in order up to the 500th match (`_capped_page`;
+    Either way one query returns the ids in order up to the 200th match (`_capped_page`;
     by name through the names' trigram index or walking the (namespace, name) index, see
     `selectors.search_ids`): counting, then reading a page, would run it twice, and a text
     in half the names or half the views' SQL would have thousands of ids counted or
