@@ -120,7 +120,7 @@ def test_search_matches_across_the_dot_but_not_around_it(client, viewer, sales):
 def test_search_results_are_paginated(client, viewer, crowded):
     client.force_login(viewer)
     first = client.get(reverse("catalog:search"), {"q": "view_"}).content.decode()
-    assert "(300)" in first and "page 1 of 6" in first
+    assert "(more than 200)" in first and "page 1 of more than 4" in first
     assert "?q=view_&amp;page=2" in first
     last = client.get(reverse("catalog:search"), {"q": "view_", "page": 6}).content.decode()
     assert "ns_2.view_099" in last and "ns_0.view_000" not in last
@@ -172,7 +172,7 @@ def test_text_that_no_name_contains_is_looked_for_in_view_sql(client, viewer, sa
 def test_a_search_of_view_sql_keeps_that_choice_across_its_pages(client, viewer, crowded):
     client.force_login(viewer)
     html = client.get(reverse("catalog:search"), {"q": "view_", "sql": "1"}).content.decode()
-    assert "(300)" in html and "page 1 of 6" in html
+    assert "(more than 200)" in html and "page 1 of more than 4" in html
     assert "?q=view_&amp;sql=1&amp;page=2" in html
     # The form sends sql= for "names first": the page links leave it out.
     names = client.get(reverse("catalog:search"), {"q": "view_", "sql": ""}).content.decode()
