@@ -250,6 +250,10 @@ def _when(moment: datetime | None) -> str:
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else ""
 
 
+#: The longest search text: a name or a line of SQL, not a file.
+SEARCH_TEXT_LENGTH = 1000
+
+
 def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     """Views, tables and materialized tables matching `query`, by qualified name first
     ("sales.region" finds sales.region_revenue); views by their SQL too when asked
@@ -261,6 +265,14 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     in half the names or half the views' SQL would have thousands of ids counted or
     listed. Then only the page's rows are read, as plain values."""
     with_sql = request.GET.get("sql") == "1"
+    problem = None
+    if "\x00" in query:
+        problem = "The search text holds a NUL character, which no name or SQL can hold."
+    elif len(query) > SEARCH_TEXT_LENGTH:
+        problem = f"The search text is longer than {SEARCH_TEXT_LENGTH:,} characters."
+    if problem:
+        context = {"query": "", "page": None, "with_sql": with_sql, "problem": problem}
+        return render(request, "catalog/search.html", context, status=400)
     by_sql_alone = False
     page = None
     if query:

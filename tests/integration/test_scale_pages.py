@@ -329,3 +329,13 @@ def test_the_openapi_schema_describes_the_tables_endpoints_and_paginated_lists(v
     assert "/api/namespaces/{namespace}/tables/{name}/" in paths
     listed = paths["/api/namespaces/{namespace}/views/"]["get"]
     assert any(p["name"] == "page" for p in listed["parameters"])
+
+
+@pytest.mark.parametrize("text", ["ab\x00cd", "\x00", "x" * 1001])
+def test_a_search_text_no_name_or_sql_can_hold_is_a_400_that_says_why(client, viewer, sales, text):
+    client.force_login(viewer)
+    for extra in ({}, {"sql": "1"}):
+        response = client.get(reverse("catalog:search"), {"q": text, **extra})
+        assert response.status_code == 400
+        problem = re.search(r'id="search-problem">(.*?)</div>', response.content.decode())
+        assert ("NUL" if "\x00" in text else "longer than 1,000") in problem.group(1)
