@@ -328,3 +328,67 @@ def test_readers_racing_to_follow_a_new_file_all_see_it_and_it_is_followed_once(
     assert set(seen) == {f"{folder}/metadata/v2.metadata.json"}
     assert CatalogEvent.objects.filter(action="follow_attached_table").count() == 1
     assert Attachment.objects.get().check_error == ""
+
+
+def _race(count: int, work) -> tuple[list, list[BaseException]]:
+    """`work(i)` in `count` threads released together; what each returned, what each raised."""
+    import threading
+
+    from django.db import connection
+
+    start = threading.Barrier(count)
+    results: list = []
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            start.wait()
+            results.append(work(i))
+        except BaseException as error:  # noqa: BLE001 - inspected by the caller
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, errors
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_attaches_of_one_folder_or_one_name_attach_it_once(external, editor):
+    """Six attaches of one folder under six names, then six of six folders under one name:
+    each time one attaches and the others are refused with a conflict, never a 500 or two
+    objects over one folder."""
+    from django.db import connection
+
+    from catalog.core.errors import CatalogError, http_status
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's in-memory test database locks whole tables across threads")
+    services.create_namespace(name="ext", actor=editor)
+    folder = external / "orders"
+    written_table(folder, versions=1)
+
+    attached, refused = _race(
+        6,
+        lambda i: services.attach_table(namespace="ext", name=f"orders_{i}", location=str(folder)),
+    )
+    assert len(attached) == 1 and len(refused) == 5
+    assert all(isinstance(e, CatalogError) and http_status(e) == 409 for e in refused), refused
+    assert Table.objects.filter(namespace__name="ext").count() == Attachment.objects.count() == 1
+
+    folders = []
+    for i in range(6):
+        folders.append(external / f"other_{i}")
+        written_table(folders[-1], versions=1)
+    attached, refused = _race(
+        6, lambda i: services.attach_table(namespace="ext", name="one", location=str(folders[i]))
+    )
+    assert len(attached) == 1 and len(refused) == 5
+    assert all(isinstance(e, CatalogError) and http_status(e) == 409 for e in refused), refused
+    assert Table.objects.filter(namespace__name="ext", name="one").count() == 1
+    assert Attachment.objects.count() == 2
