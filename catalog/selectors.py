@@ -121,14 +121,20 @@ def _name_candidates(text: str) -> list[int] | None:
     than NAME_CANDIDATES (then walking the names in order finds a page soon)."""
     if connection.vendor != "sqlite" or len(text) < 3:
         return None
-    phrase = '"' + text.replace('"', '""') + '"'  # an FTS5 string: only " is special
+    ids = _fts_rowids(NAME_FTS_TABLE, text, NAME_CANDIDATES + 1)
+    return ids if len(ids) <= NAME_CANDIDATES else None
+
+
+def _fts_rowids(table: str, text: str, limit: int) -> list[int]:
+    """The first `limit` rowids of the SQLite FTS5 `table` (a trigram index) whose text
+    holds `text`: a MATCH of `text` as one FTS5 string, where only `"` is special (doubled),
+    passed as a parameter; the tokenizer folds case at least as widely as LIKE does."""
+    phrase = '"' + text.replace('"', '""') + '"'
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s LIMIT %s",
-            [phrase, NAME_CANDIDATES + 1],
+            f"SELECT rowid FROM {table} WHERE {table} MATCH %s LIMIT %s", [phrase, limit]
         )
-        ids = [row[0] for row in cursor.fetchall()]
-    return ids if len(ids) <= NAME_CANDIDATES else None
+        return [row[0] for row in cursor.fetchall()]
 
 
 #: Migration 0006's FTS5 table (trigram tokenizer) over `ViewRepresentation.sql`, SQLite only.
@@ -163,19 +169,13 @@ def _sql_candidates(text: str) -> list[int] | None:
     from the trigram index; None when there are more than SQL_CANDIDATES, or when `text` is
     shorter than a trigram.
 
-    SQLite: the FTS5 table's MATCH of `text` as one phrase (only `"` is special inside it;
-    it folds case at least as widely as LIKE does). PostgreSQL: `icontains` itself, which
-    the GIN index on UPPER(sql) answers (without pg_trgm, a scan that stops at the limit)."""
+    SQLite: migration 0006's FTS5 table (`_fts_rowids`). PostgreSQL: `icontains` itself,
+    which the GIN index on UPPER(sql) answers (without pg_trgm, a scan that stops at the
+    limit)."""
     if len(text) < 3:
         return None
     if connection.vendor == "sqlite":
-        phrase = '"' + text.replace('"', '""') + '"'
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT rowid FROM {SQL_FTS_TABLE} WHERE {SQL_FTS_TABLE} MATCH %s LIMIT %s",
-                [phrase, SQL_CANDIDATES + 1],
-            )
-            ids = [row[0] for row in cursor.fetchall()]
+        ids = _fts_rowids(SQL_FTS_TABLE, text, SQL_CANDIDATES + 1)
     else:
         matching = ViewRepresentation.objects.filter(sql__icontains=text).order_by()
         ids = list(matching.values_list("pk", flat=True)[: SQL_CANDIDATES + 1])
