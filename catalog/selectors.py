@@ -141,6 +141,8 @@ def _fts_rowids(table: str, text: str, limit: int) -> list[int]:
 SQL_FTS_TABLE = "catalog_viewrepresentation_sql_fts"
 #: A text the trigram index finds in at most this many representations is "rare" (`_in_sql`).
 SQL_CANDIDATES = 2000
+#: The index is first asked for a longer text's last characters (three trigrams).
+SQL_SUFFIX = 5
 
 
 def _in_sql(text: str) -> Q:
@@ -175,6 +177,14 @@ def _sql_candidates(text: str) -> list[int] | None:
     if len(text) < 3:
         return None
     if connection.vendor == "sqlite":
+        if len(text) > SQL_SUFFIX:
+            # What ends a name or a literal (a number, a suffix) usually tells it apart,
+            # where the rest of the text shares its trigrams with every view's SQL (SELECT,
+            # FROM, a common prefix) and would have the index read long lists. Every SQL
+            # holding the text holds its end, so few rows with the end are all candidates.
+            ids = _fts_rowids(SQL_FTS_TABLE, text[-SQL_SUFFIX:], SQL_CANDIDATES + 1)
+            if len(ids) <= SQL_CANDIDATES:
+                return ids
         ids = _fts_rowids(SQL_FTS_TABLE, text, SQL_CANDIDATES + 1)
     else:
         matching = ViewRepresentation.objects.filter(sql__icontains=text).order_by()

@@ -142,3 +142,22 @@ def test_the_migration_unapplies_and_applies_cleanly(odd):
         assert selectors.SQL_FTS_TABLE in connection.introspection.table_names()
     # Filled from the rows already there.
     assert names(found("café")) == {"unicode"} and names(found("a_b")) == {"under"}
+
+
+def test_a_text_is_looked_up_by_its_end_first_and_whole_when_its_end_is_common(monkeypatch):
+    """With two candidates at most (a view has two SQLs, Spark's and Trino's):
+    "common_prefix_3" ends rarely (its end is asked first), "c2_shared" ends like every
+    SQL but is in one view's (the whole text is asked), "shared_end" is in four views'
+    (the list is walked); each finds what the plain scan finds."""
+    monkeypatch.setattr(selectors, "SQL_CANDIDATES", 2)
+    services.create_namespace(name="tails")
+    for i in range(4):
+        services.create_view(namespace="tails", name=f"v{i}", sql=f"SELECT 1 AS c{i}_shared_end")
+        services.create_view(namespace="tails", name=f"p{i}", sql=f"SELECT 2 AS common_prefix_{i}")
+    for text, expected in (
+        ("common_prefix_3", {"p3"}),
+        ("c2_shared", {"v2"}),
+        ("shared_end", {"v0", "v1", "v2", "v3"}),
+    ):
+        assert names(found(text)) == expected
+        assert found(text) == plain_scan(text)
