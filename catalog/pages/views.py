@@ -3,7 +3,7 @@ and shows its `CatalogError` on the form that caused it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import wraps
 from typing import Any
@@ -200,18 +200,44 @@ LAST_PAGE_READ = 100_000
 
 
 def _capped_page(request: HttpRequest, ids: Any) -> Any:
-    """`_page` of a search's query of ids: the ids are read in one query, in order, up to
-    `SEARCH_READ` or the page asked for, plus one to know whether more exist
-    (`page.more`; the count is then "more than")."""
+    """`_page` of a search's query of ids, in one query: the ids up to `SEARCH_READ`, plus
+    one to know whether more exist (`page.more`; the count is then "more than"); a page past
+    those, only its own ids (plus one). A page past the end reads up to it, and shows the
+    last page as Django's paginator does."""
     try:
         number = min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
     except ValueError:
         number = 1
-    upto = max(SEARCH_READ, number * PAGE_SIZE)
+    start, upto = (number - 1) * PAGE_SIZE, number * PAGE_SIZE
+    if upto > SEARCH_READ:
+        window = selectors.all_ids(ids[start : upto + 1])
+        if window:
+            page = _page(request, _Window(start, window[:PAGE_SIZE]))
+            page.more = len(window) > PAGE_SIZE
+            return page
+    upto = max(SEARCH_READ, upto)
     found = selectors.all_ids(ids[: upto + 1])
     page = _page(request, found[:upto])
     page.more = len(found) > upto
     return page
+
+
+class _Window(Sequence):
+    """Ids `start` to `start + len(items)` of a longer list, for a paginator that slices
+    only the page it shows (the ids before `start` are not read)."""
+
+    def __init__(self, start: int, items: list[int]) -> None:
+        self.start, self.items = start, items
+
+    def __len__(self) -> int:
+        return self.start + len(self.items)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            begin = max(index.start or 0, self.start) - self.start
+            end = (len(self) if index.stop is None else index.stop) - self.start
+            return self.items[begin : max(end, 0)]
+        return self.items[index - self.start]
 
 
 def linker() -> Callable[..., str]:

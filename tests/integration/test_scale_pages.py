@@ -194,6 +194,14 @@ def test_a_search_reads_its_first_matches_and_says_more_exist_beyond(
     second = client.get(search, {"q": "view_", "sql": "1", "page": 2}).content.decode()
     assert "page 2 of more than 2" in second and "?q=view_&amp;sql=1&amp;page=3" in second
     assert "ns_0.view_099<" in second and "ns_0.view_049<" not in second
+    # Past the ids read first, a page reads only its own (and one more).
+    third = client.get(search, {"q": "view_", "sql": "1", "page": 3}).content.decode()
+    assert "page 3 of more than 3 (101–150 of more than 150)" in third
+    assert (
+        "ns_1.view_000<" in third
+        and "ns_1.view_049<" in third
+        and "?q=view_&amp;sql=1&amp;page=4" in third
+    )
     last = client.get(search, {"q": "view_", "sql": "1", "page": 6}).content.decode()
     assert "(300)" in last and "page 6 of 6" in last and "ns_2.view_099<" in last
     assert 'rel="next"' not in last
