@@ -293,8 +293,6 @@ def test_a_look_that_fails_keeps_the_last_file_and_says_why(external, ext_ns, ed
 @pytest.mark.postgres  # SQLite's in-memory test database locks whole tables across threads
 @pytest.mark.django_db(transaction=True)
 def test_readers_racing_to_follow_a_new_file_all_see_it_and_it_is_followed_once(external, editor):
-    import threading
-
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -304,28 +302,13 @@ def test_readers_racing_to_follow_a_new_file_all_see_it_and_it_is_followed_once(
     document = written_table(folder, versions=1)
     table = services.attach_table(namespace="ext", name="orders", location=str(folder))
     write_version(folder, 2, document)
-    start = threading.Barrier(8)
-    seen: list[str] = []
-    errors: list[BaseException] = []
 
-    def reader() -> None:
-        try:
-            start.wait()
-            followed = services.follow_attached(Table.objects.get(pk=table.pk))
-            seen.append(followed.metadata_location)
-        except BaseException as error:  # noqa: BLE001 - inspected below
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=reader) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
+    followed, errors = _race(
+        8, lambda i: services.follow_attached(Table.objects.get(pk=table.pk)).metadata_location
+    )
+    seen = set(followed)
     assert not errors
-    assert set(seen) == {f"{folder}/metadata/v2.metadata.json"}
+    assert seen == {f"{folder}/metadata/v2.metadata.json"} and len(followed) == 8
     assert CatalogEvent.objects.filter(action="follow_attached_table").count() == 1
     assert Attachment.objects.get().check_error == ""
 
