@@ -15,7 +15,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.view.metadata import ViewMetadata
 
 from catalog.core.errors import CatalogError
-from catalog.core.sql import dependencies, parse_query
+from catalog.core.sql import check_parses, dependencies, parse_query
 from catalog.core.view_metadata import ORIGINAL_DIALECT, current_version, sql_representations
 from catalog.models import (
     CatalogObject,
@@ -96,6 +96,10 @@ def _sync_view(view: View, metadata: ViewMetadata) -> None:
     for version in metadata.versions:
         if version.version_id in existing:
             continue
+        representations = sql_representations(version)
+        original = version.summary.get(ORIGINAL_DIALECT)
+        if original is None and representations:
+            original = representations[0].dialect
         row = ViewVersion.objects.create(
             view=view,
             version_id=version.version_id,
@@ -104,11 +108,8 @@ def _sync_view(view: View, metadata: ViewMetadata) -> None:
             summary=version.summary,
             default_catalog=version.default_catalog,
             default_namespace=list(version.default_namespace),
+            sql_error=_sql_error(representations, original),
         )
-        representations = sql_representations(version)
-        original = version.summary.get(ORIGINAL_DIALECT)
-        if original is None and representations:
-            original = representations[0].dialect
         ViewRepresentation.objects.bulk_create(
             ViewRepresentation(
                 version=row, dialect=r.dialect, sql=r.sql, is_original=r.dialect == original
@@ -117,6 +118,19 @@ def _sync_view(view: View, metadata: ViewMetadata) -> None:
         )
     _sync_schema_fields(view.fields, ViewSchemaField, {"view": view}, metadata.schemas)
     _rewrite_log(view.log_entries, metadata.version_log, version_id="version_id")
+
+
+def _sql_error(representations: list, original: str | None) -> str:
+    """Why sqlglot cannot read the original SQL, or "" (also for a dialect it does not know,
+    which is taken on trust)."""
+    chosen = next((r for r in representations if r.dialect == original), None)
+    if chosen is None:
+        return ""
+    try:
+        check_parses(chosen.sql, chosen.dialect)
+    except CatalogError as error:
+        return error.message[:1000]
+    return ""
 
 
 def _sync_reads(view: View) -> None:

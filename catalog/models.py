@@ -212,6 +212,9 @@ class ViewVersion(models.Model):
     summary = models.JSONField(default=dict, blank=True)
     default_catalog = models.TextField(null=True, blank=True)
     default_namespace = models.JSONField(default=list)
+    #: Why sqlglot cannot read the version's original SQL (blank when it can). Such SQL is
+    #: stored as the engine sent it, not transpiled to other dialects, its sources unknown.
+    sql_error = models.TextField(blank=True, default="")
 
     objects = ViewVersionQuerySet.as_manager()
 

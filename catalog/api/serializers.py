@@ -185,6 +185,10 @@ class RepresentationSerializer(serializers.ModelSerializer):
 
 class VersionSerializer(serializers.ModelSerializer):
     representations = RepresentationSerializer(many=True, read_only=True)
+    transpiled = serializers.SerializerMethodField(
+        help_text="False when sqlglot cannot read the original SQL: it is stored as the "
+        "engine sent it and no other dialect is generated from it (sql_error says why)."
+    )
 
     class Meta:
         model = ViewVersion
@@ -196,8 +200,13 @@ class VersionSerializer(serializers.ModelSerializer):
             "default_catalog",
             "default_namespace",
             "representations",
+            "transpiled",
+            "sql_error",
         ]
         read_only_fields = fields
+
+    def get_transpiled(self, version: ViewVersion) -> bool:
+        return not version.sql_error
 
 
 class SchemaFieldSerializer(serializers.ModelSerializer):

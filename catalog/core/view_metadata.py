@@ -12,9 +12,13 @@ here, following the semantics of Iceberg's Java `ViewMetadata.Builder`:
 
 Every service operation and every REST commit goes through `ViewMetadataBuilder`, so there is
 one set of rules, and one place that refuses what engines cannot read: every added schema is
-checked as Java's `Schema` checks it (`core.validation`), every added version's SQL must parse
-in its dialect when sqlglot knows the dialect (`core.sql.check_parses`), and the REST updates
-are read as strictly as Java's parsers read them, malformed JSON being a 400, never a crash."""
+checked as Java's `Schema` checks it (`core.validation`), and the REST updates are read as
+strictly as Java's parsers read them, malformed JSON being a 400, never a crash.
+
+A version's SQL is not checked here: the engine that sent it parsed and analyzed it (Spark
+reads namespaces called `inner` or `select` that sqlglot cannot), so it is stored as sent;
+the mirror records when sqlglot cannot read it ("not transpiled"). The app's own create
+paths parse and analyze their SQL before they get here (`services.sql_views`)."""
 
 from __future__ import annotations
 
@@ -43,7 +47,6 @@ from catalog.core.errors import (
     ValidationFailed,
     describe_validation_error,
 )
-from catalog.core.sql import check_parses
 from catalog.core.validation import (
     JAVA_LONG_MAX,
     MALFORMED_INPUT_ERRORS,
@@ -225,10 +228,6 @@ class ViewMetadataBuilder:
         if not 0 <= version.timestamp_ms <= JAVA_LONG_MAX:
             raise ValidationFailed(f"Invalid view version: timestamp-ms {version.timestamp_ms}")
         _check_dialects(version)
-        for representation in sql_representations(version):
-            # Engines fail on a view whose SQL does not parse; a dialect sqlglot does not know
-            # is taken on trust.
-            check_parses(representation.sql, representation.dialect)
         for existing in self.versions:
             if _same_version(existing, version):
                 self.last_added_version_id = existing.version_id

@@ -270,3 +270,40 @@ def test_two_spark_sessions_appending_at_once_lose_no_rows(
     print(f"{len(conflicts)} of {len(commits)} commits to race.hits ended as a conflict")
     # Two writers racing on two cores collide: the losers got 409, refreshed and retried.
     assert conflicts, "no commit conflicted: the writers did not overlap"
+
+
+def test_spark_views_over_keyword_names_are_stored_as_spark_sent_them(
+    lv_spark: SparkSession, catalog_server: CatalogServer, iceberg_http: requests.Session
+) -> None:
+    # Spark parses and analyzes these names (sqlglot cannot read `inner` or `select` as
+    # namespaces): the catalog is never stricter than the engine.
+    spark = lv_spark
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lv.kw")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lv.kw.inner")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lv.select")
+    spark.sql(
+        "CREATE TABLE lv.kw.inner.t (left BIGINT, right STRING, order INT, group STRING, "
+        "select INT, date DATE, timestamp TIMESTAMP)"
+    )
+    spark.sql(
+        "INSERT INTO lv.kw.inner.t VALUES (1, 'r', 2, 'g', 3, DATE'2024-01-01', "
+        "TIMESTAMP'2024-01-01 00:00:00')"
+    )
+    columns = "left, right, order, group, select, date, timestamp"
+    spark.sql(f"CREATE VIEW lv.kw.inner.v AS SELECT {columns} FROM lv.kw.inner.t")
+    spark.sql("CREATE VIEW lv.select.v AS SELECT left AS inner FROM lv.kw.inner.v")
+    assert rows(spark, "SELECT inner FROM lv.select.v") == [(1,)]
+    assert rows(spark, "SELECT order, group FROM lv.kw.inner.v") == [(2, "g")]
+
+    metadata = load(iceberg_http, catalog_server, "views", "kw%1Finner", "v")["metadata"]
+    [version] = metadata["versions"]
+    assert version["representations"] == [
+        {"type": "sql", "sql": f"SELECT {columns} FROM lv.kw.inner.t", "dialect": "spark"}
+    ]
+    api = catalog_server.api_session()
+    [stored] = api.get(
+        f"{catalog_server.base_url}/api/namespaces/kw.inner/views/v/versions/", timeout=30
+    ).json()
+    assert stored["transpiled"] is False and stored["sql_error"]
+    spark.sql("DROP VIEW lv.select.v")
+    spark.sql("DROP VIEW lv.kw.inner.v")
