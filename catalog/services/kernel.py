@@ -186,6 +186,35 @@ def check_location(location: str) -> str:
     return metadata_io.ensure_within(location, settings.WAREHOUSE, strictly=True)
 
 
+#: Table properties that send a writer's files elsewhere than `<location>/data` (Iceberg's
+#: TableProperties). Refresh workers write through them, so they may name only folders
+#: inside the table's own location, where its purge and this catalog's rules reach.
+WRITE_PATH_PROPERTIES = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
+
+
+def check_write_paths(metadata: Any, base: Any) -> None:
+    """Refuse a write-path property (new or changed) that leads outside the table's own
+    location, as a location outside the warehouse is refused."""
+    before = dict(base.properties) if base is not None else {}
+    for key in WRITE_PATH_PROPERTIES:
+        value = metadata.properties.get(key)
+        if value is None or before.get(key) == value:
+            continue
+        try:
+            metadata_io.ensure_within(value, metadata.location)
+        except InvalidInput:
+            raise InvalidInput(
+                f"Table property {key} must name a folder inside the table's location "
+                f"{metadata.location}, not {value[:200]}",
+                field="properties",
+            ) from None
+
+
 def check_metadata_file(metadata_location: str | None) -> str:
     """A metadata file to register: named, and inside the warehouse."""
     if not metadata_location or not metadata_location.strip():
@@ -342,6 +371,8 @@ def _prepare(change: Change) -> _Prepared:
     metadata = change.apply(base, obj)
     if metadata is base and change.adopt_metadata_location is None:
         return _Prepared(change, obj, namespace, base_location, base, None)
+    if kind is TABLE and not change.follows_files:
+        check_write_paths(metadata, base)
     if change.follows_files:
         if obj is None or metadata.location != obj.location:
             _check_location_free(metadata.location, owner=obj, lock=False)

@@ -258,16 +258,48 @@ def test_a_table_created_with_duplicate_field_ids_is_a_400_and_writes_nothing(ap
     assert not CatalogObject.objects.exists()
 
 
-def test_a_view_whose_sql_does_not_parse_is_a_400_on_the_rest_path_too(api, ns, warehouse):
+def test_a_view_whose_sql_sqlglot_cannot_read_is_stored_as_sent_and_marked_not_transpiled(
+    api, ns, client, editor
+):
+    sql = "SELECT * FROM lake.ns.inner.t"  # Spark reads a namespace named inner; sqlglot not
     version = {
         "version-id": 1, "schema-id": 0, "timestamp-ms": 1, "summary": {},
-        "representations": [{"type": "sql", "sql": "SELEC id FRM t", "dialect": "spark"}],
+        "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}],
         "default-namespace": ["ns"],
     }  # fmt: skip
     schema = {"type": "struct", "schema-id": 0, "fields": [_long(0, "id")]}
     response = api.post(
         "/namespaces/ns/views", {"name": "v", "schema": schema, "view-version": version}
     )
+    assert response.status_code == 200, response.content
+    [representation] = response.json()["metadata"]["versions"][0]["representations"]
+    assert representation["sql"] == sql
+    client.force_login(editor)
+    [stored] = client.get("/api/namespaces/ns/views/v/versions/").json()
+    assert stored["transpiled"] is False and "inner" in stored["sql_error"]
+    assert [r["dialect"] for r in stored["representations"]] == ["spark"]
+    page = client.get("/namespaces/ns/views/v/").content.decode()
+    assert "Not transpiled" in page
+
+
+@pytest.mark.parametrize(
+    "path", ["/tmp/elsewhere", "file:///etc/cron.d", "{location}/../other", "s3://bucket/data"]
+)
+def test_a_write_path_outside_the_tables_location_is_a_400_and_writes_nothing(
+    api, ns, warehouse, path
+):
+    created = api.post("/namespaces/ns/tables", {"name": "t", "schema": SCHEMA})
+    location = created.json()["metadata"]["location"]
+    before = metadata_files(warehouse)
+    updates = [
+        {"action": "set-properties", "updates": {"write.data.path": path.format(location=location)}}
+    ]
+
+    response = api.post("/namespaces/ns/tables/t", {"requirements": [], "updates": updates})
+
     error = assert_error(response, 400, "BadRequestException")
-    assert "does not parse" in error["message"] and "line 1" in error["message"]
-    assert metadata_files(warehouse) == []
+    assert "write.data.path must name a folder inside the table's location" in error["message"]
+    assert metadata_files(warehouse) == before
+    inside = [{"action": "set-properties", "updates": {"write.data.path": f"{location}/files"}}]
+    ok = api.post("/namespaces/ns/tables/t", {"requirements": [], "updates": inside})
+    assert ok.status_code == 200, ok.content
