@@ -11,10 +11,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     SPARK_WORKER_DIR=/tmp/spark-work \
     WAREHOUSE=/warehouse
 
-# Java for Spark; jarjar and the SQLite JDBC driver for scripts/build_jars.sh.
+# Java for Spark (the JDK: javac builds the sandbox's plan describer); jarjar and the
+# SQLite JDBC driver for scripts/build_jars.sh.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        openjdk-17-jre-headless libjarjar-java libxerial-sqlite-jdbc-java procps \
+        openjdk-17-jdk-headless libjarjar-java libxerial-sqlite-jdbc-java procps \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
@@ -27,6 +28,9 @@ print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependenc
     && pip install -r /tmp/requirements.txt
 COPY scripts/build_jars.sh scripts/build_jars.sh
 RUN PYTHON=python scripts/build_jars.sh "$SPARK_JARS_DIR"
+COPY scripts/build_sandbox_jar.sh scripts/build_sandbox_jar.sh
+COPY refresh/spark/jvm refresh/spark/jvm
+RUN PYTHON=python scripts/build_sandbox_jar.sh "$SPARK_JARS_DIR"
 
 # Named folders only (no .dockerignore needed): .venv/ and var/ never enter the image.
 COPY manage.py ./

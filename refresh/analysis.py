@@ -12,7 +12,9 @@ from django.conf import settings
 from catalog.core.errors import SqlError, Unavailable
 
 
-def _ask_worker(task: Any, args: list[Any], *, timeout: float, late: str, field: str) -> dict:
+def _ask_worker(
+    task: Any, args: list[Any], *, timeout: float, late: str, field: str | None
+) -> dict:
     """Send `task` to a refresh worker and wait for its answer; Unavailable when none
     answers in `timeout` (`late` says what could not be done) or the queue is unreachable,
     a SqlError (placed in the statement's own lines) when Spark refused the SQL."""
@@ -50,14 +52,15 @@ def query_schema(query: str, *, namespace: str, timeout: float | None = None) ->
     return answer["schema"]
 
 
-def run_data_change(statement: str, *, namespace: str) -> None:
-    """Run an UPDATE or DELETE on a refresh worker's Spark and wait for it (the console's
-    data changes on materialized tables)."""
+def run_data_change(statement: str, *, namespace: str, target: list[str]) -> None:
+    """Run an UPDATE, DELETE or MERGE on a refresh worker's Spark and wait for it (the
+    console's data changes on materialized tables); Spark's sandbox refuses it unless it
+    changes `target` (namespace levels..., name) and nothing else."""
     from refresh import tasks
 
     _ask_worker(
         tasks.run_statement,
-        [statement, namespace],
+        [statement, namespace, target],
         timeout=settings.MT_ANALYZE_TIMEOUT_SECONDS * 5,
         late="the statement did not run",
         field="sql",
@@ -125,5 +128,6 @@ def preview_with_spark(
         ],
         timeout=settings.MT_ANALYZE_TIMEOUT_SECONDS,
         late="Spark could not read the preview",
-        field="row_filter",
+        # A refusal is about the view's SQL or the filter; the message says which.
+        field=None,
     )

@@ -280,7 +280,9 @@ def _data_change(
     ns, name = _resolve(statement.target, namespace)
     mt: MaterializedTable = selectors.get_materialized_table(ns, name)
     try:
-        analysis.run_data_change(statement.sql, namespace=ns)
+        analysis.run_data_change(
+            statement.sql, namespace=namespace or ns, target=[*ns.split("."), name]
+        )
     except SqlError as error:
         raise _in_script(error, text, statement.sql) from None
     except Unavailable:

@@ -54,7 +54,7 @@ from refresh import analysis, schedules
 from refresh.core import definition as defs
 from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
 from refresh.core.options import check_option_keys, check_run_options, check_table_options
-from refresh.core.partitions import check_formatter_option
+from refresh.core.partitions import check_formatter_option, check_partition_values
 from refresh.core.streaming import StreamPlan
 from refresh.models import (
     MaterializedTable,
@@ -151,6 +151,8 @@ def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list
     ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
     found: list[str] = []
     for table in parsed.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # a table-valued function (range(...)); the worker's sandbox decides
         parts = [part.name for part in table.parts]
         if len(parts) == 1 and parts[0] in ctes:
             continue
@@ -191,15 +193,15 @@ def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list
 
 
 #: Spark functions that call any static Java method (System.exit included): a query that
-#: refresh workers run on the app's behalf must not reach into their JVM.
+#: refresh workers run on the app's behalf must not reach into their JVM. A first pass
+#: here, with no worker asked; the worker's sandbox (refresh.spark.sandbox) refuses them in
+#: Spark's own plan, where no spelling escapes it.
 REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 
 
 def _refuse_reflection(parsed: Any) -> None:
     from sqlglot import exp
 
-    if getattr(settings, "MT_ALLOW_REFLECTION", False):
-        return
     for call in parsed.find_all(exp.Anonymous, exp.Func):
         name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
         if name in REFLECTION_FUNCTIONS:
@@ -743,6 +745,12 @@ def enqueue(
             f"{', '.join(unknown)} is not a partition column of {mt} "
             f"(partitioned by: {', '.join(mt.partitioned_by) or 'nothing'})",
             field="partition",
+        )
+    if partition:
+        check_partition_values(
+            partition,
+            options=mt.options,
+            column_types={f.name: f.type for f in mt.table.schema_fields()},
         )
     try:
         with transaction.atomic():

@@ -40,19 +40,21 @@ def analyze_query(query: str, namespace: str) -> dict:
 
     try:
         session = engine.run_session(namespace=namespace.split("."))
-        return {"schema": jobs.query_schema(session, query)}
+        return {"schema": jobs.query_schema(session, query, catalog=settings.CATALOG_NAME)}
     except SqlError as error:
         return _refused(error)
 
 
 @shared_task(name="refresh.run_statement")
-def run_statement(statement: str, namespace: str) -> dict:
-    """An UPDATE or DELETE on a materialized table, run by Spark, for the console."""
+def run_statement(statement: str, namespace: str, target: list[str]) -> dict:
+    """An UPDATE, DELETE or MERGE of one materialized table (`target`: its namespace levels
+    and name), run by Spark for the console, names resolved in `namespace`."""
     from refresh import engine
     from refresh.spark import jobs
 
     try:
-        jobs.run_statement(engine.run_session(namespace=namespace.split(".")), statement)
+        session = engine.run_session(namespace=namespace.split("."))
+        jobs.run_statement(session, statement, catalog=settings.CATALOG_NAME, target=target)
         return {"ok": True}
     except SqlError as error:
         return _refused(error)

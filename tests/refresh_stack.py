@@ -29,9 +29,6 @@ STACK_ENV = {
     "MT_ANALYZE_TIMEOUT_SECONDS": "180",
     "SPARK_DRIVER_MEMORY": "1g",
     "CELERY_WORKER_CONCURRENCY": "4",
-    # tests/spark/test_mt_end_to_end.py slows a refresh down with reflect('java.lang.Thread',
-    # 'sleep', ...) to kill the worker in the middle of it.
-    "MT_ALLOW_REFLECTION": "1",
 }
 
 

@@ -320,7 +320,8 @@ def dependencies(query: exp.Query, default: Sequence[str]) -> list[tuple[str, ..
     found: list[tuple[str, ...]] = []
     for scope in traverse_scope(query):
         for source in scope.sources.values():
-            if isinstance(source, exp.Table):
+            # A table-valued function (range(...)) reads no catalog object.
+            if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
                 parts = _table_parts(source, default)
                 if parts not in found:
                     found.append(parts)

@@ -246,3 +246,71 @@ def scheduled_partition(
     moment = _schedule_moment(schedule_time, tz, table or "(unnamed)", next(iter(formatters)))
     moment = refreshed_moment(moment, freshness)
     return {column: format_moment(moment, pattern) for column, pattern in formatters.items()}
+
+
+# -- a partition asked for by hand -------------------------------------------------------------
+
+#: How a partition value must read for a column of each Iceberg type (others: any text).
+_TYPED_VALUES = {
+    "int": (r"[+-]?\d{1,10}", "a whole number"),
+    "long": (r"[+-]?\d{1,19}", "a whole number"),
+    "boolean": (r"(?i:true|false)", "true or false"),
+    "date": (r"\d{4}-\d{2}-\d{2}", "a date like 2024-01-31"),
+}
+MAX_PARTITION_VALUE = 1_000
+
+
+def check_partition_values(
+    partition: Mapping[str, str],
+    *,
+    options: Mapping[str, str],
+    column_types: Mapping[str, str],
+    field: str = "partition",
+) -> None:
+    """Refuse a partition value (REFRESH PARTITION, the refresh endpoint's staticPartitions)
+    that the column could not hold: one that does not match the column's date formatter
+    exactly (Flink formats the scheduled partition with it, so a hand-given one must read
+    the same), one that is not of the column's type, control characters, or a value longer
+    than MAX_PARTITION_VALUE. Values reach Spark as literals either way; this keeps a run
+    from being queued for a partition that cannot exist."""
+    import re
+
+    formatters = formatter_columns(options)
+    for column, value in partition.items():
+        if not isinstance(value, str):
+            raise InvalidInput(f"The partition value of {column} must be text", field=field)
+        if len(value) > MAX_PARTITION_VALUE or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise InvalidInput(
+                f"The partition value of {column} must be at most {MAX_PARTITION_VALUE} "
+                "characters without control characters",
+                field=field,
+            )
+        pattern = formatters.get(column)
+        if pattern is not None:
+            example = format_moment(datetime(2024, 1, 31, 13, 45, 30), pattern)
+            try:
+                moment = datetime.strptime(value, to_strftime(pattern))
+            except ValueError:
+                moment = None
+            if moment is None or format_moment(moment, pattern) != value:
+                raise InvalidInput(
+                    f"The partition value {value!r} of {column} does not match its "
+                    f"date-formatter {pattern!r} (for example {example!r})",
+                    field=field,
+                )
+            continue
+        expected = _TYPED_VALUES.get(column_types.get(column, "string"))
+        if expected is not None and not re.fullmatch(expected[0], value):
+            raise InvalidInput(
+                f"The partition value {value!r} of {column} is not {expected[1]} "
+                f"(the column is {column_types[column]})",
+                field=field,
+            )
+        if column_types.get(column) == "date":
+            try:
+                datetime.strptime(value, "%Y-%m-%d")
+            except ValueError:
+                raise InvalidInput(
+                    f"The partition value {value!r} of {column} is not a valid date",
+                    field=field,
+                ) from None

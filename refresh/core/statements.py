@@ -2,7 +2,7 @@
 
 The clauses are read from sqlglot's tokens in Spark's dialect: quotes, backticks, comments
 and case are the tokenizer's business, never regular expressions over the text. The query
-after AS, and an UPDATE or DELETE, are parsed by sqlglot as Spark SQL. Every refusal is a
+after AS, and an UPDATE, DELETE or MERGE, are parsed by sqlglot as Spark SQL. Every refusal is a
 `SqlError` with the 1-based line and column of the token at fault, worded as Flink words it
 where Flink has words for it (its parser, `SqlConstraintValidator`,
 `MaterializedTableUtils`, `IntervalFreshness`, the create converter's option checks).
@@ -36,7 +36,8 @@ from refresh.core.partitions import check_formatter_column, compile_pattern
 
 STATEMENTS = (
     "CREATE MATERIALIZED TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, "
-    "DESCRIBE JOB or SHOW MATERIALIZED TABLES"
+    "DESCRIBE JOB, SHOW MATERIALIZED TABLES, or UPDATE, DELETE or MERGE of a materialized "
+    "table"
 )
 FRESHNESS_SYNTAX = "FRESHNESS = INTERVAL '<n>' <unit>"
 # Flink's messages (parserImpls.ftl, MaterializedTableUtils, SqlConstraintValidator).
@@ -142,8 +143,9 @@ class ShowMaterializedTables:
 
 @dataclass(frozen=True)
 class DataChange:
-    """UPDATE or DELETE on a table (FLIP-435's GDPR case): run as written by Spark; the next
-    full refresh of a materialized table overwrites such changes, as in Flink."""
+    """UPDATE, DELETE or MERGE on a materialized table (FLIP-435's GDPR case): run by Spark
+    once its sandbox found the statement changes that table only; the next full refresh
+    overwrites such changes, as in Flink."""
 
     kind: str
     target: Name
@@ -523,7 +525,7 @@ def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> S
         return _describe_job(reader)
     if keyword == ["SHOW"]:
         return _show(reader)
-    if keyword in (["UPDATE"], ["DELETE"]):
+    if keyword in (["UPDATE"], ["DELETE"], ["MERGE"]):
         return _data_change(reader, end)
     head = text[first.start : tokens[min(len(tokens), 3) - 1].end + 1]
     head = head if len(head) <= 40 else head[:40] + "..."
@@ -758,14 +760,18 @@ def _show(reader: _Reader) -> ShowMaterializedTables:
 
 
 def _data_change(reader: _Reader, end: int) -> DataChange:
-    """UPDATE name ... / DELETE FROM name ...: the target from the tokens, the whole checked
-    by sqlglot as one Spark UPDATE or DELETE."""
+    """UPDATE name ... / DELETE FROM name ... / MERGE INTO name ...: the target from the
+    tokens, the whole checked by sqlglot as one Spark UPDATE, DELETE or MERGE (and again by
+    Spark's own analyzer in the worker's sandbox, which has the last word)."""
     first = reader.next()
     kind = first.text.upper()
     if kind == "DELETE":
         reader.expect("FROM", "FROM after DELETE")
+    elif kind == "MERGE":
+        reader.expect("INTO", "INTO after MERGE")
     target = reader.name("a table name")
-    _parse_spark(reader, first, end, (exp.Update, exp.Delete), f"an {kind}")
+    article = "a" if kind == "MERGE" else "an"
+    _parse_spark(reader, first, end, (exp.Update, exp.Delete, exp.Merge), f"{article} {kind}")
     return DataChange(kind, target, reader.text[first.start : end].strip())
 
 

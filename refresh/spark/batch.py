@@ -6,7 +6,8 @@ readers see the old rows or the new ones, never a mix. With a partition (the one
 run computes from `partition.fields.<col>.date-formatter`, or one asked for by hand), only
 the rows of that partition are replaced, and the data files of every other partition are
 left untouched. Partition values reach Spark as literal columns (`F.lit`), never as SQL
-text. Django-free: the worker passes plain values in."""
+text, and the query runs only once the sandbox allowed Spark's plan of it. Django-free: the
+worker passes plain values in."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def full_refresh(
     a caller that learns it elsewhere (the catalog's mirror) passes False."""
     from pyspark.sql import functions as F
 
-    frame = spark.sql(query)
+    from refresh.spark import sandbox
+
+    frame = sandbox.query(spark, query, catalog=target[0])
     writer_target = quote(target)
     if partition:
         condition = functools.reduce(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from catalog.core.errors import SqlError
+from refresh.spark import sandbox
 from refresh.spark.batch import quote
 
 if TYPE_CHECKING:
@@ -31,10 +32,12 @@ def run_session(
     namespace: Sequence[str],
     settings: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A session for one run: `settings` applied, current namespace `catalog.namespace`."""
+    """A session for one run: `settings` applied, then the sandbox's (which they cannot
+    undo), current namespace `catalog.namespace`."""
     session = spark.newSession()
     for key, value in (settings or {}).items():
         session.conf.set(key, value)
+    sandbox.harden(session)
     session.sql(f"USE {quote([catalog, *namespace])}")
     return session
 
@@ -44,8 +47,9 @@ def spark_error(error: Exception, *, line_offset: int = 0, column_offset: int = 
     without the plan it appends, placed at Spark's line and column (1-based; Spark's `pos`
     is 0-based), shifted by where the query starts in the statement."""
     text = str(getattr(error, "desc", None) or error)
-    message = text.split("\n")[0].strip()
+    message = next((line.strip() for line in text.splitlines() if line.strip()), "")
     message = re.sub(r";\s*line \d+ pos \d+;?.*$", "", message).strip()
+    message = re.sub(r"\s*\(line \d+, pos \d+\)", "", message).strip()
     found = _POSITION.search(text)
     line = column = None
     if found:
@@ -54,22 +58,16 @@ def spark_error(error: Exception, *, line_offset: int = 0, column_offset: int = 
     return SqlError(f"Spark cannot analyze the query: {message[:1000]}", line=line, column=column)
 
 
-def query_schema(session: SparkSession, query: str) -> str:
+def query_schema(session: SparkSession, query: str, *, catalog: str) -> str:
     """The output schema of `query` as Spark's analyzer derives it (`StructType.json()`):
-    exact types, nested types and nullability. Nothing is executed."""
-    from pyspark.errors import AnalysisException, ParseException
-
-    try:
-        return session.sql(query).schema.json()
-    except (AnalysisException, ParseException) as error:
-        raise spark_error(error) from error
+    exact types, nested types and nullability, once the sandbox allowed its plan. Nothing
+    is executed."""
+    return sandbox.query(session, query, catalog=catalog).schema.json()
 
 
-def run_statement(session: SparkSession, statement: str) -> None:
-    """An UPDATE or DELETE, as Spark runs it (Iceberg's row-level operations)."""
-    from pyspark.errors import AnalysisException, ParseException
-
-    try:
-        session.sql(statement).collect()
-    except (AnalysisException, ParseException) as error:
-        raise spark_error(error) from error
+def run_statement(
+    session: SparkSession, statement: str, *, catalog: str, target: Sequence[str]
+) -> None:
+    """An UPDATE, DELETE or MERGE of `target` (namespace levels..., name), as Spark runs it
+    (Iceberg's row-level operations), once the sandbox found it changes that table only."""
+    sandbox.data_change(session, statement, catalog=catalog, target=target)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from refresh.spark import sandbox
 from refresh.spark.batch import quote
 
 if TYPE_CHECKING:
@@ -114,7 +115,9 @@ def read(
         frame = frame.filter(spark_filter(parse(row_filter), frame.columns))
     if columns:
         frame = frame.select(*(column_of(name, frame.columns) for name in columns))
-    return frame.limit(limit)
+    # A view's SQL is the user's: its plan (the view expanded, the filter) must pass the
+    # sandbox before a row is read.
+    return sandbox.check_frame(frame.limit(limit), catalog=identifier[0])
 
 
 def arrow_rows(frame: DataFrame) -> Any:

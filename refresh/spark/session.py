@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from refresh.spark.sandbox import SANDBOX_SETTINGS
+
 if TYPE_CHECKING:  # pyspark is imported only when a session is built: importing it is slow.
     from pyspark.sql import SparkSession
 
@@ -115,7 +117,8 @@ class SparkSessionConfig:
         }
 
     def spark_conf(self) -> dict[str, str]:
-        """All Spark properties of the session; `extra_conf` wins over the defaults."""
+        """All Spark properties of the session; `extra_conf` wins over the defaults, and the
+        sandbox's settings (`spark.sql.runSQLOnFiles=false`) over everything."""
         prefix = f"spark.sql.catalog.{self.catalog_name}"
         conf: dict[str, str] = {
             "spark.jars": ",".join(jar_paths(self.jars_dir)),
@@ -140,7 +143,15 @@ class SparkSessionConfig:
             # lookups that fail on CI machines and containers with odd /etc/hosts.
             conf["spark.driver.host"] = "127.0.0.1"
             conf["spark.driver.bindAddress"] = "127.0.0.1"
-        conf.update({key: str(value) for key, value in self.extra_conf.items()})
+        for key, value in self.extra_conf.items():
+            if key in SANDBOX_SETTINGS and str(value) != SANDBOX_SETTINGS[key]:
+                raise ValueError(
+                    f"{key} is fixed by the Spark sandbox (refresh/spark/sandbox.py) to "
+                    f"{SANDBOX_SETTINGS[key]!r}"
+                )
+            conf[key] = str(value)
+        # Last, so that nothing above undoes them: no SQL on files in any session.
+        conf.update(SANDBOX_SETTINGS)
         return conf
 
     def build(self) -> SparkSession:

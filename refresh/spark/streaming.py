@@ -13,6 +13,9 @@ the streaming process passes plain values and a callback per micro-batch.
   recomputes the keys those rows touch over the sources as they are, and merges them on the
   primary key (idempotent: a replay writes the same values).
 - The trigger interval comes from the freshness; the checkpoint lives in the warehouse.
+- The user's query, however rewritten, reaches Spark only through the sandbox
+  (refresh.spark.sandbox); the temporary views this module makes are the only ones it may
+  read besides the catalog's tables.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
+from refresh.spark import sandbox
 from refresh.spark.batch import RefreshResult, latest_snapshot, quote
 
 if TYPE_CHECKING:
@@ -90,7 +94,8 @@ def load(
         frame.createOrReplaceTempView(_view(index, "load"))
         replacements[tuple(source[1:])] = _view(index, "load")
     sql = rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
-    spark.sql(sql).writeTo(quote(target)).overwrite(F.lit(True))
+    frame = sandbox.query(spark, sql, catalog=catalog, trusted_views=replacements.values())
+    frame.writeTo(quote(target)).overwrite(F.lit(True))
     return latest_snapshot(spark, target)
 
 
@@ -133,8 +138,11 @@ def start(
     first = [True]
 
     if plan.mode == "append":
-        streamed = spark.sql(
-            rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
+        streamed = sandbox.query(
+            spark,
+            rewrite_sources(query, replacements, namespace=namespace, catalog=catalog),
+            catalog=catalog,
+            trusted_views=replacements.values(),
         )
     else:
         [(_, streamed)] = list(streams.values())
@@ -164,10 +172,18 @@ def start(
                 query, {tuple(stream): new_rows}, namespace=namespace, catalog=catalog
             )
             columns = ", ".join(quote([k]) for k in plan.key)
-            session.sql(f"SELECT DISTINCT {columns} FROM ({partial})").createOrReplaceTempView(keys)
+            sandbox.query(
+                session,
+                f"SELECT DISTINCT {columns} FROM ({partial})",
+                catalog=catalog,
+                trusted_views=[new_rows],
+            ).createOrReplaceTempView(keys)
             match = " AND ".join(f"q.{quote([k])} <=> k.{quote([k])}" for k in plan.key)
-            session.sql(
-                f"SELECT q.* FROM ({query}) q LEFT SEMI JOIN {keys} k ON {match}"
+            sandbox.query(
+                session,
+                f"SELECT q.* FROM ({query}) q LEFT SEMI JOIN {keys} k ON {match}",
+                catalog=catalog,
+                trusted_views=[keys],
             ).createOrReplaceTempView(changed)
             on = " AND ".join(f"t.{quote([k])} = s.{quote([k])}" for k in plan.key)
             session.sql(

@@ -176,19 +176,29 @@ def test_an_unknown_option_is_a_400_naming_it_and_creates_nothing(editor_api, sa
     assert nothing_was_created()
 
 
-def test_a_partition_value_with_quotes_and_semicolons_is_stored_as_a_value(editor_api, sales):
+def test_a_partition_value_its_date_formatter_cannot_read_is_a_400_and_queues_nothing(
+    editor_api, sales
+):
     created_daily(editor_api)
+    before = RefreshRun.objects.count()
     # Spark's escape is a backslash ('' would be two adjacent literals, concatenated).
     script = r"ALTER MATERIALIZED TABLE daily REFRESH PARTITION (ds = 'x\'; DROP TABLE orders; --')"
 
     response = run_sql(editor_api, script)
 
-    assert response.status_code == 200, response.content
-    result = response.json()["results"]
-    assert len(result) == 1
-    run = RefreshRun.objects.get(pk=result[0]["run_id"])
-    assert run.partition == {"ds": "x'; DROP TABLE orders; --"}
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert (
+        "does not match its date-formatter 'yyyy-MM-dd' (for example '2024-01-31')"
+        in (error["message"])
+    )
+    assert RefreshRun.objects.count() == before
     assert Table.objects.filter(name="orders").exists()
+    ok = run_sql(editor_api, "ALTER MATERIALIZED TABLE daily REFRESH PARTITION (ds = '2024-01-31')")
+    assert ok.status_code == 200, ok.content
+    assert RefreshRun.objects.get(pk=ok.json()["results"][0]["run_id"]).partition == {
+        "ds": "2024-01-31"
+    }
 
 
 def test_a_statement_that_is_not_a_materialized_table_statement_is_a_400(editor_api, sales):

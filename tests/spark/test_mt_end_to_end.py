@@ -230,10 +230,10 @@ def test_spark_and_pyiceberg_read_the_same_rows_through_the_catalog(stack, st):
     assert properties["lakeview.materialized-table.freshness"] == f"INTERVAL '{TICK}' SECOND"
 
 
-# A refresh that takes long enough to be killed in: Spark calls Thread.sleep(6000) once per
-# row of `pauses` (one row).
+# A refresh that takes long enough to be killed in: Spark sums 800 million numbers per row
+# of `pauses` (about 4 s a row on two cores; the sandbox allows no sleep by reflection).
 SLOW_QUERY = (
-    "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(6000 AS BIGINT)) AS slept FROM pauses"
+    "SELECT p.id, sum(r.id % 7) AS slept FROM pauses p CROSS JOIN range(800000000) r GROUP BY p.id"
 )
 
 
@@ -259,7 +259,7 @@ def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds
         what="a running refresh",
         every=0.2,
     )[0]
-    time.sleep(1.5)  # well inside the 6 s the job sleeps
+    time.sleep(1.5)  # well inside the 8 s the job takes over two rows
     stack.kill_worker()
     assert snapshot_ids(st, "st.e2e.slow") == good, "the table stays at its last good snapshot"
     stack.start_worker()

@@ -14,6 +14,7 @@ from refresh.core.freshness import Freshness, TimeUnit
 from refresh.core.partitions import (
     check_formatter_column,
     check_formatter_option,
+    check_partition_values,
     format_moment,
     formatter_columns,
     parse_schedule_time,
@@ -264,3 +265,46 @@ def test_seconds_freshness_moves_the_partition_by_seconds():
     assert scheduled_partition(datetime(2024, 1, 1, 0, 0, 0), seconds(30), options) == {
         "minute": "23:59:30"
     }
+
+
+# -- a partition asked for by hand -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("partition", "words"),
+    [
+        ({"ds": "x; DROP TABLE t; --"}, "does not match its date-formatter 'yyyy-MM-dd' "
+         "(for example '2024-01-31')"),
+        ({"ds": "2024-1-5"}, "does not match its date-formatter"),
+        ({"ds": "2024-02-30"}, "does not match its date-formatter"),
+        ({"hour": "7"}, "does not match its date-formatter 'HH'"),
+        ({"n": "1; DROP"}, "is not a whole number (the column is long)"),
+        ({"day": "2024-02-30"}, "is not a valid date"),
+        ({"name": "a\nb"}, "without control characters"),
+        ({"name": "x" * 1001}, "at most 1000 characters"),
+    ],
+)  # fmt: skip
+def test_a_partition_value_the_column_cannot_hold_is_refused(partition, words):
+    with pytest.raises(InvalidInput) as refused:
+        check_partition_values(
+            partition,
+            options={
+                "partition.fields.ds.date-formatter": "yyyy-MM-dd",
+                "partition.fields.hour.date-formatter": "HH",
+            },
+            column_types={"ds": "string", "hour": "string", "n": "long", "day": "date",
+                          "name": "string"},
+        )  # fmt: skip
+    assert words in refused.value.message
+    assert refused.value.field == "partition"
+
+
+def test_partition_values_the_columns_can_hold_pass():
+    check_partition_values(
+        {"ds": "2024-01-31", "hour": "07", "n": "-12", "day": "2024-02-29", "name": "it's; ok"},
+        options={
+            "partition.fields.ds.date-formatter": "yyyy-MM-dd",
+            "partition.fields.hour.date-formatter": "HH",
+        },
+        column_types={"ds": "string", "hour": "string", "n": "long", "day": "date"},
+    )

@@ -222,12 +222,14 @@ def test_each_statement_form_is_read(sql, expected):
     assert parse_statement(sql) == expected
 
 
-def test_update_and_delete_keep_their_target_and_their_spark_sql():
+def test_update_delete_and_merge_keep_their_target_and_their_spark_sql():
     gdpr = "UPDATE dwd_orders SET order_number = 10 WHERE id = 73635185;"
     assert parse_statement(gdpr) == DataChange("UPDATE", ("dwd_orders",), gdpr[:-1])
     assert parse_statement("delete from lv.`s a`.t where x = 'a;b'") == DataChange(
         "DELETE", ("lv", "s a", "t"), "delete from lv.`s a`.t where x = 'a;b'"
     )
+    merge = "MERGE INTO mt t USING fixes f ON t.id = f.id WHEN MATCHED THEN UPDATE SET t.v = f.v"
+    assert parse_statement(merge) == DataChange("MERGE", ("mt",), merge)
 
 
 # -- refusals ----------------------------------------------------------------------------------
@@ -237,8 +239,9 @@ def test_update_and_delete_keep_their_target_and_their_spark_sql():
     ("sql", "message", "line", "column"),
     [
         ("SELECT 1", "Unknown statement: 'SELECT 1'; expected CREATE MATERIALIZED TABLE, "
-         "ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, DESCRIBE JOB or SHOW "
-         "MATERIALIZED TABLES", 1, 1),
+         "ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW "
+         "MATERIALIZED TABLES, or UPDATE, DELETE or MERGE of a materialized table", 1, 1),
+        ("MERGE t USING s ON t.id = s.id", "Expected INTO after MERGE, found 't'", 1, 7),
         ("  \n  ", "The statement is empty", 1, 1),
         ("CREATE TABLE t AS SELECT 1", "Expected MATERIALIZED TABLE after CREATE, found "
          "'TABLE'", 1, 8),

@@ -168,7 +168,14 @@ SPARK_JARS_DIR = env("SPARK_JARS_DIR", str(BASE_DIR / "var" / "jars"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # One line per record: user text in a message cannot forge records (webapp/logs.py).
+    "formatters": {
+        "one_line": {
+            "()": "webapp.logs.OneLineFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "one_line"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     # A 404 is an answer, not a problem: Spark asks for a view of every table's name first.
     "loggers": {"django.request": {"level": "ERROR"}},
@@ -189,9 +196,6 @@ MT_HEARTBEAT_SECONDS = 5
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
 # A view column whose type sqlglot cannot derive is typed by a worker's Spark when one runs.
 VIEW_TYPES_FROM_SPARK = env("VIEW_TYPES_FROM_SPARK", "1") == "1"
-# reflect()/java_method() in a materialized table's query would run any static Java method
-# in the refresh workers; refused unless an operator allows it.
-MT_ALLOW_REFLECTION = env("MT_ALLOW_REFLECTION", "0") == "1"
 # How long a create waits for a worker's Spark to derive the query's schema.
 MT_ANALYZE_TIMEOUT_SECONDS = int(env("MT_ANALYZE_TIMEOUT_SECONDS", "120"))
 CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
@@ -201,6 +205,8 @@ CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
 # One worker process, several threads: they share the process's one Spark session, so a
 # create's schema analysis does not wait behind a long refresh.
 CELERY_WORKER_POOL = "threads"
+# The worker logs through LOGGING above (one line per record) instead of its own handlers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_CONCURRENCY = int(env("CELERY_WORKER_CONCURRENCY", "4"))
 # A refresh the worker died in is failed by heartbeat (above), never redelivered an hour
 # later by Redis's visibility timeout into a table that has moved on.

@@ -1,0 +1,438 @@
+"""The sandbox every user statement passes through before Spark runs it. Django-free.
+
+SQL a user writes (a materialized table's query, a console UPDATE / DELETE / MERGE, a view's
+SQL behind a preview) runs inside the refresh workers' Spark, which can read any file the
+worker can. Two layers keep it to the catalog's own tables:
+
+1. **Configuration.** Every session the app builds has `spark.sql.runSQLOnFiles=false`
+   (`SANDBOX_SETTINGS`, applied last, after any run option): Spark no longer reads
+   ``text.`/path` `` or ``parquet.`file://...` ``, not even to infer a schema.
+2. **Spark's own plan.** User text is never handed to `session.sql`, which would run a
+   command (SET, ADD JAR, CREATE FUNCTION, INSERT...) before anyone could look at it. It is
+   parsed by Spark's parser (one statement only), analyzed with commands *not* executed,
+   and the analyzed logical plan is described by the JVM helper `lakeview.sandbox.PlanFacts`
+   (`jvm/PlanFacts.java`: every plan node and expression, each relation's catalog and
+   identifier, each write's target). `check` then refuses, naming what and where:
+   - a relation that is not a table or view of the app's catalog (files, the session
+     catalog, other catalogs, temporary views other than the app's own);
+   - a function outside `ALLOWED_FUNCTIONS` (no reflect, java_method, xpath...), any
+     user-defined function, a catalog function other than Iceberg's own;
+   - any command, or plan node outside the query shapes in `QUERY_NODES`;
+   - a data change whose target is not exactly the table named.
+   Only then does the *checked* plan run (`Dataset.ofRows` of the analyzed plan: what ran
+   is what was checked, with no second parse in between).
+
+The sqlglot-level checks of the web side stay as a fast first pass with line and column;
+this one is the check that cannot be read around, since it is Spark's own reading."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from catalog.core.errors import SqlError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Settings every session of the app has, applied after anything else (run options too).
+SANDBOX_SETTINGS: dict[str, str] = {"spark.sql.runSQLOnFiles": "false"}
+
+#: Spark 3.5's built-in functions a user statement may call, by Spark's own groups
+#: (`ExpressionInfo.getGroup`). Left out: reflect and java_method (they call any static Java
+#: method in the worker), the xpath family (an XML parser over text the user controls).
+#: A function Spark adds in a later version is refused until it is listed here.
+_ALLOWED_FUNCTION_NAMES = """
+    any any_value approx_count_distinct approx_percentile array_agg avg bit_and bit_or bit_xor
+    bitmap_construct_agg bitmap_or_agg bool_and bool_or collect_list collect_set corr count
+    count_if count_min_sketch covar_pop covar_samp every first first_value grouping
+    grouping_id histogram_numeric hll_sketch_agg hll_union_agg kurtosis last last_value max
+    max_by mean median min min_by mode percentile percentile_approx regr_avgx regr_avgy
+    regr_count regr_intercept regr_r2 regr_slope regr_sxx regr_sxy regr_syy skewness some std
+    stddev stddev_pop stddev_samp sum try_avg try_sum var_pop var_samp variance
+
+    array array_append array_compact array_contains array_distinct array_except array_insert
+    array_intersect array_join array_max array_min array_position array_prepend array_remove
+    array_repeat array_union arrays_overlap arrays_zip flatten get sequence shuffle slice
+    sort_array
+
+    & ^ bit_count bit_get getbit shiftright shiftrightunsigned | ~
+    array_size cardinality concat reverse size
+    coalesce if ifnull nanvl nullif nvl nvl2 when
+    bigint binary boolean cast date decimal double float int smallint string timestamp tinyint
+    from_csv schema_of_csv to_csv
+
+    add_months convert_timezone curdate current_date current_timestamp current_timezone
+    date_add date_diff date_format date_from_unix_date date_part date_sub date_trunc dateadd
+    datediff datepart day dayofmonth dayofweek dayofyear extract from_unixtime
+    from_utc_timestamp hour last_day localtimestamp make_date make_dt_interval make_interval
+    make_timestamp make_timestamp_ltz make_timestamp_ntz make_ym_interval minute month
+    months_between next_day now quarter second session_window timestamp_micros
+    timestamp_millis timestamp_seconds to_date to_timestamp to_timestamp_ltz
+    to_timestamp_ntz to_unix_timestamp to_utc_timestamp trunc try_to_timestamp unix_date
+    unix_micros unix_millis unix_seconds unix_timestamp weekday weekofyear window
+    window_time year
+
+    explode explode_outer inline inline_outer posexplode posexplode_outer stack
+    crc32 hash md5 sha sha1 sha2 xxhash64
+    from_json get_json_object json_array_length json_object_keys json_tuple schema_of_json
+    to_json
+    aggregate array_sort exists filter forall map_filter map_zip_with reduce transform
+    transform_keys transform_values zip_with
+    element_at map map_concat map_contains_key map_entries map_from_arrays map_from_entries
+    map_keys map_values str_to_map try_element_at
+
+    % * + - / abs acos acosh asin asinh atan atan2 atanh bin bround cbrt ceil ceiling conv
+    cos cosh cot csc degrees div e exp expm1 factorial floor greatest hex hypot least ln log
+    log10 log1p log2 mod negative pi pmod positive pow power radians rand randn random rint
+    round sec shiftleft sign signum sin sinh sqrt tan tanh try_add try_divide try_multiply
+    try_subtract unhex width_bucket
+
+    aes_decrypt aes_encrypt assert_true bitmap_bit_position bitmap_bucket_number bitmap_count
+    current_catalog current_database current_schema current_user equal_null
+    hll_sketch_estimate hll_union input_file_block_length input_file_block_start
+    input_file_name monotonically_increasing_id raise_error spark_partition_id
+    try_aes_decrypt typeof user uuid version
+
+    ! < <= <=> = == > >= and ilike in isnan isnotnull isnull like not or regexp regexp_like
+    rlike
+
+    ascii base64 bit_length btrim char char_length character_length chr concat_ws contains
+    decode elt encode endswith find_in_set format_number format_string initcap instr lcase
+    left len length levenshtein locate lower lpad ltrim luhn_check mask octet_length overlay
+    position printf regexp_count regexp_extract regexp_extract_all regexp_instr
+    regexp_replace regexp_substr repeat replace right rpad rtrim sentences soundex space split
+    split_part startswith substr substring substring_index to_binary to_char to_number
+    to_varchar translate trim try_to_binary try_to_number ucase unbase64 upper
+
+    named_struct struct
+    parse_url url_decode url_encode
+    cume_dist dense_rank lag lead nth_value ntile percent_rank rank row_number
+    range sql_keywords
+"""
+ALLOWED_FUNCTIONS: frozenset[str] = frozenset(_ALLOWED_FUNCTION_NAMES.split())
+
+#: Expression classes refused whatever the function registry says about them.
+DENIED_EXPRESSIONS = frozenset(
+    {
+        "org.apache.spark.sql.catalyst.expressions.CallMethodViaReflection",
+        "org.apache.spark.sql.catalyst.expressions.TryReflect",
+    }
+)
+_DENIED_PACKAGES = ("org.apache.spark.sql.catalyst.expressions.xml.",)
+
+_LOGICAL = "org.apache.spark.sql.catalyst.plans.logical."
+#: The plan nodes of a query (what SELECT, joins, set operations, CTEs, windows, LATERAL
+#: VIEW, hints, sampling and inline tables analyze to). Anything else is refused.
+_QUERY_NODE_NAMES = """
+    Project Filter Aggregate Join LateralJoin Union Intersect Except Sort GlobalLimit
+    LocalLimit Offset Tail Distinct Deduplicate Window Generate SubqueryAlias WithCTE
+    CTERelationDef CTERelationRef Expand Sample RepartitionByExpression Repartition
+    RebalancePartitions ResolvedHint OneRowRelation LocalRelation Range View
+"""
+QUERY_NODES = frozenset(_LOGICAL + name for name in _QUERY_NODE_NAMES.split())
+#: What a data change analyzes to in Spark 3.5 for Iceberg: ReplaceData (copy-on-write),
+#: WriteDelta (merge-on-read), AppendData (a MERGE that only inserts). Its target must be
+#: the table named; the console's parser lets only UPDATE, DELETE and MERGE through.
+ROW_LEVEL_WRITES = frozenset(
+    {_LOGICAL + "ReplaceData", _LOGICAL + "WriteDelta", _LOGICAL + "AppendData"}
+)
+_DATA_CHANGE_NODES = frozenset({_LOGICAL + "MergeRows"})
+_RELATION = "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation"
+_STREAM = "org.apache.spark.sql.catalyst.streaming.StreamingRelationV2"
+_ICEBERG_CATALOGS = frozenset({"org.apache.iceberg.spark.SparkCatalog"})
+_EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions."
+_OBJECT_CALLS = frozenset(
+    {
+        _EXPRESSIONS + "objects.StaticInvoke",
+        _EXPRESSIONS + "objects.Invoke",
+    }
+)
+_CATALOG_FUNCTIONS = frozenset(
+    {_EXPRESSIONS + "ApplyFunctionExpression", _EXPRESSIONS + "aggregate.V2Aggregator"}
+)
+#: What Spark's built-in expressions call inside (static helpers of Spark itself), and
+#: Iceberg's own catalog functions (system.bucket, system.days...).
+_TRUSTED_CALL_TARGETS = ("org.apache.spark.", "org.apache.iceberg.spark.functions.")
+_MERGE_INSTRUCTIONS = _LOGICAL + "MergeRows$"
+
+
+class SandboxRefused(SqlError):
+    """A statement the sandbox refuses: what it is, and where (a 400)."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What one statement may touch."""
+
+    #: The app's catalog, the only one relations may come from.
+    catalog: str
+    #: class name -> the built-in function names Spark registers for it.
+    function_classes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: Temporary views the app itself made for this statement (a stream's batch, a load's
+    #: pinned sources); their insides were built by the app, not the user.
+    trusted_views: frozenset[str] = frozenset()
+    #: For a data change: the identifier (namespace levels..., name) it must write to.
+    write_target: tuple[str, ...] | None = None
+
+
+def _short(class_name: str) -> str:
+    return class_name.rsplit(".", 1)[-1].rstrip("$")
+
+
+def _refuse(message: str, fact: Mapping[str, Any]) -> SandboxRefused:
+    """The refusal, placed where the user wrote the offending part: in the statement, or at
+    the reference to the view whose SQL holds it."""
+    if "view" in fact:
+        message = f"{message} (in the SQL of view {fact['view']}, which the statement reads)"
+        line, position = fact.get("view_line"), fact.get("view_position")
+    else:
+        line, position = fact.get("line"), fact.get("position")
+    if line is None or position is None:
+        return SandboxRefused(message)
+    return SandboxRefused(message, line=int(line), column=int(position) + 1)
+
+
+def _relation_name(fact: Mapping[str, Any]) -> str:
+    identifier = fact.get("identifier")
+    if identifier:
+        return ".".join([fact.get("catalog", "?"), *identifier])
+    return fact.get("table") or _short(fact["class"])
+
+
+def _check_relation(fact: Mapping[str, Any], policy: Policy) -> None:
+    if fact.get("catalog") != policy.catalog or fact.get("catalog_class") not in _ICEBERG_CATALOGS:
+        raise _refuse(
+            f"{_relation_name(fact)} is not a table or view of this catalog "
+            f"({policy.catalog}): statements read only the catalog's own tables and views",
+            fact,
+        )
+
+
+def _check_plan_node(fact: Mapping[str, Any], policy: Policy, *, top: bool) -> None:
+    name = fact["class"]
+    if name in (_RELATION, _STREAM):
+        _check_relation(fact, policy)
+        return
+    if fact.get("command") or "target" in fact:
+        if not (top and policy.write_target is not None and name in ROW_LEVEL_WRITES):
+            raise _refuse(
+                f"{_short(name)} is a command; only a query may run here"
+                if policy.write_target is None
+                else f"{_short(name)} is not an UPDATE, DELETE or MERGE of the table",
+                fact,
+            )
+        target = fact.get("target") or {}
+        if target.get("class") != _RELATION:
+            raise _refuse(f"The statement writes to {_short(target.get('class', '?'))}", fact)
+        _check_relation(target, policy)
+        if tuple(target.get("identifier") or ()) != policy.write_target:
+            raise _refuse(
+                f"The statement changes {_relation_name(target)}; only "
+                f"{'.'.join([policy.catalog, *policy.write_target])} may be changed here",
+                fact,
+            )
+        return
+    if name == _LOGICAL + "View":
+        if not fact.get("temp") or fact.get("name") not in policy.trusted_views:
+            raise _refuse(
+                f"{fact.get('name')} is not a table or view of this catalog ({policy.catalog})",
+                fact,
+            )
+        return
+    if name in QUERY_NODES:
+        return
+    if policy.write_target is not None and name in _DATA_CHANGE_NODES:
+        return
+    if fact.get("leaf"):
+        raise _refuse(
+            f"{_short(name)} is not a table or view of this catalog ({policy.catalog})", fact
+        )
+    raise _refuse(f"{_short(name)} is not allowed in a statement here", fact)
+
+
+def _check_expression(fact: Mapping[str, Any], policy: Policy, allowed: frozenset[str]) -> None:
+    name = fact["class"]
+    called = fact.get("name") or _short(name)
+    if fact.get("udf"):
+        raise _refuse(f"{called} is a user-defined function; only built-in ones may run", fact)
+    if name in DENIED_EXPRESSIONS or name.startswith(_DENIED_PACKAGES):
+        raise _refuse(f"{called}() is not allowed: it reaches outside the query's data", fact)
+    registered = policy.function_classes.get(name)
+    if registered is not None:
+        if name not in allowed:
+            raise _refuse(f"{called}() is not among the functions a statement may call", fact)
+        return
+    if name in _OBJECT_CALLS or name in _CATALOG_FUNCTIONS:
+        target = fact.get("target", "")
+        if name in _OBJECT_CALLS and name.endswith(".Invoke"):
+            return  # a method of a value built-in expressions compute (no class to name)
+        if not target.startswith(_TRUSTED_CALL_TARGETS):
+            raise _refuse(f"The function {target or called} is not allowed", fact)
+        return
+    if name.startswith(_EXPRESSIONS):
+        return  # syntax: columns, literals, casts, operators, subqueries, lambdas...
+    if policy.write_target is not None and name.startswith(_MERGE_INSTRUCTIONS):
+        return
+    raise _refuse(f"The expression {_short(name)} is not allowed", fact)
+
+
+def check(facts: Sequence[Mapping[str, Any]], policy: Policy) -> None:
+    """Refuse (SandboxRefused) the first fact of the plan the policy does not allow. The
+    insides of the app's own temporary views are not the user's and are skipped."""
+    allowed = frozenset(
+        name for name, functions in policy.function_classes.items() if functions & ALLOWED_FUNCTIONS
+    )
+    if not facts:
+        raise SandboxRefused("Spark gave no plan for the statement")
+    if policy.write_target is not None and facts[0].get("class") not in ROW_LEVEL_WRITES:
+        raise _refuse(
+            f"Expected an UPDATE, DELETE or MERGE of "
+            f"{'.'.join([policy.catalog, *policy.write_target])}",
+            facts[0],
+        )
+    for index, fact in enumerate(facts):
+        if fact.get("temp_view") in policy.trusted_views:
+            continue
+        if fact["kind"] == "plan":
+            _check_plan_node(fact, policy, top=index == 0)
+        else:
+            _check_expression(fact, policy, allowed)
+
+
+# -- Spark ------------------------------------------------------------------------------------
+
+_registry_lock = threading.Lock()
+_registry: dict[str, frozenset[str]] | None = None
+
+
+def function_classes(spark: SparkSession) -> dict[str, frozenset[str]]:
+    """Spark's built-in functions by expression class (read once per process)."""
+    global _registry
+    with _registry_lock:
+        if _registry is None:
+            by_class: dict[str, set[str]] = {}
+            for line in _helper(spark).builtinFunctions().splitlines():
+                name, _, class_name = line.partition("\t")
+                by_class.setdefault(class_name, set()).add(name)
+            _registry = {key: frozenset(names) for key, names in by_class.items()}
+        return _registry
+
+
+def _helper(spark: SparkSession) -> Any:
+    """The JVM class `lakeview.sandbox.PlanFacts`; refused when the jar is missing, so that
+    no statement runs unchecked."""
+    helper = spark._jvm.lakeview.sandbox.PlanFacts  # noqa: SLF001 - py4j's entry point
+    if type(helper).__name__ != "JavaClass":  # py4j's JavaPackage: no such class
+        raise SandboxRefused(
+            "The Spark sandbox's helper (lakeview-sandbox.jar) is not on Spark's classpath; "
+            "run scripts/build_sandbox_jar.sh"
+        )
+    return helper
+
+
+def harden(session: SparkSession) -> SparkSession:
+    """Apply `SANDBOX_SETTINGS` to the session (last, so nothing overrides them)."""
+    for key, value in SANDBOX_SETTINGS.items():
+        session.conf.set(key, value)
+    return session
+
+
+def policy_for(
+    spark: SparkSession,
+    *,
+    catalog: str,
+    trusted_views: Iterable[str] = (),
+    write_target: Sequence[str] | None = None,
+) -> Policy:
+    return Policy(
+        catalog=catalog,
+        function_classes=function_classes(spark),
+        trusted_views=frozenset(trusted_views),
+        write_target=tuple(write_target) if write_target is not None else None,
+    )
+
+
+def facts_of(spark: SparkSession, plan: Any) -> list[dict[str, Any]]:
+    """The analyzed plan described by the JVM helper."""
+    return json.loads(_helper(spark).describe(plan))
+
+
+def _analyzed(session: SparkSession, sql: str) -> Any:
+    """`sql` parsed by Spark (one statement) and analyzed without running any command."""
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    from refresh.spark.jobs import spark_error
+
+    if not isinstance(sql, str) or not sql.strip():
+        raise SandboxRefused("The statement is empty")
+    if "\x00" in sql:
+        raise SandboxRefused("The statement holds a NUL character")
+    harden(session)
+    jsession = session._jsparkSession  # noqa: SLF001
+    jvm = session._jvm  # noqa: SLF001
+    skip = (
+        getattr(jvm.org.apache.spark.sql.execution, "CommandExecutionMode$")
+        .__getattr__("MODULE$")
+        .SKIP()
+    )
+    try:
+        parsed = jsession.sessionState().sqlParser().parsePlan(sql)
+        return jsession.sessionState().executePlan(parsed, skip).analyzed()
+    except CapturedException as error:  # parse and analysis errors, Iceberg's included
+        raise spark_error(error) from None
+
+
+def query(
+    session: SparkSession,
+    sql: str,
+    *,
+    catalog: str,
+    trusted_views: Iterable[str] = (),
+) -> DataFrame:
+    """The DataFrame of a user's query, once Spark's analyzed plan passed `check`."""
+    from pyspark.sql import DataFrame
+
+    plan = _analyzed(session, sql)
+    check(
+        facts_of(session, plan), policy_for(session, catalog=catalog, trusted_views=trusted_views)
+    )
+    dataset = session._jvm.org.apache.spark.sql.Dataset.ofRows(  # noqa: SLF001
+        session._jsparkSession,  # noqa: SLF001
+        plan,
+    )
+    return DataFrame(dataset, session)
+
+
+def check_frame(frame: DataFrame, *, catalog: str, trusted_views: Iterable[str] = ()) -> DataFrame:
+    """Check a DataFrame the app built (a preview's reads and filters) as a query."""
+    session = frame.sparkSession
+    plan = frame._jdf.queryExecution().analyzed()  # noqa: SLF001
+    check(
+        facts_of(session, plan), policy_for(session, catalog=catalog, trusted_views=trusted_views)
+    )
+    return frame
+
+
+def data_change(session: SparkSession, sql: str, *, catalog: str, target: Sequence[str]) -> None:
+    """Run an UPDATE, DELETE or MERGE whose target must be exactly `target` (namespace
+    levels..., name), once Spark's analyzed plan passed `check`."""
+    from pyspark.errors import AnalysisException
+
+    from refresh.spark.jobs import spark_error
+
+    plan = _analyzed(session, sql)
+    check(
+        facts_of(session, plan),
+        policy_for(session, catalog=catalog, write_target=target),
+    )
+    try:
+        session._jvm.org.apache.spark.sql.Dataset.ofRows(  # noqa: SLF001
+            session._jsparkSession,  # noqa: SLF001
+            plan,
+        )
+    except AnalysisException as error:
+        raise spark_error(error) from None

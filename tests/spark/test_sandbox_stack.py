@@ -1,0 +1,245 @@
+"""An attacker with an editor's account against the whole stack (the app under gunicorn, a
+Celery worker with its Spark, celery-beat): a file the worker can read, and statements that
+try to read it from every position, through every door that takes SQL or Spark settings.
+Every one is a 4xx; nothing is written; the secret appears in no response, table, history
+row or log line."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from pyspark.sql import SparkSession
+
+from tests.refresh_stack import RefreshStack, refresh_stack
+from tests.spark.conftest import rest_catalog_conf
+
+NS = "hx"
+GOOD = (
+    "CREATE MATERIALIZED TABLE good PARTITIONED BY (ds) "
+    "WITH ('partition.fields.ds.date-formatter' = 'yyyy-MM-dd') "
+    "FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL "
+    "AS SELECT ds, count(*) AS n, max(name) AS name FROM src GROUP BY ds"
+)
+
+
+@pytest.fixture(scope="module")
+def secret(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """(path, text) of a file the worker can read, outside everything the stack writes."""
+    text = f"LAKEVIEW-SECRET-{uuid.uuid4().hex}"
+    path = tmp_path_factory.mktemp("not-the-warehouse") / "admin-password.txt"
+    path.write_text(text + "\n")
+    return str(path), text
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
+    with refresh_stack(tmp_path_factory.mktemp("sandbox-stack")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def hx(spark: SparkSession, stack: RefreshStack) -> SparkSession:
+    """A source table and a materialized table over it, refreshed once."""
+    session = spark.newSession()
+    for key, value in rest_catalog_conf(stack.server, name="sx").items():
+        session.conf.set(key, value)
+    session.conf.set("spark.sql.defaultCatalog", "sx")
+    session.sql(f"CREATE NAMESPACE IF NOT EXISTS sx.{NS}")
+    session.sql(f"CREATE TABLE sx.{NS}.src (id BIGINT, ds STRING, name STRING)")
+    session.sql(f"INSERT INTO sx.{NS}.src VALUES (1, '2024-01-01', 'a'), (2, '2024-01-02', 'b')")
+    response = stack.statements(GOOD, namespace=NS)
+    assert response.status_code == 200, response.text
+    run_id = response.json()["results"][0]["run_id"]
+    stack.wait_for(
+        lambda: stack.run(run_id)["state"] == "SUCCEEDED", timeout=240, what="good's refresh"
+    )
+    return session
+
+
+def queries(path: str) -> list[str]:
+    """Queries that read the secret file from every position a query has."""
+    return [
+        f"SELECT value FROM text.`{path}`",
+        f"SELECT id, (SELECT max(value) FROM text.`{path}`) AS s FROM src",
+        f"SELECT * FROM src WHERE name IN (SELECT value FROM text.`{path}`)",
+        f"SELECT * FROM src WHERE EXISTS (SELECT 1 FROM text.`{path}` WHERE value LIKE 'L%')",
+        f"WITH s AS (SELECT value FROM text.`{path}`) SELECT * FROM s",
+        f"SELECT src.id, s.value FROM src JOIN text.`{path}` s ON true",
+        f"SELECT id, x FROM src LATERAL VIEW explode(split((SELECT max(value) FROM "
+        f"text.`{path}`), '-')) e AS x",
+        f"SELECT /*+ BROADCAST(s) */ s.value FROM src, text.`{path}` s",
+        f"SELECT value FROM TEXT.`{path}`",
+        f"SELECT value FROM text.`file://{path}`",
+        "SELECT value FROM text.`/proc/self/environ`",
+        f"SELECT * FROM csv.`{path}`",
+        f"SELECT * FROM json.`{path}`",
+        "SELECT reflect('java.lang.System', 'getProperty', 'user.dir') AS d FROM src",
+        "SELECT java_method('java.lang.System', 'getenv', 'HOME') AS d FROM src",
+        "SELECT * FROM spark_catalog.default.src",
+        "SELECT * FROM other_catalog.hx.src",
+        "SELECT * FROM leak_view",  # a view whose stored SQL reads the file (below)
+        "SELECT * FROM reflect_view",  # a view whose stored SQL calls reflect (below)
+    ]
+
+
+def data_changes(path: str) -> list[str]:
+    """Console data changes that try to reach outside the materialized table."""
+    return [
+        f"UPDATE good SET name = (SELECT max(value) FROM text.`{path}`)",
+        f"UPDATE good SET name = (SELECT max(value) FROM TEXT.`file://{path}`) WHERE n > 0",
+        "UPDATE good SET name = reflect('java.lang.System', 'getProperty', 'user.dir')",
+        f"DELETE FROM good WHERE EXISTS (SELECT 1 FROM text.`{path}`)",
+        f"MERGE INTO good USING (SELECT '2024-01-01' AS ds, value FROM text.`{path}`) s "
+        "ON good.ds = s.ds WHEN MATCHED THEN UPDATE SET good.name = s.value",
+        "MERGE INTO good USING leak_view s ON true WHEN MATCHED THEN UPDATE SET good.name = "
+        "s.value",
+        "UPDATE src SET name = 'changed'",
+        "DELETE FROM src",
+        "MERGE INTO src USING good ON src.ds = good.ds WHEN MATCHED THEN DELETE",
+        "SET spark.sql.runSQLOnFiles=true",
+        f"SET spark.sql.runSQLOnFiles=true; SELECT * FROM text.`{path}`",
+        "ADD JAR /tmp/evil.jar",
+        "CREATE TEMPORARY FUNCTION f AS 'java.lang.String'",
+    ]
+
+
+def iceberg_view(stack: RefreshStack, name: str, sql: str) -> None:
+    """A view an engine stores through the Iceberg REST protocol, SQL as sent (the catalog
+    is never stricter than engines)."""
+    session = stack.server.iceberg_session()
+    version = {
+        "version-id": 1, "schema-id": 0, "timestamp-ms": 1, "summary": {},
+        "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}],
+        "default-namespace": [NS],
+    }  # fmt: skip
+    schema = {
+        "type": "struct", "schema-id": 0,
+        "fields": [{"id": 0, "name": "value", "type": "string", "required": False}],
+    }  # fmt: skip
+    response = session.post(
+        f"{stack.server.iceberg_uri}/v1/namespaces/{NS}/views",
+        json={"name": name, "schema": schema, "view-version": version},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+
+
+def test_hostile_statements_are_all_refused_and_nothing_leaks(
+    stack: RefreshStack, hx: SparkSession, secret: tuple[str, str]
+):
+    path, text = secret
+    base = stack.server.base_url
+    api = stack.api
+    iceberg_view(stack, "leak_view", f"SELECT value FROM text.`{path}`")
+    iceberg_view(stack, "reflect_view", "SELECT reflect('java.lang.System', 'getenv', 'HOME')")
+    snapshots = sorted(
+        r[0] for r in hx.sql(f"SELECT snapshot_id FROM sx.{NS}.good.snapshots").collect()
+    )
+    answers: list[tuple[str, requests.Response]] = []
+
+    def expect_4xx(what: str, response: requests.Response) -> None:
+        answers.append((what, response))
+        assert 400 <= response.status_code < 500, f"{what}: {response.status_code} {response.text}"
+
+    browser = stack.server.browser_session()
+    for query in queries(path):
+        create = f"CREATE MATERIALIZED TABLE bad FRESHNESS = INTERVAL '1' HOUR AS {query}"
+        expect_4xx(create, stack.statements(create, namespace=NS))
+        alter = f"ALTER MATERIALIZED TABLE good AS {query}"
+        expect_4xx(alter, stack.statements(alter, namespace=NS))
+    for statement in data_changes(path):
+        expect_4xx(statement, stack.statements(statement, namespace=NS))
+        page = browser.post(
+            f"{base}/console/",
+            data={
+                "sql": statement,
+                "namespace": NS,
+                "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+            },
+            headers={"Referer": f"{base}/console/"},
+            timeout=300,
+        )
+        expect_4xx(f"console page: {statement}", page)
+
+    mt = f"{base}/api/namespaces/{NS}/materialized-tables/good"
+    for config in (
+        {"spark.sql.runSQLOnFiles": "true"},
+        {"spark.sql.catalog.evil": "org.apache.iceberg.spark.SparkCatalog"},
+        {"spark.sql.extensions": "evil.Extensions"},
+        {"spark.jars": "/tmp/evil.jar"},
+    ):
+        expect_4xx(f"refresh config {config}", api.post(f"{mt}/refresh", json={"config": config}))
+    for partition in ({"ds": "x'; DROP TABLE t; --"}, {"ds": "2024-13-45"}, {"name": "a"}):
+        expect_4xx(
+            f"refresh partition {partition}",
+            api.post(f"{mt}/refresh", json={"partition": partition}),
+        )
+    expect_4xx(
+        "REFRESH PARTITION",
+        stack.statements(
+            "ALTER MATERIALIZED TABLE good REFRESH PARTITION (ds = 'x; DROP TABLE t; --')", NS
+        ),
+    )
+    assert stack.statements("ALTER MATERIALIZED TABLE good SUSPEND", NS).status_code == 200
+    for options in (
+        "'spark.sql.runSQLOnFiles' = 'true'",
+        "'spark.sql.catalog.evil' = 'org.apache.iceberg.spark.SparkCatalog'",
+    ):
+        resume = f"ALTER MATERIALIZED TABLE good RESUME WITH ({options})"
+        expect_4xx(resume, stack.statements(resume, NS))
+        expect_4xx(f"resume API {options}", api.post(f"{mt}/resume", json={"options": dict(
+            [tuple(part.strip().strip("'") for part in options.split("="))]
+        )}))  # fmt: skip
+    assert stack.statements("ALTER MATERIALIZED TABLE good RESUME", NS).status_code == 200
+
+    views = f"{base}/api/namespaces/{NS}/views"
+    expect_4xx(
+        "a view over the file",
+        api.post(f"{views}/", json={"name": "leak2", "sql": f"SELECT value FROM text.`{path}`"}),
+    )
+    for view in ("leak_view", "reflect_view"):
+        expect_4xx(f"preview of {view}", api.get(f"{views}/{view}/preview", timeout=300))
+        expect_4xx(
+            f"preview page of {view}",
+            browser.get(f"{base}/namespaces/{NS}/views/{view}/?preview=1", timeout=300),
+        )
+    tables = f"{base}/api/namespaces/{NS}/tables"
+    for row_filter in (
+        f"name in (SELECT value FROM text.`{path}`)",
+        "id = 1) UNION SELECT value FROM text.`/proc/self/environ` --",
+        "reflect('java.lang.System', 'getenv', 'HOME') = 'x'",
+        "name = 'a'; SET spark.sql.runSQLOnFiles=true",
+    ):
+        for table in ("src", "good"):
+            expect_4xx(
+                f"filter {row_filter} on {table}",
+                api.get(f"{tables}/{table}/preview", params={"filter": row_filter}),
+            )
+
+    # Nothing was written: good keeps its snapshots, src its rows, no new table exists.
+    after = sorted(
+        r[0] for r in hx.sql(f"SELECT snapshot_id FROM sx.{NS}.good.snapshots").collect()
+    )
+    assert after == snapshots
+    assert sorted(tuple(r) for r in hx.sql(f"SELECT id, name FROM sx.{NS}.src").collect()) == [
+        (1, "a"),
+        (2, "b"),
+    ]
+    listed = api.get(f"{base}/api/namespaces/{NS}/materialized-tables/").json()
+    assert [item["name"] for item in listed["results"]] == ["good"]
+
+    # The secret is nowhere: answers, the warehouse (tables), the database (history rows
+    # and everything else), the logs of the app, the worker and beat.
+    needles = [text.encode(), base64.b64encode(text.encode())]
+    for what, response in answers:
+        assert text not in response.text, f"{what} answered the secret"
+    for file in Path(stack.root).rglob("*"):
+        if file.is_file():
+            content = file.read_bytes()
+            for needle in needles:
+                assert needle not in content, f"the secret is in {file}"
