@@ -13,6 +13,7 @@ way, so Spark only ever gets a read that is known to be valid."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -215,3 +216,20 @@ def schema_of(table: Table, *, snapshot_id: Any = None) -> core.SchemaAt:
     snapshot_id = _checked_int(snapshot_id, "snapshot_id")
     state = load(table)
     return core.schema_at(state.metadata, table_path=table.location, snapshot_id=snapshot_id)
+
+
+def body(result: Result) -> dict[str, Any]:
+    """The preview as the API answers it (and a job keeps it)."""
+    pruning = result.pruning
+    return {
+        "columns": [{"name": name, "type": kind} for name, kind in result.columns],
+        "rows": result.json_rows,
+        "truncated": result.truncated,
+        "snapshot_id": result.snapshot_id,
+        "schema_id": result.schema_id,
+        "read_by": result.read_by,
+        "note": result.note,
+        "metadata_location": result.metadata_location,
+        "pruning": dataclasses.asdict(pruning) if pruning is not None else None,
+        "cache": {"hits": result.cache.hits, "misses": result.cache.misses},
+    }

@@ -18,3 +18,6 @@ class RefreshConfig(AppConfig):
 
         if view_schema not in sql_views.TYPE_DERIVERS:
             sql_views.TYPE_DERIVERS.append(view_schema)
+
+        # The job kinds (refresh.spark_jobs.KINDS) and the workers' heartbeat signals.
+        from refresh import operations, workers  # noqa: F401

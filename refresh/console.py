@@ -4,10 +4,16 @@
 Statements run in order; the first error stops the script (what ran before it stays done)
 and is reported at its line and column in the script. Names are `[catalog.][namespace.]name`;
 an unqualified name resolves in the console's namespace. SHOW and DESCRIBE need a viewer,
-everything else an editor."""
+everything else an editor.
+
+The request never waits for Spark: `run` executes statements until one needs a worker's
+Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE), and hands it and the rest of the
+script to a job (kind "statements", refresh.operations) that a worker runs with the same
+`execute`, its results growing on the job as each statement finishes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,8 +23,8 @@ from catalog.core.errors import (
     CatalogError,
     Forbidden,
     InvalidInput,
+    NeedsWorker,
     SqlError,
-    Unavailable,
     http_status,
 )
 from catalog.roles import can_edit
@@ -26,7 +32,7 @@ from refresh import selectors, services
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
 
-#: Statements one script may hold (each CREATE waits for Spark).
+#: Statements one script may hold.
 MAX_STATEMENTS = 100
 
 
@@ -43,6 +49,9 @@ class StatementResult:
     #: "ns.name" of the materialized table the statement was about, for links.
     table: str | None = None
     run_id: int | None = None
+    #: The Spark job (refresh.spark_jobs) that runs this statement and the rest of the
+    #: script, when the statement needed a worker.
+    spark_job: int | None = None
     columns: list[str] = field(default_factory=list)
     rows: list[list[Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
@@ -51,8 +60,23 @@ class StatementResult:
         return asdict(self)
 
 
-def execute(sql: str, *, namespace: str | None = None, actor: Any = None) -> list[StatementResult]:
-    """Every statement of `sql` in order, stopping at the first error."""
+def execute(
+    sql: str,
+    *,
+    namespace: str | None = None,
+    actor: Any = None,
+    start: int = 0,
+    progress: Callable[[StatementResult], None] | None = None,
+    defer: Callable[[int], Any] | None = None,
+) -> list[StatementResult]:
+    """Every statement of `sql` from the `start`-th (0-based) in order, stopping at the
+    first error; `progress` hears of each result as it comes.
+
+    A statement that needs a worker's Spark (a CREATE's or ALTER ... AS's schema, a data
+    change), met where none runs, is handed with the rest of the script to `defer(index)`,
+    which makes them a job (refresh.spark_jobs) and returns it: the statement's result then
+    says which job runs it, and the script stops here. Without `defer`, NeedsWorker
+    propagates."""
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidInput("Write at least one statement", field="sql")
     results: list[StatementResult] = []
@@ -67,20 +91,73 @@ def execute(sql: str, *, namespace: str | None = None, actor: Any = None) -> lis
             f"A script runs at most {MAX_STATEMENTS} statements; this one has {len(located)}",
             field="sql",
         )
-    for offset, padded in located:
+    for index, (offset, padded) in enumerate(located):
+        if index < start:
+            continue
         text = padded[offset:].strip()
         line, column = st.position(
             sql, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
         )
         try:
             statement = st.parse_statement(padded, threshold=services.threshold())
-            result = _run(statement, padded, namespace=namespace, actor=actor)
+            try:
+                result = _run(statement, padded, namespace=namespace, actor=actor)
+            except NeedsWorker:
+                if defer is None:
+                    raise
+                job = defer(index)
+                result = StatementResult(
+                    "", 0, 0, kind=type(statement).__name__, spark_job=job.pk,
+                    message=f"Running on a refresh worker's Spark as job {job.pk}",
+                )  # fmt: skip
+                result.statement, result.line, result.column = text, line, column
+                results.append(result)
+                if progress is not None:
+                    progress(result)
+                break
         except CatalogError as error:
             results.append(_failed(text, line, column, error))
+            if progress is not None:
+                progress(results[-1])
             break
         result.statement, result.line, result.column = text, line, column
         results.append(result)
+        if progress is not None:
+            progress(result)
     return results
+
+
+def run(
+    sql: str, *, namespace: str | None = None, actor: Any = None
+) -> tuple[list[StatementResult], Any]:
+    """`execute` for a web request: the results so far, and the job (refresh.models.SparkJob)
+    that runs the rest of the script on a worker, or None when nothing needed Spark."""
+    from refresh import spark_jobs
+
+    started: list[Any] = []
+
+    def defer(index: int) -> Any:
+        job = spark_jobs.submit(
+            "statements",
+            {"sql": sql, "namespace": namespace, "start": index},
+            actor=actor,
+            summary=f"Console script, from statement {index + 1}",
+        )
+        started.append(job)
+        return job
+
+    results = execute(sql, namespace=namespace, actor=actor, defer=defer)
+    return results, started[0] if started else None
+
+
+def answer(results: list[StatementResult]) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and body of a script's results: the failed statement's status."""
+    body: dict[str, Any] = {"results": [result.as_dict() for result in results]}
+    last = results[-1] if results else None
+    if last is not None and not last.ok:
+        body["error"] = last.error or {"message": last.message, "type": "InvalidInput"}
+        return int(body["error"].get("status") or 400), body
+    return 200, body
 
 
 def _failed(text: str, line: int, column: int, error: CatalogError) -> StatementResult:
@@ -285,8 +362,6 @@ def _data_change(
         )
     except SqlError as error:
         raise _in_script(error, text, statement.sql) from None
-    except Unavailable:
-        raise
     services.record_data_change(mt, kind=statement.kind, actor=actor)
     result.table = f"{ns}.{name}"
     result.message = (

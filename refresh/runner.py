@@ -68,8 +68,39 @@ def run_scheduled(materialized_table_id: int, options: dict[str, str] | None = N
     return run.pk
 
 
+def _refresh_slots() -> threading.BoundedSemaphore:
+    """The worker threads refreshes may hold at once: all but WORKER_INTERACTIVE_THREADS,
+    which stay free for Spark jobs (refresh.spark_jobs)."""
+    global _slots
+    with _slots_lock:
+        if _slots is None:
+            threads = int(settings.CELERY_WORKER_CONCURRENCY)
+            _slots = threading.BoundedSemaphore(
+                max(1, threads - int(settings.WORKER_INTERACTIVE_THREADS))
+            )
+        return _slots
+
+
+_slots: threading.BoundedSemaphore | None = None
+_slots_lock = threading.Lock()
+
+
 def execute(run_id: int) -> str:
-    """Claim and run one refresh; returns the run's final state (or why nothing ran)."""
+    """Claim and run one refresh; returns the run's final state (or why nothing ran). When
+    every refresh thread is busy, the run is sent again a moment later, still QUEUED."""
+    slots = _refresh_slots()
+    if not slots.acquire(blocking=False):
+        run = RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).first()
+        if run is not None:
+            services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
+        return "waiting for a refresh thread"
+    try:
+        return _execute(run_id)
+    finally:
+        slots.release()
+
+
+def _execute(run_id: int) -> str:
     run = services.claim(run_id, worker=worker_name())
     if run is None:
         return _not_claimed(run_id)

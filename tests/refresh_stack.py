@@ -8,6 +8,7 @@ The worker and the streaming process can be killed with SIGKILL and started agai
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -26,10 +27,20 @@ from tests.live_server import REPO_ROOT, CatalogServer, catalog_server
 #: Settings for the stack: beat ticks are seconds apart, so a silent worker is noticed fast.
 STACK_ENV = {
     "MT_ABANDONED_AFTER_SECONDS": "12",
-    "MT_ANALYZE_TIMEOUT_SECONDS": "180",
     "SPARK_DRIVER_MEMORY": "1g",
     "CELERY_WORKER_CONCURRENCY": "4",
 }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a request finally answered (after its Spark job, if it had one)."""
+
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
 
 
 @dataclass
@@ -52,10 +63,37 @@ class RefreshStack:
             start_new_session=True,
         )
 
-    def start_worker(self) -> None:
+    def start_worker(self, *, wait: bool = True) -> None:
+        """A worker; with `wait`, once it says it is alive (its heartbeat row), as the web
+        side checks before it hands out a Spark job."""
+        started = time.time()
         self.worker = self._spawn(
             "worker", "worker", "-l", "info", "--pool", "threads", "-c", "4", "-n", "w@%h"
         )
+        if wait:
+            self.wait_for(
+                lambda: self._worker_seen_since(started), timeout=90, what="the worker to start"
+            )
+
+    def _worker_seen_since(self, moment: float) -> bool:
+        import sqlite3
+        from datetime import UTC, datetime
+
+        connection = sqlite3.connect(f"file:{self.server.db_path}?mode=ro", uri=True)
+        try:
+            rows = connection.execute(
+                "SELECT seen_at FROM refresh_worker WHERE name LIKE ?", (f"%:{self.worker.pid}",)
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            connection.close()
+        for (seen,) in rows:
+            when = datetime.fromisoformat(seen)
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+            if when.timestamp() >= moment - 1:
+                return True
+        return False
 
     def kill_worker(self) -> None:
         """SIGKILL the worker and everything it started (its Spark JVM), as a crash would."""
@@ -93,11 +131,41 @@ class RefreshStack:
         text = path.read_text(errors="replace") if path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def statements(self, sql: str, namespace: str | None = None) -> requests.Response:
+    def statements(self, sql: str, namespace: str | None = None) -> Answer:
+        """POST /api/statements/, and when part of the script ran as a Spark job (202),
+        the whole script's answer once the job finished: what a client that follows the
+        job sees."""
         body: dict[str, Any] = {"sql": sql}
         if namespace:
             body["namespace"] = namespace
-        return self.api.post(f"{self.server.base_url}/api/statements/", json=body, timeout=300)
+        first = self.api.post(f"{self.server.base_url}/api/statements/", json=body, timeout=60)
+        if first.status_code != 202:
+            return Answer(first.status_code, first.text)
+        job = self.job(first.json()["job"]["url"])
+        answer = dict(job["result"] or {"results": []})
+        answer["results"] = first.json()["results"][:-1] + answer.get("results", [])
+        if job["state"] != "SUCCEEDED" and "error" not in answer:
+            answer["error"] = job["error"]
+        return Answer(job["status"] or 500, json.dumps(answer))
+
+    def job(self, url: str, *, timeout: float = 300) -> dict:
+        """A Spark job, once it finished."""
+        return self.wait_for(
+            lambda: (lambda job: job if job["state"] not in ("QUEUED", "RUNNING") else None)(
+                self.api.get(f"{self.server.base_url}{url}", timeout=30).json()
+            ),
+            timeout=timeout,
+            what=f"the Spark job {url}",
+        )
+
+    def follow(self, response: requests.Response) -> Answer:
+        """The final answer of a request that may have become a Spark job (202)."""
+        if response.status_code != 202:
+            return Answer(response.status_code, response.text)
+        job = self.job(response.json()["job"]["url"])
+        if job["state"] == "SUCCEEDED":
+            return Answer(job["status"], json.dumps(job["result"]))
+        return Answer(job["status"] or 500, json.dumps({"error": job["error"]}))
 
     def run(self, run_id: int) -> dict:
         response = self.api.get(f"{self.server.base_url}/api/refresh-runs/{run_id}/", timeout=30)

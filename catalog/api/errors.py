@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from catalog.core.errors import CatalogError, http_status
+from catalog.core.errors import CatalogError, TooManyJobs, http_status
 
 
 def error_body(error: CatalogError) -> dict[str, Any]:
@@ -23,5 +23,8 @@ def error_body(error: CatalogError) -> dict[str, Any]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, CatalogError):
-        return Response(error_body(exc), status=http_status(exc))
+        response = Response(error_body(exc), status=http_status(exc))
+        if isinstance(exc, TooManyJobs):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     return drf_exception_handler(exc, context)

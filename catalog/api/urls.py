@@ -7,6 +7,7 @@ from django.urls import path, re_path, register_converter
 from catalog import converters  # noqa: F401 - registers <version_id:...>
 from catalog.api import views
 from catalog.api.docs import docs, schema
+from refresh.api import jobs as mt_jobs
 from refresh.api import views as mt_views
 from webapp.middleware import not_found
 
@@ -100,5 +101,8 @@ urlpatterns = [
     path(f"{MT}/rollback", mt_views.DefinitionRollbackView.as_view(), name="mt-rollback"),
     path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
     path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
+    path("jobs/", mt_jobs.JobListView.as_view(), name="job-list"),
+    path("jobs/<int:job_id>/", mt_jobs.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<int:job_id>/cancel", mt_jobs.JobCancelView.as_view(), name="job-cancel"),
     re_path(r"^.*$", not_found),
 ]

@@ -26,6 +26,9 @@ from catalog.api import serializers as s
 from catalog.core import metadata_io
 from catalog.core.errors import InvalidInput, NoSuchVersion
 from catalog.models import CatalogEvent, Namespace, Table, View
+from refresh import spark_jobs
+from refresh.api.jobs import ACCEPTED, respond
+from refresh.api.serializers import JobAcceptedSerializer
 
 _NAMESPACE = OpenApiParameter(
     "namespace",
@@ -57,6 +60,8 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
         400: "Invalid input: a field of the wrong type, or a value the catalog refuses.",
         404: "The namespace, view or version does not exist.",
         409: "The name is taken, the namespace is not empty, or another writer won.",
+        429: "Too many Spark jobs are waiting (yours, or everyone's): see Retry-After.",
+        503: "No refresh worker is running to do what needs Spark.",
     }
     return {
         code: OpenApiResponse(
@@ -110,22 +115,6 @@ def _limit(request: Request) -> int:
     if not 1 <= limit <= 1000:
         raise InvalidInput("limit must be between 1 and 1000", field="limit")
     return limit
-
-
-def _preview_body(result: previews.Result) -> dict[str, Any]:
-    pruning = result.pruning
-    return {
-        "columns": [{"name": name, "type": kind} for name, kind in result.columns],
-        "rows": result.json_rows,
-        "truncated": result.truncated,
-        "snapshot_id": result.snapshot_id,
-        "schema_id": result.schema_id,
-        "read_by": result.read_by,
-        "note": result.note,
-        "metadata_location": result.metadata_location,
-        "pruning": dataclasses.asdict(pruning) if pruning is not None else None,
-        "cache": {"hits": result.cache.hits, "misses": result.cache.misses},
-    }
 
 
 def _followed(request: Request, namespace: str, name: str) -> Table:
@@ -262,13 +251,25 @@ class ViewListView(generics.ListAPIView):
         operation_id="views_create",
         parameters=[_NAMESPACE],
         request=s.ViewCreateSerializer,
-        responses={201: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        responses={
+            201: s.ViewDetailSerializer,
+            202: JobAcceptedSerializer,
+            **_errors(400, 404, 409, 429, 503),
+        },
+        description="A column type sqlglot cannot derive is asked of a worker's Spark when "
+        f"one runs. {ACCEPTED}",
         tags=["views"],
     )
     def post(self, request: Request, namespace: str) -> Response:
         data = _validated(s.ViewCreateSerializer, request)
-        view = services.create_view(namespace=namespace, actor=request.user, **data)
-        return _view_detail(view, status_code=status.HTTP_201_CREATED)
+        return respond(
+            spark_jobs.attempt(
+                "create_view",
+                {"namespace": namespace, **data},
+                actor=request.user,
+                summary=f"Create view {namespace}.{data['name']} (Spark types its columns)",
+            )
+        )
 
 
 class ViewRegisterView(APIView):
@@ -299,13 +300,24 @@ class ViewDetailView(APIView):
         operation_id="views_replace",
         parameters=_VIEW_PARAMS,
         request=s.ViewReplaceSerializer,
-        responses={200: s.ViewDetailSerializer, **_errors(400, 404, 409)},
+        responses={
+            200: s.ViewDetailSerializer,
+            202: JobAcceptedSerializer,
+            **_errors(400, 404, 409, 429, 503),
+        },
+        description=ACCEPTED,
         tags=["views"],
     )
     def put(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.ViewReplaceSerializer, request)
-        view = services.replace_view(namespace=namespace, name=name, actor=request.user, **data)
-        return _view_detail(view)
+        return respond(
+            spark_jobs.attempt(
+                "replace_view",
+                {"namespace": namespace, "name": name, **data},
+                actor=request.user,
+                summary=f"Replace view {namespace}.{name} (Spark types its columns)",
+            )
+        )
 
     @extend_schema(
         operation_id="views_destroy",
@@ -322,20 +334,37 @@ class ViewPreviewView(APIView):
     @extend_schema(
         operation_id="views_preview",
         parameters=[*_VIEW_PARAMS, *_PREVIEW_PARAMS],
-        description="The first rows of the view's query as Spark gives them (a refresh "
-        "worker runs it; 503 when none is running).",
-        responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
+        description="The first rows of the view's query as Spark gives them: a refresh "
+        "worker runs it as a job. The same request by the same user while the job runs, "
+        f"or for a minute after, answers that job (then its rows). {ACCEPTED}",
+        responses={
+            200: OpenApiTypes.OBJECT,
+            202: JobAcceptedSerializer,
+            **_errors(400, 404, 429, 503),
+        },
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
-        result = previews.preview_view(
-            selectors.get_view(namespace, name),
-            columns=params.getlist("columns") or None,
-            row_filter=params.get("filter") or None,
-            limit=_limit(request),
+        view = selectors.get_view(namespace, name)
+        arguments = {
+            "namespace": namespace,
+            "name": name,
+            "columns": params.getlist("columns") or None,
+            "row_filter": params.get("filter") or None,
+            "limit": _limit(request),
+            # The view as it is now: a new version is another preview.
+            "version": view.metadata_location,
+        }
+        return respond(
+            spark_jobs.attempt(
+                "preview_view",
+                arguments,
+                actor=request.user,
+                summary=f"Preview of view {namespace}.{name}",
+                reuse=True,
+            )
         )
-        return Response(_preview_body(result))
 
 
 class ViewVersionListView(APIView):
@@ -516,22 +545,38 @@ class TablePreviewView(APIView):
             "by snapshot id or timestamp (ClickHouse's rules and words), and what pruning "
             "did: data files in the snapshot, scanned, skipped by partition, skipped by "
             "column statistics, delete files applied. Read by pyiceberg; a table with "
-            "equality deletes is read by a refresh worker's Spark (then no pruning figures)."
+            "equality deletes is read by a refresh worker's Spark (then no pruning figures), "
+            f"as a job. {ACCEPTED}"
         ),
-        responses={200: OpenApiTypes.OBJECT, **_errors(400, 404)},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            202: JobAcceptedSerializer,
+            **_errors(400, 404, 429, 503),
+        },
         tags=["tables"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
-        result = previews.preview_table(
-            _followed(request, namespace, name),
-            columns=params.getlist("columns") or None,
-            row_filter=params.get("filter") or None,
-            snapshot_id=params.get("snapshot_id"),
-            timestamp_ms=params.get("timestamp_ms"),
-            limit=_limit(request),
+        table = _followed(request, namespace, name)
+        arguments = {
+            "namespace": namespace,
+            "name": name,
+            "columns": params.getlist("columns") or None,
+            "row_filter": params.get("filter") or None,
+            "snapshot_id": params.get("snapshot_id"),
+            "timestamp_ms": params.get("timestamp_ms"),
+            "limit": _limit(request),
+            "version": table.metadata_location,
+        }
+        return respond(
+            spark_jobs.attempt(
+                "preview_table",
+                arguments,
+                actor=request.user,
+                summary=f"Preview of table {namespace}.{name}",
+                reuse=True,
+            )
         )
-        return Response(_preview_body(result))
 
 
 class TableFilesView(APIView):
@@ -627,6 +672,7 @@ class ApiRootView(APIView):
             "attach_table": ns + "tables/attach",
             "materialized_tables": ns + "materialized-tables/",
             "statements": url("statements"),
+            "jobs": url("job-list"),
             "lineage": url("lineage"),
             "history": url("history"),
             "token": url("token"),

@@ -103,6 +103,24 @@ class Unavailable(CatalogError):
     status = 503
 
 
+class TooManyJobs(CatalogError):
+    """The user (or everyone) has as many Spark jobs waiting as the workers are allowed to
+    queue; `retry_after` says when to ask again. HTTP 429."""
+
+    iceberg_type = "ServiceUnavailableException"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NeedsWorker(Exception):  # noqa: N818 - a signal, not an error users see
+    """The operation needs a worker's Spark and was attempted where none runs (a web
+    request): the caller turns it into a job (refresh.spark_jobs) instead of waiting.
+    Raised before the operation writes anything."""
+
+
 class Forbidden(CatalogError):
     """The user's role does not allow the operation. HTTP 403."""
 

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('catalog', '0007_object_name_search_index'),
+        ("catalog", "0007_object_name_search_index"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='viewversion',
-            name='sql_error',
-            field=models.TextField(blank=True, default=''),
+            model_name="viewversion",
+            name="sql_error",
+            field=models.TextField(blank=True, default=""),
         ),
     ]

@@ -43,3 +43,28 @@ def shown_preview(result: Any, arguments: dict[str, Any], before: Any = None) ->
         "truncated": result.truncated,
         "cache": cache_figures(before, result.cache),
     }
+
+
+def shown_body(body: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """The template context of a preview a worker's Spark read (a job's answer, the API's
+    body): as `shown_preview`, without this process's cache figures."""
+    return {
+        "result": body,
+        "arguments": arguments,
+        "columns": [(column["name"], column["type"]) for column in body["columns"]],
+        "rows": [[cell(value) for value in row] for row in body["rows"]],
+        "truncated": body.get("truncated"),
+        "cache": None,
+    }
+
+
+def job_preview(job: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The preview section's context for a Spark job: its answer once it succeeded, its
+    error once it failed, else the job block that fills it in (static/js/jobs.js)."""
+    from refresh.pages.jobs import job_context
+
+    if job.state == "SUCCEEDED" and job.result is not None:
+        return shown_body(job.result, arguments)
+    if job.state in ("FAILED", "CANCELLED"):
+        return {"error": (job.error or {}).get("message", "The preview failed"), "job": None}
+    return {"job": job_context(job)}

@@ -21,12 +21,13 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods
 
 from catalog import previews, services
-from catalog.core.errors import CatalogError, Unavailable
+from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.models import CatalogEvent, Table, View
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
-from catalog.pages.previewing import shown_preview
+from catalog.pages.previewing import job_preview, shown_preview
 from catalog.pages.views import HISTORY_LENGTH, catalog_page, linker
+from refresh import spark_jobs
 
 #: Snapshot summary keys shown as columns, in this order, with their headings; the others
 #: are listed per snapshot below them.
@@ -407,9 +408,29 @@ def _preview_section(
     arguments = form.arguments()
     before = previews.metadata_cache().stats()
     try:
-        result = previews.preview_table(table, limit=PREVIEW_ROWS, **arguments)
-    except Unavailable as error:
-        # Spark must read it (equality deletes) and no worker answers: not the user's error.
+        try:
+            result = previews.preview_table(table, limit=PREVIEW_ROWS, **arguments)
+        except NeedsWorker:
+            # Equality deletes: Spark reads it, as a job the page fills in when it ends.
+            job = spark_jobs.job_for(
+                "preview_table",
+                {
+                    "namespace": table.namespace.name,
+                    "name": table.name,
+                    "limit": PREVIEW_ROWS,
+                    **arguments,
+                    "version": table.metadata_location,
+                },
+                actor=request.user,
+                summary=f"Preview of table {table}",
+                reuse=True,
+            )
+            shown = job_preview(job, arguments)
+            if "error" in shown:
+                form.add_error(None, shown["error"])
+            return form, shown
+    except (Unavailable, TooManyJobs) as error:
+        # Spark must read it and no worker runs (or too many jobs wait): not the user's error.
         return form, {"unavailable": error.message}
     except CatalogError as error:
         form.add_catalog_error(error)

@@ -1,7 +1,9 @@
 """The preview section of a view's page: the first rows of the view's query as Spark gives
-them (`catalog.previews.preview_view`, read by a refresh worker's Spark), with a column
-choice and a row filter. Asked for with `?preview=1` only, since it needs a worker; when no
-worker answers, the page says so instead of failing."""
+them (`catalog.previews.preview_view`, read by a refresh worker's Spark as a job), with a
+column choice and a row filter. Asked for with `?preview=1` only. The page never waits for
+the worker: it shows the job, and static/js/jobs.js fills in the rows when they come
+(the page asked again finds the same job, finished). With no worker alive, or too many jobs
+waiting, the page says so."""
 
 from __future__ import annotations
 
@@ -9,16 +11,17 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from catalog import previews
-from catalog.core.errors import CatalogError, Unavailable
+from catalog.core.errors import CatalogError, TooManyJobs, Unavailable
 from catalog.models import View
 from catalog.pages.forms import ViewPreviewForm
-from catalog.pages.previewing import shown_preview
+from catalog.pages.previewing import job_preview, shown_body
 
 PREVIEW_ROWS = 100
 
 
 def preview_context(request: HttpRequest, view: View) -> tuple[dict, int]:
+    from refresh import spark_jobs
+
     """The template context of the section and the page's status (400 for a bad filter or
     column; an unavailable worker is not the user's error)."""
     asked = "preview" in request.GET
@@ -35,15 +38,34 @@ def preview_context(request: HttpRequest, view: View) -> tuple[dict, int]:
     if not form.is_valid():
         return context, 400
     arguments = form.arguments()
-    before = previews.metadata_cache().stats()
     try:
-        result = previews.preview_view(view, limit=PREVIEW_ROWS, **arguments)
-    except Unavailable as error:
+        outcome = spark_jobs.attempt(
+            "preview_view",
+            {
+                "namespace": view.namespace.name,
+                "name": view.name,
+                "limit": PREVIEW_ROWS,
+                "columns": arguments.get("columns") or None,
+                "row_filter": arguments.get("row_filter") or None,
+                "version": view.metadata_location,
+            },
+            actor=request.user,
+            summary=f"Preview of view {view}",
+            reuse=True,
+        )
+    except (Unavailable, TooManyJobs) as error:
+        # No worker, or too many jobs waiting: said in words, not the user's error.
         context["preview"] = {"unavailable": error.message}
         return context, 200
     except CatalogError as error:
         form.add_catalog_error(error)
         context["preview"] = {"error": error.message}
         return context, 400
-    context["preview"] = shown_preview(result, arguments, before)
+    if outcome.job is None:
+        context["preview"] = shown_body(outcome.body or {}, arguments)
+        return context, 200
+    context["preview"] = job_preview(outcome.job, arguments)
+    if "error" in context["preview"]:
+        form.add_error(None, context["preview"]["error"])
+        return context, 400
     return context, 200

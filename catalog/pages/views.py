@@ -21,7 +21,7 @@ from django.utils.http import RFC3986_SUBDELIMS
 from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog import selectors, services
-from catalog.core.errors import CatalogError, CommitConflict
+from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
 from catalog.models import CatalogEvent, CatalogObject, Namespace, View, ViewVersion
 from catalog.pages import view_facts
 from catalog.pages.diff import side_by_side
@@ -66,6 +66,16 @@ def catalog_page(*, editors_only: bool = False) -> Callable:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+
+def _spark_job(kind: str, arguments: dict[str, Any], request: HttpRequest, summary: str) -> Any:
+    """The job that does what needed a worker's Spark (refresh.spark_jobs): the page never
+    waits for it."""
+    from refresh import spark_jobs
+
+    if kind == "create_view":
+        summary = f"{summary}{arguments['name']} (Spark types its columns)"
+    return spark_jobs.submit(kind, arguments, actor=request.user, summary=summary)
 
 
 def _get_view(namespace: str, name: str) -> View:
@@ -412,13 +422,15 @@ def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
     form = ViewCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        arguments = {"namespace": ns.name, "name": form.cleaned_data["name"], **form.definition()}
         try:
-            view = services.create_view(
-                namespace=ns.name,
-                name=form.cleaned_data["name"],
-                actor=request.user,
-                **form.definition(),
-            )
+            try:
+                view = services.create_view(**arguments, actor=request.user)
+            except NeedsWorker:
+                # Spark types the columns sqlglot cannot: a job, whose page goes on to the
+                # view when it is done.
+                job = _spark_job("create_view", arguments, request, f"Create view {ns.name}.")
+                return redirect("refresh:job", job_id=job.pk)
         except CatalogError as error:
             form.add_catalog_error(error)
         else:
@@ -500,15 +512,19 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
             definition = form.definition()
             if definition["comment"] == view.comment:
                 definition["comment"] = None  # unchanged: leave the property alone
+            arguments = {
+                "namespace": view.namespace.name,
+                "name": view.name,
+                "expected_metadata_location": form.cleaned_data["expected_metadata_location"]
+                or None,
+                **definition,
+            }
             try:
-                view = services.replace_view(
-                    namespace=view.namespace.name,
-                    name=view.name,
-                    expected_metadata_location=form.cleaned_data["expected_metadata_location"]
-                    or None,
-                    actor=request.user,
-                    **definition,
-                )
+                try:
+                    view = services.replace_view(**arguments, actor=request.user)
+                except NeedsWorker:
+                    job = _spark_job("replace_view", arguments, request, f"Replace view {view}")
+                    return redirect("refresh:job", job_id=job.pk)
             except CommitConflict as error:
                 # Someone changed the view since the form was opened: show their version
                 # beside the user's text, and let the next submit build on it.

@@ -5,7 +5,6 @@ catalog/api/errors.py."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from django.db import transaction
@@ -21,10 +20,11 @@ from rest_framework.views import APIView
 
 from catalog import selectors as catalog_selectors
 from catalog.api.serializers import ErrorSerializer
-from catalog.core.errors import CatalogError, InvalidInput, http_status
+from catalog.core.errors import InvalidInput
 from catalog.roles import can_view
-from refresh import console, lineage, selectors, services
+from refresh import console, lineage, selectors, services, spark_jobs
 from refresh.api import serializers as s
+from refresh.api.jobs import ACCEPTED, respond
 from refresh.core.freshness import RefreshMode
 from refresh.core.partitions import parse_schedule_time, scheduled_partition
 from refresh.models import MaterializedTable, RefreshRun
@@ -51,7 +51,8 @@ def _errors(*codes: int) -> dict[int, OpenApiResponse]:
         403: "The user's role does not allow this.",
         404: "The namespace, materialized table or run does not exist.",
         409: "The name is taken, or the table's state forbids the operation.",
-        503: "A refresh worker or the task queue does not answer.",
+        429: "Too many Spark jobs are waiting (yours, or everyone's): see Retry-After.",
+        503: "No refresh worker is running, or the task queue does not answer.",
     }
     return {
         code: OpenApiResponse(ErrorSerializer, description=descriptions[code]) for code in codes
@@ -87,39 +88,6 @@ class CanView(BasePermission):
 # -- statements ---------------------------------------------------------------------------
 
 
-def _error_classes() -> dict[str, type[CatalogError]]:
-    found: dict[str, type[CatalogError]] = {}
-    pending: list[type[CatalogError]] = [CatalogError]
-    while pending:
-        cls = pending.pop()
-        found.setdefault(cls.__name__, cls)
-        pending.extend(cls.__subclasses__())
-    return found
-
-
-@cache
-def _status_by_name(type_name: str) -> int:
-    cls = _error_classes().get(type_name)
-    if cls is not None:
-        # http_status looks at the class only (its `status` and its bases).
-        return http_status(cls.__new__(cls))
-    if type_name.endswith("NotFound") or type_name.startswith("NoSuch"):
-        return 404
-    if type_name in ("AlreadyExists", "CommitConflict", "InvalidState", "NamespaceNotEmpty"):
-        return 409
-    if type_name == "Forbidden":
-        return 403
-    if type_name in ("Unavailable", "PipelineFailed"):
-        return 503
-    return 400
-
-
-def status_of_failed_statement(error: dict[str, Any]) -> int:
-    """The status `catalog.core.errors.http_status` gives the error a statement failed with
-    (the console reports errors as values: their type's name)."""
-    return _status_by_name(str(error.get("type", "")))
-
-
 class StatementsView(APIView):
     permission_classes = [CanView]
 
@@ -128,32 +96,38 @@ class StatementsView(APIView):
         request=s.StatementRequestSerializer,
         responses={
             200: s.StatementsResponseSerializer,
+            202: s.StatementsResponseSerializer,
             400: s.StatementsResponseSerializer,
             403: s.StatementsResponseSerializer,
             404: s.StatementsResponseSerializer,
             409: s.StatementsResponseSerializer,
+            429: s.StatementsResponseSerializer,
             503: s.StatementsResponseSerializer,
         },
         description=(
             "Run a script of FLIP-435 statements (CREATE/ALTER/DROP MATERIALIZED TABLE, "
-            "DESCRIBE JOB, SHOW MATERIALIZED TABLES) in order. The first error stops the "
-            "script (what ran before it stays done); the answer's status is that error's, "
-            "with its line and column in the script."
+            "DESCRIBE JOB, SHOW MATERIALIZED TABLES, UPDATE/DELETE/MERGE of a materialized "
+            "table) in order. The first error stops the script (what ran before it stays "
+            "done); the answer's status is that error's, with its line and column in the "
+            "script. A statement that needs a worker's Spark (CREATE, ALTER ... AS, a data "
+            "change) and the rest of the script run as a job: 202 with the results so far "
+            "and `job`, whose URL gives the remaining results as they come. 503 when no "
+            "worker is running, 429 when too many jobs are waiting."
         ),
         tags=["statements"],
     )
     def post(self, request: Request) -> Response:
         data = _validated(s.StatementRequestSerializer, request)
-        results = console.execute(
+        results, job = console.run(
             data["sql"], namespace=data["namespace"] or None, actor=request.user
         )
-        body: dict[str, Any] = {"results": [result.as_dict() for result in results]}
-        last = results[-1] if results else None
-        if last is not None and not last.ok:
-            error = last.error or {"message": last.message, "type": "InvalidInput"}
-            body["error"] = error
-            return Response(body, status=status_of_failed_statement(error))
-        return Response(body)
+        status_code, body = console.answer(results)
+        if job is None:
+            return Response(body, status=status_code)
+        body["job"] = s.SparkJobSerializer(job).data
+        response = Response(body, status=status.HTTP_202_ACCEPTED)
+        response["Location"] = body["job"]["url"]
+        return response
 
 
 # -- materialized tables ------------------------------------------------------------------
@@ -182,32 +156,39 @@ class MaterializedTableListView(generics.ListAPIView):
         request=s.MaterializedTableCreateSerializer,
         responses={
             201: s.MaterializedTableDetailSerializer,
-            **_errors(400, 403, 404, 409, 503),
+            202: s.JobAcceptedSerializer,
+            **_errors(400, 403, 404, 409, 429, 503),
         },
         description=(
             "CREATE MATERIALIZED TABLE: Spark derives the schema (on a refresh worker), the "
-            "table is created, scheduled and its first refresh queued."
+            f"table is created, scheduled and its first refresh queued. {ACCEPTED}"
         ),
         tags=_TAGS,
     )
     def post(self, request: Request, namespace: str) -> Response:
         data = _validated(s.MaterializedTableCreateSerializer, request)
         freshness = s.parse_freshness(data["freshness"])
-        mode = data["refresh_mode"]
-        mt = services.create_materialized_table(
-            namespace=namespace,
-            name=data["name"],
-            query=data["query"],
-            freshness=freshness,
-            refresh_mode=RefreshMode(mode) if mode else None,
-            primary_key=data["primary_key"],
-            constraint_name=data["constraint_name"],
-            partitioned_by=data["partitioned_by"],
-            options=data["options"],
-            comment=data["comment"],
-            actor=request.user,
+        arguments = {
+            "namespace": namespace,
+            "name": data["name"],
+            "query": data["query"],
+            "freshness_value": freshness.value,
+            "freshness_unit": freshness.unit.value,
+            "refresh_mode": data["refresh_mode"] or None,
+            "primary_key": list(data["primary_key"]),
+            "constraint_name": data["constraint_name"],
+            "partitioned_by": list(data["partitioned_by"]),
+            "options": dict(data["options"]),
+            "comment": data["comment"],
+        }
+        return respond(
+            spark_jobs.attempt(
+                "create_materialized_table",
+                arguments,
+                actor=request.user,
+                summary=f"Create materialized table {namespace}.{data['name']}",
+            )
         )
-        return _detail(mt, status_code=status.HTTP_201_CREATED)
 
 
 class MaterializedTableDetailView(APIView):
@@ -391,19 +372,30 @@ class DefinitionView(APIView):
         operation_id="materialized_tables_definition_update",
         parameters=_MT_PARAMS,
         request=s.DefinitionRequestSerializer,
-        responses={200: s.MaterializedTableDetailSerializer, **_errors(400, 403, 404, 409, 503)},
+        responses={
+            200: s.MaterializedTableDetailSerializer,
+            202: s.JobAcceptedSerializer,
+            **_errors(400, 403, 404, 409, 429, 503),
+        },
         description=(
             "ALTER MATERIALIZED TABLE ... AS <query>: a new definition version. Spark "
             "derives the schema (on a refresh worker); the table's schema evolves to it and "
             "a full refresh, queued, rebuilds the rows. An SQL error answers 400 with its "
-            "line and column in the query."
+            f"line and column in the query. {ACCEPTED}"
         ),
         tags=_TAGS,
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.DefinitionRequestSerializer, request)
-        mt = selectors.get_materialized_table(namespace, name)
-        return _detail(services.alter_query(mt, query=data["query"], actor=request.user))
+        selectors.get_materialized_table(namespace, name)
+        return respond(
+            spark_jobs.attempt(
+                "alter_query",
+                {"namespace": namespace, "name": name, "query": data["query"]},
+                actor=request.user,
+                summary=f"ALTER MATERIALIZED TABLE {namespace}.{name} AS <query>",
+            )
+        )
 
 
 class DefinitionRollbackView(APIView):
@@ -411,18 +403,27 @@ class DefinitionRollbackView(APIView):
         operation_id="materialized_tables_definition_rollback",
         parameters=_MT_PARAMS,
         request=s.DefinitionRollbackSerializer,
-        responses={200: s.MaterializedTableDetailSerializer, **_errors(400, 403, 404, 409, 503)},
+        responses={
+            200: s.MaterializedTableDetailSerializer,
+            202: s.JobAcceptedSerializer,
+            **_errors(400, 403, 404, 409, 429, 503),
+        },
         description=(
             "Make an earlier definition version current again: a new version-log entry, "
-            "the schema its query implies, and a full refresh to rebuild the rows."
+            f"the schema its query implies, and a full refresh to rebuild the rows. {ACCEPTED}"
         ),
         tags=_TAGS,
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.DefinitionRollbackSerializer, request)
-        mt = selectors.get_materialized_table(namespace, name)
-        return _detail(
-            services.rollback_definition(mt, version_id=data["version_id"], actor=request.user)
+        selectors.get_materialized_table(namespace, name)
+        return respond(
+            spark_jobs.attempt(
+                "rollback_definition",
+                {"namespace": namespace, "name": name, "version_id": data["version_id"]},
+                actor=request.user,
+                summary=f"Roll {namespace}.{name} back to definition version {data['version_id']}",
+            )
         )
 
 

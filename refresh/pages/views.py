@@ -22,10 +22,11 @@ from catalog.models import Namespace
 from catalog.pages.diff import side_by_side
 from catalog.pages.views import catalog_page, linker
 from catalog.roles import can_view
-from refresh import console, lineage, selectors, services
+from refresh import console, lineage, selectors, services, spark_jobs
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
-from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun
+from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun, SparkJob
 from refresh.pages.forms import AlterQueryForm, ConsoleForm, VersionDiffForm
+from refresh.pages.jobs import job_context
 
 RUNS_PER_PAGE = 25
 ACTIVE = (RefreshRun.State.QUEUED, RefreshRun.State.RUNNING)
@@ -340,7 +341,17 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
             query = form.cleaned_data["query"].strip()
             before = mt.current_version
             try:
-                mt = services.alter_query(mt, query=query, actor=request.user)
+                outcome = spark_jobs.attempt(
+                    "alter_query",
+                    {"namespace": namespace, "name": name, "query": query},
+                    actor=request.user,
+                    summary=f"ALTER MATERIALIZED TABLE {mt} AS <query>",
+                )
+                if outcome.job is not None:
+                    # Spark derives the new schema on a worker: the job's page follows it
+                    # and goes on to the table when it is done.
+                    return redirect("refresh:job", job_id=outcome.job.pk)
+                mt.refresh_from_db()
             except CatalogError as error:
                 mt.refresh_from_db()
                 if mt.current_version != before:
@@ -388,7 +399,15 @@ def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int
     error_message = None
     if request.method == "POST":
         try:
-            mt = services.rollback_definition(mt, version_id=version_id, actor=request.user)
+            outcome = spark_jobs.attempt(
+                "rollback_definition",
+                {"namespace": namespace, "name": name, "version_id": version_id},
+                actor=request.user,
+                summary=f"Roll {mt} back to definition version {version_id}",
+            )
+            if outcome.job is not None:
+                return redirect("refresh:job", job_id=outcome.job.pk)
+            mt.refresh_from_db()
         except CatalogError as error:
             mt.refresh_from_db()
             if mt.current_version == version_id:
@@ -469,6 +488,8 @@ def _linked(result: console.StatementResult) -> dict[str, Any]:
                 item["job_url"] = f"{item['table_url']}#run-{result.run_id}"
     if result.run_id and item["job_url"] is None:
         item["job_url"] = reverse("api:run-detail", kwargs={"run_id": result.run_id})
+    if result.spark_job:
+        item["spark_job"] = job_context(SparkJob.objects.get(pk=result.spark_job))
     return item
 
 
@@ -486,7 +507,7 @@ def console_page(request: HttpRequest) -> HttpResponse:
         form = ConsoleForm(request.POST, namespaces=namespaces)
         if form.is_valid():
             try:
-                ran = console.execute(
+                ran, _ = console.run(
                     form.cleaned_data["sql"],
                     namespace=form.cleaned_data["namespace"] or None,
                     actor=request.user,
@@ -501,6 +522,8 @@ def console_page(request: HttpRequest) -> HttpResponse:
         )
     failed = bool(results) and not results[-1]["result"].ok
     status = 400 if failed or (request.method == "POST" and form.errors) else 200
+    if not failed and results and results[-1]["result"].spark_job:
+        status = 202  # the rest of the script runs as a job; the page fills it in
     return render(
         request,
         "refresh/console.html",

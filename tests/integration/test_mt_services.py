@@ -220,17 +220,6 @@ def test_a_create_whose_pipeline_cannot_be_set_up_is_undone(
     assert not (warehouse / "sales" / "wide").exists(), "the table's files are purged"
 
 
-def test_a_create_with_no_worker_answering_is_a_503_and_creates_nothing(editor, settings):
-    # The real analyzer, with Redis as the broker and no worker consuming.
-    settings.MT_ANALYZE_TIMEOUT_SECONDS = 1
-    services.create_namespace(name="sales", actor=editor)
-    services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=editor)
-    with pytest.raises(Unavailable) as unavailable:
-        create()
-    assert unavailable.value.status == 503
-    assert nothing_named("wide")
-
-
 def test_a_drop_is_refused_while_a_view_or_a_materialized_table_reads_the_table(sales, editor):
     base = create(name="base")
     create(name="derived", query="SELECT id, ds, doubled FROM base")

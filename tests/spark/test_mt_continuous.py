@@ -193,10 +193,12 @@ def test_alter_as_adding_a_column_and_a_rollback_give_the_rows_of_each_definitio
     follows(stack, st, "filtered", WIDER, "the new definition to follow appends")
     assert mt_row(stack, "filtered")["current_version"] == 2
 
-    response = stack.api.post(
-        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/filtered/rollback",
-        json={"version_id": 1},
-        timeout=120,
+    response = stack.follow(
+        stack.api.post(
+            f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/filtered/rollback",
+            json={"version_id": 1},
+            timeout=30,
+        )
     )
     assert response.status_code == 200, response.text
     follows(stack, st, "filtered", FILTER, "the first definition again")

@@ -196,15 +196,31 @@ MT_HEARTBEAT_SECONDS = 5
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
 # A view column whose type sqlglot cannot derive is typed by a worker's Spark when one runs.
 VIEW_TYPES_FROM_SPARK = env("VIEW_TYPES_FROM_SPARK", "1") == "1"
-# How long a create waits for a worker's Spark to derive the query's schema.
-MT_ANALYZE_TIMEOUT_SECONDS = int(env("MT_ANALYZE_TIMEOUT_SECONDS", "120"))
 CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
     "task": "refresh.fail_abandoned_runs",
     "schedule": 15.0,
 }
-# One worker process, several threads: they share the process's one Spark session, so a
-# create's schema analysis does not wait behind a long refresh.
+# Spark jobs (refresh.spark_jobs): no web request waits on Spark. A request that needs it
+# answers 202 with a job; 503 when no worker said it was alive in the last
+# WORKER_SILENT_AFTER_SECONDS; 429 past JOBS_PER_USER jobs waiting or running for a user,
+# or JOBS_QUEUED_MAX waiting in all.
+WORKER_HEARTBEAT_SECONDS = 5
+WORKER_SILENT_AFTER_SECONDS = int(env("WORKER_SILENT_AFTER_SECONDS", "15"))
+JOBS_PER_USER = int(env("JOBS_PER_USER", "4"))
+JOBS_QUEUED_MAX = int(env("JOBS_QUEUED_MAX", "32"))
+JOBS_RETRY_AFTER_SECONDS = 5
+# The same preview asked again within this many seconds answers the same job.
+JOBS_REUSE_SECONDS = 60
+# A job no worker took in this long is failed; finished jobs are kept this many days.
+JOBS_QUEUED_TIMEOUT_SECONDS = int(env("JOBS_QUEUED_TIMEOUT_SECONDS", "600"))
+JOBS_KEEP_DAYS = int(env("JOBS_KEEP_DAYS", "7"))
+CELERY_BEAT_SCHEDULE["prune-spark-jobs"] = {"task": "refresh.prune_spark_jobs", "schedule": 3600.0}
+# One worker process, several threads: they share the process's one Spark session.
+# WORKER_INTERACTIVE_THREADS of them are kept for Spark jobs (previews, schema analyses,
+# console data changes): refresh runs take at most the others, so a job never waits
+# behind long refreshes.
 CELERY_WORKER_POOL = "threads"
+WORKER_INTERACTIVE_THREADS = int(env("WORKER_INTERACTIVE_THREADS", "1"))
 # The worker logs through LOGGING above (one line per record) instead of its own handlers.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_CONCURRENCY = int(env("CELERY_WORKER_CONCURRENCY", "4"))

@@ -1,0 +1,383 @@
+"""Spark-backed operations as jobs: no web request waits on Spark.
+
+An operation that needs Spark (deriving a new materialized table's schema, ALTER ... AS, a
+console data change, a view's preview, a table preview that meets equality deletes, a
+view's column types) is first attempted in the request: everything before Spark (parsing,
+names, options) runs there and fails there with its 4xx. When it reaches Spark it raises
+`NeedsWorker` (refresh.analysis) before writing anything, and `attempt` makes it a
+`SparkJob` instead: the request answers 202 with the job, a worker runs the same operation
+with its Spark (`run`), and the job's page and API URL show its state and its result, which
+is the answer the request would have given.
+
+- **Fail fast.** With no worker alive (refresh.workers), the answer is an immediate 503.
+- **Bounded.** At most `JOBS_PER_USER` jobs waiting or running per user and
+  `JOBS_QUEUED_MAX` waiting in all; beyond, 429 with Retry-After.
+- **Never behind a refresh.** A worker keeps `WORKER_INTERACTIVE_THREADS` of its threads
+  for jobs: refresh runs take the others (refresh.runner).
+- **Cancel.** A waiting job is cancelled at once; a running one has its Spark jobs
+  cancelled (a Spark job group per job) between heartbeats.
+- **History.** Jobs are rows (who asked what, when, with what result), kept
+  `JOBS_KEEP_DAYS` days; a job whose worker went silent is failed with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from catalog.core.errors import (
+    CatalogError,
+    CommitConflict,
+    NeedsWorker,
+    TooManyJobs,
+    Unavailable,
+    http_status,
+)
+from refresh import workers
+from refresh.models import SparkJob
+
+logger = logging.getLogger(__name__)
+
+#: kind -> operation(arguments, actor, job) -> (HTTP status, JSON body). `job` is None when
+#: the operation is attempted in the request; a long one reports progress through it.
+Operation = Callable[[dict[str, Any], Any, "SparkJob | None"], tuple[int, dict[str, Any]]]
+KINDS: dict[str, Operation] = {}
+
+
+def kind(name: str) -> Callable[[Operation], Operation]:
+    def register(operation: Operation) -> Operation:
+        KINDS[name] = operation
+        return operation
+
+    return register
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a request answers: the operation's own answer, or the job that will give it."""
+
+    status: int | None = None
+    body: dict[str, Any] | None = None
+    job: SparkJob | None = None
+
+
+def error_body(error: CatalogError) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "message": error.message,
+        "type": type(error).__name__,
+        "status": http_status(error),
+    }
+    if error.field:
+        body["field"] = error.field
+    if getattr(error, "line", None) is not None:
+        body["line"] = error.line
+        body["column"] = getattr(error, "column", None)
+    return body
+
+
+# -- the request side --------------------------------------------------------------------
+
+
+def attempt(
+    kind_name: str,
+    arguments: dict[str, Any],
+    *,
+    actor: Any,
+    summary: str,
+    reuse: bool = False,
+) -> Outcome:
+    """Run the operation here if it needs no Spark; otherwise the job that runs it (see
+    `job_for`)."""
+    if reuse:
+        known = _reusable(_key(kind_name, arguments, actor))
+        if known is not None:
+            return Outcome(job=known)
+    try:
+        status, body = KINDS[kind_name](arguments, actor, None)
+    except NeedsWorker:
+        return Outcome(job=job_for(kind_name, arguments, actor=actor, summary=summary, reuse=reuse))
+    return Outcome(status=status, body=body)
+
+
+def job_for(
+    kind_name: str,
+    arguments: dict[str, Any],
+    *,
+    actor: Any,
+    summary: str,
+    reuse: bool = False,
+) -> SparkJob:
+    """A new job for the operation; with `reuse`, the same user's job of the same kind and
+    arguments instead, while it runs or for `JOBS_REUSE_SECONDS` after it was asked for
+    (a preview asked again, a page that fills in its result, get the same answer)."""
+    key = _key(kind_name, arguments, actor) if reuse else ""
+    if key:
+        known = _reusable(key)
+        if known is not None:
+            return known
+    return submit(kind_name, arguments, actor=actor, summary=summary, key=key)
+
+
+def _key(kind_name: str, arguments: dict[str, Any], actor: Any) -> str:
+    text = json.dumps([kind_name, arguments, getattr(actor, "pk", None)], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _reusable(key: str) -> SparkJob | None:
+    fresh = timezone.now() - timedelta(seconds=settings.JOBS_REUSE_SECONDS)
+    recent = SparkJob.objects.filter(key=key).exclude(state=SparkJob.State.CANCELLED)
+    return (
+        recent.filter(state__in=SparkJob.ACTIVE).order_by("-created_at").first()
+        or recent.filter(created_at__gte=fresh).order_by("-created_at").first()
+    )
+
+
+def submit(
+    kind_name: str, arguments: dict[str, Any], *, actor: Any, summary: str, key: str = ""
+) -> SparkJob:
+    """A QUEUED job, sent to the workers; Unavailable (503) when no worker is alive,
+    TooManyJobs (429) past the bounds."""
+    if kind_name not in KINDS:
+        raise ValueError(f"Unknown job kind {kind_name!r}")
+    if not workers.alive():
+        raise Unavailable(
+            f"No refresh worker is running, so this cannot be done now ({summary}): it needs "
+            "a worker's Spark. Start a worker (`make run` starts one) and try again."
+        )
+    user = actor if getattr(actor, "pk", None) else None
+    with transaction.atomic():
+        if user is not None:
+            # One submitter at a time per user: the count below is then exact.
+            get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+            mine = SparkJob.objects.filter(requested_by=user, state__in=SparkJob.ACTIVE).count()
+            if mine >= settings.JOBS_PER_USER:
+                raise TooManyJobs(
+                    f"You have {mine} Spark jobs waiting or running, the most one user may "
+                    f"have ({settings.JOBS_PER_USER}); wait for one to finish or cancel one "
+                    "(/api/jobs/)",
+                    retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
+                )
+        waiting = SparkJob.objects.filter(state=SparkJob.State.QUEUED).count()
+        if waiting >= settings.JOBS_QUEUED_MAX:
+            raise TooManyJobs(
+                f"The workers have {waiting} Spark jobs waiting, as many as they queue "
+                f"({settings.JOBS_QUEUED_MAX}); try again shortly",
+                retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
+            )
+        job = SparkJob.objects.create(
+            kind=kind_name,
+            arguments=arguments,
+            summary=summary[:500],
+            key=key,
+            requested_by=user,
+        )
+    from refresh import tasks
+
+    try:
+        tasks.run_spark_job.apply_async(args=[job.pk])
+    except Exception as error:  # the broker is down: the job says why it never ran
+        _finish(job, SparkJob.State.FAILED, status=503, error={"message": str(error)})
+        raise Unavailable(f"The task queue cannot be reached: {error}") from error
+    return job
+
+
+def cancel(job: SparkJob, *, actor: Any = None) -> SparkJob:
+    """A waiting job is cancelled now; a running one when its worker next looks (its Spark
+    jobs are cancelled). A finished one is a 409."""
+    with transaction.atomic():
+        job = SparkJob.objects.select_for_update().get(pk=job.pk)
+        if job.finished:
+            raise CommitConflict(f"Job {job.pk} has finished ({job.state}); nothing to cancel")
+        if job.state == SparkJob.State.QUEUED:
+            _finish(job, SparkJob.State.CANCELLED, error={"message": "Cancelled before it ran"})
+        else:
+            job.cancel_requested = True
+            job.save(update_fields=["cancel_requested"])
+    job.refresh_from_db()
+    return job
+
+
+# -- the worker side ---------------------------------------------------------------------
+
+
+def claim(job_id: int) -> SparkJob | None:
+    now = timezone.now()
+    taken = SparkJob.objects.filter(pk=job_id, state=SparkJob.State.QUEUED).update(
+        state=SparkJob.State.RUNNING, started_at=now, heartbeat_at=now, worker=workers.name()
+    )
+    return SparkJob.objects.select_related("requested_by").get(pk=job_id) if taken else None
+
+
+def progress(job: SparkJob | None, body: dict[str, Any]) -> None:
+    """A running job's partial answer (a console script's statements so far)."""
+    if job is not None:
+        SparkJob.objects.filter(pk=job.pk, state=SparkJob.State.RUNNING).update(result=body)
+
+
+def run(job_id: int) -> str:
+    """Claim the job and run its operation with this worker's Spark."""
+    from refresh import analysis
+
+    job = claim(job_id)
+    if job is None:
+        return "not claimed"
+    group = f"lakeview-job-{job.pk}"
+    watch = _Watch(job, group)
+    watch.start()
+    try:
+        with analysis.on_worker():
+            _spark_group(group, job.summary)
+            status, body = KINDS[job.kind](job.arguments, job.requested_by, job)
+    except CatalogError as error:
+        _end(job, watch, SparkJob.State.FAILED, status=http_status(error), error=error_body(error))
+    except Exception as error:  # noqa: BLE001 - recorded on the job, shown to its user
+        if _is_spark_refusal(error):
+            from refresh.spark.jobs import spark_error
+
+            refused = spark_error(error)
+            _end(job, watch, SparkJob.State.FAILED, status=400, error=error_body(refused))
+            return SparkJob.objects.values_list("state", flat=True).get(pk=job.pk)
+        message = str(error).strip().splitlines()[0][:1000] if str(error).strip() else ""
+        _end(
+            job,
+            watch,
+            SparkJob.State.FAILED,
+            status=500,
+            error={"message": message or type(error).__name__, "type": type(error).__name__},
+        )
+    else:
+        if status >= 400:  # a console script whose statement failed: its answer says which
+            _end(job, watch, SparkJob.State.FAILED, status=status, result=body,
+                 error=body.get("error"))  # fmt: skip
+        else:
+            _end(job, watch, SparkJob.State.SUCCEEDED, status=status, result=body)
+    finally:
+        _spark_group(None, None)
+    return SparkJob.objects.values_list("state", flat=True).get(pk=job.pk)
+
+
+def _is_spark_refusal(error: Exception) -> bool:
+    """Spark refused the statement (a parse or analysis error, Iceberg's too): the user's
+    SQL, a 400, not the worker's failure."""
+    try:
+        from pyspark.errors.exceptions.captured import (
+            AnalysisException,
+            IllegalArgumentException,
+            ParseException,
+        )
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return False
+    return isinstance(error, AnalysisException | ParseException | IllegalArgumentException)
+
+
+def _end(job: SparkJob, watch: _Watch, state: str, **fields: Any) -> None:
+    watch.stop()
+    if state == SparkJob.State.FAILED and watch.cancelled:
+        state, fields["error"] = SparkJob.State.CANCELLED, {"message": "Cancelled while running"}
+    _finish(job, state, **fields)
+
+
+def _finish(job: SparkJob, state: str, **fields: Any) -> None:
+    SparkJob.objects.filter(pk=job.pk, state__in=SparkJob.ACTIVE).update(
+        state=state, finished_at=timezone.now(), **fields
+    )
+
+
+def _spark_group(group: str | None, description: str | None) -> None:
+    """Tag (or untag) this thread's Spark jobs, so that a cancel can stop them."""
+    from refresh import engine
+
+    if not engine.is_running():
+        if group is None:
+            return
+        engine.spark()
+    context = engine.spark().sparkContext
+    if group is None:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    else:
+        context.setJobGroup(group, description or group, interruptOnCancel=True)
+
+
+class _Watch(threading.Thread):
+    """Keeps the job's heartbeat fresh, and cancels its Spark jobs when a cancel is asked."""
+
+    def __init__(self, job: SparkJob, group: str) -> None:
+        super().__init__(name=f"job-{job.pk}", daemon=True)
+        self.job_id, self.group = job.pk, group
+        self.stopped = threading.Event()
+        self.cancelled = False
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(settings.MT_HEARTBEAT_SECONDS):
+                close_old_connections()
+                SparkJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now())
+                asked = SparkJob.objects.filter(pk=self.job_id, cancel_requested=True).exists()
+                if asked and not self.cancelled:
+                    from refresh import engine
+
+                    self.cancelled = True
+                    engine.spark().sparkContext.cancelJobGroup(self.group)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=10)
+
+
+# -- housekeeping (celery-beat) ----------------------------------------------------------
+
+
+def fail_abandoned() -> int:
+    """Fail running jobs whose worker went silent, and waiting jobs no worker took in
+    `JOBS_QUEUED_TIMEOUT_SECONDS`."""
+    now = timezone.now()
+    silent = now - timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS)
+    count = 0
+    for job in SparkJob.objects.filter(state=SparkJob.State.RUNNING, heartbeat_at__lt=silent):
+        _finish(
+            job,
+            SparkJob.State.FAILED,
+            status=503,
+            error={
+                "message": f"The worker {job.worker or '?'} stopped while running the job "
+                f"(no heartbeat since {job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)",
+                "type": "Unavailable",
+            },
+        )
+        count += 1
+    waited = now - timedelta(seconds=settings.JOBS_QUEUED_TIMEOUT_SECONDS)
+    for job in SparkJob.objects.filter(state=SparkJob.State.QUEUED, created_at__lt=waited):
+        _finish(
+            job,
+            SparkJob.State.FAILED,
+            status=503,
+            error={
+                "message": "No worker took the job in "
+                f"{settings.JOBS_QUEUED_TIMEOUT_SECONDS} seconds",
+                "type": "Unavailable",
+            },
+        )
+        count += 1
+    return count
+
+
+def prune() -> int:
+    """Forget finished jobs older than `JOBS_KEEP_DAYS` (previews make many)."""
+    before = timezone.now() - timedelta(days=settings.JOBS_KEEP_DAYS)
+    deleted, _ = SparkJob.objects.filter(
+        created_at__lt=before, state__in=SparkJob.FINISHED
+    ).delete()
+    return deleted

@@ -1,0 +1,287 @@
+"""No web request waits on Spark: what needs a worker's Spark becomes a job (refresh.spark_jobs)
+the request answers at once (202 with the job, 503 when no worker is alive, 429 past the
+bounds); the job's URL gives its state and, once finished, the answer. Real Redis is the
+broker; no worker consumes it here, so jobs are run by calling the worker's side directly
+(tests/spark runs them on a real worker)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from catalog import services
+from refresh import runner, spark_jobs
+from refresh.models import RefreshRun, SparkJob, Worker
+
+pytestmark = pytest.mark.django_db
+
+ORDERS = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [
+        {"id": 1, "name": "id", "type": "long", "required": False},
+        {"id": 2, "name": "ds", "type": "string", "required": False},
+    ],
+}
+SCHEMA = (
+    '{"type":"struct","fields":[{"name":"ds","type":"string","nullable":true,"metadata":{}},'
+    '{"name":"n","type":"long","nullable":false,"metadata":{}}]}'
+)
+CREATE = (
+    "CREATE MATERIALIZED TABLE daily FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL "
+    "AS SELECT ds, count(*) AS n FROM orders GROUP BY ds"
+)
+
+
+@pytest.fixture
+def sales(editor):
+    services.create_namespace(name="sales", actor=editor)
+    services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=editor)
+    services.create_view(namespace="sales", name="v", sql="SELECT id, ds FROM orders")
+    return "sales"
+
+
+@pytest.fixture
+def alive():
+    """A worker that said it is alive a moment ago."""
+    return Worker.objects.create(name="host:1", threads=4)
+
+
+def api_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def preview(client: APIClient, row_filter: str | None = None):
+    params = {"filter": row_filter} if row_filter else {}
+    return client.get("/api/namespaces/sales/views/v/preview", params)
+
+
+def test_with_no_worker_alive_a_preview_is_an_immediate_503_that_says_so(sales, viewer):
+    started = time.monotonic()
+    response = preview(api_for(viewer))
+    assert response.status_code == 503
+    assert "No refresh worker is running" in response.json()["error"]
+    assert time.monotonic() - started < 1
+    assert not SparkJob.objects.exists()
+
+
+def test_a_worker_silent_for_too_long_counts_as_gone(sales, viewer, alive, settings):
+    Worker.objects.update(seen_at=timezone.now() - timedelta(seconds=60))
+    assert preview(api_for(viewer)).status_code == 503
+
+
+def test_a_preview_is_a_202_with_its_job_whose_url_gives_the_state_then_the_rows(
+    sales, viewer, alive
+):
+    client = api_for(viewer)
+    response = preview(client)
+    assert response.status_code == 202
+    job = response.json()["job"]
+    assert response["Location"] == job["url"]
+    assert (job["kind"], job["state"], job["requested_by"]) == ("preview_view", "QUEUED", "vic")
+    assert client.get(job["url"]).json()["state"] == "QUEUED"
+
+    # Asked again while it waits: the same job, no second one.
+    assert preview(client).json()["job"]["id"] == job["id"]
+    assert SparkJob.objects.count() == 1
+
+    # The worker answered: the job has the rows, and asking again gives them.
+    body = {"columns": [{"name": "id", "type": "long"}], "rows": [[1]], "read_by": "spark"}
+    SparkJob.objects.filter(pk=job["id"]).update(state="SUCCEEDED", status=200, result=body)
+    finished = client.get(job["url"]).json()
+    assert (finished["state"], finished["status"], finished["result"]["rows"]) == (
+        "SUCCEEDED",
+        200,
+        [[1]],
+    )
+    again = preview(client)
+    assert again.status_code == 200 and again.json()["rows"] == [[1]]
+
+
+def test_a_bad_filter_is_still_a_400_at_once_and_makes_no_job(sales, viewer, alive):
+    response = preview(api_for(viewer), "nosuchcolumn = 1")
+    assert response.status_code == 400
+    assert not SparkJob.objects.exists()
+
+
+def test_a_user_past_their_bound_gets_429_with_retry_after(sales, viewer, alive, settings):
+    settings.JOBS_PER_USER = 2
+    client = api_for(viewer)
+    assert preview(client, "id = 1").status_code == 202
+    assert preview(client, "id = 2").status_code == 202
+    refused = preview(client, "id = 3")
+    assert refused.status_code == 429
+    assert int(refused["Retry-After"]) > 0
+    assert "2 Spark jobs waiting or running" in refused.json()["error"]
+    # A finished job frees its place.
+    SparkJob.objects.filter(pk=SparkJob.objects.first().pk).update(state="FAILED")
+    assert preview(client, "id = 3").status_code == 202
+
+
+def test_the_jobs_waiting_in_all_are_bounded(sales, viewer, editor, alive, settings):
+    settings.JOBS_QUEUED_MAX = 2
+    assert preview(api_for(viewer), "id = 1").status_code == 202
+    assert preview(api_for(editor), "id = 1").status_code == 202
+    refused = preview(api_for(editor), "id = 2")
+    assert refused.status_code == 429
+    assert "2 Spark jobs waiting" in refused.json()["error"]
+
+
+def test_a_waiting_job_is_cancelled_at_once_and_a_finished_one_is_a_409(sales, viewer, alive):
+    client = api_for(viewer)
+    job = preview(client).json()["job"]
+    cancelled = client.post(job["cancel_url"])
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "CANCELLED"
+    assert client.post(job["cancel_url"]).status_code == 409
+    # A cancelled preview is not reused: asking again makes a new job.
+    assert preview(client).json()["job"]["id"] != job["id"]
+
+
+def test_a_running_job_is_asked_to_cancel(sales, viewer, alive):
+    client = api_for(viewer)
+    job = preview(client).json()["job"]
+    SparkJob.objects.filter(pk=job["id"]).update(state="RUNNING", heartbeat_at=timezone.now())
+    asked = client.post(job["cancel_url"]).json()
+    assert (asked["state"], asked["cancel_requested"]) == ("RUNNING", True)
+
+
+def test_another_users_job_is_not_there(sales, viewer, editor, alive):
+    job = preview(api_for(viewer)).json()["job"]
+    assert api_for(editor).get(job["url"]).status_code == 404
+    assert api_for(editor).post(job["cancel_url"]).status_code == 404
+    assert [j["id"] for j in api_for(viewer).get("/api/jobs/").json()["results"]] == [job["id"]]
+
+
+def test_a_job_whose_worker_went_silent_is_failed_with_the_reason(sales, viewer, alive, settings):
+    job = preview(api_for(viewer)).json()["job"]
+    long_ago = timezone.now() - timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS + 5)
+    SparkJob.objects.filter(pk=job["id"]).update(
+        state="RUNNING", worker="host:1", heartbeat_at=long_ago
+    )
+    assert spark_jobs.fail_abandoned() == 1
+    failed = SparkJob.objects.get(pk=job["id"])
+    assert failed.state == "FAILED" and "host:1 stopped" in failed.error["message"]
+
+
+def test_a_job_no_worker_took_is_failed_after_its_timeout(sales, viewer, alive, settings):
+    job = preview(api_for(viewer)).json()["job"]
+    SparkJob.objects.filter(pk=job["id"]).update(
+        created_at=timezone.now() - timedelta(seconds=settings.JOBS_QUEUED_TIMEOUT_SECONDS + 1)
+    )
+    spark_jobs.fail_abandoned()
+    assert "No worker took the job" in SparkJob.objects.get(pk=job["id"]).error["message"]
+
+
+def test_finished_jobs_are_forgotten_after_the_days_kept(sales, viewer, alive, settings):
+    job = preview(api_for(viewer)).json()["job"]
+    old = timezone.now() - timedelta(days=settings.JOBS_KEEP_DAYS + 1)
+    SparkJob.objects.filter(pk=job["id"]).update(state="SUCCEEDED", created_at=old)
+    assert spark_jobs.prune() == 1
+
+
+def test_a_console_script_runs_until_a_statement_needs_spark_then_hands_the_rest_to_a_job(
+    sales, editor, alive, monkeypatch
+):
+    script = f"SHOW MATERIALIZED TABLES;\n{CREATE};\nSHOW MATERIALIZED TABLES"
+    response = api_for(editor).post(
+        "/api/statements/", {"sql": script, "namespace": "sales"}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    body = response.json()
+    shown, pending = body["results"]
+    assert shown["ok"] and shown["kind"] == "ShowMaterializedTables"
+    assert pending["spark_job"] == body["job"]["id"] and pending["line"] == 2
+    job = SparkJob.objects.get(pk=body["job"]["id"])
+    assert (job.kind, job.arguments["start"]) == ("statements", 1)
+
+    # The worker runs the rest: its Spark derives the schema; results grow on the job.
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: SCHEMA)
+    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
+    monkeypatch.setattr("refresh.spark_jobs._spark_group", lambda group, description: None)
+    assert spark_jobs.run(job.pk) == "SUCCEEDED"
+    job.refresh_from_db()
+    created, listed = job.result["results"]
+    assert created["ok"] and created["table"] == "sales.daily" and created["line"] == 2
+    assert listed["rows"][0][0] == "sales.daily"
+    assert RefreshRun.objects.filter(table_name="sales.daily", trigger="CREATE").exists()
+
+
+def test_a_failed_statement_fails_the_job_with_its_position(sales, editor, alive, monkeypatch):
+    from catalog.core.errors import SqlError
+
+    def refused(query, *, namespace):
+        raise SqlError("Spark cannot analyze the query: no such column x", line=1, column=8)
+
+    job = spark_jobs.submit(
+        "statements",
+        {"sql": CREATE, "namespace": "sales", "start": 0},
+        actor=editor,
+        summary="a script",
+    )
+    monkeypatch.setattr("refresh.analysis.query_schema", refused)
+    monkeypatch.setattr("refresh.spark_jobs._spark_group", lambda group, description: None)
+    assert spark_jobs.run(job.pk) == "FAILED"
+    job.refresh_from_db()
+    assert job.status == 400 and "no such column x" in job.error["message"]
+    assert job.error["line"] == 1
+
+
+def test_with_no_worker_a_console_create_is_a_503_statement_and_creates_nothing(sales, editor):
+    response = api_for(editor).post(
+        "/api/statements/", {"sql": CREATE, "namespace": "sales"}, format="json"
+    )
+    assert response.status_code == 503
+    assert "No refresh worker is running" in response.json()["error"]["message"]
+    assert not SparkJob.objects.exists()
+
+
+def test_the_pages_show_the_job_and_say_when_no_worker_runs(sales, client, viewer, editor):
+    client.force_login(viewer)
+    unavailable = client.get("/namespaces/sales/views/v/?preview=1")
+    assert "No refresh worker is running" in unavailable.content.decode()
+    Worker.objects.create(name="host:2")
+    page = client.get("/namespaces/sales/views/v/?preview=1")
+    assert page.status_code == 200
+    html = page.content.decode()
+    job = SparkJob.objects.get()
+    assert f'data-job-url="/api/jobs/{job.pk}/"' in html and "js/jobs.js" in html
+    job_page = client.get(f"/jobs/{job.pk}/")
+    assert job_page.status_code == 200 and "Preview of view sales.v" in job_page.content.decode()
+    client.force_login(editor)
+    assert client.get(f"/jobs/{job.pk}/").status_code == 404
+
+
+def test_refreshes_leave_a_worker_thread_free_for_jobs(sales, editor, settings, monkeypatch):
+    settings.CELERY_WORKER_CONCURRENCY = 2
+    settings.WORKER_INTERACTIVE_THREADS = 1
+    monkeypatch.setattr(runner, "_slots", None)
+    sent: list[tuple[int, float | None]] = []
+    monkeypatch.setattr(
+        "refresh.services.dispatch", lambda run, countdown=None: sent.append((run.pk, countdown))
+    )
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: SCHEMA)
+    from refresh import services as mts
+    from refresh.core.freshness import Freshness, TimeUnit
+
+    mt = mts.create_materialized_table(
+        namespace="sales",
+        name="daily",
+        query="SELECT ds, count(*) AS n FROM orders GROUP BY ds",
+        freshness=Freshness(1, TimeUnit.HOUR),
+        actor=editor,
+    )
+    run = mt.runs.get()
+    slots = runner._refresh_slots()
+    assert slots.acquire(blocking=False)  # the one refresh thread is busy
+    try:
+        assert runner.execute(run.pk) == "waiting for a refresh thread"
+    finally:
+        slots.release()
+    run.refresh_from_db()
+    assert run.state == "QUEUED" and sent[-1] == (run.pk, runner.BUSY_RETRY_SECONDS)
