@@ -134,6 +134,17 @@ def run(
     that runs the rest of the script on a worker, or None when nothing needed Spark."""
     from refresh import spark_jobs
 
+    # A script that will need a worker is refused before anything runs when none can take
+    # it (503) or its user has too many jobs (429): cheaply, and all or nothing.
+    needing = st.first_needing_spark(sql) if isinstance(sql, str) else None
+    if needing is not None:
+        try:
+            spark_jobs.admit(actor, summary="a console script")
+        except CatalogError as error:
+            offset, padded = st.located_statements(sql)[needing]
+            text = padded[offset:].strip()
+            start = offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
+            return [_failed(text, *st.position(sql, start), error)], None
     started: list[Any] = []
 
     def defer(index: int) -> Any:

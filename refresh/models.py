@@ -280,16 +280,3 @@ class SparkJob(models.Model):
     @property
     def finished(self) -> bool:
         return self.state not in self.ACTIVE
-
-
-class Worker(models.Model):
-    """A Celery worker process that runs Spark, as it last said it was alive: the web side
-    knows without asking whether anyone can take a job (refresh.workers)."""
-
-    name = models.CharField(max_length=200, unique=True)
-    started_at = models.DateTimeField(default=timezone.now)
-    seen_at = models.DateTimeField(default=timezone.now, db_index=True)
-    threads = models.PositiveSmallIntegerField(default=1)
-
-    def __str__(self) -> str:
-        return self.name

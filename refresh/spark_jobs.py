@@ -89,6 +89,13 @@ def error_body(error: CatalogError) -> dict[str, Any]:
 # -- the request side --------------------------------------------------------------------
 
 
+#: Operations that always reach Spark: a request for one is admitted (a worker alive, the
+#: bounds) before any of its work, so that a flood is refused as cheaply as it can be.
+ALWAYS_SPARK = frozenset(
+    {"preview_view", "create_materialized_table", "alter_query", "rollback_definition"}
+)
+
+
 def attempt(
     kind_name: str,
     arguments: dict[str, Any],
@@ -103,6 +110,8 @@ def attempt(
         known = _reusable(_key(kind_name, arguments, actor))
         if known is not None:
             return Outcome(job=known)
+    if kind_name in ALWAYS_SPARK:
+        admit(actor, summary=summary)
     try:
         status, body = KINDS[kind_name](arguments, actor, None)
     except NeedsWorker:
@@ -143,6 +152,33 @@ def _reusable(key: str) -> SparkJob | None:
     )
 
 
+def admit(actor: Any, *, summary: str) -> None:
+    """Unavailable (503) when no worker is alive, TooManyJobs (429) past the bounds; a
+    first look without a lock (`submit` looks again, exactly, before it inserts)."""
+    if not workers.alive():
+        raise Unavailable(
+            f"No refresh worker is running, so this cannot be done now ({summary}): it needs "
+            "a worker's Spark. Start a worker (`make run` starts one) and try again."
+        )
+    user = actor if getattr(actor, "pk", None) else None
+    if user is not None:
+        mine = SparkJob.objects.filter(requested_by=user, state__in=SparkJob.ACTIVE).count()
+        if mine >= settings.JOBS_PER_USER:
+            raise TooManyJobs(
+                f"You have {mine} Spark jobs waiting or running, the most one user may "
+                f"have ({settings.JOBS_PER_USER}); wait for one to finish or cancel one "
+                "(/api/jobs/)",
+                retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
+            )
+    waiting = SparkJob.objects.filter(state=SparkJob.State.QUEUED).count()
+    if waiting >= settings.JOBS_QUEUED_MAX:
+        raise TooManyJobs(
+            f"The workers have {waiting} Spark jobs waiting, as many as they queue "
+            f"({settings.JOBS_QUEUED_MAX}); try again shortly",
+            retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
+        )
+
+
 def submit(
     kind_name: str, arguments: dict[str, Any], *, actor: Any, summary: str, key: str = ""
 ) -> SparkJob:
@@ -150,31 +186,12 @@ def submit(
     TooManyJobs (429) past the bounds."""
     if kind_name not in KINDS:
         raise ValueError(f"Unknown job kind {kind_name!r}")
-    if not workers.alive():
-        raise Unavailable(
-            f"No refresh worker is running, so this cannot be done now ({summary}): it needs "
-            "a worker's Spark. Start a worker (`make run` starts one) and try again."
-        )
     user = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
         if user is not None:
-            # One submitter at a time per user: the count below is then exact.
+            # One submitter at a time per user: the count `admit` makes is then exact.
             get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-            mine = SparkJob.objects.filter(requested_by=user, state__in=SparkJob.ACTIVE).count()
-            if mine >= settings.JOBS_PER_USER:
-                raise TooManyJobs(
-                    f"You have {mine} Spark jobs waiting or running, the most one user may "
-                    f"have ({settings.JOBS_PER_USER}); wait for one to finish or cancel one "
-                    "(/api/jobs/)",
-                    retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
-                )
-        waiting = SparkJob.objects.filter(state=SparkJob.State.QUEUED).count()
-        if waiting >= settings.JOBS_QUEUED_MAX:
-            raise TooManyJobs(
-                f"The workers have {waiting} Spark jobs waiting, as many as they queue "
-                f"({settings.JOBS_QUEUED_MAX}); try again shortly",
-                retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
-            )
+        admit(user, summary=summary)
         job = SparkJob.objects.create(
             kind=kind_name,
             arguments=arguments,

@@ -1,7 +1,12 @@
-"""Which workers are alive, known without asking them: every Celery worker process keeps a
-`Worker` row fresh from a thread of its own (every `WORKER_HEARTBEAT_SECONDS`), and the web
-side reads the rows. A worker silent for `WORKER_SILENT_AFTER_SECONDS` counts as gone, so a
-request that needs Spark is answered 503 at once instead of waiting for nobody."""
+"""Which workers are alive, known without asking them: every Celery worker process says so
+in Redis every `WORKER_HEARTBEAT_SECONDS` from a thread of its own (a sorted set of worker
+names scored by when each last said it), and the web side reads the set. A worker silent
+for `WORKER_SILENT_AFTER_SECONDS` counts as gone, so a request that needs Spark is answered
+503 at once instead of waiting for nobody.
+
+Redis, not the database: a heartbeat must never wait behind a long write transaction (on
+SQLite, every writer waits for one lock), and Redis is the broker anyway: with it down,
+nothing could be queued."""
 
 from __future__ import annotations
 
@@ -9,14 +14,13 @@ import logging
 import os
 import socket
 import threading
-from datetime import timedelta
+import time
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
-from django.db import close_old_connections, connection
-from django.utils import timezone
-
-from refresh.models import Worker
 
 logger = logging.getLogger(__name__)
 
@@ -27,38 +31,83 @@ def name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+@cache
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def _key() -> str:
+    return f"{settings.WORKERS_KEY}:seen"
+
+
+def beat(worker: str | None = None, *, at: float | None = None) -> None:
+    """Say this process (or `worker`) is alive now (or `at`, seconds since the epoch)."""
+    moment = time.time() if at is None else at
+    member = worker or name()
+    pipe = _redis().pipeline()
+    pipe.zadd(_key(), {member: moment})
+    pipe.hsetnx(f"{settings.WORKERS_KEY}:started", member, moment)
+    pipe.execute()
+
+
+def forget(worker: str | None = None) -> None:
+    member = worker or name()
+    pipe = _redis().pipeline()
+    pipe.zrem(_key(), member)
+    pipe.hdel(f"{settings.WORKERS_KEY}:started", member)
+    pipe.execute()
+
+
 def alive() -> bool:
-    """Whether some worker said it was alive recently."""
-    since = timezone.now() - timedelta(seconds=settings.WORKER_SILENT_AFTER_SECONDS)
-    return Worker.objects.filter(seen_at__gte=since).exists()
+    """Whether some worker said it was alive recently (False when Redis cannot be asked:
+    nothing could be queued then either)."""
+    since = time.time() - settings.WORKER_SILENT_AFTER_SECONDS
+    try:
+        return bool(_redis().zcount(_key(), since, "+inf"))
+    except Exception:  # noqa: BLE001 - the broker is down: no worker can take anything
+        logger.warning("Redis cannot be reached to see which workers are alive")
+        return False
 
 
-def beat() -> None:
-    """Say this process is alive (one row per process)."""
-    now = timezone.now()
-    updated = Worker.objects.filter(name=name()).update(seen_at=now)
-    if not updated:
-        Worker.objects.update_or_create(
-            name=name(),
-            defaults={
-                "seen_at": now,
-                "started_at": now,
-                "threads": settings.CELERY_WORKER_CONCURRENCY,
-            },
-        )
+def listed() -> list[dict[str, Any]]:
+    """Every worker that said it was alive in the last hour: name, started_at, seen_at,
+    alive. Older entries are dropped (so the set stays as small as the fleet)."""
+    now = time.time()
+    client = _redis()
+    client.zremrangebyscore(_key(), "-inf", now - 3600)
+    seen = {
+        member.decode(): score for member, score in client.zrange(_key(), 0, -1, withscores=True)
+    }
+    started_key = f"{settings.WORKERS_KEY}:started"
+    started = {key.decode(): float(value) for key, value in client.hgetall(started_key).items()}
+    gone = [member for member in started if member not in seen]
+    if gone:
+        client.hdel(started_key, *gone)
+    silent = settings.WORKER_SILENT_AFTER_SECONDS
+    return [
+        {
+            "name": member,
+            "started_at": _iso(started.get(member, at)),
+            "seen_at": _iso(at),
+            "alive": at >= now - silent,
+        }
+        for member, at in seen.items()
+    ]
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def _beating() -> None:
-    try:
-        while not _stop.is_set():
-            close_old_connections()
-            try:
-                beat()
-            except Exception:  # noqa: BLE001 - the next beat tries again
-                logger.exception("The worker's heartbeat could not be written")
-            _stop.wait(settings.WORKER_HEARTBEAT_SECONDS)
-    finally:
-        connection.close()
+    while not _stop.is_set():
+        try:
+            beat()
+        except Exception:  # noqa: BLE001 - the next beat tries again
+            logger.exception("The worker's heartbeat could not be written")
+        _stop.wait(settings.WORKER_HEARTBEAT_SECONDS)
 
 
 @worker_ready.connect
@@ -70,6 +119,6 @@ def _start(**_: object) -> None:
 def _finish(**_: object) -> None:
     _stop.set()
     try:
-        Worker.objects.filter(name=name()).delete()
-    except Exception:  # noqa: BLE001 - a stale row expires by itself
-        logger.exception("The worker's row could not be removed")
+        forget()
+    except Exception:  # noqa: BLE001 - a stale entry expires by itself
+        logger.exception("The worker's heartbeat could not be removed")

@@ -36,3 +36,12 @@ def viewer(django_user_model):
     user = django_user_model.objects.create_user(username="vic", password="vic-password")
     user.groups.add(Group.objects.get_or_create(name=VIEWER)[0])
     return user
+
+
+@pytest.fixture(autouse=True)
+def no_workers(settings) -> None:
+    """Each test starts with no worker alive: workers' heartbeats go to a Redis key of its
+    own (refresh.workers); a test that needs one says it is alive (`workers.beat`)."""
+    import uuid
+
+    settings.WORKERS_KEY = f"lakeview-test:{uuid.uuid4().hex}"

@@ -104,5 +104,6 @@ urlpatterns = [
     path("jobs/", mt_jobs.JobListView.as_view(), name="job-list"),
     path("jobs/<int:job_id>/", mt_jobs.JobDetailView.as_view(), name="job-detail"),
     path("jobs/<int:job_id>/cancel", mt_jobs.JobCancelView.as_view(), name="job-cancel"),
+    path("workers/", mt_jobs.WorkerListView.as_view(), name="worker-list"),
     re_path(r"^.*$", not_found),
 ]

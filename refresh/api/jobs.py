@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.roles import can_view
-from refresh import selectors, spark_jobs
+from refresh import selectors, spark_jobs, workers
 from refresh.api import serializers as s
 from refresh.models import SparkJob
 from refresh.spark_jobs import Outcome
@@ -124,3 +124,17 @@ class JobCancelView(APIView):
     def post(self, request: Request, job_id: int) -> Response:
         job = selectors.get_spark_job(job_id, user=request.user)
         return Response(s.SparkJobSerializer(spark_jobs.cancel(job, actor=request.user)).data)
+
+
+class WorkerListView(APIView):
+    permission_classes = [_AnyRole]
+
+    @extend_schema(
+        operation_id="workers_list",
+        responses={200: s.WorkerSerializer(many=True)},
+        description="The refresh workers as they last said they were alive; `alive` is what "
+        "decides between a job (202) and 503.",
+        tags=_TAGS,
+    )
+    def get(self, request: Request) -> Response:
+        return Response(s.WorkerSerializer(workers.listed(), many=True).data)

@@ -553,3 +553,10 @@ class JobAcceptedSerializer(serializers.Serializer):
     """202: the operation runs as a Spark job."""
 
     job = SparkJobSerializer()
+
+
+class WorkerSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    seen_at = serializers.DateTimeField()
+    alive = serializers.BooleanField()

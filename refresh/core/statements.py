@@ -256,6 +256,28 @@ def position(text: str, offset: int) -> tuple[int, int]:
     return _position(text, offset)
 
 
+#: First keywords of the statements whose work needs Spark's analyzer or Spark itself.
+_SPARK_STATEMENTS = ({"CREATE"}, {"UPDATE"}, {"DELETE"}, {"MERGE"})
+
+
+def first_needing_spark(script: str) -> int | None:
+    """The index of the script's first statement that needs a worker's Spark (CREATE, ALTER
+    ... AS, UPDATE, DELETE, MERGE), judged from its keywords alone (cheap: nothing is
+    parsed); None when none does. A script that does not tokenize gives None (its error is
+    reported when it runs)."""
+    try:
+        spans = _spans(script, _tokenize(script))
+    except SqlError:
+        return None
+    for index, (_, _, tokens) in enumerate(spans):
+        first = set(_words(tokens[0])[:1])
+        if first in _SPARK_STATEMENTS:
+            return index
+        if first == {"ALTER"} and any(_words(token) == ["AS"] for token in tokens):
+            return index
+    return None
+
+
 # -- reading tokens ----------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from catalog import services
 from catalog.models import CatalogObject, Table
+from refresh import workers
 from refresh.models import MaterializedTable, RefreshRun
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +49,7 @@ def dispatched(monkeypatch) -> list[int]:
 
 @pytest.fixture
 def spark(monkeypatch) -> list[str]:
-    """Spark's analyzer, faked: every query has the schema of `daily`."""
+    """Spark's analyzer, faked as a live worker's: every query has the schema of `daily`."""
     asked: list[str] = []
 
     def query_schema(query: str, *, namespace: str) -> str:
@@ -56,6 +57,8 @@ def spark(monkeypatch) -> list[str]:
         return DAILY_SCHEMA
 
     monkeypatch.setattr("refresh.analysis.query_schema", query_schema)
+    # The faked Spark stands for a worker: one is alive, so the web side admits the work.
+    workers.beat("fake-spark")
     return asked
 
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog import services
-from refresh import runner, spark_jobs
-from refresh.models import RefreshRun, SparkJob, Worker
+from refresh import runner, spark_jobs, workers
+from refresh.models import RefreshRun, SparkJob
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,8 @@ def sales(editor):
 @pytest.fixture
 def alive():
     """A worker that said it is alive a moment ago."""
-    return Worker.objects.create(name="host:1", threads=4)
+    workers.beat("host:1")
+    return "host:1"
 
 
 def api_for(user) -> APIClient:
@@ -71,8 +72,8 @@ def test_with_no_worker_alive_a_preview_is_an_immediate_503_that_says_so(sales, 
     assert not SparkJob.objects.exists()
 
 
-def test_a_worker_silent_for_too_long_counts_as_gone(sales, viewer, alive, settings):
-    Worker.objects.update(seen_at=timezone.now() - timedelta(seconds=60))
+def test_a_worker_silent_for_too_long_counts_as_gone(sales, viewer, alive):
+    workers.beat("host:1", at=time.time() - 60)
     assert preview(api_for(viewer)).status_code == 503
 
 
@@ -245,7 +246,7 @@ def test_the_pages_show_the_job_and_say_when_no_worker_runs(sales, client, viewe
     client.force_login(viewer)
     unavailable = client.get("/namespaces/sales/views/v/?preview=1")
     assert "No refresh worker is running" in unavailable.content.decode()
-    Worker.objects.create(name="host:2")
+    workers.beat("host:2")
     page = client.get("/namespaces/sales/views/v/?preview=1")
     assert page.status_code == 200
     html = page.content.decode()
@@ -285,3 +286,16 @@ def test_refreshes_leave_a_worker_thread_free_for_jobs(sales, editor, settings, 
         slots.release()
     run.refresh_from_db()
     assert run.state == "QUEUED" and sent[-1] == (run.pk, runner.BUSY_RETRY_SECONDS)
+
+
+def test_the_workers_are_listed_with_whether_they_are_alive(viewer, alive):
+    workers.beat("host:9", at=time.time() - 600)
+    listed = {w["name"]: w["alive"] for w in api_for(viewer).get("/api/workers/").json()}
+    assert listed == {"host:1": True, "host:9": False}
+
+
+def test_workers_silent_for_an_hour_are_forgotten(viewer, alive):
+    workers.beat("host:gone", at=time.time() - 3700)
+    listed = [w["name"] for w in api_for(viewer).get("/api/workers/").json()]
+    assert listed == ["host:1"]
+    assert [w["name"] for w in workers.listed()] == ["host:1"]

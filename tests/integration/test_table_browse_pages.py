@@ -516,47 +516,65 @@ def view_url() -> str:
     return reverse("catalog:view-detail", args=["shop", "revenue"])
 
 
-def test_a_views_preview_shows_the_rows_spark_gives(client, viewer, revenue_view, monkeypatch):
-    from refresh import analysis
+def run_the_preview_job(monkeypatch, rows: dict) -> dict:
+    """Run the one waiting preview job as a worker would, its Spark read answering `rows`;
+    what the read was asked is returned."""
+    from refresh import analysis, spark_jobs
+    from refresh.models import SparkJob
 
-    asked = {}
+    asked: dict = {}
 
     def spark_read(**kwargs):
         asked.update(kwargs)
-        return {"columns": [["region", "string"]], "rows": [["eu"]]}
+        return rows
 
     monkeypatch.setattr(analysis, "preview_with_spark", spark_read)
-    client.force_login(viewer)
-    response = client.get(
-        view_url(), {"preview": "1", "columns": "region", "row_filter": "amount > 1"}
-    )
+    monkeypatch.setattr(spark_jobs, "_spark_group", lambda group, description: None)
+    job = SparkJob.objects.get(state=SparkJob.State.QUEUED)
+    assert spark_jobs.run(job.pk) == "SUCCEEDED"
+    return asked
 
-    assert response.status_code == 200
+
+@pytest.fixture
+def worker_alive():
+    from refresh import workers
+
+    workers.beat("host:1")
+
+
+def test_a_views_preview_is_a_job_whose_rows_fill_in_the_page(
+    client, viewer, revenue_view, worker_alive, monkeypatch
+):
+    client.force_login(viewer)
+    params = {"preview": "1", "columns": "region", "row_filter": "amount > 1"}
+
+    waiting = client.get(view_url(), params)
+    asked = run_the_preview_job(monkeypatch, {"columns": [["region", "string"]], "rows": [["eu"]]})
+    answered = client.get(view_url(), params)
+
+    assert waiting.status_code == 200
+    assert waiting.context["preview"]["job"]["job"].state == "QUEUED"
+    assert "data-job-url" in waiting.content.decode()
     assert asked["identifier"] == ["shop", "revenue"]
     assert asked["columns"] == ["region"] and asked["row_filter"] == "amount > 1"
-    assert response.context["preview"]["rows"] == [["eu"]]
-    assert "Read by Spark" in shown(response.content.decode(), "read-by")
+    assert answered.status_code == 200
+    assert answered.context["preview"]["rows"] == [["eu"]]
+    assert "Read by Spark" in shown(answered.content.decode(), "read-by")
 
 
-def test_a_views_preview_without_a_worker_says_so_on_the_page(
-    client, viewer, revenue_view, monkeypatch
-):
-    from catalog.core.errors import Unavailable
-    from refresh import analysis
+def test_a_views_preview_without_a_worker_says_so_on_the_page(client, viewer, revenue_view):
+    from refresh.models import SparkJob
 
-    def no_worker(**kwargs):
-        raise Unavailable("No refresh worker answered within 1 s; is a Celery worker running?")
-
-    monkeypatch.setattr(analysis, "preview_with_spark", no_worker)
     client.force_login(viewer)
     response = client.get(view_url(), {"preview": "1"})
 
     assert response.status_code == 200
-    assert "No refresh worker answered" in shown(response.content.decode(), "preview-unavailable")
+    assert "No refresh worker is running" in shown(response.content.decode(), "preview-unavailable")
+    assert not SparkJob.objects.exists()
 
 
 def test_a_views_preview_with_a_bad_filter_is_a_400_beside_the_filter(
-    client, viewer, revenue_view, monkeypatch
+    client, viewer, revenue_view, worker_alive, monkeypatch
 ):
     from refresh import analysis
 
@@ -619,18 +637,15 @@ def with_equality_deletes(orders, shop) -> Table:
 
 
 def test_equality_deletes_are_read_by_spark_and_the_page_says_why(
-    client, viewer, with_equality_deletes, monkeypatch
+    client, viewer, with_equality_deletes, worker_alive, monkeypatch
 ):
-    from refresh import analysis
-
-    monkeypatch.setattr(
-        analysis,
-        "preview_with_spark",
-        lambda **kwargs: {"columns": [["id", "long"]], "rows": [[2], [3], [4], [5]]},
-    )
     client.force_login(viewer)
+
+    waiting = preview(client, columns="id")
+    run_the_preview_job(monkeypatch, {"columns": [["id", "long"]], "rows": [[2], [3], [4], [5]]})
     response = preview(client, columns="id")
 
+    assert "data-job-url" in waiting.content.decode()
     assert response.status_code == 200
     assert ids(response) == [2, 3, 4, 5]
     html = response.content.decode()
@@ -640,20 +655,13 @@ def test_equality_deletes_are_read_by_spark_and_the_page_says_why(
 
 
 def test_equality_deletes_without_a_worker_say_so_instead_of_failing(
-    client, viewer, with_equality_deletes, monkeypatch
+    client, viewer, with_equality_deletes
 ):
-    from catalog.core.errors import Unavailable
-    from refresh import analysis
-
-    def no_worker(**kwargs):
-        raise Unavailable("No refresh worker answered within 1 s")
-
-    monkeypatch.setattr(analysis, "preview_with_spark", no_worker)
     client.force_login(viewer)
     response = preview(client)
 
     assert response.status_code == 200
-    assert "No refresh worker answered" in shown(response.content.decode(), "preview-unavailable")
+    assert "No refresh worker is running" in shown(response.content.decode(), "preview-unavailable")
 
 
 def test_a_materialized_tables_page_links_to_browsing_its_data(client, viewer, daily):  # noqa: F811

@@ -14,21 +14,6 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="Worker",
-            fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=200, unique=True)),
-                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
-                ("seen_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ("threads", models.PositiveSmallIntegerField(default=1)),
-            ],
-        ),
-        migrations.CreateModel(
             name="SparkJob",
             fields=[
                 (
