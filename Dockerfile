@@ -47,4 +47,4 @@ RUN pip install --no-deps -e . \
 
 USER lakeview
 EXPOSE 8000
-CMD ["gunicorn", "webapp.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "-c", "webapp/gunicorn.conf.py", "webapp.wsgi:application"]

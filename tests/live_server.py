@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -40,12 +41,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_env(*, db_path: Path, warehouse: Path, extra: Mapping[str, str] | None = None) -> dict:
+#: README's deployment settings for the web service (webapp/gunicorn.conf.py reads them).
+DEPLOYED_ENV = {"WEB_NICE": "5"}
+
+
+def server_env(
+    *,
+    db_path: Path,
+    warehouse: Path,
+    extra: Mapping[str, str] | None = None,
+    database_url: str | None = None,
+) -> dict:
     env = dict(os.environ)
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
-            "DATABASE_URL": f"sqlite:///{db_path}",
+            "DATABASE_URL": database_url or f"sqlite:///{db_path}",
             "WAREHOUSE": str(warehouse),
             "DEBUG": "0",
             "PYTHONUNBUFFERED": "1",
@@ -69,10 +80,14 @@ class CatalogServer:
     password: str = field(default=PASSWORD, repr=False)
     credential: str = field(default="", repr=False)
     process: subprocess.Popen | None = field(default=None, repr=False)
+    #: Deployed: the engines' own service (the same app, its own gunicorn), where
+    #: iceberg_uri points; else None, and engines share the web service.
+    catalog_url: str | None = None
+    catalog_process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
     def iceberg_uri(self) -> str:
-        return f"{self.base_url}/iceberg"
+        return f"{self.catalog_url or self.base_url}/iceberg"
 
     def manage(self, *args: str, timeout: float = 120) -> str:
         """Run a management command against the server's database; returns its stdout."""
@@ -157,38 +172,43 @@ class CatalogServer:
             return ""
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=15)
+        for process in (self.process, self.catalog_process):
+            if process is None or process.poll() is not None:
+                continue
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=15)
 
 
 def _wait_until_serving(server: CatalogServer, timeout: float) -> None:
-    """Until GET /iceberg/v1/config answers 401 (up, and refusing a request with no token)."""
+    """Until GET /iceberg/v1/config answers 401 (up, and refusing a request with no token),
+    on the web service and on the catalog service when there is one."""
     deadline = time.monotonic() + timeout
     last_error = "no answer"
-    while time.monotonic() < deadline:
-        assert server.process is not None
-        if server.process.poll() is not None:
-            raise RuntimeError(
-                f"The app exited with {server.process.returncode}:\n{server.log_tail()}"
-            )
+    waiting = [server.base_url, *([server.catalog_url] if server.catalog_url else [])]
+    while waiting and time.monotonic() < deadline:
+        for process in (server.process, server.catalog_process):
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(
+                    f"The app exited with {process.returncode}:\n{server.log_tail()}"
+                )
         try:
-            response = requests.get(f"{server.iceberg_uri}/v1/config", timeout=5)
+            response = requests.get(f"{waiting[0]}/iceberg/v1/config", timeout=5)
         except requests.ConnectionError as error:
             last_error = str(error)
         else:
             if response.status_code == 401:
-                return
+                waiting.pop(0)
+                continue
             last_error = f"{response.status_code}: {response.text[:500]}"
         time.sleep(0.2)
-    raise RuntimeError(
-        f"The app did not come up in {timeout}s ({last_error}):\n{server.log_tail()}"
-    )
+    if waiting:
+        raise RuntimeError(
+            f"The app did not come up in {timeout}s ({last_error}):\n{server.log_tail()}"
+        )
 
 
 @contextmanager
@@ -199,25 +219,34 @@ def catalog_server(
     threads: int = 4,
     extra_env: Mapping[str, str] | None = None,
     production: bool = False,
+    deployed: bool = False,
+    database_url: str | None = None,
 ) -> Iterator[CatalogServer]:
     """Migrate a fresh database under `root`, make an editor and its Iceberg client, and
     serve the app with gunicorn on a free loopback port until the block ends.
 
     With `production`, the app runs with webapp.settings.prod, as a deployment does (its
-    own SECRET_KEY; cookies not marked Secure, since the tests speak plain HTTP)."""
+    own SECRET_KEY; cookies not marked Secure, since the tests speak plain HTTP). With
+    `deployed`, gunicorn runs with webapp/gunicorn.conf.py, the settings README gives
+    (`workers` and `threads` are then the config's), as two services: the web and the
+    engines' catalog. With `database_url` (an empty PostgreSQL database), the app uses it
+    instead of a SQLite file."""
     root.mkdir(parents=True, exist_ok=True)
     db_path = root / "db.sqlite3"
     warehouse = root / "warehouse"
     warehouse.mkdir(exist_ok=True)
     port = free_port()
+    catalog_port = free_port() if deployed else port
     env = server_env(
         db_path=db_path,
         warehouse=warehouse,
+        database_url=database_url,
         extra={
             "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             # Refresh workers reach the app's own Iceberg REST catalog here.
-            "CATALOG_URI": f"http://127.0.0.1:{port}/iceberg",
+            "CATALOG_URI": f"http://127.0.0.1:{catalog_port}/iceberg",
+            **(DEPLOYED_ENV if deployed else {}),
             **(PRODUCTION_ENV if production else {}),
             **(extra_env or {}),
         },
@@ -228,22 +257,33 @@ def catalog_server(
         db_path=db_path,
         log_path=root / "server.log",
         env=env,
+        catalog_url=f"http://127.0.0.1:{catalog_port}" if deployed else None,
     )
     server.manage("migrate", "--noinput", timeout=300)
-    with server.log_path.open("ab") as log:
-        server.process = subprocess.Popen(
+
+    def gunicorn(bind_port: int, log: Any, **extra: str) -> subprocess.Popen:
+        return subprocess.Popen(
             [
                 *(sys.executable, "-m", "gunicorn", "webapp.wsgi"),
-                *("--bind", f"127.0.0.1:{port}"),
-                *("--workers", str(workers), "--threads", str(threads)),
-                *("--timeout", "120", "--graceful-timeout", "5"),
+                *(
+                    ("-c", str(REPO_ROOT / "webapp" / "gunicorn.conf.py"))
+                    if deployed
+                    else ("--workers", str(workers), "--threads", str(threads), "--timeout", "120")
+                ),
+                *("--bind", f"127.0.0.1:{bind_port}", "--graceful-timeout", "5"),
                 *("--access-logfile", "-", "--access-logformat", '"%(r)s" %(s)s %(L)ss'),
             ],
             cwd=REPO_ROOT,
-            env=env,
+            env={**env, **extra},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+    with server.log_path.open("ab") as log:
+        server.process = gunicorn(port, log)
+        if deployed:
+            # README's deployment: the engines' catalog service, at full priority.
+            server.catalog_process = gunicorn(catalog_port, log, WEB_NICE="0", WEB_WORKERS="2")
     try:
         # The users are made while gunicorn boots: both take seconds of Django start-up.
         server.manage(

@@ -8,6 +8,7 @@ The worker and the streaming process can be killed with SIGKILL and started agai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,36 +64,30 @@ class RefreshStack:
             start_new_session=True,
         )
 
-    def start_worker(self, *, wait: bool = True) -> None:
+    def start_worker(self, *, wait: bool = True, nice: int = 0) -> None:
         """A worker; with `wait`, once it says it is alive (its heartbeat row), as the web
-        side checks before it hands out a Spark job."""
+        side checks before it hands out a Spark job. `nice` lowers its CPU priority, as a
+        worker sharing a machine with the catalog's services should run."""
         started = time.time()
+        celery = (sys.executable, "-m", "celery", "-A", "webapp", "worker", "-l", "info")
+        threads = ("--pool", "threads", "-c", "4", "-n", "w@%h")
         self.worker = self._spawn(
-            "worker", "worker", "-l", "info", "--pool", "threads", "-c", "4", "-n", "w@%h"
+            "worker", command=(*(("nice", "-n", str(nice)) if nice else ()), *celery, *threads)
         )
+        if nice:
+            _lower_session(self.worker.pid, nice)
         if wait:
             self.wait_for(
                 lambda: self._worker_seen_since(started), timeout=90, what="the worker to start"
             )
 
     def _worker_seen_since(self, moment: float) -> bool:
-        import sqlite3
-        from datetime import UTC, datetime
+        from datetime import datetime
 
-        connection = sqlite3.connect(f"file:{self.server.db_path}?mode=ro", uri=True)
-        try:
-            rows = connection.execute(
-                "SELECT seen_at FROM refresh_worker WHERE name LIKE ?", (f"%:{self.worker.pid}",)
-            ).fetchall()
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            connection.close()
-        for (seen,) in rows:
-            when = datetime.fromisoformat(seen)
-            when = when if when.tzinfo else when.replace(tzinfo=UTC)
-            if when.timestamp() >= moment - 1:
-                return True
+        response = self.api.get(f"{self.server.base_url}/api/workers/", timeout=30)
+        for worker in response.json() if response.ok else []:
+            if worker["name"].endswith(f":{self.worker.pid}") and worker["alive"]:
+                return datetime.fromisoformat(worker["seen_at"]).timestamp() >= moment - 1
         return False
 
     def kill_worker(self) -> None:
@@ -199,6 +194,15 @@ class RefreshStack:
                 process.wait(timeout=10)
 
 
+def _lower_session(pid: int, nice: int) -> None:
+    """Where the kernel groups processes by session for scheduling (autogroup), a process's
+    own nice value only orders it within its session: the worker runs in a session of its
+    own, so the session's priority is lowered too."""
+    # Without autogroup (no such file), the nice value alone applies.
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+
+
 #: The stack's own Redis database: messages other tests left in the broker are not its own.
 STACK_REDIS_DB = 3
 
@@ -214,7 +218,14 @@ def _stack_redis_url() -> str:
 
 
 @contextmanager
-def refresh_stack(root: Path) -> Iterator[RefreshStack]:
+def refresh_stack(
+    root: Path,
+    *,
+    deployed: bool = False,
+    extra_env: dict[str, str] | None = None,
+    worker: bool = True,
+    database_url: str | None = None,
+) -> Iterator[RefreshStack]:
     """The app, a worker and beat; yields once the worker answers (Spark starts lazily)."""
     root.mkdir(parents=True, exist_ok=True)
     # Tables written by other systems may be attached from <root>/external.
@@ -223,14 +234,36 @@ def refresh_stack(root: Path) -> Iterator[RefreshStack]:
         **STACK_ENV,
         "REDIS_URL": _stack_redis_url(),
         "ATTACH_LOCATIONS": str(root / "external"),
+        **(extra_env or {}),
     }
-    with catalog_server(root / "app", extra_env=extra) as server:
+    with catalog_server(
+        root / "app", extra_env=extra, deployed=deployed, database_url=database_url
+    ) as server:
         stack = RefreshStack(server=server, root=root)
         stack.api = server.api_session()
         try:
-            stack.start_worker()
+            if worker:
+                stack.start_worker()
             stack.start_beat()
             stack.start_streams()
             yield stack
         finally:
             stack.stop()
+
+
+@contextmanager
+def postgres_database(server_url: str) -> Iterator[str]:
+    """An empty database of its own on the PostgreSQL server `server_url` names (the one
+    scripts/test.sh starts: PG_DATABASE_URL), dropped afterwards; yields its URL."""
+    import uuid
+
+    import psycopg
+
+    name = f"stack_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{server_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

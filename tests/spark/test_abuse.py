@@ -1,8 +1,13 @@
-"""An attacker with an editor's account against the whole stack (the app under gunicorn, a
-Celery worker with its Spark, celery-beat): a file the worker can read, and statements that
-try to read it from every position, through every door that takes SQL or Spark settings.
-Every one is a 4xx; nothing is written; the secret appears in no response, table, history
-row or log line."""
+"""Abuse of the whole stack as README deploys it (the web and the engines' catalog services
+under gunicorn with webapp/gunicorn.conf.py, a Celery worker with its Spark, celery-beat):
+
+- a flood of requests that need Spark, from a viewer and an editor, with no worker and
+  then with one busy worker: every answer within a second (202, 503 or 429), no 5xx, no
+  gunicorn timeout, and engines' load-table p99 under 50 ms meanwhile;
+- an attacker with an editor's account, a file the worker can read, and statements that try
+  to read it from every position, through every door that takes SQL or Spark settings:
+  every one is a 4xx, nothing is written, and the secret appears in no response, table,
+  history row or log line."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import pytest
 import requests
 from pyspark.sql import SparkSession
 
+from tests import flood
 from tests.refresh_stack import Answer, RefreshStack, refresh_stack
 from tests.spark.conftest import rest_catalog_conf
 
@@ -40,13 +46,118 @@ def secret(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
-    with refresh_stack(tmp_path_factory.mktemp("sandbox-stack")) as running:
+    """No worker at first (the flood's first half); a worker comes when a test needs it."""
+    with refresh_stack(
+        tmp_path_factory.mktemp("abuse-stack"),
+        deployed=True,
+        worker=False,
+    ) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
-def hx(spark: SparkSession, stack: RefreshStack) -> SparkSession:
+def working(stack: RefreshStack) -> RefreshStack:
+    """The stack with a worker, below the services' priority as on a shared machine."""
+    if stack.worker is None:
+        stack.start_worker(nice=10)
+    return stack
+
+
+def engine_session(spark: SparkSession, stack: RefreshStack, name: str) -> SparkSession:
+    session = spark.newSession()
+    for key, value in rest_catalog_conf(stack.server, name=name).items():
+        session.conf.set(key, value)
+    session.conf.set("spark.sql.defaultCatalog", name)
+    return session
+
+
+def assert_answered_fast(measured: flood.Measured, allowed: set[int], what: str) -> None:
+    statuses = sorted({shot.status for shot in measured.shots})
+    slow = [shot for shot in measured.shots if shot.seconds >= 1.0]
+    assert set(statuses) <= allowed, f"{what}: {statuses} {measured.shots[:3]}"
+    assert not slow, f"{what}: {len(slow)} answers took 1 s or more, e.g. {slow[0]}"
+    p99 = flood.percentile(measured.during, 0.99)
+    assert len(measured.during) >= 20, f"{what}: too few load-table samples"
+    assert p99 < 0.050, (
+        f"{what}: load-table p99 {p99 * 1000:.1f} ms during the flood "
+        f"(quiet: {flood.percentile(measured.quiet, 0.99) * 1000:.1f} ms)"
+    )
+
+
+def test_a_flood_is_answered_within_a_second_and_engines_keep_loading_tables(
+    stack: RefreshStack, spark: SparkSession
+):
+    scenario = flood.prepare(stack)
+    sends = flood.abusive_sends(scenario)
+    measured = flood.measure(
+        sends,
+        load_table_url=scenario.load_table_url,
+        token=scenario.engine_token,
+        engines=2,
+        rounds=2,
+    )
+    assert_answered_fast(measured, {503}, "no worker")
+    assert "No refresh worker is running" in measured.shots[0].text
+
+    # One busy worker: a long refresh holds its Spark.
+    stack.start_worker(nice=10)
+    engine = engine_session(spark, stack, "fx")
+    engine.sql("INSERT INTO fx.flood.t VALUES (1, '2024-01-01'), (2, '2024-01-02')")
+    created = stack.statements(
+        "CREATE MATERIALIZED TABLE slow FRESHNESS = INTERVAL '1' DAY REFRESH_MODE = FULL AS "
+        "SELECT p.id, sum(r.id % 7) AS s FROM t p CROSS JOIN range(3000000000) r GROUP BY p.id",
+        "flood",
+    )
+    assert created.status_code == 200, created.text
+    refresh = created.json()["results"][0]["run_id"]
+    stack.wait_for(
+        lambda: stack.run(refresh)["state"] == "RUNNING", timeout=120, what="the long refresh"
+    )
+    measured = flood.measure(
+        sends,
+        load_table_url=scenario.load_table_url,
+        token=scenario.engine_token,
+        engines=2,
+        rounds=2,
+    )
+    assert_answered_fast(measured, {202, 429}, "a busy worker")
+    accepted = [shot for shot in measured.shots if shot.status == 202]
+    refused = [shot for shot in measured.shots if shot.status == 429]
+    assert accepted and refused
+    # Previews never wait behind the refresh: one finishes while it still runs.
+    preview = next(
+        json.loads(shot.text)["job"]["url"] for shot in accepted if "preview" in shot.what
+    )
+    finished = stack.job(preview, timeout=120)
+    assert finished["state"] == "SUCCEEDED", finished
+    assert stack.run(refresh)["state"] == "RUNNING"
+    assert "WORKER TIMEOUT" not in stack.server.log_path.read_text(errors="replace")
+
+    # The flood's jobs are cancelled (the running ones finish), leaving the workers free.
+    for token in (scenario.viewer_token, scenario.editor_token):
+        client = requests.Session()
+        client.headers["Authorization"] = f"Token {token}"
+        jobs = client.get(f"{scenario.base_url}/api/jobs/?page_size=500", timeout=30).json()
+        for job in jobs["results"]:
+            if job["state"] in ("QUEUED", "RUNNING"):
+                client.post(f"{scenario.base_url}{job['cancel_url']}", timeout=30)
+        stack.wait_for(
+            lambda client=client: not [
+                job
+                for job in client.get(f"{scenario.base_url}/api/jobs/", timeout=30).json()[
+                    "results"
+                ]
+                if job["state"] in ("QUEUED", "RUNNING")
+            ],
+            timeout=240,
+            what="the flood's jobs to end",
+        )
+
+
+@pytest.fixture(scope="module")
+def hx(spark: SparkSession, working: RefreshStack) -> SparkSession:
     """A source table and a materialized table over it, refreshed once."""
+    stack = working
     session = spark.newSession()
     for key, value in rest_catalog_conf(stack.server, name="sx").items():
         session.conf.set(key, value)

@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-APP_SERVICES = ("web", "worker", "beat", "streams")
+APP_SERVICES = ("web", "catalog", "worker", "beat", "streams")
 SHARED_ENV = ("DATABASE_URL", "REDIS_URL", "WAREHOUSE", "SPARK_MASTER", "SECRET_KEY")
 
 
@@ -33,8 +33,11 @@ def test_compose_runs_the_app_celery_beat_spark_and_their_stores() -> None:
         "spark-master",
         "spark-worker",
     } <= set(services)
-    assert "gunicorn" in " ".join(services["web"]["command"])
-    assert "webapp.wsgi" in " ".join(services["web"]["command"])
+    for served in ("web", "catalog"):
+        command = " ".join(services[served]["command"])
+        assert "gunicorn -c webapp/gunicorn.conf.py" in command and "webapp.wsgi" in command
+    # Engines and refresh workers use the catalog's own service.
+    assert environment_of(services["worker"])["CATALOG_URI"] == "http://catalog:8181/iceberg"
     assert "worker" in services["worker"]["command"]
     assert "django_celery_beat.schedulers:DatabaseScheduler" in " ".join(
         services["beat"]["command"]

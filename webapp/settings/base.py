@@ -88,6 +88,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # reading and then writes would fail at once with "database is locked" when another
     # process wrote in between; taking the write lock at BEGIN makes it wait instead.
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    # Write-ahead logging: readers (pages, engines' loads) never wait for a writer's commit
+    # (a refresh's, a worker's), which in SQLite's default mode locks them out meanwhile.
+    DATABASES["default"]["OPTIONS"]["init_command"] = (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -206,6 +211,8 @@ CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
 # or JOBS_QUEUED_MAX waiting in all.
 WORKER_HEARTBEAT_SECONDS = 5
 WORKER_SILENT_AFTER_SECONDS = int(env("WORKER_SILENT_AFTER_SECONDS", "15"))
+# Where workers keep their heartbeats in Redis (refresh/workers.py).
+WORKERS_KEY = env("WORKERS_KEY", "lakeview:workers")
 JOBS_PER_USER = int(env("JOBS_PER_USER", "4"))
 JOBS_QUEUED_MAX = int(env("JOBS_QUEUED_MAX", "32"))
 JOBS_RETRY_AFTER_SECONDS = 5

@@ -1,0 +1,231 @@
+"""A flood of requests that need a worker's Spark, sent all at once beside engines loading a
+table through the Iceberg REST catalog: what every flood request answered and how long it
+took, and the engines' load-table latencies while the flood ran and before it. Shared by
+tests/spark/test_abuse.py (the bar) and bench/flood.py (the figures)."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import requests
+
+Send = Callable[[requests.Session], requests.Response]
+
+
+@dataclass(frozen=True)
+class Shot:
+    what: str
+    status: int
+    seconds: float
+    text: str
+
+
+@dataclass
+class Measured:
+    shots: list[Shot] = field(default_factory=list)
+    #: load-table latencies (seconds) of the requests that started while the flood ran
+    during: list[float] = field(default_factory=list)
+    #: the same, in a quiet moment just before
+    quiet: list[float] = field(default_factory=list)
+    flood_seconds: float = 0.0
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+class _Engine(threading.Thread):
+    """An engine loading one table over and over (its own HTTP connection)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+        self.samples: list[tuple[float, float]] = []  # (start, seconds)
+        self.stopping = threading.Event()
+        self.failures = 0
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            response = self.session.get(self.url, timeout=30)
+            elapsed = time.monotonic() - started
+            if response.status_code != 200:
+                self.failures += 1
+            self.samples.append((started, elapsed))
+
+
+def _burst(sends: list[tuple[str, Send]]) -> tuple[list[Shot], float, float]:
+    """Every send at once (a thread and a connection each, released together)."""
+    barrier = threading.Barrier(len(sends) + 1)
+    shots: list[Shot | None] = [None] * len(sends)
+
+    def fire(index: int, what: str, send: Send) -> None:
+        session = requests.Session()
+        barrier.wait()
+        started = time.monotonic()
+        try:
+            response = send(session)
+            status, text = response.status_code, response.text[:2000]
+        except requests.RequestException as error:
+            status, text = 0, str(error)
+        shots[index] = Shot(what, status, time.monotonic() - started, text)
+
+    threads = [
+        threading.Thread(target=fire, args=(i, what, send), daemon=True)
+        for i, (what, send) in enumerate(sends)
+    ]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    began = time.monotonic()
+    for thread in threads:
+        thread.join(timeout=120)
+    return [shot for shot in shots if shot is not None], began, time.monotonic()
+
+
+def measure(
+    sends: list[tuple[str, Send]],
+    *,
+    load_table_url: str,
+    token: str,
+    engines: int = 4,
+    quiet_seconds: float = 3.0,
+    rounds: int = 1,
+) -> Measured:
+    """Engines load the table for `quiet_seconds`, then every send goes at once (one thread
+    and connection each, released together), `rounds` times; the engines keep loading all
+    along."""
+    measured = Measured()
+    pool = [_Engine(load_table_url, token) for _ in range(engines)]
+    for engine in pool:
+        engine.start()
+    time.sleep(quiet_seconds)
+    quiet_end = time.monotonic()
+    windows: list[tuple[float, float]] = []
+    for _ in range(rounds):
+        shots, began, ended = _burst(sends)
+        windows.append((began, ended))
+        measured.shots.extend(shots)
+        time.sleep(0.5)
+    for engine in pool:
+        engine.stopping.set()
+    for engine in pool:
+        engine.join(timeout=30)
+    for engine in pool:
+        for started, seconds in engine.samples:
+            if started < quiet_end:
+                measured.quiet.append(seconds)
+            elif any(begin <= started <= end for begin, end in windows):
+                measured.during.append(seconds)
+    measured.flood_seconds = sum(end - begin for begin, end in windows)
+    return measured
+
+
+# -- the scenario: a viewer and an editor against a stack ------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    base_url: str
+    viewer_token: str
+    editor_token: str
+    engine_token: str
+    load_table_url: str
+
+
+def prepare(stack: object, namespace: str = "flood") -> Scenario:
+    """A namespace with a table and a view over it, a viewer user, and their tokens (the
+    stack is tests.refresh_stack.RefreshStack; nothing here needs a worker)."""
+    server = stack.server  # type: ignore[attr-defined]
+    base = server.base_url
+    server.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import Group, User; "
+        "u = User.objects.create_user('viola', password='viola-password'); "
+        "u.groups.add(Group.objects.get_or_create(name='viewer')[0])",
+    )
+    viewer = requests.post(
+        f"{base}/api/token/", data={"username": "viola", "password": "viola-password"}, timeout=30
+    ).json()["token"]
+    editor = stack.api  # type: ignore[attr-defined]
+    editor_token = editor.headers["Authorization"].removeprefix("Token ")
+    engine = server.iceberg_session()
+    schema = {
+        "type": "struct", "schema-id": 0,
+        "fields": [
+            {"id": 1, "name": "id", "type": "long", "required": False},
+            {"id": 2, "name": "ds", "type": "string", "required": False},
+        ],
+    }  # fmt: skip
+    iceberg = server.iceberg_uri
+    assert engine.post(f"{iceberg}/v1/namespaces", json={"namespace": [namespace]}).ok
+    assert engine.post(
+        f"{iceberg}/v1/namespaces/{namespace}/tables", json={"name": "t", "schema": schema}
+    ).ok
+    created = editor.post(
+        f"{base}/api/namespaces/{namespace}/views/",
+        json={"name": "v", "sql": "SELECT id, ds FROM t"},
+        timeout=30,
+    )
+    assert created.status_code in (201, 202), created.text
+    return Scenario(
+        base_url=base,
+        viewer_token=viewer,
+        editor_token=editor_token,
+        engine_token=engine.headers["Authorization"].removeprefix("Bearer "),
+        load_table_url=f"{iceberg}/v1/namespaces/{namespace}/tables/t",
+    )
+
+
+_sent = itertools.count(1)
+
+
+def abusive_sends(scenario: Scenario, *, count: int = 50, namespace: str = "flood") -> list:
+    """`count` requests that each need a worker's Spark, half a viewer's previews, half an
+    editor's CREATE MATERIALIZED TABLE; every request sent is new (its own filter, its own
+    table name), so none is answered from an earlier one."""
+    base = scenario.base_url
+
+    def preview(index: int) -> Send:
+        return lambda session: session.get(
+            f"{base}/api/namespaces/{namespace}/views/v/preview",
+            params={"filter": f"id > {next(_sent)}"},
+            headers={"Authorization": f"Token {scenario.viewer_token}"},
+            timeout=60,
+        )
+
+    def create(index: int) -> Send:
+        return lambda session: session.post(
+            f"{base}/api/statements/",
+            json={
+                "sql": f"CREATE MATERIALIZED TABLE flood_{next(_sent)} FRESHNESS = "
+                "INTERVAL '1' HOUR REFRESH_MODE = FULL AS SELECT ds, count(*) AS n FROM t "
+                "GROUP BY ds",
+                "namespace": namespace,
+            },
+            headers={"Authorization": f"Token {scenario.editor_token}"},
+            timeout=60,
+        )
+
+    sends = []
+    for index in range(count):
+        if index % 2:
+            sends.append((f"preview {index}", preview(index)))
+        else:
+            sends.append((f"create {index}", create(index)))
+    return sends

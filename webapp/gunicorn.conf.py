@@ -1,0 +1,32 @@
+"""gunicorn's settings for the web service: `gunicorn -c webapp/gunicorn.conf.py
+webapp.wsgi` (docker-compose.yml, the Dockerfile and the tests under abuse run it; `make
+run` uses Django's own server). README's "Deployment" says why these numbers.
+
+- No request waits on Spark (refresh.spark_jobs): the longest a request does is a commit's
+  file writes and database transaction, well under a second. `timeout` (30 s) is gunicorn's
+  own default and far above that: a worker killed by it is a bug, not a slow Spark.
+- `gthread` workers with a few threads each: a request spends part of its time in file and
+  database I/O, which threads overlap, and a slow client holds a thread, not a process.
+  Python runs one thread at a time per process, so processes, not threads, use the cores:
+  WEB_WORKERS defaults to the CPUs + 1 (at least 3), WEB_THREADS to 4."""
+
+import multiprocessing
+import os
+
+bind = os.environ.get("WEB_BIND", "0.0.0.0:8000")
+workers = int(os.environ.get("WEB_WORKERS", max(3, multiprocessing.cpu_count() + 1)))
+worker_class = "gthread"
+threads = int(os.environ.get("WEB_THREADS", "4"))
+timeout = 30
+graceful_timeout = 10
+keepalive = 5
+accesslog = "-"
+
+# How much lower than the engines' catalog service the people-facing service runs (Unix
+# nice): under a flood of page and API requests, the catalog's load-table keeps its CPU.
+nice = int(os.environ.get("WEB_NICE", "0"))
+
+
+def post_fork(server: object, worker: object) -> None:
+    if nice:
+        os.nice(nice)
