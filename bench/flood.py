@@ -15,7 +15,7 @@ load-table latencies (p50, p99) in a quiet moment before and during the bursts, 
 side, with the ratio. The bar (tests/spark/test_abuse.py): every answer under a second,
 load-table p99 under 50 ms during the flood.
 
-    .venv/bin/python bench/flood.py [--rounds 3] [--engines 4] [--web-nice 5]
+    .venv/bin/python bench/flood.py [--rounds 3] [--engines 2] [--web-nice 5] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def report(label: str, measured) -> None:  # noqa: ANN001 - tests.flood.Measured
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--engines", type=int, default=4)
+    parser.add_argument("--engines", type=int, default=2)
     parser.add_argument("--web-nice", type=int, default=5)
     parser.add_argument(
         "--postgres",
