@@ -291,13 +291,15 @@ def _run(
         result.message = f"{ns}.{name}: REFRESH_MODE = {mt.refresh_mode}"
     elif isinstance(statement, st.AlterQuery):
         try:
-            mt = services.alter_query(mt, query=statement.query, actor=actor)
+            run = services.alter_query(mt, query=statement.query, actor=actor)
         except SqlError as error:
             if error.field != "query":
                 raise
             raise _in_script(error, text, statement.query) from None
+        result.run_id = run.pk
         result.message = (
-            f"{ns}.{name}: definition version {mt.current_version}; a full refresh rebuilds it"
+            f"{ns}.{name}: definition version {run.definition_version} is being built by job "
+            f"{run.pk}; readers see version {mt.current_version} until it commits"
         )
     elif isinstance(statement, st.SetOptions):
         services.set_options(mt, options=statement.options, actor=actor)

@@ -115,7 +115,15 @@ class MaterializedTableVersion(models.Model):
 
 
 class MaterializedTableVersionLogEntry(models.Model):
-    """When a definition version became current (CREATE, ALTER ... AS, a rollback)."""
+    """A definition version asked to become current (CREATE, ALTER ... AS, a rollback) and
+    whether it did: an ALTER or a rollback is PENDING until its rebuild commits the new
+    schema and rows in one Iceberg commit (APPLIED), or FAILED with the rebuild's error,
+    the table left as it was."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "PENDING"
+        APPLIED = "APPLIED"
+        FAILED = "FAILED"
 
     materialized_table = models.ForeignKey(
         MaterializedTable, on_delete=models.CASCADE, related_name="version_log"
@@ -127,6 +135,12 @@ class MaterializedTableVersionLogEntry(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, default=Outcome.APPLIED)
+    #: The rebuild that applies it (ALTER ... AS, a rollback).
+    run = models.ForeignKey(
+        "RefreshRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["materialized_table", "timestamp", "id"]
@@ -146,6 +160,9 @@ class RefreshRun(models.Model):
         API = "API"
         #: A micro-batch of the streaming query (part 2).
         CONTINUOUS = "CONTINUOUS"
+        #: ALTER ... AS or a rollback: builds `definition_version` and swaps it in, schema
+        #: and rows in one commit.
+        REBUILD = "REBUILD"
 
     class Action(models.TextChoices):
         FULL = "FULL"
@@ -163,6 +180,7 @@ class RefreshRun(models.Model):
         CANCELLED = "CANCELLED"
 
     FINISHED = (State.SUCCEEDED, State.FAILED, State.SKIPPED, State.CANCELLED)
+    ACTIVE = (State.QUEUED, State.RUNNING)
 
     materialized_table = models.ForeignKey(
         MaterializedTable, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"

@@ -68,7 +68,7 @@ def create_materialized_table(
 @kind("alter_query")
 def alter_query(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
     mt = selectors.get_materialized_table(arguments["namespace"], arguments["name"])
-    mt = services.alter_query(mt, query=arguments["query"], actor=actor)
+    services.alter_query(mt, query=arguments["query"], actor=actor)
     return 200, _mt_detail(mt.table.namespace.name, mt.table.name)
 
 
@@ -77,7 +77,7 @@ def rollback_definition(
     arguments: dict[str, Any], actor: Any, job: SparkJob | None
 ) -> tuple[int, dict]:
     mt = selectors.get_materialized_table(arguments["namespace"], arguments["name"])
-    mt = services.rollback_definition(mt, version_id=int(arguments["version_id"]), actor=actor)
+    services.rollback_definition(mt, version_id=int(arguments["version_id"]), actor=actor)
     return 200, _mt_detail(mt.table.namespace.name, mt.table.name)
 
 

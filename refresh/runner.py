@@ -27,7 +27,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from refresh import engine, selectors, services, sources
-from refresh.core.freshness import planned_tick
+from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.partitions import scheduled_partition
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark import batch
@@ -105,6 +105,8 @@ def _execute(run_id: int) -> str:
     if run is None:
         return _not_claimed(run_id)
     mt = run.materialized_table
+    if run.trigger == RefreshRun.Trigger.REBUILD:
+        return _rebuild(run, mt)
     try:
         unchanged, snapshots = sources.unchanged_since_last_success(mt, run.partition or None)
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
@@ -121,7 +123,7 @@ def _execute(run_id: int) -> str:
         )
         return RefreshRun.State.SKIPPED
     action = RefreshRun.Action.PARTITION if run.partition else RefreshRun.Action.FULL
-    beating = _Heartbeat(run)
+    beating = Heartbeat(run)
     beating.start()
     try:
         namespace = mt.default_namespace or mt.table.namespace.name
@@ -155,6 +157,46 @@ def _execute(run_id: int) -> str:
     return RefreshRun.State.SUCCEEDED
 
 
+def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
+    """ALTER ... AS or a rollback of a FULL table: the version's query replaces the table's
+    schema and rows in one commit (batch.rebuild), then the version becomes current."""
+    if mt.refresh_mode == RefreshMode.CONTINUOUS:
+        # The streaming process rebuilds continuous tables (it stops their query first).
+        RefreshRun.objects.filter(pk=run.pk).update(state=RefreshRun.State.QUEUED, worker="")
+        return "left to the streaming process"
+    beating = Heartbeat(run)
+    beating.start()
+    try:
+        definition, properties = services.rebuild_of(run)
+        snapshots, _ = sources.source_snapshots(
+            sources.query_sources(definition.query, definition.default_namespace)
+        )
+        now = timezone.now()
+        session = engine.run_session(namespace=definition.default_namespace.split("."))
+        batch.rebuild(
+            session,
+            target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
+            query=definition.query,
+            partitioned_by=definition.partitioned_by,
+            properties=properties,
+        )
+    except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
+        beating.stop()
+        logger.warning("Rebuild run %s of %s failed: %s", run.pk, mt, error)
+        services.fail_rebuild(run, error=_describe(error))
+        return RefreshRun.State.FAILED
+    beating.stop()
+    snapshot_id, summary = selectors.current_snapshot(mt.table_id)
+    services.apply_rebuild(
+        run,
+        **selectors.written(summary),
+        snapshot_id=snapshot_id,
+        source_snapshots=snapshots,
+        data_timestamp=now,
+    )
+    return RefreshRun.State.SUCCEEDED
+
+
 def _not_claimed(run_id: int) -> str:
     run = RefreshRun.objects.filter(pk=run_id).first()
     if run is None or run.state != RefreshRun.State.QUEUED:
@@ -174,13 +216,18 @@ def _not_claimed(run_id: int) -> str:
 
 
 def _describe(error: Exception) -> str:
-    """The error as a user reads it: the message first, then where it came from."""
+    """The error as a user reads it: the message first (a Spark job's root cause), then
+    where it came from."""
+    if getattr(error, "java_exception", None) is not None:
+        from refresh.spark.jobs import failure_message
+
+        return failure_message(error)
     message = getattr(error, "message", None) or str(error) or type(error).__name__
     detail = "".join(traceback.format_exception_only(type(error), error)).strip()
     return message if message in detail else f"{message}\n{detail}"
 
 
-class _Heartbeat(threading.Thread):
+class Heartbeat(threading.Thread):
     """Says every few seconds that the run's worker is alive (its own DB connection)."""
 
     def __init__(self, run: RefreshRun) -> None:

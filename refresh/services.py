@@ -119,7 +119,9 @@ def _commit_properties(mt: MaterializedTable, *, actor: Any, removals: Sequence[
     updates: list[dict[str, Any]] = [
         {
             "action": "set-properties",
-            "updates": defs.table_properties(_definition(mt), state=mt.state),
+            "updates": defs.table_properties(
+                _definition(mt), state=mt.state, version=mt.current_version
+            ),
         }
     ]
     if removals:
@@ -314,7 +316,7 @@ def create_materialized_table(
             schema=schema,
             partition_spec=defs.partition_spec(schema, definition.partitioned_by),
             properties=defs.table_properties(
-                definition, state=MaterializedTable.State.INITIALIZING
+                definition, state=MaterializedTable.State.INITIALIZING, version=1
             ),
             actor=actor,
         )
@@ -373,7 +375,7 @@ def _new_version(
         default_namespace=mt.default_namespace,
         sources=mt.sources,
         schema_id=mt.table.current_schema_id,
-        created_by=actor if getattr(actor, "pk", None) else None,
+        created_by=_user(actor),
     )
     MaterializedTableVersionLogEntry.objects.create(
         materialized_table=mt,
@@ -483,6 +485,7 @@ def set_freshness(
     """SET FRESHNESS: a new schedule, and a new mode unless the mode was given explicitly."""
     with transaction.atomic():
         mt = _locked(mt)
+        _refuse_while_pending(mt, "change its freshness")
         explicit = RefreshMode(mt.refresh_mode) if mt.mode_is_explicit else None
         mode = _replan(mt, freshness, explicit)
         mt.freshness_value, mt.freshness_unit = freshness.value, freshness.unit.value
@@ -499,6 +502,7 @@ def set_refresh_mode(
 ) -> MaterializedTable:
     with transaction.atomic():
         mt = _locked(mt)
+        _refuse_while_pending(mt, "change its refresh mode")
         mode = _replan(mt, mt.freshness, RefreshMode(refresh_mode))
         mt.refresh_mode, mt.mode_is_explicit = mode.value, True
         mt.save(update_fields=["refresh_mode", "mode_is_explicit", "updated_at"])
@@ -556,25 +560,17 @@ def reset_options(
     return mt
 
 
-def alter_query(mt: MaterializedTable, *, query: str, actor: Any = None) -> MaterializedTable:
-    """ALTER MATERIALIZED TABLE ... AS <query>: a new definition version. Its sources are
-    resolved and its schema derived as at CREATE; columns that keep their name and a type
-    Iceberg can evolve keep their field ids, others become new columns; then a full refresh
-    rewrites the rows (a continuous table's stream restarts from a new checkpoint after it).
-    """
+def alter_query(mt: MaterializedTable, *, query: str, actor: Any = None) -> RefreshRun:
+    """ALTER MATERIALIZED TABLE ... AS <query>: a new definition version, applied by a
+    rebuild (see `_redefine`). Returns the rebuild's run."""
     if not query or not query.strip():
         raise InvalidInput("A materialized table needs a query", field="query")
-    version_id = (
-        mt.versions.order_by("-version_id").values_list("version_id", flat=True).first() or 0
-    ) + 1
-    return _redefine(mt, query=query.strip(), version_id=version_id, operation="alter", actor=actor)
+    return _redefine(mt, query=query.strip(), version_id=None, operation="alter", actor=actor)
 
 
-def rollback_definition(
-    mt: MaterializedTable, *, version_id: int, actor: Any = None
-) -> MaterializedTable:
-    """Make an earlier definition current again: a new log entry, the schema it implies
-    now, and a rebuild by a full refresh."""
+def rollback_definition(mt: MaterializedTable, *, version_id: int, actor: Any = None) -> RefreshRun:
+    """Make an earlier definition current again, by a rebuild as ALTER ... AS does."""
+    _refuse_while_pending(mt, "change its definition")
     version = mt.versions.filter(version_id=version_id).first()
     if version is None:
         raise NoSuchVersion(
@@ -587,85 +583,86 @@ def rollback_definition(
     )
 
 
+def pending_change(mt: MaterializedTable) -> MaterializedTableVersionLogEntry | None:
+    """The ALTER ... AS or rollback whose rebuild has not finished, if any."""
+    return (
+        mt.version_log.filter(outcome=MaterializedTableVersionLogEntry.Outcome.PENDING)
+        .select_related("run")
+        .first()
+    )
+
+
+def _refuse_while_pending(mt: MaterializedTable, what: str) -> None:
+    pending = pending_change(mt)
+    if pending is not None:
+        raise InvalidState(
+            f"Materialized table {mt} cannot {what} while version {pending.version_id} is "
+            f"being applied (its rebuild is run {pending.run_id}); wait for it to finish",
+        )
+
+
 def _redefine(
     mt: MaterializedTable, *, query: str, version_id: int | None, operation: str, actor: Any
-) -> MaterializedTable:
+) -> RefreshRun:
     """A new definition (alter: `version_id` None, the next id is taken under the lock) or
-    an older one again (rollback), committed with the schema it implies, then rebuilt."""
+    an older one again (rollback). Checked now as CREATE checks (sources, Spark's schema,
+    Flink's rules), then applied by a rebuild run (trigger REBUILD): the worker (FULL) or
+    the streaming process (CONTINUOUS) builds the new rows and replaces the table's schema,
+    partitioning, properties and rows in ONE Iceberg commit, and only then does this row
+    take the new definition (`apply_rebuild`). Until then readers see the old definition
+    with its rows; a rebuild that fails changes nothing they can see (`fail_rebuild`)."""
     from catalog.core.tables import read_table_metadata
 
     table = mt.table
     namespace = mt.default_namespace or table.namespace.name
+    _refuse_while_pending(mt, "change its definition")
     sources = resolve_sources(query, namespace=namespace, own=(table.namespace.name, table.name))
     definition = dataclasses.replace(_definition(mt), query=query)
+    if mt.refresh_mode == RefreshMode.CONTINUOUS:
+        check_streamable(query, namespace=namespace, primary_key=mt.primary_key)
     spark_schema = analysis.query_schema(query, namespace=namespace)
     defs.check_against_schema(definition, iceberg_schema(spark_schema))
     derived = iceberg_schema(spark_schema, identifier_fields=definition.primary_key)
     metadata = read_table_metadata(table.metadata_location)
-    current = json.loads(metadata.schema().model_dump_json(by_alias=True))
     evolved = defs.evolve_schema(
-        current,
+        json.loads(metadata.schema().model_dump_json(by_alias=True)),
         derived,
         last_column_id=metadata.last_column_id,
         schema_id=max(s.schema_id for s in metadata.schemas) + 1,
     )
-    updates: list[dict[str, Any]] = [
-        {
-            "action": "add-schema",
-            "schema": evolved.schema,
-            "last-column-id": evolved.last_column_id,
-        },
-        {"action": "set-current-schema", "schema-id": -1},
-    ]
-    spec = defs.partition_spec(evolved.schema, definition.partitioned_by)
-    current_spec = json.loads(metadata.spec().model_dump_json(by_alias=True))
-    if [f["source-id"] for f in spec["fields"]] != [f["source-id"] for f in current_spec["fields"]]:
-        spec["spec-id"] = max(s.spec_id for s in metadata.partition_specs) + 1
-        last_partition_id = metadata.last_partition_id or 999
-        for index, spec_field in enumerate(spec["fields"], start=1):
-            spec_field["field-id"] = last_partition_id + index
-        updates += [
-            {"action": "add-spec", "spec": spec},
-            {"action": "set-default-spec", "spec-id": -1},
-        ]
     with transaction.atomic():
         mt = _locked(mt)
+        _refuse_while_pending(mt, "change its definition")
         if version_id is None:
             newest = mt.versions.order_by("-version_id").values_list("version_id", flat=True)
             version_id = (newest.first() or 0) + 1
-        elif version_id == mt.current_version:
-            raise InvalidInput(f"Version {version_id} is already current", field="version_id")
-        mt.query, mt.sources, mt.current_version = query, sources, version_id
-        mt.save(update_fields=["query", "sources", "current_version", "updated_at"])
-        updates.append(
-            {
-                "action": "set-properties",
-                "updates": defs.table_properties(_definition(mt), state=mt.state),
-            }
-        )
-        catalog_services.commit_table(
-            namespace=table.namespace.name,
-            name=table.name,
-            requirements=[
-                {
-                    "type": "assert-current-schema-id",
-                    "current-schema-id": metadata.current_schema_id,
-                }
-            ],
-            updates=updates,
-            actor=actor,
-        )
-        mt.table.refresh_from_db()
-        if operation == "alter":
-            _new_version(mt, version_id=version_id, operation=operation, actor=actor)
-        else:
-            MaterializedTableVersionLogEntry.objects.create(
+            MaterializedTableVersion.objects.create(
                 materialized_table=mt,
                 version_id=version_id,
-                operation=operation,
-                actor=actor if getattr(actor, "pk", None) else None,
+                query=query,
+                default_namespace=namespace,
+                sources=sources,
+                created_by=_user(actor),
             )
-        how = "rebuilt" if evolved.replaced else "schema evolved"
+        elif version_id == mt.current_version:
+            raise InvalidInput(f"Version {version_id} is already current", field="version_id")
+        run = RefreshRun.objects.create(
+            materialized_table=mt,
+            table_name=str(mt.table),
+            trigger=RefreshRun.Trigger.REBUILD,
+            action=RefreshRun.Action.FULL,
+            force=True,
+            definition_version=version_id,
+            requested_by=_user(actor),
+        )
+        MaterializedTableVersionLogEntry.objects.create(
+            materialized_table=mt,
+            version_id=version_id,
+            operation=operation,
+            actor=_user(actor),
+            outcome=MaterializedTableVersionLogEntry.Outcome.PENDING,
+            run=run,
+        )
         changes = ", ".join(
             f"{label}: {', '.join(names)}"
             for label, names in (
@@ -679,18 +676,127 @@ def _redefine(
             mt,
             actor=actor,
             action=f"{operation}_materialized_table_definition",
-            message=f"version {version_id}; {how}" + (f" ({changes})" if changes else ""),
+            message=f"version {version_id} asked for; rebuilt by run {run.pk}"
+            + (f" ({changes})" if changes else ""),
         )
-    if mt.refresh_mode == RefreshMode.CONTINUOUS:
-        # The streaming process loads the new definition and starts a new stream.
-        MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
-        mt.stream_checkpoint = ""
-    else:
-        with contextlib.suppress(Unavailable):
-            # The new definition stands; the rebuild that could not be sent is a FAILED run
-            # on the page, and the next tick (or a manual refresh) rebuilds.
-            request_refresh(mt, trigger=RefreshRun.Trigger.MANUAL, force=True, actor=actor)
-    return mt
+    if mt.refresh_mode != RefreshMode.CONTINUOUS:
+        # CONTINUOUS: the streaming process stops the table's query, rebuilds, restarts.
+        try:
+            dispatch(run)
+        except Unavailable as error:
+            fail_rebuild(run, error=error.message)
+            raise
+    return run
+
+
+def _user(actor: Any) -> Any:
+    return actor if getattr(actor, "pk", None) else None
+
+
+def rebuild_of(run: RefreshRun) -> tuple[defs.Definition, dict[str, str]]:
+    """What a rebuild run builds: the definition of its version, and the table properties
+    its commit sets (the definition, the state, the version)."""
+    mt = run.materialized_table
+    version = mt.versions.get(version_id=run.definition_version)
+    definition = dataclasses.replace(
+        _definition(mt), query=version.query, default_namespace=version.default_namespace
+    )
+    properties = defs.table_properties(definition, state=mt.state, version=version.version_id)
+    return definition, properties
+
+
+def apply_rebuild(
+    run: RefreshRun, *, stream: Mapping[str, Any] | None = None, **results: Any
+) -> RefreshRun:
+    """The rebuild committed: the version becomes current here too (its query, sources, the
+    schema it has), the log entry APPLIED, the run SUCCEEDED; for a CONTINUOUS table the new
+    stream's checkpoint and pins (`stream`). Then the primary key's identifier fields, which
+    REPLACE TABLE cannot carry, are set again (a schema-only commit; the rows stay)."""
+    with transaction.atomic():
+        mt = _locked(run.materialized_table)
+        entry = mt.version_log.get(run=run)
+        version = mt.versions.get(version_id=run.definition_version)
+        mt.query, mt.sources, mt.current_version = (
+            version.query,
+            version.sources,
+            version.version_id,
+        )
+        mt.default_namespace = version.default_namespace
+        fields = ["query", "sources", "current_version", "default_namespace", "updated_at"]
+        if stream is not None:
+            mt.stream_checkpoint, mt.stream_start = stream["checkpoint"], stream["start"]
+            fields += ["stream_checkpoint", "stream_start"]
+        mt.save(update_fields=fields)
+        mt.table.refresh_from_db()
+        _set_identifier_fields(mt, actor=run.requested_by)
+        if version.schema_id is None:
+            version.schema_id = mt.table.current_schema_id
+            version.save(update_fields=["schema_id"])
+        entry.outcome = MaterializedTableVersionLogEntry.Outcome.APPLIED
+        entry.save(update_fields=["outcome"])
+        _record(
+            mt,
+            actor=run.requested_by,
+            action=f"{entry.operation}_materialized_table_definition_applied",
+            message=f"version {version.version_id} is current (run {run.pk})",
+        )
+        finish(run, state=RefreshRun.State.SUCCEEDED, **results)
+    return run
+
+
+def fail_rebuild(run: RefreshRun, *, error: str) -> RefreshRun:
+    """The rebuild failed before its commit: the table, its definition and its state stay
+    as they were; the run and the version log say why the change did not take effect. Not
+    counted toward the automatic suspension: the table's refreshes are not failing."""
+    with transaction.atomic():
+        RefreshRun.objects.filter(pk=run.pk, state__in=RefreshRun.ACTIVE).update(
+            state=RefreshRun.State.FAILED, finished_at=timezone.now(), error=error[:10_000]
+        )
+        run.refresh_from_db()
+        entry = MaterializedTableVersionLogEntry.objects.filter(run=run).first()
+        if entry is not None and run.materialized_table_id is not None:
+            entry.outcome = MaterializedTableVersionLogEntry.Outcome.FAILED
+            entry.error = error[:10_000]
+            entry.save(update_fields=["outcome", "error"])
+            _record(
+                run.materialized_table,
+                actor=run.requested_by,
+                action=f"{entry.operation}_materialized_table_definition_failed",
+                message=f"version {entry.version_id} did not take effect: {error[:2000]}",
+            )
+    return run
+
+
+def _set_identifier_fields(mt: MaterializedTable, *, actor: Any) -> None:
+    """The table's schema with the primary key as its identifier fields, unless it has them."""
+    from catalog.core.tables import read_table_metadata
+
+    if not mt.primary_key:
+        return
+    metadata = read_table_metadata(mt.table.metadata_location)
+    schema = json.loads(metadata.schema().model_dump_json(by_alias=True))
+    ids = {f["name"]: f["id"] for f in schema["fields"]}
+    wanted = sorted(ids[name] for name in mt.primary_key if name in ids)
+    if sorted(schema.get("identifier-field-ids") or []) == wanted:
+        return
+    for field in schema["fields"]:
+        if field["id"] in wanted:
+            field["required"] = True
+    schema["identifier-field-ids"] = wanted
+    schema["schema-id"] = max(s.schema_id for s in metadata.schemas) + 1
+    catalog_services.commit_table(
+        namespace=mt.table.namespace.name,
+        name=mt.table.name,
+        requirements=[
+            {"type": "assert-current-schema-id", "current-schema-id": metadata.current_schema_id}
+        ],
+        updates=[
+            {"action": "add-schema", "schema": schema, "last-column-id": metadata.last_column_id},
+            {"action": "set-current-schema", "schema-id": -1},
+        ],
+        actor=actor,
+    )
+    mt.table.refresh_from_db()
 
 
 def drop_materialized_table(mt: MaterializedTable, *, actor: Any = None) -> None:
@@ -887,6 +993,10 @@ def fail_abandoned(*, silent_for: timedelta) -> int:
     abandoned = RefreshRun.objects.filter(state=RefreshRun.State.RUNNING, heartbeat_at__lt=cutoff)
     count = 0
     for run in abandoned:
+        if run.trigger == RefreshRun.Trigger.REBUILD:
+            _settle_abandoned_rebuild(run)
+            count += 1
+            continue
         finish(
             run,
             state=RefreshRun.State.FAILED,
@@ -895,3 +1005,22 @@ def fail_abandoned(*, silent_for: timedelta) -> int:
         )
         count += 1
     return count
+
+
+def _settle_abandoned_rebuild(run: RefreshRun) -> None:
+    """A rebuild whose worker died: if its commit landed (the table's properties name its
+    version), the version is current; otherwise nothing changed and the change failed."""
+    mt = run.materialized_table
+    if mt is None:
+        fail_rebuild(run, error="The materialized table was dropped")
+        return
+    mt.table.refresh_from_db()
+    committed = mt.table.properties.get(defs.VERSION_PROPERTY)
+    if committed == str(run.definition_version) and mt.current_version != run.definition_version:
+        apply_rebuild(run)
+        return
+    fail_rebuild(
+        run,
+        error=f"The worker {run.worker or '?'} stopped (no heartbeat since "
+        f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC) before the rebuild committed",
+    )

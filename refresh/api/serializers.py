@@ -252,6 +252,7 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "snapshot_id",
             "source_snapshots",
             "data_timestamp",
+            "definition_version",
             "error",
             "requested_by",
         ]
@@ -355,6 +356,26 @@ class MaterializedTableSummarySerializer(serializers.ModelSerializer):
         return serializers.DateTimeField().to_representation(moment) if moment else None
 
 
+class VersionLogEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(
+        source="actor.username", read_only=True, allow_null=True, default=None
+    )
+    operation = serializers.CharField(help_text="create, alter or rollback")
+
+    outcome = serializers.CharField(
+        help_text="PENDING while the rebuild runs, then APPLIED (the version is current) or "
+        "FAILED (nothing changed; see error)"
+    )
+    run_id = serializers.IntegerField(
+        allow_null=True, help_text="The rebuild run that applies an ALTER or a rollback."
+    )
+
+    class Meta:
+        model = MaterializedTableVersionLogEntry
+        fields = ["version_id", "timestamp", "operation", "actor", "outcome", "run_id", "error"]
+        read_only_fields = fields
+
+
 class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
     schedule = serializers.SerializerMethodField()
     schema = serializers.SerializerMethodField()
@@ -380,9 +401,20 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
             "stream_error",
             "stream_heartbeat_at",
             "stream_checkpoint",
+            "pending_change",
             "created_at",
         ]
         read_only_fields = fields
+
+    pending_change = serializers.SerializerMethodField()
+
+    @extend_schema_field(VersionLogEntrySerializer(allow_null=True))
+    def get_pending_change(self, mt: MaterializedTable) -> dict[str, Any] | None:
+        """The ALTER ... AS or rollback being applied (its rebuild's run), if any."""
+        from refresh.services import pending_change
+
+        entry = pending_change(mt)
+        return VersionLogEntrySerializer(entry).data if entry is not None else None
 
     @extend_schema_field(ScheduleSerializer(allow_null=True))
     def get_schedule(self, mt: MaterializedTable) -> dict[str, Any] | None:
@@ -446,25 +478,14 @@ class MaterializedTableVersionSerializer(serializers.ModelSerializer):
         return version.version_id == current
 
 
-class VersionLogEntrySerializer(serializers.ModelSerializer):
-    actor = serializers.CharField(
-        source="actor.username", read_only=True, allow_null=True, default=None
-    )
-    operation = serializers.CharField(help_text="create, alter or rollback")
-
-    class Meta:
-        model = MaterializedTableVersionLogEntry
-        fields = ["version_id", "timestamp", "operation", "actor"]
-        read_only_fields = fields
-
-
 class MaterializedTableVersionsSerializer(serializers.Serializer):
     namespace = serializers.CharField()
     name = serializers.CharField()
     current_version = serializers.IntegerField()
     versions = MaterializedTableVersionSerializer(many=True, help_text="Newest first.")
     log = VersionLogEntrySerializer(
-        many=True, help_text="When each version became current, newest first."
+        many=True,
+        help_text="Each version asked to become current and whether it did, newest first.",
     )
 
 

@@ -379,9 +379,12 @@ class DefinitionView(APIView):
         },
         description=(
             "ALTER MATERIALIZED TABLE ... AS <query>: a new definition version. Spark "
-            "derives the schema (on a refresh worker); the table's schema evolves to it and "
-            "a full refresh, queued, rebuilds the rows. An SQL error answers 400 with its "
-            f"line and column in the query. {ACCEPTED}"
+            "derives the schema (on a refresh worker) and the definition is checked; then a "
+            "rebuild run (trigger REBUILD, `pending_change.run_id` in the answer) replaces "
+            "the table's schema and rows in one commit. Readers see the old definition "
+            "with its rows until then; a rebuild that fails changes nothing (the version "
+            "log says why). An SQL error answers 400 with its line and column in the "
+            f"query. {ACCEPTED}"
         ),
         tags=_TAGS,
     )
@@ -409,8 +412,8 @@ class DefinitionRollbackView(APIView):
             **_errors(400, 403, 404, 409, 429, 503),
         },
         description=(
-            "Make an earlier definition version current again: a new version-log entry, "
-            f"the schema its query implies, and a full refresh to rebuild the rows. {ACCEPTED}"
+            "Make an earlier definition version current again, by a rebuild run as ALTER "
+            f"... AS does (one commit of the schema and rows). {ACCEPTED}"
         ),
         tags=_TAGS,
     )

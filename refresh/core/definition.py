@@ -24,6 +24,7 @@ MERGE_ON_READ = {
 
 #: The prefix of the table properties that describe the materialized table.
 PROPERTY_PREFIX = "lakeview.materialized-table."
+VERSION_PROPERTY = f"{PROPERTY_PREFIX}version"
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,13 @@ def check_against_schema(definition: Definition, schema: Mapping) -> None:
             )
 
 
-def table_properties(definition: Definition, *, state: str) -> dict[str, str]:
+def table_properties(
+    definition: Definition, *, state: str, version: int | None = None
+) -> dict[str, str]:
     """The Iceberg table properties that say what the table is (read by any engine), the
-    user's options (Iceberg write properties and date formatters) and the comment."""
+    user's options (Iceberg write properties and date formatters) and the comment. The
+    definition version, when given, is how a rebuild's commit says which version it built
+    (refresh.services.fail_abandoned reads it back after a worker died)."""
     properties = {
         f"{PROPERTY_PREFIX}query": definition.query,
         f"{PROPERTY_PREFIX}default-namespace": definition.default_namespace,
@@ -95,6 +100,8 @@ def table_properties(definition: Definition, *, state: str) -> dict[str, str]:
         f"{PROPERTY_PREFIX}refresh-mode-explicit": str(definition.mode_is_explicit).lower(),
         f"{PROPERTY_PREFIX}state": state,
     }
+    if version is not None:
+        properties[VERSION_PROPERTY] = str(version)
     if definition.primary_key:
         properties[f"{PROPERTY_PREFIX}primary-key"] = ",".join(definition.primary_key)
     # Row-level changes (a continuous table's MERGE INTO, the console's UPDATE and DELETE)

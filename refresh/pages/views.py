@@ -24,7 +24,13 @@ from catalog.pages.views import catalog_page, linker
 from catalog.roles import can_view
 from refresh import console, lineage, selectors, services, spark_jobs
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
-from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun, SparkJob
+from refresh.models import (
+    MaterializedTable,
+    MaterializedTableVersion,
+    MaterializedTableVersionLogEntry,
+    RefreshRun,
+    SparkJob,
+)
 from refresh.pages.forms import AlterQueryForm, ConsoleForm, VersionDiffForm
 from refresh.pages.jobs import job_context
 
@@ -250,16 +256,17 @@ def _versions(mt: MaterializedTable) -> list[MaterializedTableVersion]:
 
 
 def _version_log(mt: MaterializedTable) -> list[Any]:
-    """When each version became current, newest first; the newest entry is in force."""
+    """Each version asked to become current and whether it did, newest first; the newest
+    applied entry is in force (a pending or failed one never was)."""
     entries = list(mt.version_log.select_related("actor").order_by("-timestamp", "-id"))
-    for index, entry in enumerate(entries):
-        entry.is_current = index == 0
-        before = entries[index + 1] if index + 1 < len(entries) else None
-        entry.previous_id = (
-            before.version_id
-            if before is not None and before.version_id != entry.version_id
-            else None
-        )
+    applied = [e for e in entries if e.outcome == MaterializedTableVersionLogEntry.Outcome.APPLIED]
+    for entry in entries:
+        entry.is_current = bool(applied) and entry is applied[0]
+        entry.previous_id = None
+    for index, entry in enumerate(applied):
+        before = applied[index + 1] if index + 1 < len(applied) else None
+        if before is not None and before.version_id != entry.version_id:
+            entry.previous_id = before.version_id
     return entries
 
 
@@ -328,6 +335,16 @@ def _error_position(query: str, error: CatalogError) -> dict[str, Any] | None:
     }
 
 
+def _say_rebuilding(request: HttpRequest, mt: MaterializedTable) -> None:
+    pending = services.pending_change(mt)
+    if pending is not None:
+        messages.success(
+            request,
+            f"Version {pending.version_id} of {mt} is being built by job {pending.run_id}; "
+            f"readers see version {mt.current_version} until its rows are committed.",
+        )
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
@@ -339,7 +356,6 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         form = AlterQueryForm(request.POST, current=mt.query)
         if form.is_valid():
             query = form.cleaned_data["query"].strip()
-            before = mt.current_version
             try:
                 outcome = spark_jobs.attempt(
                     "alter_query",
@@ -351,28 +367,12 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
                     # Spark derives the new schema on a worker: the job's page follows it
                     # and goes on to the table when it is done.
                     return redirect("refresh:job", job_id=outcome.job.pk)
-                mt.refresh_from_db()
             except CatalogError as error:
-                mt.refresh_from_db()
-                if mt.current_version != before:
-                    # The new definition is in force; only its rebuild could not be sent.
-                    messages.warning(
-                        request,
-                        f"{mt} is now at version {mt.current_version}, but its rebuild "
-                        f"could not be queued: {error.message}",
-                    )
-                    return _page_of(mt)
                 form.add_catalog_error(error)
                 position = _error_position(query, error)
                 status = http_status(error)
             else:
-                run = selectors.runs(mt).first()
-                job = f" (job {run.pk})" if run is not None else ""
-                messages.success(
-                    request,
-                    f"{mt} is now at version {mt.current_version}; a full refresh{job} "
-                    "rebuilds its rows.",
-                )
+                _say_rebuilding(request, mt)
                 return _page_of(mt)
     else:
         form = AlterQueryForm(initial={"query": mt.query}, current=mt.query)
@@ -407,24 +407,10 @@ def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int
             )
             if outcome.job is not None:
                 return redirect("refresh:job", job_id=outcome.job.pk)
-            mt.refresh_from_db()
         except CatalogError as error:
-            mt.refresh_from_db()
-            if mt.current_version == version_id:
-                messages.warning(
-                    request,
-                    f"{mt} is back at version {version_id}, but its rebuild could not be "
-                    f"queued: {error.message}",
-                )
-                return _page_of(mt)
             error_message = error.message
         else:
-            run = selectors.runs(mt).first()
-            job = f" (job {run.pk})" if run is not None else ""
-            messages.success(
-                request,
-                f"{mt} rolled back to version {version_id}; a full refresh{job} rebuilds its rows.",
-            )
+            _say_rebuilding(request, mt)
             return _page_of(mt)
     current = mt.versions.filter(version_id=mt.current_version).first()
     context = {

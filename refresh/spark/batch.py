@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,44 @@ def full_refresh(
     else:
         frame.writeTo(writer_target).overwrite(F.lit(True))
     return latest_snapshot(spark, target) if report else None
+
+
+def replace(
+    frame: DataFrame,
+    *,
+    target: Sequence[str],
+    partitioned_by: Sequence[str],
+    properties: Mapping[str, str],
+) -> None:
+    """Replace the table with `frame`: its schema (columns keep their field ids by name),
+    partitioning, the given properties (the others stay) and rows, in ONE Iceberg commit
+    (Spark's atomic REPLACE TABLE AS SELECT: Iceberg stages the new metadata and the REST
+    catalog swaps it in). Until then every reader sees the old schema with the old rows;
+    afterwards the new with the new: a redefinition (ALTER ... AS, a rollback) is one step."""
+    from pyspark.sql import functions as F
+
+    writer = frame.writeTo(quote(target))
+    if partitioned_by:
+        writer = writer.partitionedBy(*[F.col(quote([column])) for column in partitioned_by])
+    for key, value in properties.items():
+        writer = writer.tableProperty(key, value)
+    writer.createOrReplace()
+
+
+def rebuild(
+    spark: SparkSession,
+    *,
+    target: Sequence[str],
+    query: str,
+    partitioned_by: Sequence[str],
+    properties: Mapping[str, str],
+) -> None:
+    """A FULL table's redefinition: the new query's result (once the sandbox allowed its
+    plan) replaces the table with its schema, in one commit (`replace`)."""
+    from refresh.spark import sandbox
+
+    frame = sandbox.query(spark, query, catalog=target[0])
+    replace(frame, target=target, partitioned_by=partitioned_by, properties=properties)
 
 
 def latest_snapshot(spark: SparkSession, target: Sequence[str]) -> RefreshResult:

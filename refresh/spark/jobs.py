@@ -58,6 +58,24 @@ def spark_error(error: Exception, *, line_offset: int = 0, column_offset: int = 
     return SqlError(f"Spark cannot analyze the query: {message[:1000]}", line=line, column=column)
 
 
+def failure_message(error: Exception) -> str:
+    """What a failed Spark job says to its user: the root cause's message (an
+    `assert_true` that did not hold, a division by zero under ANSI mode, a file gone),
+    not py4j's wrapping and the JVM's stack trace."""
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        text = str(error).strip()
+        return text.splitlines()[0] if text else type(error).__name__
+    try:
+        root = java
+        while root.getCause() is not None and root.getCause() is not root:
+            root = root.getCause()
+        message = root.getMessage() or root.toString()
+    except Exception:  # noqa: BLE001 - the JVM is gone: py4j's own words
+        message = str(error)
+    return message.strip().splitlines()[0][:2000] if message.strip() else type(error).__name__
+
+
 def query_schema(session: SparkSession, query: str, *, catalog: str) -> str:
     """The output schema of `query` as Spark's analyzer derives it (`StructType.json()`):
     exact types, nested types and nullability, once the sandbox allowed its plan. Nothing

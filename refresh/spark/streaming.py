@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
 from refresh.spark import sandbox
-from refresh.spark.batch import RefreshResult, latest_snapshot, quote
+from refresh.spark.batch import RefreshResult, latest_snapshot, quote, replace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -77,9 +77,12 @@ def load(
     pins: Mapping[str, Any],
     namespace: Sequence[str],
     catalog: str,
+    replacing: Mapping[str, Any] | None = None,
 ) -> RefreshResult:
     """Overwrite the table with the query's result over the sources at their pinned
-    snapshots (one commit)."""
+    snapshots (one commit). With `replacing` ({"partitioned_by": [...], "properties":
+    {...}}), a new definition's load: the table is replaced, schema and rows in one commit
+    (batch.replace)."""
     from pyspark.sql import functions as F
 
     replacements = {}
@@ -95,7 +98,15 @@ def load(
         replacements[tuple(source[1:])] = _view(index, "load")
     sql = rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
     frame = sandbox.query(spark, sql, catalog=catalog, trusted_views=replacements.values())
-    frame.writeTo(quote(target)).overwrite(F.lit(True))
+    if replacing is not None:
+        replace(
+            frame,
+            target=target,
+            partitioned_by=replacing["partitioned_by"],
+            properties=replacing["properties"],
+        )
+    else:
+        frame.writeTo(quote(target)).overwrite(F.lit(True))
     return latest_snapshot(spark, target)
 
 

@@ -60,7 +60,10 @@ def cascade(editor, sales) -> dict[str, MaterializedTable]:
     b = mts.create_materialized_table(
         namespace="sales", name="b", query="SELECT ds, total FROM a", freshness=hourly, actor=editor
     )
-    b = mts.alter_query(b, query="SELECT ds, total\nFROM a\nWHERE total > 0", actor=editor)
+    rebuild = mts.alter_query(b, query="SELECT ds, total\nFROM a\nWHERE total > 0", actor=editor)
+    mts.claim(rebuild.pk, worker="w:1")
+    mts.apply_rebuild(rebuild)  # as the worker does once the new rows are committed
+    b.refresh_from_db()
     RefreshRun.objects.all().delete()
     _finished_runs(a, every=timedelta(hours=1), count=6)
     _finished_runs(b, every=timedelta(minutes=80), count=6)

@@ -20,9 +20,9 @@ from catalog.core.errors import (
     Unavailable,
 )
 from catalog.core.metadata_io import read_json
-from catalog.models import Table
+from catalog.models import CatalogEvent, Table
 from refresh import services as mts
-from refresh.core.freshness import Freshness, RefreshMode
+from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 from refresh.models import MaterializedTable, RefreshRun
 
 pytestmark = pytest.mark.django_db
@@ -313,50 +313,117 @@ def _fields(mt: MaterializedTable) -> list[tuple[str, int, str]]:
     return [(f["name"], f["id"], f["type"]) for f in schema["fields"]]
 
 
-def test_alter_as_adds_a_version_evolves_the_schema_and_queues_a_rebuild(
-    sales, monkeypatch, editor
+WIDER = StructType(
+    [
+        StructField("id", LongType(), False),
+        StructField("ds", StringType(), True),
+        StructField("doubled", StringType(), True),  # double -> string
+        StructField("tripled", DoubleType(), True),  # added
+    ]
+).json()
+WIDER_QUERY = "SELECT id, ds, cast(amount AS STRING) AS doubled, amount * 3 AS tripled FROM orders"
+
+
+def test_alter_as_changes_nothing_readers_see_until_its_rebuild_commits(
+    sales, monkeypatch, editor, dispatched
 ):
     mt = create(partitioned_by=("ds",))
-    before = dict((name, (fid, t)) for name, fid, t in _fields(mt))
-    wider = StructType(
-        [
-            StructField("id", LongType(), False),
-            StructField("ds", StringType(), True),
-            StructField("doubled", StringType(), True),  # double -> string: a new column
-            StructField("tripled", DoubleType(), True),  # added
-        ]
-    ).json()
-    monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: wider)
+    fields_before, metadata_before = _fields(mt), mt.table.metadata_location
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
 
-    mt = mts.alter_query(
-        mt,
-        query="SELECT id, ds, cast(amount AS STRING) AS doubled, amount * 3 AS tripled FROM orders",
-        actor=editor,
-    )
+    run = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
 
-    after = dict((name, (fid, t)) for name, fid, t in _fields(mt))
-    assert after["id"] == before["id"] and after["ds"] == before["ds"], "kept their ids"
-    assert after["doubled"][0] != before["doubled"][0] and after["doubled"][1] == "string"
-    assert after["tripled"][0] > max(fid for fid, _ in before.values())
-    assert mt.current_version == 2
-    assert [(v.version_id, v.query.startswith("SELECT id")) for v in mt.versions.all()] == [
-        (1, True),
-        (2, True),
-    ]
-    properties = read_json(mt.table.metadata_location)["properties"]
-    assert "tripled" in properties["lakeview.materialized-table.query"]
-    latest = mt.runs.order_by("-id").first()
-    assert (latest.force, latest.definition_version) == (True, 2)
+    mt.refresh_from_db()
+    mt.table.refresh_from_db()
+    assert (run.trigger, run.definition_version, run.force) == ("REBUILD", 2, True)
+    assert run.pk in dispatched
+    assert mt.current_version == 1 and mt.query == QUERY
+    assert mt.table.metadata_location == metadata_before and _fields(mt) == fields_before
+    assert [v.version_id for v in mt.versions.all()] == [1, 2]
+    pending = mts.pending_change(mt)
+    assert (pending.version_id, pending.outcome, pending.run_id) == (2, "PENDING", run.pk)
+    with pytest.raises(mts.InvalidState, match="version 2 is being applied"):
+        mts.alter_query(mt, query=QUERY, actor=editor)
+    with pytest.raises(mts.InvalidState, match="being applied"):
+        mts.set_freshness(mt, freshness=Freshness(2, TimeUnit.HOUR))
 
-    # Rollback: version 1 is current again, a new log entry, the old columns back.
+
+def test_a_failed_rebuild_leaves_the_definition_and_says_why(sales, monkeypatch, editor):
+    mt = create()
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
+    run = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+
+    mts.fail_rebuild(run, error="assert_true failed")
+
+    mt.refresh_from_db()
+    run.refresh_from_db()
+    entry = mt.version_log.get(run=run)
+    assert run.state == "FAILED" and "assert_true" in run.error
+    assert (entry.outcome, entry.error) == ("FAILED", "assert_true failed")
+    assert mt.current_version == 1 and mt.query == QUERY and mt.consecutive_failures == 0
+    assert mts.pending_change(mt) is None
+    events = CatalogEvent.objects.for_object(mt.table).order_by("id")
+    failed = events.get(action="alter_materialized_table_definition_failed")
+    assert "version 2 did not take effect: assert_true failed" in failed.message
+    # The next ALTER takes the next version id; the failed one stays in the versions.
+    assert mts.alter_query(mt, query=WIDER_QUERY, actor=editor).definition_version == 3
+
+
+def test_an_applied_rebuild_makes_its_version_current_and_a_rollback_returns(
+    sales, monkeypatch, editor
+):
+    mt = create()
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
+    run = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    RefreshRun.objects.filter(pk=run.pk).update(state="RUNNING")
+
+    mts.apply_rebuild(run, snapshot_id=None)
+
+    mt.refresh_from_db()
+    assert mt.current_version == 2 and mt.query == WIDER_QUERY
+    assert mt.version_log.get(run=run).outcome == "APPLIED"
+    assert RefreshRun.objects.get(pk=run.pk).state == "SUCCEEDED"
+
     monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: RESULT)
-    mt = mts.rollback_definition(mt, version_id=1, actor=editor)
+    back = mts.rollback_definition(mt, version_id=1, actor=editor)
+    assert back.definition_version == 1
+    mts.apply_rebuild(back)
+    mt.refresh_from_db()
     assert mt.current_version == 1 and mt.query == QUERY
     assert [e.operation for e in mt.version_log.all()] == ["create", "alter", "rollback"]
-    assert [name for name, _, _ in _fields(mt)] == ["id", "ds", "doubled"]
-    assert dict((n, t) for n, _, t in _fields(mt))["doubled"] == "double"
     with pytest.raises(InvalidInput, match="already current"):
         mts.rollback_definition(mt, version_id=1)
+
+
+def test_a_rebuild_whose_worker_died_is_settled_by_what_the_table_says(sales, monkeypatch, editor):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from refresh.core.definition import VERSION_PROPERTY
+
+    mt = create()
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
+    lost = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    long_ago = timezone.now() - timedelta(hours=1)
+    RefreshRun.objects.filter(pk=lost.pk).update(state="RUNNING", heartbeat_at=long_ago)
+
+    mts.fail_abandoned(silent_for=timedelta(minutes=1))  # its commit never landed
+
+    assert mt.version_log.get(run=lost).outcome == "FAILED"
+    landed = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    RefreshRun.objects.filter(pk=landed.pk).update(state="RUNNING", heartbeat_at=long_ago)
+    services.commit_table(
+        namespace="sales",
+        name="wide",
+        requirements=[],
+        updates=[{"action": "set-properties", "updates": {VERSION_PROPERTY: "3"}}],
+    )
+
+    mts.fail_abandoned(silent_for=timedelta(minutes=1))  # it landed, then the worker died
+
+    mt.refresh_from_db()
+    assert mt.version_log.get(run=landed).outcome == "APPLIED" and mt.current_version == 3
 
 
 @pytest.mark.parametrize("call", ["reflect", "java_method"])

@@ -76,9 +76,17 @@ def finished(mt: MaterializedTable, *, ago: timedelta, seconds: float = 5) -> Re
     return run
 
 
+def applied(run: RefreshRun) -> None:
+    """The rebuild run as a worker ends it once its commit landed (tests/spark commits)."""
+    mts.claim(run.pk, worker="w:1")
+    mts.apply_rebuild(run)
+
+
 def altered(mt: MaterializedTable, editor, monkeypatch) -> MaterializedTable:
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: WIDER_SCHEMA)
-    return mts.alter_query(mt, query=WIDER, actor=editor)
+    applied(mts.alter_query(mt, query=WIDER, actor=editor))
+    mt.refresh_from_db()
+    return mt
 
 
 # -- versions on the page ----------------------------------------------------------------------
@@ -156,14 +164,20 @@ def test_the_alter_form_makes_version_2_and_queues_a_rebuild(
 
     assert response.redirect_chain[-1][0] == A_PAGE
     mt = MaterializedTable.objects.get(table__name="a")
-    assert mt.current_version == 2 and mt.query == WIDER
-    assert [f.name for f in mt.table.schema_fields()] == ["ds", "total", "n"]
+    assert mt.current_version == 1 and mt.query == A_QUERY, "until the rebuild commits"
     [run] = RefreshRun.objects.exclude(pk__in=before)
-    assert run.force and run.state == "QUEUED" and run.pk in dispatched
+    assert run.trigger == "REBUILD" and run.state == "QUEUED" and run.pk in dispatched
     assert run.definition_version == 2
     html = response.content.decode()
-    assert "now at version 2" in html and f"job {run.pk}" in html
-    assert list(mt.version_log.values_list("operation", flat=True)) == ["create", "alter"]
+    assert f"Version 2 of sales.a is being built by job {run.pk}" in html
+    assert 'id="change-pending"' in html and "readers see version 1" in html
+    log = list(mt.version_log.values_list("operation", "outcome"))
+    assert log == [("create", "APPLIED"), ("alter", "PENDING")]
+
+    applied(run)
+    mt.refresh_from_db()
+    assert mt.current_version == 2 and mt.query == WIDER
+    assert 'id="change-pending"' not in client.get(A_PAGE).content.decode()
 
 
 def test_the_alter_form_shows_an_sql_error_beside_the_field_with_its_position(
@@ -206,12 +220,13 @@ def test_rollback_asks_for_confirmation_then_rolls_back(
     response = client.post(f"{A_PAGE}rollback/1", follow=True)
 
     assert response.redirect_chain[-1][0] == A_PAGE
+    assert "Version 1 of sales.a is being built by job" in response.content.decode()
+    run = RefreshRun.objects.get(trigger="REBUILD", definition_version=1)
+    applied(run)
     mt = MaterializedTable.objects.get(table__name="a")
     assert mt.current_version == 1 and mt.query == A_QUERY
     log = list(mt.version_log.values_list("version_id", "operation"))
     assert log == [(1, "create"), (2, "alter"), (1, "rollback")]
-    assert "rolled back to version 1" in response.content.decode()
-    assert RefreshRun.objects.filter(materialized_table=mt, definition_version=1).exists()
 
     current = client.get(f"{A_PAGE}rollback/1")
     assert 'id="already-current"' in current.content.decode()
@@ -278,8 +293,19 @@ def test_the_definition_api_alters_and_rolls_back(
 
     altered_response = editor_api.post(f"{url}definition", {"query": WIDER}, format="json")
     assert altered_response.status_code == 200, altered_response.json()
-    assert altered_response.json()["current_version"] == 2
-    assert altered_response.json()["query"] == WIDER
+    body = altered_response.json()
+    assert body["current_version"] == 1 and body["query"] == A_QUERY
+    pending = body["pending_change"]
+    assert (pending["version_id"], pending["operation"], pending["outcome"]) == (
+        2,
+        "alter",
+        "PENDING",
+    )
+    rebuild = editor_api.get(f"/api/refresh-runs/{pending['run_id']}/").json()
+    assert (rebuild["trigger"], rebuild["state"]) == ("REBUILD", "QUEUED")
+    busy = editor_api.post(f"{url}rollback", {"version_id": 1}, format="json")
+    assert busy.status_code == 409 and "being applied" in busy.json()["error"]
+    applied(RefreshRun.objects.get(pk=pending["run_id"]))
 
     bad = editor_api.post(f"{url}definition", {"query": "SELECT * FROM\n nowhere"}, format="json")
     assert bad.status_code == 400
@@ -288,8 +314,9 @@ def test_the_definition_api_alters_and_rolls_back(
     assert typo.status_code == 400
 
     rolled = editor_api.post(f"{url}rollback", {"version_id": 1}, format="json")
-    assert rolled.status_code == 200 and rolled.json()["current_version"] == 1
+    assert rolled.status_code == 200 and rolled.json()["pending_change"]["version_id"] == 1
     assert MaterializedTableVersionLogEntry.objects.filter(operation="rollback").count() == 1
+    applied(RefreshRun.objects.get(pk=rolled.json()["pending_change"]["run_id"]))
 
     again = editor_api.post(f"{url}rollback", {"version_id": 1}, format="json")
     assert again.status_code == 400, "already current"

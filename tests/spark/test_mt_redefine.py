@@ -1,0 +1,242 @@
+"""ALTER MATERIALIZED TABLE ... AS is one step for readers (issue 25), on the whole stack (the
+app, a Celery worker with its Spark, the streaming process).
+
+While a definition changes (an ALTER that changes a column's type, adds a NOT NULL column and
+drops one; a rollback; a FULL table switched to CONTINUOUS), readers poll the table through
+pyiceberg and Spark: every read succeeds and gives exactly the rows of one definition, never
+the new schema without its rows; afterwards every snapshot in the table's history reads the
+same way. A rebuild forced to fail at run time (`assert_true`) leaves the table as every
+engine saw it, and says why.
+
+The tests run in order on one stack (a module fixture)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyspark.sql import SparkSession
+
+from tests.refresh_stack import RefreshStack, refresh_stack
+from tests.spark.conftest import rest_catalog_conf
+
+NS = "redef"
+V1 = "SELECT g, sum(x) AS total FROM src GROUP BY g"
+# Slow enough that readers poll for seconds while it runs: every group meets 40 million rows.
+ROWS = 40_000_000
+V2 = (
+    "SELECT CAST(g AS STRING) AS g, count(*) AS n FROM src CROSS JOIN range("
+    f"{ROWS // 10}) r GROUP BY g"
+)
+FAILING = (
+    "SELECT g, sum(x) AS total, max(CAST(assert_true(x < 0) AS STRING)) AS c FROM src GROUP BY g"
+)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
+    with refresh_stack(tmp_path_factory.mktemp("redefine-stack")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def rs(spark: SparkSession, stack: RefreshStack) -> SparkSession:
+    session = spark.newSession()
+    for key, value in rest_catalog_conf(stack.server, name="rs").items():
+        session.conf.set(key, value)
+    session.conf.set("spark.sql.defaultCatalog", "rs")
+    session.sql(f"CREATE NAMESPACE IF NOT EXISTS rs.{NS}")
+    session.sql(f"CREATE TABLE rs.{NS}.src (id BIGINT, g BIGINT, x BIGINT)")
+    values = ", ".join(f"({i}, {i % 10}, {i})" for i in range(1, 101))
+    session.sql(f"INSERT INTO rs.{NS}.src VALUES {values}")
+    return session
+
+
+@pytest.fixture(scope="module")
+def catalog(stack: RefreshStack) -> RestCatalog:
+    return RestCatalog("rs", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+
+
+def ok(stack: RefreshStack, sql: str) -> dict:
+    response = stack.statements(sql, namespace=NS)
+    assert response.status_code == 200, response.text
+    return response.json()["results"][0]
+
+
+def v1_rows(spark: SparkSession) -> set[tuple]:
+    return {tuple(r) for r in spark.sql(V1.replace("FROM src", f"FROM rs.{NS}.src")).collect()}
+
+
+def v2_rows(spark: SparkSession) -> set[tuple]:
+    counts = spark.sql(f"SELECT g, count(*) FROM rs.{NS}.src GROUP BY g").collect()
+    return {(str(g), n * (ROWS // 10)) for g, n in counts}
+
+
+def by_pyiceberg(catalog: RestCatalog, name: str, snapshot_id: int | None = None) -> tuple:
+    """(column names, rows) of the table, or of one of its snapshots with that snapshot's
+    schema."""
+    table = catalog.load_table(f"{NS}.{name}")
+    arrow = table.scan(snapshot_id=snapshot_id).to_arrow()
+    names = tuple(arrow.column_names)
+    return names, {tuple(row.values()) for row in arrow.to_pylist()}
+
+
+def by_spark(spark: SparkSession, name: str) -> tuple:
+    frame = spark.table(f"rs.{NS}.{name}")
+    return tuple(frame.columns), {tuple(r) for r in frame.collect()}
+
+
+class Readers:
+    """Readers polling the table through pyiceberg (a thread) and Spark (another), each
+    read kept as (reader, column names, rows) or (reader, the error)."""
+
+    def __init__(self, catalog: RestCatalog, spark: SparkSession, name: str) -> None:
+        self.reads: list[tuple] = []
+        self.errors: list[tuple] = []
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(
+                target=self._poll, args=("pyiceberg", lambda: by_pyiceberg(catalog, name))
+            ),
+            threading.Thread(target=self._poll, args=("spark", lambda: by_spark(spark, name))),
+        ]
+
+    def _poll(self, reader: str, read: Callable[[], tuple]) -> None:
+        while not self.stop.is_set():
+            try:
+                self.reads.append((reader, *read()))
+            except Exception as error:  # noqa: BLE001 - a failed read is what we look for
+                self.errors.append((reader, repr(error)[:500]))
+
+    def __enter__(self) -> Readers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=120)
+
+
+def assert_each_read_is_one_definition(reads: list[tuple], errors: list, allowed: dict) -> None:
+    """Every read gives the columns and rows of one of `allowed` ({columns: rows})."""
+    assert not errors, errors[:3]
+    for reader, columns, rows in reads:
+        assert columns in allowed, f"{reader} read columns {columns}"
+        assert rows == allowed[columns], f"{reader} read {columns} with other rows: {rows}"
+
+
+def rebuild(stack: RefreshStack, result: dict) -> dict:
+    run_id = result["run_id"]
+    assert run_id, result
+    return stack.wait_for(
+        lambda: (run := stack.run(run_id))["state"] in ("SUCCEEDED", "FAILED") and run,
+        timeout=300,
+        what=f"rebuild run {run_id}",
+    )
+
+
+def test_readers_see_the_old_or_the_new_definition_during_an_alter(stack, rs, catalog):
+    created = ok(
+        stack,
+        f"CREATE MATERIALIZED TABLE big FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL AS {V1}",
+    )
+    assert rebuild(stack, created)["state"] == "SUCCEEDED"
+    old = {("g", "total"): v1_rows(rs)}
+    assert by_pyiceberg(catalog, "big") == (("g", "total"), old[("g", "total")])
+
+    with Readers(catalog, rs, "big") as readers:
+        result = ok(stack, f"ALTER MATERIALIZED TABLE big AS {V2}")
+        assert "is being built by job" in result["message"]
+        run = rebuild(stack, result)
+        readers.stop.wait(1.0)  # a few reads of the new definition too
+
+    assert run["state"] == "SUCCEEDED", run
+    assert run["trigger"] == "REBUILD" and run["definition_version"] == 2
+    new = {("g", "n"): v2_rows(rs)}
+    assert_each_read_is_one_definition(readers.reads, readers.errors, {**old, **new})
+    seen = {columns for _, columns, _ in readers.reads}
+    assert ("g", "total") in seen and ("g", "n") in seen, "readers polled through the swap"
+    table = catalog.load_table(f"{NS}.big")
+    assert str(table.schema().find_field("n").field_type) == "long"
+    assert str(table.schema().find_field("g").field_type) == "string"
+    assert table.properties["lakeview.materialized-table.version"] == "2"
+    # Every snapshot the table ever had reads as one definition, with its own schema.
+    for snapshot in table.snapshots():
+        columns, rows = by_pyiceberg(catalog, "big", snapshot.snapshot_id)
+        assert rows == {**old, **new}[columns], snapshot.snapshot_id
+
+
+def test_a_rebuild_that_fails_at_run_time_changes_nothing_engines_see(stack, rs, catalog):
+    before = catalog.load_table(f"{NS}.big").metadata_location
+    rows_before = by_pyiceberg(catalog, "big")
+
+    result = ok(stack, f"ALTER MATERIALIZED TABLE big AS {FAILING}")
+    run = rebuild(stack, result)
+
+    assert run["state"] == "FAILED" and "is not true" in run["error"], run["error"]
+    assert "\tat org.apache" not in run["error"], "the cause, not the stack trace"
+    assert catalog.load_table(f"{NS}.big").metadata_location == before
+    assert by_pyiceberg(catalog, "big") == rows_before
+    assert by_spark(rs, "big") == rows_before
+    detail = stack.api.get(
+        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/big/", timeout=30
+    ).json()
+    assert detail["current_version"] == 2 and detail["state"] == "ACTIVATED"
+    assert detail["pending_change"] is None
+    versions = stack.api.get(
+        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/big/versions/",
+        timeout=30,
+    ).json()
+    latest = versions["log"][0]
+    assert (latest["version_id"], latest["outcome"]) == (3, "FAILED")
+    assert latest["error"], latest
+
+
+def test_a_rollback_is_one_step_for_readers_too(stack, rs, catalog):
+    old = {("g", "n"): v2_rows(rs)}
+    with Readers(catalog, rs, "big") as readers:
+        response = stack.follow(
+            stack.api.post(
+                f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/big/rollback",
+                json={"version_id": 1},
+                timeout=30,
+            )
+        )
+        assert response.status_code == 200, response.text
+        run = rebuild(stack, {"run_id": response.json()["pending_change"]["run_id"]})
+        readers.stop.wait(1.0)
+
+    assert run["state"] == "SUCCEEDED", run
+    new = {("g", "total"): v1_rows(rs)}
+    assert_each_read_is_one_definition(readers.reads, readers.errors, {**old, **new})
+    assert by_pyiceberg(catalog, "big") == (("g", "total"), new[("g", "total")])
+
+
+def test_a_switch_from_full_to_continuous_is_one_step_for_readers(stack, rs, catalog):
+    query = "SELECT id, g, x FROM src WHERE x > 50"
+    created = ok(
+        stack, f"CREATE MATERIALIZED TABLE switched FRESHNESS = INTERVAL '1' HOUR AS {query}"
+    )
+    assert rebuild(stack, created)["state"] == "SUCCEEDED"
+    expected = query.replace("FROM src", f"FROM rs.{NS}.src")
+    before = {tuple(r) for r in rs.sql(expected).collect()}
+    rs.sql(f"INSERT INTO rs.{NS}.src VALUES (101, 1, 101), (102, 2, 102)")
+    after = {tuple(r) for r in rs.sql(expected).collect()}
+    columns = ("id", "g", "x")
+
+    with Readers(catalog, rs, "switched") as readers:
+        ok(stack, "ALTER MATERIALIZED TABLE switched SET FRESHNESS = INTERVAL '5' SECOND")
+        stack.wait_for(
+            lambda: by_pyiceberg(catalog, "switched")[1] == after,
+            timeout=180,
+            what="the streaming process to load the table",
+        )
+
+    assert not readers.errors, readers.errors[:3]
+    assert readers.reads
+    for reader, cols, rows in readers.reads:
+        assert cols == columns and rows in (before, after), (reader, cols, rows)
