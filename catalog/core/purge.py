@@ -264,6 +264,29 @@ def referenced_files(metadata: TableMetadata, metadata_location: str) -> set[str
 # -- the purge ------------------------------------------------------------------------------
 
 
+def superseded_metadata_files(
+    base: TableMetadata, base_location: str, new: TableMetadata, new_location: str
+) -> list[str]:
+    """The metadata files a commit leaves behind when the new metadata asks for it
+    (`write.metadata.delete-after-commit.enabled`, as Iceberg's own commits honour it):
+    those the base named (its log and itself) that the new metadata's log, trimmed to
+    `write.metadata.previous-versions-max`, no longer names. Each one only if it lies
+    inside the table's location (`owned_path`); empty when the property is off."""
+    enabled = new.properties.get("write.metadata.delete-after-commit.enabled", "false")
+    if enabled.strip().lower() != "true":
+        return []
+    kept = {new_location, *(entry.metadata_file for entry in new.metadata_log)}
+    named = [entry.metadata_file for entry in base.metadata_log] + [base_location]
+    superseded = []
+    for path in named:
+        if path in kept:
+            continue
+        owned = owned_path(path, new.location)
+        if owned is not None and owned not in superseded:
+            superseded.append(owned)
+    return superseded
+
+
 def check_purgeable(table_location: str, warehouse: str) -> str:
     """The table's location, normalized, if a purge may touch it: strictly inside the
     warehouse. InvalidInput otherwise."""

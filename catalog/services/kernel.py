@@ -24,6 +24,7 @@ transaction rolled back."""
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from catalog import history, mirror, selectors
-from catalog.core import metadata_io, tables, view_metadata
+from catalog.core import metadata_io, purge, tables, view_metadata
 from catalog.core.errors import (
     AlreadyExists,
     CatalogError,
@@ -47,6 +48,8 @@ from catalog.core.errors import (
 )
 from catalog.core.inputs import check_name, check_namespace_name, folder_name
 from catalog.models import Attachment, CatalogObject, Namespace, Table, View
+
+logger = logging.getLogger(__name__)
 
 Metadata = Any  # ViewMetadata | TableMetadata: whatever the kind's rules read and write
 
@@ -165,6 +168,8 @@ class _Prepared:
     metadata: Metadata
     new_location: str | None
     written: bool = False
+    #: The metadata the change was applied to (None for a create or followed files).
+    base: Metadata | None = None
 
     @property
     def unchanged(self) -> bool:
@@ -284,6 +289,8 @@ def commit(changes: Sequence[Change], *, actor: Any, action: str) -> list[Commit
                 for i in order:
                     results[i] = _swap(prepared[i], actor=actor, action=action)
                 swapped = True
+                for p in prepared:
+                    _delete_superseded_metadata_on_commit(p)
         except CatalogError as error:
             for p in prepared:
                 _record_failure(p.change, obj=p.obj, actor=actor, action=action, error=error)
@@ -296,6 +303,31 @@ def commit(changes: Sequence[Change], *, actor: Any, action: str) -> list[Commit
             for p in prepared:
                 if p.written:
                     metadata_io.delete_file(p.new_location)
+
+
+def _delete_superseded_metadata_on_commit(p: _Prepared) -> None:
+    """Once the swap is durable (the outermost transaction committed), delete the metadata
+    files a table's metadata asks to drop (purge.superseded_metadata_files). Never for an
+    attached table (its files are its writer's); a file that cannot be deleted is logged
+    and left, never a failed commit."""
+    if p.unchanged or p.change.kind is not TABLE or p.change.follows_files or p.base is None:
+        return
+    superseded = purge.superseded_metadata_files(
+        p.base, p.base_location or "", p.metadata, p.new_location or ""
+    )
+    if not superseded:
+        return
+
+    def delete() -> None:
+        for path in superseded:
+            try:
+                metadata_io.delete_file(path)
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                logger.warning("An old metadata file could not be deleted: %s (%s)", path, error)
+
+    transaction.on_commit(delete)
 
 
 def commit_one(change: Change, *, actor: Any, action: str) -> Committed:
@@ -381,7 +413,7 @@ def _prepare(change: Change) -> _Prepared:
         # Checked again, under a lock, in the swap's transaction; here it fails before any
         # file (or folder) is written.
         _check_location_free(metadata.location, owner=obj, lock=False)
-    prepared = _Prepared(change, obj, namespace, base_location, metadata, None)
+    prepared = _Prepared(change, obj, namespace, base_location, metadata, None, base=base)
     if change.adopt_metadata_location is not None:
         prepared.new_location = change.adopt_metadata_location
     else:

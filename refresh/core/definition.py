@@ -22,6 +22,14 @@ MERGE_ON_READ = {
     "write.delete.mode": "merge-on-read",
 }
 
+#: A materialized table commits every few seconds when it is continuous: the catalog keeps
+#: its last 20 metadata files and deletes older ones at each commit (snapshots are the time
+#: travel, not metadata files). A user's WITH or SET options override these.
+METADATA_HOUSEKEEPING = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
+
 #: The prefix of the table properties that describe the materialized table.
 PROPERTY_PREFIX = "lakeview.materialized-table."
 VERSION_PROPERTY = f"{PROPERTY_PREFIX}version"
@@ -107,6 +115,7 @@ def table_properties(
     # Row-level changes (a continuous table's MERGE INTO, the console's UPDATE and DELETE)
     # write delete files instead of rewriting data files: a micro-batch stays small.
     properties.update(MERGE_ON_READ)
+    properties.update(METADATA_HOUSEKEEPING)
     properties.update(definition.options)
     if definition.comment:
         properties["comment"] = definition.comment

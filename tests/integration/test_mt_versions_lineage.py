@@ -180,6 +180,23 @@ def test_the_alter_form_makes_version_2_and_queues_a_rebuild(
     assert 'id="change-pending"' not in client.get(A_PAGE).content.decode()
 
 
+def test_a_change_whose_rebuild_failed_is_said_on_the_page_with_the_reason(
+    client, viewer, editor, cascade, dispatched, wider
+):
+    run = mts.alter_query(cascade["a"], query=WIDER, actor=editor)
+    mts.fail_rebuild(run, error="[USER_RAISED_EXCEPTION] '(total > 0)' is not true!")
+    client.force_login(viewer)
+
+    html = client.get(A_PAGE).content.decode()
+
+    notice = re.search(r'id="change-failed">(.*?)</p>', html, re.S).group(1)
+    assert "The alter to version 2 did not take effect" in notice
+    assert "is not true!" in notice and "keeps version 1" in notice
+    assert 'id="current-version">version 1<' in html
+    log = re.search(r'<ol class="timeline" id="version-log">(.*?)</ol>', html, re.S).group(1)
+    assert "did not take effect" in log
+
+
 def test_the_alter_form_shows_an_sql_error_beside_the_field_with_its_position(
     client, editor, cascade
 ):
