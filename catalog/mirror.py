@@ -163,6 +163,10 @@ def _sync_table(table: Table, metadata: TableMetadata) -> None:
             s.model_dump(by_alias=True, mode="json") for s in metadata.partition_specs
         ],
         sort_orders=[o.model_dump(by_alias=True, mode="json") for o in metadata.sort_orders],
+        refs={
+            name: ref.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for name, ref in metadata.refs.items()
+        },
     )
     _sync_schema_fields(table.fields, TableSchemaField, {"table": table}, metadata.schemas)
     snapshot_ids = {s.snapshot_id for s in metadata.snapshots}

@@ -301,6 +301,9 @@ class Table(CatalogObject):
     last_updated_ms = models.BigIntegerField(default=0)
     partition_specs = models.JSONField(default=list, blank=True)
     sort_orders = models.JSONField(default=list, blank=True)
+    #: Branches and tags: {name: {"snapshot-id", "type", retention...}} (maintenance keeps
+    #: what they reference).
+    refs = models.JSONField(default=dict, blank=True)
 
     objects = CatalogObjectQuerySet.as_manager()
 

@@ -21,6 +21,8 @@ import os
 import socket
 import threading
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -110,7 +112,7 @@ def _execute(run_id: int) -> str:
     try:
         unchanged, snapshots = sources.unchanged_since_last_success(mt, run.partition or None)
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
-        services.finish(run, state=RefreshRun.State.FAILED, error=_describe(error))
+        services.finish(run, state=RefreshRun.State.FAILED, error=describe(error))
         return RefreshRun.State.FAILED
     now = timezone.now()
     if unchanged and not run.force:
@@ -139,7 +141,7 @@ def _execute(run_id: int) -> str:
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
         logger.warning("Refresh run %s of %s failed: %s", run.pk, mt, error)
-        services.finish(run, state=RefreshRun.State.FAILED, action=action, error=_describe(error))
+        services.finish(run, state=RefreshRun.State.FAILED, action=action, error=describe(error))
         return RefreshRun.State.FAILED
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
@@ -183,7 +185,7 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
     except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
         beating.stop()
         logger.warning("Rebuild run %s of %s failed: %s", run.pk, mt, error)
-        services.fail_rebuild(run, error=_describe(error))
+        services.fail_rebuild(run, error=describe(error))
         return RefreshRun.State.FAILED
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
@@ -215,7 +217,7 @@ def _not_claimed(run_id: int) -> str:
     return "waiting for the running refresh"
 
 
-def _describe(error: Exception) -> str:
+def describe(error: Exception) -> str:
     """The error as a user reads it: the message first (a Spark job's root cause), then
     where it came from."""
     if getattr(error, "java_exception", None) is not None:
@@ -230,16 +232,17 @@ def _describe(error: Exception) -> str:
 class Heartbeat(threading.Thread):
     """Says every few seconds that the run's worker is alive (its own DB connection)."""
 
-    def __init__(self, run: RefreshRun) -> None:
+    def __init__(self, run: Any, beat: Callable[[], None] | None = None) -> None:
         super().__init__(name=f"heartbeat-{run.pk}", daemon=True)
         self.run_row = run
+        self.beat = beat or (lambda: services.heartbeat(run))
         self.stopped = threading.Event()
 
     def run(self) -> None:
         try:
             while not self.stopped.wait(settings.MT_HEARTBEAT_SECONDS):
                 close_old_connections()
-                services.heartbeat(self.run_row)
+                self.beat()
         finally:
             connection.close()
 

@@ -22,7 +22,7 @@ import os
 import posixpath
 import stat
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -318,15 +318,32 @@ def purge_table_files(
     files = scan_table_files(metadata, metadata_location, table_location=root)
     result = PurgeResult(unreadable=sorted(files.unreadable))
     keep = _kept_for_retry(files, metadata_location)
-    outside: set[str] = set()
+    order = list(files.in_deletion_order())
+    result.kept = [p for p in order if p in keep and owned_path(p, root) is not None]
+    kept = set(result.kept)
+    handled = delete_owned_files(
+        [p for p in order if p not in kept], table_location=root, result=result
+    )
+    if root.startswith("/"):
+        result.removed_folders = _remove_empty_folders(
+            root, {posixpath.dirname(t) for t in handled}
+        )
+    return result
+
+
+def delete_owned_files(
+    paths: Iterable[str], *, table_location: str, result: PurgeResult
+) -> set[str]:
+    """Delete each of `paths` that lies strictly inside `table_location` (`owned_path`),
+    counting into `result`; a path outside is listed in `result.outside` and never touched.
+    Purges and maintenance (the files an expiry or an orphan scan names) both delete here.
+    Returns the normal forms deleted or found gone."""
+    outside: set[str] = set(result.outside)
     handled: set[str] = set()
-    for path in files.in_deletion_order():
-        target = owned_path(path, root)
+    for path in paths:
+        target = owned_path(path, table_location)
         if target is None:
             outside.add(path)
-            continue
-        if path in keep:
-            result.kept.append(path)
             continue
         if target in handled:
             continue  # one file spelled two ways ("file:/t/x" and "/t/x")
@@ -336,16 +353,12 @@ def purge_table_files(
         except FileNotFoundError:
             result.missing += 1
         except OSError as error:  # a folder, no permission: never deleted any other way
-            logger.warning("Purge could not delete %s: %s", target[:300], error)
+            logger.warning("Could not delete %s: %s", target[:300], error)
             result.failed.append(path)
         else:
             result.deleted += 1
     result.outside = sorted(outside)
-    if root.startswith("/"):
-        result.removed_folders = _remove_empty_folders(
-            root, {posixpath.dirname(t) for t in handled}
-        )
-    return result
+    return handled
 
 
 def _kept_for_retry(files: TableFiles, metadata_location: str) -> set[str]:

@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CORE_PACKAGES = ["catalog/core", "refresh/core", "refresh/spark"]
+CORE_PACKAGES = [
+    "catalog/core",
+    "refresh/core",
+    "refresh/spark",
+    "maintenance/core",
+    "maintenance/spark",
+]
 
 
 def core_modules() -> list[str]:

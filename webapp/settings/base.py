@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "catalog",
     "refresh",
+    "maintenance",
 ]
 
 MIDDLEWARE = [
@@ -234,3 +235,15 @@ CELERY_WORKER_CONCURRENCY = int(env("CELERY_WORKER_CONCURRENCY", "4"))
 # A refresh the worker died in is failed by heartbeat (above), never redelivered an hour
 # later by Redis's visibility timeout into a table that has moved on.
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
+
+# Table maintenance (maintenance/): celery-beat's sweep queues what each table's policy
+# says is due and samples its health at most every MAINTENANCE_SAMPLE_SECONDS; samples and
+# runs are kept MAINTENANCE_KEEP_DAYS.
+MAINTENANCE_SWEEP_SECONDS = float(env("MAINTENANCE_SWEEP_SECONDS", "60"))
+MAINTENANCE_SAMPLE_SECONDS = int(env("MAINTENANCE_SAMPLE_SECONDS", "600"))
+MAINTENANCE_KEEP_DAYS = int(env("MAINTENANCE_KEEP_DAYS", "30"))
+CELERY_BEAT_SCHEDULE["maintenance-sweep"] = {
+    "task": "maintenance.sweep",
+    "schedule": MAINTENANCE_SWEEP_SECONDS,
+}
+CELERY_BEAT_SCHEDULE["maintenance-prune"] = {"task": "maintenance.prune", "schedule": 3600.0}

@@ -1,0 +1,103 @@
+"""Maintenance runs on a worker: claim, a health sample, Iceberg's action in the worker's
+Spark (maintenance.spark.actions), the figures after, finish. Runs of one table are given
+in order to one task and run one after another; a run whose table is busy with another
+maintenance run (a second worker, a manual run) is sent again a moment later."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+
+from catalog.models import Table
+from maintenance import selectors, services
+from maintenance.core.policy import Action
+from maintenance.models import MaintenanceRun
+from maintenance.spark import actions
+from refresh import engine, runner
+
+logger = logging.getLogger(__name__)
+
+BUSY_RETRY_SECONDS = 5.0
+
+
+def execute(run_ids: list[int]) -> list[str]:
+    """Run each queued run in order; returns each one's final state (or why not)."""
+    slots = runner._refresh_slots()
+    if not slots.acquire(blocking=False):
+        services.dispatch(run_ids, countdown=BUSY_RETRY_SECONDS)
+        return ["waiting for a worker thread"]
+    try:
+        outcomes = []
+        for index, run_id in enumerate(run_ids):
+            run = services.claim(run_id, worker=runner.worker_name())
+            if run is None:
+                still_queued = MaintenanceRun.objects.filter(
+                    pk=run_id, state=MaintenanceRun.State.QUEUED
+                ).exists()
+                if still_queued:  # another run of the table is running: later, in order
+                    services.dispatch(run_ids[index:], countdown=BUSY_RETRY_SECONDS)
+                    outcomes.append("table busy, sent again")
+                    break
+                outcomes.append("not claimed")
+                continue
+            outcomes.append(_run(run))
+        return outcomes
+    finally:
+        slots.release()
+
+
+def _run(run: MaintenanceRun) -> str:
+    table = Table.objects.select_related("namespace").filter(pk=run.table_id).first()
+    if table is None:
+        services.finish(run, state=MaintenanceRun.State.CANCELLED, error="The table was dropped")
+        return MaintenanceRun.State.CANCELLED
+    beating = runner.Heartbeat(run, beat=lambda: services.heartbeat(run))
+    beating.start()
+    try:
+        before = services.record_sample(table, run=run)
+        policy = selectors.policy_of(table)
+        outcome = actions.run(
+            engine.spark(),
+            Action(run.action),
+            catalog=settings.CATALOG_NAME,
+            namespace=table.namespace.levels,
+            name=table.name,
+            table_location=table.location,
+            policy=policy,
+            now_ms=int(time.time() * 1000),
+        )
+        table.refresh_from_db()
+        after = services.record_sample(table, run=run)
+    except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
+        logger.warning("Maintenance run %s failed", run.pk, exc_info=True)
+        services.finish(run, state=MaintenanceRun.State.FAILED, error=runner.describe(error))
+        return MaintenanceRun.State.FAILED
+    finally:
+        beating.stop()
+    services.finish(
+        run,
+        state=MaintenanceRun.State.SUCCEEDED,
+        files_before=before.data_files + before.delete_files,
+        files_after=after.data_files + after.delete_files,
+        bytes_before=before.data_bytes,
+        bytes_after=after.data_bytes,
+        snapshots_before=before.snapshots,
+        snapshots_after=after.snapshots,
+        snapshots_expired=outcome.snapshots_expired,
+        files_rewritten=outcome.rewritten_files,
+        files_added=outcome.added_files,
+        files_deleted=outcome.files_deleted,
+        orphans_removed=outcome.files_deleted if run.action == Action.REMOVE_ORPHAN_FILES else 0,
+        files_outside=outcome.files_outside,
+        details={
+            **outcome.details,
+            "rewritten_bytes": outcome.rewritten_bytes,
+            "removed_delete_files": outcome.removed_delete_files,
+            "failed_files": outcome.failed_files,
+            "files_missing": outcome.files_missing,
+            "orphans_found": outcome.orphans_found,
+        },
+    )
+    return MaintenanceRun.State.SUCCEEDED

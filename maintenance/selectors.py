@@ -1,0 +1,157 @@
+"""Reads of maintenance: a table's policy and health (from the catalog's mirror), its runs
+and health series, and which tables the sweep looks at."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Max, QuerySet
+
+from catalog.core import metadata_io
+from catalog.models import Table, TableSnapshot
+from maintenance.core import policy as policies
+from maintenance.core.policy import Action, Health, Policy
+from maintenance.models import HealthSample, MaintenanceRun
+from refresh.models import MaterializedTable
+
+
+def managed_tables() -> QuerySet[Table]:
+    """Tables the app writes the metadata of (attached tables are their writers' to keep)."""
+    return Table.objects.filter(attachment__isnull=True).select_related("namespace")
+
+
+def materialized_of(table: Table) -> MaterializedTable | None:
+    return MaterializedTable.objects.filter(table=table).first()
+
+
+def policy_of(table: Table, mt: MaterializedTable | None = None) -> Policy:
+    mt = mt if mt is not None else materialized_of(table)
+    return policies.policy(
+        table_properties=table.properties or {},
+        namespace_properties=table.namespace.properties or {},
+        materialized=mt is not None,
+        freshness_seconds=mt.freshness.seconds if mt is not None and mt.freshness else None,
+    )
+
+
+def _number(summary: dict, key: str) -> int:
+    try:
+        return int(summary.get(key) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def health_of(table: Table, *, with_files: bool = False) -> Health:
+    """The table's figures from its mirror (the current snapshot's summary); with
+    `with_files`, also its manifests and current metadata file's size (file reads)."""
+    current = (
+        TableSnapshot.objects.filter(table=table, snapshot_id=table.current_snapshot_id)
+        .values_list("summary", "manifest_list")
+        .first()
+    )
+    summary, manifest_list = current if current else ({}, "")
+    referenced = {ref.get("snapshot-id") for ref in (table.refs or {}).values()}
+    snapshots = TableSnapshot.objects.filter(table=table)
+    oldest = (
+        snapshots.exclude(snapshot_id__in=[r for r in referenced if r is not None])
+        .order_by("timestamp_ms")
+        .values_list("timestamp_ms", flat=True)
+        .first()
+    )
+    deletes = _number(summary, "total-delete-files")
+    manifests = metadata_bytes = None
+    if with_files:
+        manifests = _manifests(manifest_list)
+        metadata_bytes = _size(table.metadata_location)
+    return Health(
+        data_files=_number(summary, "total-data-files"),
+        data_bytes=_number(summary, "total-files-size"),
+        delete_files=deletes,
+        # The summary counts delete files of both kinds together: all are position deletes
+        # when no equality delete rows are counted.
+        position_delete_files=deletes if _number(summary, "total-equality-deletes") == 0 else 0,
+        snapshots=snapshots.count(),
+        oldest_snapshot_ms=oldest,
+        manifests=manifests,
+        metadata_bytes=metadata_bytes,
+        metadata_files=table.metadata_log.count() + 1,
+    )
+
+
+def _size(path: str | None) -> int | None:
+    if not path:
+        return None
+    try:
+        return len(metadata_io.file_io(path).new_input(path))
+    except OSError:
+        return None
+
+
+def _manifests(manifest_list: str) -> int | None:
+    """How many manifests the current snapshot lists (reads its manifest list)."""
+    if not manifest_list:
+        return 0
+    from pyiceberg.manifest import read_manifest_list
+
+    try:
+        io = metadata_io.file_io(manifest_list)
+        return sum(1 for _ in read_manifest_list(io.new_input(manifest_list)))
+    except (OSError, ValueError):
+        return None
+
+
+def last_started(table: Table) -> dict[Action, int]:
+    """When each action last ran (or was queued) on the table, in epoch milliseconds."""
+    rows = (
+        MaintenanceRun.objects.filter(table=table)
+        .values("action")
+        .annotate(last=Max("queued_at"))
+        .values_list("action", "last")
+    )
+    return {Action(action): int(last.timestamp() * 1000) for action, last in rows}
+
+
+def runs(table: Table | None = None) -> QuerySet[MaintenanceRun]:
+    queryset = MaintenanceRun.objects.all()
+    if table is not None:
+        queryset = queryset.filter(table=table)
+    return queryset.select_related("requested_by")
+
+
+def get_run(run_id: int | str) -> MaintenanceRun:
+    from catalog.core.errors import NotFound
+
+    try:
+        return MaintenanceRun.objects.select_related("table__namespace").get(pk=int(run_id))
+    except (MaintenanceRun.DoesNotExist, ValueError):
+        raise NotFound(f"Maintenance run {str(run_id)[:40]} does not exist") from None
+
+
+def active(table: Table) -> QuerySet[MaintenanceRun]:
+    return MaintenanceRun.objects.filter(table=table, state__in=MaintenanceRun.ACTIVE)
+
+
+def health_series(table: Table, *, since: datetime | None = None, limit: int = 500) -> list[dict]:
+    """The table's health samples, oldest first (the last `limit`), with the runs they were
+    taken for marked."""
+    samples = HealthSample.objects.filter(table=table)
+    if since is not None:
+        samples = samples.filter(taken_at__gte=since)
+    rows = list(samples.order_by("-taken_at").select_related("run")[:limit])
+    return [
+        {
+            "at": s.taken_at.isoformat(),
+            "data_files": s.data_files,
+            "average_file_bytes": s.average_file_bytes,
+            "delete_files": s.delete_files,
+            "snapshots": s.snapshots,
+            "manifests": s.manifests,
+            "metadata_bytes": s.metadata_bytes,
+            "run": (
+                {"id": s.run_id, "action": s.run.action, "state": s.run.state}
+                if s.run is not None
+                else None
+            ),
+        }
+        for s in reversed(rows)
+    ]

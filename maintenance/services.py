@@ -1,0 +1,248 @@
+"""Every write of maintenance: a table's policy (its properties, through the one commit
+path), runs (queued, claimed, finished), health samples, and the sweep that queues what
+is due. Runs are rows claimed with a conditional update, as refresh runs are: two never run
+on one table at once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.core.errors import InvalidInput, ReadOnly, Unavailable
+from catalog.models import Table
+from catalog.services import tables as table_services
+from maintenance import selectors
+from maintenance.core import policy as policies
+from maintenance.core.policy import Action, PolicyError
+from maintenance.models import HealthSample, MaintenanceRun
+
+logger = logging.getLogger(__name__)
+
+#: The order "Run maintenance now" runs every action in: compaction first, so that the
+#: expiry after it can drop the files compaction replaced once they leave the retention.
+ALL_ACTIONS = (
+    Action.REWRITE_DATA_FILES,
+    Action.REWRITE_POSITION_DELETE_FILES,
+    Action.REWRITE_MANIFESTS,
+    Action.EXPIRE_SNAPSHOTS,
+    Action.REMOVE_ORPHAN_FILES,
+)
+
+
+def _check_managed(table: Table) -> None:
+    if hasattr(table, "attachment"):
+        raise ReadOnly(
+            f"{table} is attached: its writer keeps it, the catalog only reads it",
+        )
+
+
+def set_policy(
+    *, table: Table, changes: Mapping[str, str | None], actor: Any = None
+) -> policies.Policy:
+    """Set (a string) or remove (None) maintenance properties of `table` in one commit
+    through the catalog's commit path, as an engine's ALTER TABLE SET TBLPROPERTIES would.
+    Only the policy's own properties; each value checked, the wrong one named."""
+    _check_managed(table)
+    updates: dict[str, str] = {}
+    removals: list[str] = []
+    for name, value in changes.items():
+        if name not in policies.POLICY_PROPERTIES:
+            raise InvalidInput(
+                f"{name[:100]} is not a maintenance setting "
+                f"(one of: {', '.join(policies.POLICY_PROPERTIES)})",
+                field=name[:100],
+            )
+        if value is None:
+            removals.append(name)
+            continue
+        try:
+            parsed = policies.parse_value(name, str(value))
+        except PolicyError as error:
+            raise InvalidInput(str(error), field=error.field) from None
+        updates[name] = str(parsed).lower() if isinstance(parsed, bool) else str(parsed)
+    body: list[dict[str, Any]] = []
+    if updates:
+        body.append({"action": "set-properties", "updates": updates})
+    if removals:
+        body.append({"action": "remove-properties", "removals": removals})
+    if body:
+        table_services.commit_table(
+            namespace=table.namespace.name,
+            name=table.name,
+            requirements=[{"type": "assert-table-uuid", "uuid": str(table.uuid)}],
+            updates=body,
+            actor=actor,
+        )
+        table.refresh_from_db()
+    return selectors.policy_of(table)
+
+
+def start(
+    *,
+    table: Table,
+    actions: Sequence[Action] = ALL_ACTIONS,
+    trigger: str = MaintenanceRun.Trigger.MANUAL,
+    actor: Any = None,
+) -> list[MaintenanceRun]:
+    """Queue `actions` on `table` (in that order, on one worker) and send them. An action
+    already queued or running on the table is not queued twice: its run is returned."""
+    _check_managed(table)
+    with transaction.atomic():
+        Table.objects.select_for_update().filter(pk=table.pk).first()
+        pending = {
+            run.action: run
+            for run in selectors.active(table).filter(state=MaintenanceRun.State.QUEUED)
+        }
+        runs = [
+            pending.get(action.value)
+            or MaintenanceRun.objects.create(
+                table=table,
+                table_name=str(table),
+                action=action.value,
+                trigger=trigger,
+                requested_by=actor if getattr(actor, "is_authenticated", False) else None,
+            )
+            for action in actions
+        ]
+        new = [r.pk for r in runs if r.action not in pending]
+        if new:
+            transaction.on_commit(lambda: dispatch(new))
+    return runs
+
+
+def dispatch(run_ids: Sequence[int], *, countdown: float | None = None) -> None:
+    from maintenance import tasks
+
+    try:
+        tasks.run_maintenance.apply_async(args=[list(run_ids)], countdown=countdown)
+    except Exception as error:  # kombu's OperationalError and friends: the broker is down
+        raise Unavailable(f"The task queue cannot be reached: {error}") from error
+
+
+def claim(run_id: int, *, worker: str) -> MaintenanceRun | None:
+    """QUEUED -> RUNNING for this worker, unless the run is taken or finished, or another
+    maintenance run of its table is running; None then."""
+    with transaction.atomic():
+        run = MaintenanceRun.objects.filter(pk=run_id).first()
+        if run is None or run.table_id is None:
+            return None
+        Table.objects.select_for_update().filter(pk=run.table_id).first()
+        if MaintenanceRun.objects.filter(
+            table_id=run.table_id, state=MaintenanceRun.State.RUNNING
+        ).exists():
+            return None
+        now = timezone.now()
+        taken = MaintenanceRun.objects.filter(pk=run_id, state=MaintenanceRun.State.QUEUED).update(
+            state=MaintenanceRun.State.RUNNING, started_at=now, heartbeat_at=now, worker=worker
+        )
+        if taken != 1:
+            return None
+    run.refresh_from_db()
+    return run
+
+
+def heartbeat(run: MaintenanceRun) -> None:
+    MaintenanceRun.objects.filter(pk=run.pk, state=MaintenanceRun.State.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def finish(run: MaintenanceRun, *, state: str, error: str = "", **results: Any) -> MaintenanceRun:
+    MaintenanceRun.objects.filter(pk=run.pk, state__in=MaintenanceRun.ACTIVE).update(
+        state=state, finished_at=timezone.now(), error=error[:10_000], **results
+    )
+    run.refresh_from_db()
+    return run
+
+
+def cancel_queued(table: Table) -> int:
+    return (
+        selectors.active(table)
+        .filter(state=MaintenanceRun.State.QUEUED)
+        .update(state=MaintenanceRun.State.CANCELLED, finished_at=timezone.now())
+    )
+
+
+def fail_abandoned(*, silent_for: timedelta) -> int:
+    """Runs whose worker stopped beating (killed mid-action) are failed, freeing the table."""
+    cutoff = timezone.now() - silent_for
+    return MaintenanceRun.objects.filter(
+        state=MaintenanceRun.State.RUNNING, heartbeat_at__lt=cutoff
+    ).update(
+        state=MaintenanceRun.State.FAILED,
+        finished_at=timezone.now(),
+        error="The worker running this stopped answering (it was stopped or died)",
+    )
+
+
+def record_sample(table: Table, *, run: MaintenanceRun | None = None) -> HealthSample:
+    health = selectors.health_of(table, with_files=True)
+    return HealthSample.objects.create(
+        table=table,
+        data_files=health.data_files,
+        data_bytes=health.data_bytes,
+        delete_files=health.delete_files,
+        snapshots=health.snapshots,
+        manifests=health.manifests,
+        metadata_bytes=health.metadata_bytes,
+        metadata_files=health.metadata_files,
+        run=run,
+    )
+
+
+def sweep(*, now: datetime | None = None) -> int:
+    """celery-beat's maintenance tick: for every managed table whose policy is on, take a
+    health sample when the last is old enough, and queue what is due (one task per table,
+    its actions in order). Returns how many runs were queued."""
+    now = now or timezone.now()
+    sample_every = timedelta(seconds=settings.MAINTENANCE_SAMPLE_SECONDS)
+    queued = 0
+    for table in selectors.managed_tables().iterator(chunk_size=200):
+        try:
+            queued += _sweep_table(table, now=now, sample_every=sample_every)
+        except Exception:  # noqa: BLE001 - one table's trouble never stops the sweep
+            logger.exception("Maintenance sweep of table %s", table.pk)
+    return queued
+
+
+def _sweep_table(table: Table, *, now: datetime, sample_every: timedelta) -> int:
+    policy = selectors.policy_of(table)
+    if not policy.enabled:
+        return 0
+    last_sample = (
+        HealthSample.objects.filter(table=table).order_by("-taken_at").values_list("manifests")
+    )
+    recent = HealthSample.objects.filter(table=table, taken_at__gte=now - sample_every).exists()
+    if not recent:
+        record_sample(table)
+    if selectors.active(table).exists():
+        return 0
+    health = selectors.health_of(table)
+    manifests = last_sample.first()
+    if manifests is not None:
+        health = type(health)(**{**health.__dict__, "manifests": manifests[0]})
+    due = policies.due(
+        policy,
+        health,
+        now_ms=int(now.timestamp() * 1000),
+        last_started_ms=selectors.last_started(table),
+    )
+    if not due:
+        return 0
+    return len(start(table=table, actions=due, trigger=MaintenanceRun.Trigger.SCHEDULED))
+
+
+def prune(*, now: datetime | None = None) -> int:
+    """Health samples and finished runs older than MAINTENANCE_KEEP_DAYS."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.MAINTENANCE_KEEP_DAYS)
+    samples, _ = HealthSample.objects.filter(taken_at__lt=cutoff).delete()
+    runs, _ = MaintenanceRun.objects.filter(
+        queued_at__lt=cutoff, state__in=MaintenanceRun.FINISHED
+    ).delete()
+    return samples + runs
