@@ -7,6 +7,7 @@ from django.urls import path, re_path, register_converter
 from catalog import converters  # noqa: F401 - registers <version_id:...>
 from catalog.api import views
 from catalog.api.docs import docs, schema
+from maintenance import api as maint
 from refresh.api import jobs as mt_jobs
 from refresh.api import views as mt_views
 from webapp.middleware import not_found
@@ -84,6 +85,10 @@ urlpatterns = [
     path(f"{TABLE}/detach", views.TableDetachView.as_view(), name="table-detach"),
     path(f"{TABLE}/preview", views.TablePreviewView.as_view(), name="table-preview"),
     path(f"{TABLE}/files", views.TableFilesView.as_view(), name="table-files"),
+    path(f"{TABLE}/maintenance", maint.PolicyView.as_view(), name="table-maintenance"),
+    path(f"{TABLE}/maintenance/runs/", maint.RunListView.as_view(), name="table-maintenance-runs"),
+    path(f"{TABLE}/maintenance/health", maint.HealthView.as_view(), name="table-health"),
+    path("maintenance-runs/<int:run_id>/", maint.RunDetailView.as_view(), name="maintenance-run"),
     # materialized tables (refresh/api)
     path("statements/", mt_views.StatementsView.as_view(), name="statements"),
     path(

@@ -27,6 +27,7 @@ from catalog.pages.formatting import time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import job_preview, shown_preview
 from catalog.pages.views import HISTORY_LENGTH, catalog_page, linker
+from maintenance import pages as maintenance_pages
 from refresh import spark_jobs
 
 #: Snapshot summary keys shown as columns, in this order, with their headings; the others
@@ -316,6 +317,7 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "metadata_log": metadata_log,
         "last_updated": time_of(table.last_updated_ms),
         "history": CatalogEvent.objects.for_object(table)[:HISTORY_LENGTH],
+        "maintenance": maintenance_pages.section(request, table),
     }
     return render(request, "catalog/table_detail.html", context, status=status)
 

@@ -22,6 +22,7 @@ from catalog.models import Namespace
 from catalog.pages.diff import side_by_side
 from catalog.pages.views import catalog_page, linker
 from catalog.roles import can_view
+from maintenance import pages as maintenance_pages
 from refresh import console, lineage, selectors, services, spark_jobs
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
 from refresh.models import (
@@ -168,6 +169,7 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
         **_definition_versions(mt),
     }
+    context["maintenance"] = maintenance_pages.section(request, mt.table)
     return render(request, "refresh/mt_detail.html", context)
 
 

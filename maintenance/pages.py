@@ -1,0 +1,88 @@
+"""The maintenance section of the table and materialized-table pages (one template,
+templates/maintenance/_section.html), and its two forms: the policy switch and "Run
+maintenance now". Thin: they call maintenance.services and go back to the page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from catalog.core.errors import CatalogError
+from catalog.models import Table
+from catalog.pages.views import catalog_page
+from catalog.roles import can_edit
+from maintenance import selectors, services
+from maintenance.models import MaintenanceRun
+
+RUNS_LISTED = 20
+
+
+def section(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """What the section shows: the policy, the health now and over time, the last runs."""
+    managed = not hasattr(table, "attachment")
+    policy = selectors.policy_of(table)
+    health = selectors.health_of(table, with_files=True)
+    return {
+        "managed": managed,
+        "policy": policy,
+        "health": health,
+        "runs": list(selectors.runs(table)[:RUNS_LISTED]),
+        "running": selectors.active(table).exists(),
+        "series": selectors.health_series(table),
+        "can_edit": can_edit(request.user) and managed,
+    }
+
+
+def _table(namespace: str, name: str) -> Table:
+    return get_object_or_404(
+        Table.objects.select_related("namespace"), namespace__name=namespace, name=name
+    )
+
+
+def _back(table: Table) -> HttpResponse:
+    """The materialized table's page for a materialized table, else the table's."""
+    if selectors.materialized_of(table) is not None:
+        url = reverse("refresh:mt-detail", args=[table.namespace.name, table.name])
+    else:
+        url = reverse("catalog:table-detail", args=[table.namespace.name, table.name])
+    return redirect(f"{url}#maintenance")
+
+
+@require_POST
+@catalog_page(editors_only=True)
+def set_enabled(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    table = _table(namespace, name)
+    enabled = request.POST.get("enabled") == "on"
+    try:
+        services.set_policy(
+            table=table,
+            changes={"lakeview.maintenance.enabled": "true" if enabled else "false"},
+            actor=request.user,
+        )
+    except CatalogError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Maintenance turned {'on' if enabled else 'off'}.")
+    return _back(table)
+
+
+@require_POST
+@catalog_page(editors_only=True)
+def run_now(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    table = _table(namespace, name)
+    try:
+        runs = services.start(
+            table=table, trigger=MaintenanceRun.Trigger.MANUAL, actor=request.user
+        )
+    except CatalogError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(
+            request, f"Maintenance queued: {', '.join(r.action.lower() for r in runs)}."
+        )
+    return _back(table)

@@ -1,0 +1,58 @@
+/* A table's health over time (maintenance section): data files and delete files, average
+   file size, snapshots kept, and the current metadata file's size, drawn by uPlot from the
+   JSON the page embeds (#health-chart-data). Samples taken for a maintenance run are drawn
+   as dots: the runs are marked on every line. */
+(function () {
+  "use strict";
+  var source = document.getElementById("health-chart-data");
+  if (!source || typeof uPlot === "undefined") { return; }
+  var samples = JSON.parse(source.textContent) || [];
+  if (!samples.length) { return; }
+
+  function seconds(iso) { return Date.parse(iso) / 1000; }
+  function width(element) { return Math.max(element.clientWidth || 0, 320); }
+  function column(key) { return samples.map(function (s) { return s[key]; }); }
+  var times = samples.map(function (s) { return seconds(s.at); });
+  var marked = samples.map(function (s) { return s.run !== null; });
+  var points = {
+    show: true,
+    size: 7,
+    filter: function (u, seriesIdx, show) {
+      var shown = [];
+      marked.forEach(function (m, i) { if (m) { shown.push(i); } });
+      return shown;
+    },
+  };
+
+  function draw(element, series, columns) {
+    if (!element) { return null; }
+    return new uPlot({
+      width: width(element),
+      height: 200,
+      series: series,
+      axes: [{}, { size: 60, scale: "y" }, { side: 1, size: 70, scale: "y2", grid: { show: false } }],
+      scales: { x: { time: true } },
+    }, columns, element);
+  }
+
+  var charts = [
+    draw(document.getElementById("chart-health-files"), [
+      {},
+      { label: "data files", stroke: "#1769aa", width: 1.5, scale: "y", points: points },
+      { label: "delete files", stroke: "#b42318", width: 1, scale: "y", points: points },
+      { label: "average file (KiB)", stroke: "#17663a", width: 1, scale: "y2", points: points },
+    ], [times, column("data_files"), column("delete_files"),
+        samples.map(function (s) { return s.average_file_bytes === null ? null : s.average_file_bytes / 1024; })]),
+    draw(document.getElementById("chart-health-metadata"), [
+      {},
+      { label: "snapshots kept", stroke: "#6941c6", width: 1.5, scale: "y", points: points },
+      { label: "metadata file (KiB)", stroke: "#b54708", width: 1, scale: "y2", points: points },
+    ], [times, column("snapshots"),
+        samples.map(function (s) { return s.metadata_bytes === null ? null : s.metadata_bytes / 1024; })]),
+  ];
+  window.addEventListener("resize", function () {
+    charts.forEach(function (chart) {
+      if (chart) { chart.setSize({ width: width(chart.root.parentNode), height: 200 }); }
+    });
+  });
+})();

@@ -1,0 +1,328 @@
+"""Table maintenance without Spark: the policy (read and changed through the API and the
+page, as properties committed through the one commit path), runs queued in order and never
+twice, claimed one at a time per table, failed when their worker goes silent, the sweep's
+decisions from the mirror, health samples, and pruning."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from catalog import services
+from catalog.models import CatalogEvent, Namespace, Table
+from maintenance import selectors
+from maintenance import services as maintenance
+from maintenance.core.policy import Action
+from maintenance.models import HealthSample, MaintenanceRun
+from refresh.models import MaterializedTable
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+}
+MINUTE_MS = 60 * 1000
+
+
+def make_table(name: str = "events", namespace: str = "ops") -> Table:
+    if not Namespace.objects.filter(name=namespace).exists():
+        services.create_namespace(name=namespace)
+    return services.create_table(namespace=namespace, name=name, schema=SCHEMA).obj
+
+
+def make_mt(name: str = "totals") -> MaterializedTable:
+    table = make_table(name)
+    return MaterializedTable.objects.create(
+        table=table,
+        query="SELECT x FROM ops.events",
+        freshness_value=10,
+        freshness_unit="SECOND",
+        refresh_mode="CONTINUOUS",
+        mode_is_explicit=True,
+        state="ACTIVATED",
+    )
+
+
+def add_snapshots(table: Table, *, count: int, age_minutes: float, files: int = 1) -> None:
+    """`count` append snapshots, the first `age_minutes` old, each with `files` more files."""
+    now = int(timezone.now().timestamp() * 1000)
+    start = now - int(age_minutes * MINUTE_MS)
+    step = (now - start) // max(count, 1)
+    parent = table.current_snapshot_id
+    for i in range(count):
+        snapshot_id = (table.pk * 1000) + i + 1 + (table.snapshots.count() * 7)
+        total = (i + 1) * files
+        updates = [
+            {
+                "action": "add-snapshot",
+                "snapshot": {
+                    "snapshot-id": snapshot_id,
+                    **({"parent-snapshot-id": parent} if parent else {}),
+                    "sequence-number": table.snapshots.count() + 1,
+                    "timestamp-ms": start + i * step,
+                    "manifest-list": f"{table.location}/metadata/snap-{snapshot_id}.avro",
+                    "summary": {
+                        "operation": "append",
+                        "total-data-files": str(total),
+                        "total-files-size": str(total * 1024),
+                        "total-delete-files": "0",
+                    },
+                    "schema-id": 0,
+                },
+            },
+            {
+                "action": "set-snapshot-ref",
+                "ref-name": "main",
+                "type": "branch",
+                "snapshot-id": snapshot_id,
+            },
+        ]
+        services.commit_table(
+            namespace=table.namespace.name, name=table.name, requirements=[], updates=updates
+        )
+        table.refresh_from_db()
+        parent = snapshot_id
+
+
+@pytest.fixture
+def editor_api(editor) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(editor)
+    return client
+
+
+@pytest.fixture
+def viewer_api(viewer) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(viewer)
+    return client
+
+
+def policy_url(table: Table) -> str:
+    return f"/api/namespaces/{table.namespace.name}/tables/{table.name}/maintenance"
+
+
+def test_a_plain_table_is_not_maintained_until_asked_and_asking_commits_a_property(
+    editor_api: APIClient,
+) -> None:
+    table = make_table()
+    body = editor_api.get(policy_url(table)).json()
+    assert body["enabled"] is False and body["enabled_by"] == "default"
+
+    response = editor_api.patch(
+        policy_url(table),
+        {"enabled": True, "properties": {"history.expire.max-snapshot-age-ms": "3600000"}},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.content
+    assert response.json()["enabled"] and response.json()["max_snapshot_age_ms"] == 3600000
+    table.refresh_from_db()
+    assert table.properties["lakeview.maintenance.enabled"] == "true"
+    assert CatalogEvent.objects.for_object(table).filter(action="commit_table").exists()
+
+
+def test_a_materialized_table_is_maintained_by_default_with_a_retention_from_its_freshness(
+    editor_api: APIClient,
+) -> None:
+    mt = make_mt()
+    body = editor_api.get(policy_url(mt.table)).json()
+    assert body["enabled"] is True and body["enabled_by"] == "default"
+    assert body["max_snapshot_age_ms"] == 10 * MINUTE_MS
+
+
+def test_a_namespace_property_turns_maintenance_on_for_its_tables(editor_api) -> None:
+    table = make_table()
+    services.update_namespace_properties(
+        name="ops", updates={"lakeview.maintenance.enabled": "true"}, removals=[]
+    )
+    table.refresh_from_db()
+    assert selectors.policy_of(table).enabled_by == "namespace"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"properties": {"history.expire.min-snapshots-to-keep": "0"}}, "min-snapshots-to-keep"),
+        ({"properties": {"lakeview.maintenance.orphan-age-ms": "5"}}, "orphan-age-ms"),
+        ({"properties": {"write.format.default": "orc"}}, "write.format.default"),
+        ({"enabled": "perhaps"}, "enabled"),
+    ],
+)
+def test_a_wrong_policy_value_is_a_400_naming_it_and_changes_nothing(
+    editor_api: APIClient, body: dict, field: str
+) -> None:
+    table = make_table()
+    before = table.metadata_location
+    response = editor_api.patch(policy_url(table), body, format="json")
+    assert response.status_code == 400
+    assert field in response.content.decode()
+    table.refresh_from_db()
+    assert table.metadata_location == before
+
+
+def test_a_viewer_reads_the_policy_but_cannot_change_it_or_start_runs(
+    viewer_api: APIClient,
+) -> None:
+    table = make_table()
+    assert viewer_api.get(policy_url(table)).status_code == 200
+    assert viewer_api.patch(policy_url(table), {"enabled": True}, format="json").status_code == 403
+    assert viewer_api.post(f"{policy_url(table)}/runs/", {}, format="json").status_code == 403
+    assert not MaintenanceRun.objects.exists()
+
+
+def test_run_maintenance_now_queues_every_action_in_order_and_never_twice(
+    editor_api: APIClient,
+) -> None:
+    table = make_table()
+    first = editor_api.post(f"{policy_url(table)}/runs/", {}, format="json")
+    assert first.status_code == 202, first.content
+    assert [r["action"] for r in first.json()] == [
+        "REWRITE_DATA_FILES",
+        "REWRITE_POSITION_DELETE_FILES",
+        "REWRITE_MANIFESTS",
+        "EXPIRE_SNAPSHOTS",
+        "REMOVE_ORPHAN_FILES",
+    ]
+    assert {r["state"] for r in first.json()} == {"QUEUED"}
+
+    again = editor_api.post(
+        f"{policy_url(table)}/runs/", {"actions": ["EXPIRE_SNAPSHOTS"]}, format="json"
+    )
+    assert [r["id"] for r in again.json()] == [first.json()[3]["id"]]
+    assert MaintenanceRun.objects.count() == 5
+    listed = editor_api.get(f"{policy_url(table)}/runs/").json()
+    assert listed["count"] == 5
+    one = editor_api.get(f"/api/maintenance-runs/{first.json()[0]['id']}/")
+    assert one.json()["table_name"] == "ops.events"
+
+
+def test_an_unknown_action_is_a_400(editor_api: APIClient) -> None:
+    table = make_table()
+    response = editor_api.post(f"{policy_url(table)}/runs/", {"actions": ["VACUUM"]}, format="json")
+    assert response.status_code == 400 and "actions" in response.json()
+
+
+def test_an_attached_table_is_its_writers_to_maintain(editor_api, tmp_path) -> None:
+    table = make_table()
+    from catalog.models import Attachment
+
+    Attachment.objects.create(table=table)
+    assert editor_api.patch(policy_url(table), {"enabled": True}, format="json").status_code == 403
+    assert editor_api.post(f"{policy_url(table)}/runs/", {}, format="json").status_code == 403
+
+
+def test_two_runs_of_one_table_never_run_at_once_and_a_silent_workers_run_is_failed() -> None:
+    table = make_table()
+    other = make_table("other")
+    expire, orphans = maintenance.start(
+        table=table, actions=[Action.EXPIRE_SNAPSHOTS, Action.REMOVE_ORPHAN_FILES]
+    )
+    [elsewhere] = maintenance.start(table=other, actions=[Action.EXPIRE_SNAPSHOTS])
+
+    assert maintenance.claim(expire.pk, worker="w1") is not None
+    assert maintenance.claim(expire.pk, worker="w2") is None  # taken
+    assert maintenance.claim(orphans.pk, worker="w2") is None  # the table is busy
+    assert maintenance.claim(elsewhere.pk, worker="w2") is not None  # another table
+
+    MaintenanceRun.objects.filter(pk=expire.pk).update(
+        heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert maintenance.fail_abandoned(silent_for=timedelta(minutes=1)) == 1
+    expire.refresh_from_db()
+    assert expire.state == "FAILED" and "stopped answering" in expire.error
+    assert maintenance.claim(orphans.pk, worker="w2") is not None
+
+
+def test_the_sweep_samples_maintained_tables_and_queues_what_is_due() -> None:
+    mt = make_mt()
+    plain = make_table()
+    add_snapshots(mt.table, count=30, age_minutes=30, files=2)
+    add_snapshots(plain, count=30, age_minutes=30, files=2)
+
+    queued = maintenance.sweep()
+
+    runs = list(MaintenanceRun.objects.filter(table=mt.table).order_by("id"))
+    assert [r.action for r in runs] == [
+        "REWRITE_DATA_FILES",
+        "EXPIRE_SNAPSHOTS",
+        "REMOVE_ORPHAN_FILES",
+    ]
+    assert queued == 3 and {r.trigger for r in runs} == {"SCHEDULED"}
+    assert not MaintenanceRun.objects.filter(table=plain).exists()
+    sample = HealthSample.objects.get(table=mt.table)
+    assert (sample.data_files, sample.snapshots) == (60, 30)
+    assert sample.metadata_bytes and sample.metadata_bytes > 1000
+    assert not HealthSample.objects.filter(table=plain).exists()
+
+    # Runs still queued: the next tick queues nothing more, and takes no second sample yet.
+    assert maintenance.sweep() == 0
+    assert HealthSample.objects.filter(table=mt.table).count() == 1
+
+
+def test_the_health_api_gives_the_figures_now_and_the_samples_with_runs_marked(
+    editor_api: APIClient,
+) -> None:
+    mt = make_mt()
+    add_snapshots(mt.table, count=3, age_minutes=1, files=4)
+    [run] = maintenance.start(table=mt.table, actions=[Action.REWRITE_DATA_FILES])
+    maintenance.record_sample(mt.table, run=run)
+    maintenance.record_sample(mt.table)
+
+    body = editor_api.get(policy_url(mt.table) + "/health").json()
+
+    assert body["now"]["data_files"] == 12 and body["now"]["snapshots"] == 3
+    assert body["now"]["average_file_bytes"] == 1024
+    assert [s["run"] and s["run"]["action"] for s in body["series"]] == [
+        "REWRITE_DATA_FILES",
+        None,
+    ]
+
+
+def test_old_samples_and_finished_runs_are_pruned(settings) -> None:
+    table = make_table()
+    [run] = maintenance.start(table=table, actions=[Action.EXPIRE_SNAPSHOTS])
+    maintenance.finish(run, state="SUCCEEDED")
+    maintenance.record_sample(table)
+    long_ago = timezone.now() - timedelta(days=settings.MAINTENANCE_KEEP_DAYS + 1)
+    MaintenanceRun.objects.update(queued_at=long_ago)
+    HealthSample.objects.update(taken_at=long_ago)
+    maintenance.record_sample(table)
+
+    assert maintenance.prune() == 2
+    assert HealthSample.objects.count() == 1 and not MaintenanceRun.objects.exists()
+
+
+def test_the_table_page_shows_the_section_and_its_forms_switch_and_queue(client, editor) -> None:
+    table = make_table()
+    client.force_login(editor)
+    page = client.get(f"/namespaces/ops/tables/{table.name}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="maintenance"' in html and "Run maintenance now" in html
+
+    switched = client.post(
+        f"/namespaces/ops/tables/{table.name}/maintenance/enabled", {"enabled": "on"}
+    )
+    assert switched.status_code == 302 and switched["Location"].endswith("#maintenance")
+    table.refresh_from_db()
+    assert table.properties["lakeview.maintenance.enabled"] == "true"
+
+    client.post(f"/namespaces/ops/tables/{table.name}/maintenance/run")
+    assert MaintenanceRun.objects.filter(table=table, trigger="MANUAL").count() == 5
+    page = client.get(f"/namespaces/ops/tables/{table.name}/").content.decode()
+    assert 'id="maintenance-runs"' in page and "REMOVE_ORPHAN_FILES" in page
+
+
+def test_a_viewer_sees_the_section_without_its_forms(client, viewer) -> None:
+    table = make_table()
+    client.force_login(viewer)
+    html = client.get(f"/namespaces/ops/tables/{table.name}/").content.decode()
+    assert 'id="maintenance"' in html and "Run maintenance now" not in html
+    response = client.post(f"/namespaces/ops/tables/{table.name}/maintenance/run")
+    assert response.status_code == 403
