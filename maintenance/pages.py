@@ -22,6 +22,16 @@ from maintenance.models import MaintenanceRun
 RUNS_LISTED = 20
 
 
+def duration(ms: int) -> str:
+    """A policy's age in the largest whole unit that reads well: "5 days", "10 minutes"."""
+    seconds = ms / 1000
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds >= size and (seconds % size == 0 or seconds >= 10 * size or unit == "second"):
+            count = round(seconds / size, 1 if seconds % size else None)
+            return f"{count:g} {unit}{'' if count == 1 else 's'}"
+    return f"{ms} ms"
+
+
 def section(request: HttpRequest, table: Table) -> dict[str, Any]:
     """What the section shows: the policy, the health now and over time, the last runs."""
     managed = not hasattr(table, "attachment")
@@ -30,6 +40,8 @@ def section(request: HttpRequest, table: Table) -> dict[str, Any]:
     return {
         "managed": managed,
         "policy": policy,
+        "retention": duration(policy.max_snapshot_age_ms),
+        "orphan_age": duration(policy.orphan_age_ms),
         "health": health,
         "runs": list(selectors.runs(table)[:RUNS_LISTED]),
         "running": selectors.active(table).exists(),

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 
 from django.conf import settings
 
 from catalog.models import Table
 from maintenance import selectors, services
-from maintenance.core.policy import Action
+from maintenance.core.policy import Action, Policy
 from maintenance.models import MaintenanceRun
 from maintenance.spark import actions
-from refresh import engine, runner
+from refresh import engine, leases, runner
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,46 @@ def execute(run_ids: list[int]) -> list[str]:
         slots.release()
 
 
+#: What Iceberg says when the action's commit lost to a writer it cannot be rebased onto (a
+#: refresh replaced the files a compaction rewrote): the action is tried again, once.
+CONFLICTS = ("Cannot commit", "Found conflicting", "Missing required files", "CommitFailed")
+
+
+#: Actions that replace data, delete or manifest files: they take the table's rewrite lease
+#: (refresh.leases) so that a continuous table's MERGE micro-batches wait for them.
+REWRITES = (
+    Action.REWRITE_DATA_FILES,
+    Action.REWRITE_POSITION_DELETE_FILES,
+    Action.REWRITE_MANIFESTS,
+)
+
+
+def _run_action(run: MaintenanceRun, table: Table, policy: Policy) -> actions.Outcome:
+    turn = leases.rewriting(table.pk) if Action(run.action) in REWRITES else nullcontext()
+    with turn:
+        return _attempts(run, table, policy)
+
+
+def _attempts(run: MaintenanceRun, table: Table, policy: Policy) -> actions.Outcome:
+    for attempt in (1, 2):
+        try:
+            return actions.run(
+                engine.spark(),
+                Action(run.action),
+                catalog=settings.CATALOG_NAME,
+                namespace=table.namespace.levels,
+                name=table.name,
+                table_location=table.location,
+                policy=policy,
+                now_ms=int(time.time() * 1000),
+            )
+        except Exception as error:
+            if attempt == 2 or not any(c in str(error) for c in CONFLICTS):
+                raise
+            logger.info("Maintenance run %s met a concurrent commit; once more", run.pk)
+    raise AssertionError("unreachable")
+
+
 def _run(run: MaintenanceRun) -> str:
     table = Table.objects.select_related("namespace").filter(pk=run.table_id).first()
     if table is None:
@@ -58,16 +99,7 @@ def _run(run: MaintenanceRun) -> str:
     try:
         before = services.record_sample(table, run=run)
         policy = selectors.policy_of(table)
-        outcome = actions.run(
-            engine.spark(),
-            Action(run.action),
-            catalog=settings.CATALOG_NAME,
-            namespace=table.namespace.levels,
-            name=table.name,
-            table_location=table.location,
-            policy=policy,
-            now_ms=int(time.time() * 1000),
-        )
+        outcome = _run_action(run, table, policy)
         table.refresh_from_db()
         after = services.record_sample(table, run=run)
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded

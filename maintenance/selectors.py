@@ -17,11 +17,14 @@ from refresh.models import MaterializedTable
 
 def managed_tables() -> QuerySet[Table]:
     """Tables the app writes the metadata of (attached tables are their writers' to keep)."""
-    return Table.objects.filter(attachment__isnull=True).select_related("namespace")
+    return Table.objects.filter(attachment__isnull=True).select_related("namespace", "materialized")
 
 
 def materialized_of(table: Table) -> MaterializedTable | None:
-    return MaterializedTable.objects.filter(table=table).first()
+    try:
+        return table.materialized  # type: ignore[attr-defined]
+    except MaterializedTable.DoesNotExist:
+        return None
 
 
 def policy_of(table: Table, mt: MaterializedTable | None = None) -> Policy:

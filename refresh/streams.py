@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from catalog import history
 from catalog.core import metadata_io
-from refresh import selectors, services
+from refresh import leases, selectors, services
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
@@ -55,7 +55,17 @@ RETRY_SECONDS = 30.0
 #: Micro-batch rows older than this are aggregated per hour.
 KEEP_BATCHES = timedelta(hours=1)
 COMPACT_EVERY_SECONDS = 300.0
-_REWRITTEN_SOURCE = ("overwrite", "delete snapshot", "Cannot process", "deleted")
+#: Errors that mean the stream cannot continue from its checkpoint but a load at the
+#: sources' current snapshots can: a source rewritten (overwrite, delete), or the snapshot
+#: the checkpoint stands at expired (the stream was stopped longer than the retention).
+_REWRITTEN_SOURCE = (
+    "overwrite",
+    "delete snapshot",
+    "Cannot process",
+    "deleted",
+    "expired or removed",
+    "Cannot find snapshot",
+)
 
 
 @dataclass
@@ -175,6 +185,7 @@ class Supervisor:
                 on_batch=lambda result, mt_id=mt.pk, version=mt.current_version: _record_batch(
                     mt_id, version, result
                 ),
+                merge_turn=lambda table_id=mt.table_id: leases.rewriting(table_id),
             )
         except Exception as error:  # noqa: BLE001 - shown on the table's page, retried later
             logger.exception("Starting the stream of %s failed", mt)

@@ -9,6 +9,7 @@ from catalog.api import views
 from catalog.api.docs import docs, schema
 from maintenance import api as maint
 from refresh.api import jobs as mt_jobs
+from refresh.api import monitoring as mt_monitoring
 from refresh.api import views as mt_views
 from webapp.middleware import not_found
 
@@ -104,6 +105,16 @@ urlpatterns = [
     path(f"{MT}/versions/", mt_views.VersionListView.as_view(), name="mt-versions"),
     path(f"{MT}/definition", mt_views.DefinitionView.as_view(), name="mt-definition"),
     path(f"{MT}/rollback", mt_views.DefinitionRollbackView.as_view(), name="mt-rollback"),
+    path(
+        "monitoring/tables/",
+        mt_monitoring.MonitoredTablesView.as_view(),
+        name="monitoring-tables",
+    ),
+    path(
+        "monitoring/history/",
+        mt_monitoring.MonitoringHistoryView.as_view(),
+        name="monitoring-history",
+    ),
     path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
     path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
     path("jobs/", mt_jobs.JobListView.as_view(), name="job-list"),

@@ -365,7 +365,10 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
         ns.plain_table_count = ns.table_count - ns.materialized_count
         ns.url = link("catalog:namespace-detail", ns.name)
         ns.mt_url = link("refresh:mt-list", ns.name)
-    return render(request, "catalog/namespace_list.html", {"form": form, "page": page})
+    from refresh import monitoring
+
+    context = {"form": form, "page": page, "monitoring": monitoring.counts()}
+    return render(request, "catalog/namespace_list.html", context)
 
 
 @require_http_methods(["GET", "HEAD"])

@@ -76,7 +76,7 @@ class Action(enum.StrEnum):
 #: The least time between two scheduled runs of one action on one table.
 MIN_SPACING_MS = {
     Action.EXPIRE_SNAPSHOTS: 60 * 1000,
-    Action.REWRITE_DATA_FILES: 5 * 60 * 1000,
+    Action.REWRITE_DATA_FILES: 2 * 60 * 1000,
     Action.REWRITE_POSITION_DELETE_FILES: 5 * 60 * 1000,
     Action.REWRITE_MANIFESTS: 30 * 60 * 1000,
     Action.REMOVE_ORPHAN_FILES: 24 * 3600 * 1000,

@@ -97,6 +97,10 @@ def run(
     now_ms: int,
 ) -> Outcome:
     """Run `action` on the table with `policy`'s settings."""
+    # Compaction reads its file groups with spark.read.format("iceberg"), whose source sets
+    # up its catalogs in the thread's *active* session: make that this one (a worker
+    # thread's active session is whichever session it last ran).
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[attr-defined]
     table = load_table(spark, catalog=catalog, namespace=namespace, name=name)
     actions = _actions(spark)
     outcome = Outcome()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +124,7 @@ def start(
     trigger_seconds: float,
     start_after: Mapping[str, Any],
     on_batch: Callable[[BatchResult], None],
+    merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> StreamingQuery:
     """Start the table's streaming query (resuming from `checkpoint` when it holds one;
     otherwise each stream starts after its snapshot in `start_after`).
@@ -197,10 +199,14 @@ def start(
                 trusted_views=[keys],
             ).createOrReplaceTempView(changed)
             on = " AND ".join(f"t.{quote([k])} = s.{quote([k])}" for k in plan.key)
-            session.sql(
-                f"MERGE INTO {writer_target} t USING {changed} s ON {on} "
-                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-            )
+            # The table's rewrite lease (refresh.leases): a compaction of this table
+            # commits before or after this MERGE, not in the middle of it.
+            with merge_turn():
+                _merge_retrying(
+                    session,
+                    f"MERGE INTO {writer_target} t USING {changed} s ON {on} "
+                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+                )
             for view in (new_rows, keys, changed):
                 session.catalog.dropTempView(view)
         on_batch(BatchResult(batch_id, -1, None, None, started, time.time()))
@@ -213,6 +219,32 @@ def start(
         .foreachBatch(write)
         .start()
     )
+
+
+#: What Iceberg says when a commit lost to a concurrent one it cannot be rebased onto (a
+#: compaction replaced the files a MERGE's delete files name): the MERGE is run again.
+_CONFLICTS = (
+    "Found conflicting",
+    "Missing required files to delete",
+    "Cannot commit, missing data files",
+    "CommitFailedException",
+    "ValidationException",
+)
+MERGE_ATTEMPTS = 4
+
+
+def _merge_retrying(session: SparkSession, statement: str) -> None:
+    """Run a micro-batch's MERGE; when a concurrent commit (table maintenance) conflicts with
+    it, run it again: the changed rows are a view over the sources, recomputed on each run,
+    and merging on the primary key is idempotent, so a retry is exact."""
+    for attempt in range(1, MERGE_ATTEMPTS + 1):
+        try:
+            session.sql(statement)
+            return
+        except Exception as error:  # noqa: BLE001 - Py4J's errors; re-raised unless a conflict
+            if attempt == MERGE_ATTEMPTS or not any(c in str(error) for c in _CONFLICTS):
+                raise
+            time.sleep(0.2 * attempt)
 
 
 def _has_batch(spark: SparkSession, target: Sequence[str], marker: str) -> bool:

@@ -135,6 +135,64 @@ def test_continuous_tables_are_loaded_then_follow_appends(stack, st):
     assert mt_row(stack, "totals")["stream_status"] == "RUNNING"
 
 
+def test_compaction_and_expiry_while_fed_lose_and_duplicate_nothing(stack, st):
+    """Maintenance on both tables and on their source while rows keep coming: compaction
+    commits `replace` snapshots the stream skips, a MERGE that meets one is run again, and
+    expiry keeps what the streams still read."""
+    base = f"{stack.server.base_url}/api/namespaces/{NS}/tables"
+    policy = {
+        "enabled": True,
+        "properties": {
+            "history.expire.max-snapshot-age-ms": "30000",
+            "history.expire.min-snapshots-to-keep": "2",
+            "lakeview.maintenance.compaction.min-input-files": "2",
+        },
+    }
+    tables = ("events", "filtered", "totals")
+    for table in tables:
+        response = stack.api.patch(f"{base}/{table}/maintenance", json=policy, timeout=30)
+        assert response.status_code == 200, response.text
+    started: list[int] = []
+    deadline = time.time() + 60
+    rounds = 0
+    while time.time() < deadline:
+        append(st, 10)
+        if rounds % 10 == 0:
+            for table in tables:
+                response = stack.api.post(
+                    f"{base}/{table}/maintenance/runs/",
+                    json={"actions": ["REWRITE_DATA_FILES", "EXPIRE_SNAPSHOTS"]},
+                    timeout=30,
+                )
+                assert response.status_code == 202, response.text
+                started += [run["id"] for run in response.json()]
+        rounds += 1
+        time.sleep(1)
+
+    def run(run_id: int) -> dict:
+        url = f"{stack.server.base_url}/api/maintenance-runs/{run_id}/"
+        return stack.api.get(url, timeout=30).json()
+
+    stack.wait_for(
+        lambda: all(run(i)["state"] not in ("QUEUED", "RUNNING") for i in set(started)),
+        timeout=180,
+        what="the maintenance runs to finish",
+    )
+    finished = [run(i) for i in sorted(set(started))]
+    failed = [(r["table_name"], r["action"], r["error"][:800]) for r in finished]
+    assert [f for f, r in zip(failed, finished, strict=True) if r["state"] != "SUCCEEDED"] == []
+    for table in tables:
+        mine = [r for r in finished if r["table_name"] == f"{NS}.{table}"]
+        assert any(r["files_rewritten"] for r in mine), f"{table} was compacted"
+        assert any(r["snapshots_expired"] for r in mine), f"{table} had snapshots expired"
+    follows(stack, st, "filtered", FILTER, "filtered after maintenance")
+    follows(stack, st, "totals", TOTALS, "totals after maintenance")
+    [(count, distinct)] = rows(st, f"SELECT count(*), count(DISTINCT id) FROM st.{NS}.filtered")
+    assert count == distinct
+    assert mt_row(stack, "filtered")["stream_status"] == "RUNNING"
+    assert mt_row(stack, "totals")["stream_status"] == "RUNNING"
+
+
 def test_suspend_then_resume_loses_and_duplicates_nothing(stack, st):
     ok(stack, "ALTER MATERIALIZED TABLE filtered SUSPEND")
     stack.wait_for(

@@ -1,0 +1,49 @@
+"""Turns between a table's row-level writers that Iceberg's optimistic commits cannot
+reconcile: a continuous table's MERGE micro-batch (it adds delete files naming the table's
+data files) and a compaction of the same table (it replaces those data files). Whichever
+commits second fails; a MERGE that loses is run again (refresh.spark.streaming), but a
+compaction that loses to a micro-batch every few seconds would never win. So both take a
+short lease on the table in Redis and take turns: a micro-batch waits out a compaction
+(its lag grows by the compaction's few seconds), never the other way round for long.
+
+The lease is advisory and bounded: a holder that dies frees it after `hold` seconds, and
+with Redis unreachable writers go ahead without it (Iceberg's checks still keep the table
+exact; only a compaction may fail and be tried at the next sweep)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+
+
+@contextmanager
+def rewriting(table_id: int, *, wait: float = 120.0, hold: float = 600.0) -> Iterator[bool]:
+    """Hold table `table_id`'s rewrite lease for the block (waiting up to `wait` seconds;
+    yields whether it was taken)."""
+    import redis
+
+    lock = _redis().lock(f"lakeview:rewrite-lease:{table_id}", timeout=hold, blocking_timeout=wait)
+    try:
+        taken = bool(lock.acquire())
+    except redis.RedisError as error:
+        logger.warning("No rewrite lease for table %s (%s): going ahead", table_id, error)
+        taken = False
+    try:
+        yield taken
+    finally:
+        if taken:
+            # Expired meanwhile, or Redis gone: nothing to free.
+            with suppress(redis.RedisError):
+                lock.release()

@@ -1,0 +1,368 @@
+"""One place to watch every materialized table (as Snowflake's dynamic-table monitoring
+does): every table across namespaces with its status, failing and late ones first, and the
+refresh and maintenance history of all tables together. Reads only; the page
+(refresh/pages/views.py) and the API (refresh/api/monitoring.py) share these.
+
+Everything a list needs comes in the list's own query: `tables()` annotates
+`refresh.selectors.materialized_tables(with_freshness=True)` (each table's last finished run
+and data time) with a status rank the database computes, so ordering and paging stay one
+query however many tables there are, and `table_row` reads only those annotations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from django.db.models import (
+    Case,
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce
+from django.db.models.lookups import GreaterThanOrEqual, LessThan
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from catalog.core.errors import InvalidInput
+from maintenance.models import MaintenanceRun
+from refresh import selectors
+from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
+from refresh.models import MaterializedTable, RefreshRun
+
+#: Rows per page of both lists.
+PAGE_SIZE = 50
+
+#: A table's status, in the order the list shows them (the database's rank is the index).
+FAILING, LATE, OK = "failing", "late", "ok"
+STATUSES = (FAILING, LATE, OK)
+
+#: What a history row is a run of.
+REFRESH, MAINTENANCE = "refresh", "maintenance"
+KINDS = (REFRESH, MAINTENANCE)
+
+#: Every state a refresh or a maintenance run can be in.
+RUN_STATES = tuple(dict.fromkeys([*RefreshRun.State.values, *MaintenanceRun.State.values]))
+
+
+# -- every materialized table ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableFilters:
+    namespace: str | None = None
+    status: str | None = None
+
+
+def table_filters(params: Mapping[str, Any]) -> TableFilters:
+    """`?namespace=` (exact) and `?status=` (failing, late, ok) from a query string;
+    InvalidInput naming the field for a status it does not know."""
+    status = _text(params, "status").lower() or None
+    if status is not None and status not in STATUSES:
+        raise InvalidInput(
+            f"Unknown status {status[:40]!r}: one of {', '.join(STATUSES)}", field="status"
+        )
+    return TableFilters(namespace=_text(params, "namespace") or None, status=status)
+
+
+#: A freshness longer than this counts as this long (its deadline stays a date the
+#: databases can add and compare).
+_LONGEST = timedelta(days=36500)
+
+
+def _freshness() -> Case:
+    """The table's freshness as an SQL interval (at most `_LONGEST`)."""
+    whens = []
+    for unit in TimeUnit:
+        step = Freshness(1, unit).to_timedelta()
+        # SQLite multiplies a duration by an IntegerField only (not a PositiveIntegerField).
+        value = ExpressionWrapper(F("freshness_value"), output_field=IntegerField())
+        interval = ExpressionWrapper(
+            value * Value(step, output_field=DurationField()),
+            output_field=DurationField(),
+        )
+        whens.append(
+            When(freshness_unit=unit.value, freshness_value__lte=_LONGEST // step, then=interval)
+        )
+    return Case(
+        *whens, default=Value(_LONGEST, output_field=DurationField()), output_field=DurationField()
+    )
+
+
+def _fresh_until(moment: str | Coalesce) -> ExpressionWrapper:
+    """`moment` (an annotation, a field or an expression) plus the table's freshness: the
+    table is late once that is past."""
+    start = F(moment) if isinstance(moment, str) else moment
+    return ExpressionWrapper(start + _freshness(), output_field=DateTimeField())
+
+
+def tables(
+    filters: TableFilters | None = None, *, now: datetime | None = None
+) -> QuerySet[MaterializedTable]:
+    """Every materialized table with its last finished run and data time (the annotations
+    of `selectors.materialized_tables(with_freshness=True)`), `status_rank` (0 failing, 1
+    late, 2 ok: `STATUSES[rank]`) and `caught_up_at`; failing first, then late, then the
+    rest, by name within each. One query, however many tables.
+
+    Failing: a run failed since the last success (`consecutive_failures`), the last finished
+    run failed, or the table suspended itself (a suspension with a reason). Late: its data
+    is older than its freshness (what `selectors.lag` says, the same moment `now`). A table
+    with no data yet is neither."""
+    filters = filters or TableFilters()
+    now = now or timezone.now()
+    queryset = selectors.materialized_tables(filters.namespace, with_freshness=True)
+    failing = (
+        Q(consecutive_failures__gt=0)
+        | Q(last_run_state=RefreshRun.State.FAILED)
+        | (Q(state=MaterializedTable.State.SUSPENDED) & ~Q(suspended_reason=""))
+    )
+    now_value = Value(now, output_field=DateTimeField())
+    queryset = queryset.annotate(
+        # A running stream of a continuous table is caught up with its sources as of its
+        # last heartbeat (selectors.data_timestamp).
+        caught_up_at=Case(
+            When(
+                refresh_mode=RefreshMode.CONTINUOUS.value,
+                stream_status="RUNNING",
+                then=F("stream_heartbeat_at"),
+            ),
+            default=None,
+            output_field=DateTimeField(),
+        ),
+    ).annotate(
+        # Each subquery appears once (the database runs it once a row): the stream's time
+        # (a column) first, then the runs' data time, or the stream's when there is none.
+        status_rank=Case(
+            When(failing, then=Value(0)),
+            When(GreaterThanOrEqual(_fresh_until("caught_up_at"), now_value), then=Value(2)),
+            When(
+                LessThan(_fresh_until(Coalesce("runs_data_as_of", "caught_up_at")), now_value),
+                then=Value(1),
+            ),
+            default=Value(2),
+            output_field=IntegerField(),
+        )
+    )
+    if filters.status is not None:
+        queryset = queryset.filter(status_rank=STATUSES.index(filters.status))
+    return queryset.order_by("status_rank", "table__namespace__name", "table__name")
+
+
+def counts(*, now: datetime | None = None) -> dict[str, int]:
+    """How many tables are late and how many failing (one query, grouped by status)."""
+    ranks = dict(
+        tables(now=now)
+        .order_by()
+        .values("status_rank")
+        .annotate(tables=Count("pk"))
+        .values_list("status_rank", "tables")
+    )
+    return {
+        LATE: ranks.get(STATUSES.index(LATE), 0),
+        FAILING: ranks.get(STATUSES.index(FAILING), 0),
+    }
+
+
+def table_row(mt: MaterializedTable, now: datetime) -> dict[str, Any]:
+    """What the page and the API show of one table of `tables(now=now)`, from its
+    annotations only (no query)."""
+    lag = selectors.lag(mt, now)
+    freshness = mt.freshness
+    lag_seconds = lag.total_seconds() if lag is not None else None
+    last = selectors.last_refresh(mt)
+    return {
+        "mt": mt,
+        "namespace": mt.table.namespace.name,
+        "name": mt.table.name,
+        "state": mt.state,
+        "refresh_mode": mt.refresh_mode,
+        "freshness": {
+            "value": mt.freshness_value,
+            "unit": mt.freshness_unit,
+            "text": str(freshness),
+        },
+        "freshness_seconds": freshness.seconds,
+        "data_timestamp": selectors.data_timestamp(mt),
+        "lag_seconds": lag_seconds,
+        "lag_ratio": round(lag_seconds / freshness.seconds, 3) if lag_seconds is not None else None,
+        "last_refresh": (
+            {"id": last.pk, "state": last.state, "finished_at": last.finished_at}
+            if last is not None
+            else None
+        ),
+        "consecutive_failures": mt.consecutive_failures,
+        "suspended_reason": mt.suspended_reason,
+        "status": STATUSES[mt.status_rank],
+    }
+
+
+# -- the history of every table -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryFilters:
+    kind: str | None = None
+    state: str | None = None
+    namespace: str | None = None
+    table: str | None = None
+    since: datetime | None = None
+
+
+_WINDOW = re.compile(r"(\d{1,9})\s*([smhdw])")
+_WINDOW_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+SINCE_HELP = (
+    "Runs queued at or after this moment: an ISO 8601 time or date (2024-05-01T12:00:00Z, "
+    "2024-05-01), or a window back from now (30m, 24h, 7d, 2w)."
+)
+
+
+def history_filters(params: Mapping[str, Any], *, now: datetime | None = None) -> HistoryFilters:
+    """`?kind=` (refresh, maintenance), `?state=`, `?namespace=` (exact), `?table=` (a part
+    of the name), `?since=` from a query string; InvalidInput naming the field for a value
+    it cannot read."""
+    kind = _text(params, "kind").lower() or None
+    if kind is not None and kind not in KINDS:
+        raise InvalidInput(f"Unknown kind {kind[:40]!r}: one of {', '.join(KINDS)}", field="kind")
+    state = _text(params, "state").upper() or None
+    if state is not None and state not in RUN_STATES:
+        raise InvalidInput(
+            f"Unknown state {state[:40]!r}: one of {', '.join(RUN_STATES)}", field="state"
+        )
+    since_text = _text(params, "since")
+    return HistoryFilters(
+        kind=kind,
+        state=state,
+        namespace=_text(params, "namespace") or None,
+        table=_text(params, "table") or None,
+        since=parse_since(since_text, now=now) if since_text else None,
+    )
+
+
+def parse_since(text: str, *, now: datetime | None = None) -> datetime:
+    """An aware moment from an ISO 8601 time or date (a time without an offset is in the
+    default time zone) or from a window back from `now` ("24h")."""
+    error = InvalidInput(f"Cannot read since={text[:60]!r}. {SINCE_HELP}", field="since")
+    window = _WINDOW.fullmatch(text.strip().lower())
+    try:
+        if window is not None:
+            seconds = int(window.group(1)) * _WINDOW_SECONDS[window.group(2)]
+            moment = (now or timezone.now()) - timedelta(seconds=seconds)
+        else:
+            moment = parse_datetime(text.strip())
+            if moment is None:
+                day = parse_date(text.strip())
+                if day is None:
+                    raise error
+                moment = datetime.combine(day, time.min)
+            if timezone.is_naive(moment):
+                moment = timezone.make_aware(moment, timezone.get_default_timezone())
+        # The database keeps UTC: a moment that cannot be written in it is refused here.
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise error from None
+
+
+#: The columns of a history row, the same for both kinds (a UNION ALL needs one shape).
+_COLUMNS = (
+    "h_kind",
+    "h_id",
+    "h_table_name",
+    "h_namespace",
+    "h_name",
+    "h_action",
+    "h_trigger",
+    "h_state",
+    "h_queued_at",
+    "h_started_at",
+    "h_finished_at",
+    "h_error",
+)
+
+
+def _history_of(
+    queryset: QuerySet, kind: str, table_path: str, filters: HistoryFilters
+) -> QuerySet:
+    if filters.state is not None:
+        queryset = queryset.filter(state=filters.state)
+    if filters.since is not None:
+        queryset = queryset.filter(queued_at__gte=filters.since)
+    if filters.table is not None:
+        queryset = queryset.filter(table_name__icontains=filters.table)
+    if filters.namespace is not None:
+        # The namespace of the name at the time (names have no "."): runs of dropped and
+        # renamed tables are found as they were listed then.
+        queryset = queryset.filter(
+            table_name__startswith=f"{filters.namespace}.",
+            table_name__regex=rf"^{re.escape(filters.namespace)}\.[^.]+$",
+        )
+    return (
+        queryset.order_by()
+        .annotate(
+            h_kind=Cast(Value(kind), output_field=TextField()),
+            h_id=F("id"),
+            h_table_name=F("table_name"),
+            h_namespace=F(f"{table_path}__namespace__name"),
+            h_name=F(f"{table_path}__name"),
+            h_action=F("action"),
+            h_trigger=F("trigger"),
+            h_state=F("state"),
+            h_queued_at=F("queued_at"),
+            h_started_at=F("started_at"),
+            h_finished_at=F("finished_at"),
+            h_error=F("error"),
+        )
+        .values(*_COLUMNS)
+    )
+
+
+def history(filters: HistoryFilters | None = None) -> QuerySet:
+    """Refresh runs and maintenance runs of every table together, newest (queued) first:
+    dicts of `_COLUMNS`, one query (a UNION ALL) per page; `history_row` reads one."""
+    filters = filters or HistoryFilters()
+    parts = []
+    if filters.kind in (None, REFRESH):
+        refreshes = RefreshRun.objects.all()
+        parts.append(_history_of(refreshes, REFRESH, "materialized_table__table", filters))
+    if filters.kind in (None, MAINTENANCE):
+        maintenance = MaintenanceRun.objects.all()
+        parts.append(_history_of(maintenance, MAINTENANCE, "table", filters))
+    combined = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    return combined.order_by("-h_queued_at", "-h_id", "h_kind")
+
+
+def history_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row of `history()` as the page and the API show it."""
+    started, finished = row["h_started_at"], row["h_finished_at"]
+    return {
+        "kind": row["h_kind"],
+        "id": row["h_id"],
+        "table_name": row["h_table_name"],
+        "namespace": row["h_namespace"],
+        "name": row["h_name"],
+        "action": row["h_action"],
+        "trigger": row["h_trigger"],
+        "state": row["h_state"],
+        "queued_at": row["h_queued_at"],
+        "started_at": started,
+        "finished_at": finished,
+        "duration_seconds": (
+            (finished - started).total_seconds() if started is not None and finished else None
+        ),
+        "error": row["h_error"],
+    }
+
+
+def _text(params: Mapping[str, Any], name: str) -> str:
+    value = params.get(name)
+    return value.strip() if isinstance(value, str) else ""
