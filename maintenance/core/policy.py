@@ -39,8 +39,10 @@ MIN_ORPHAN_AGE_MS = 3600 * 1000
 #: A materialized table without its own retention keeps about this many refreshes of
 #: history (at least 10 minutes, at most 7 days): a continuous table committing every few
 #: seconds would otherwise keep 5 days of snapshots, ~100,000 of them, in every metadata
-#: file it writes.
-MT_REFRESHES_KEPT = 60
+#: file it writes. A derived table can be refreshed again; its history is for readers in
+#: flight and a look back, so it is bounded in snapshots, not in days: flat after a few
+#: refreshes, whatever the freshness.
+MT_REFRESHES_KEPT = 10
 MT_MIN_RETENTION_MS = 10 * 60 * 1000
 MT_MAX_RETENTION_MS = 7 * 24 * 3600 * 1000
 MT_MIN_SNAPSHOTS = 10

@@ -23,11 +23,11 @@ MERGE_ON_READ = {
 }
 
 #: A materialized table commits every few seconds when it is continuous: the catalog keeps
-#: its last 20 metadata files and deletes older ones at each commit (snapshots are the time
+#: its last 10 metadata files and deletes older ones at each commit (snapshots are the time
 #: travel, not metadata files). A user's WITH or SET options override these.
 METADATA_HOUSEKEEPING = {
     "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "20",
+    "write.metadata.previous-versions-max": "10",
 }
 
 #: The prefix of the table properties that describe the materialized table.
