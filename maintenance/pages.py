@@ -35,6 +35,8 @@ def duration(ms: int) -> str:
 def section(request: HttpRequest, table: Table) -> dict[str, Any]:
     """What the section shows: the policy, the health now and over time, the last runs."""
     managed = not hasattr(table, "attachment")
+    if not managed:
+        return {"managed": False}
     policy = selectors.policy_of(table)
     health = selectors.health_of(table, with_files=True)
     return {

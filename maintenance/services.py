@@ -239,10 +239,20 @@ def _sweep_table(table: Table, *, now: datetime, sample_every: timedelta) -> int
 
 
 def prune(*, now: datetime | None = None) -> int:
-    """Health samples and finished runs older than MAINTENANCE_KEEP_DAYS."""
-    cutoff = (now or timezone.now()) - timedelta(days=settings.MAINTENANCE_KEEP_DAYS)
+    """Health samples and finished runs older than MAINTENANCE_KEEP_DAYS; scheduled runs
+    that succeeded sooner, after MAINTENANCE_KEEP_SCHEDULED_DAYS (a continuous table's
+    expiry runs about every minute: its history would otherwise hold ~1,500 rows a day).
+    The samples taken for them stay: the chart keeps its shape."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.MAINTENANCE_KEEP_DAYS)
+    routine = now - timedelta(days=settings.MAINTENANCE_KEEP_SCHEDULED_DAYS)
     samples, _ = HealthSample.objects.filter(taken_at__lt=cutoff).delete()
     runs, _ = MaintenanceRun.objects.filter(
         queued_at__lt=cutoff, state__in=MaintenanceRun.FINISHED
     ).delete()
-    return samples + runs
+    routine_runs, _ = MaintenanceRun.objects.filter(
+        queued_at__lt=routine,
+        state=MaintenanceRun.State.SUCCEEDED,
+        trigger=MaintenanceRun.Trigger.SCHEDULED,
+    ).delete()
+    return samples + runs + routine_runs

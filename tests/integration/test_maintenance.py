@@ -298,6 +298,25 @@ def test_old_samples_and_finished_runs_are_pruned(settings) -> None:
     assert HealthSample.objects.count() == 1 and not MaintenanceRun.objects.exists()
 
 
+def test_routine_scheduled_runs_are_pruned_sooner_than_failures_and_manual_runs(settings) -> None:
+    table = make_table()
+    kept_days = settings.MAINTENANCE_KEEP_SCHEDULED_DAYS + 1
+    runs = {}
+    for trigger, state in [
+        ("SCHEDULED", "SUCCEEDED"),
+        ("SCHEDULED", "FAILED"),
+        ("MANUAL", "SUCCEEDED"),
+    ]:
+        [run] = maintenance.start(table=table, actions=[Action.EXPIRE_SNAPSHOTS], trigger=trigger)
+        maintenance.finish(run, state=state)
+        runs[(trigger, state)] = run.pk
+    MaintenanceRun.objects.update(queued_at=timezone.now() - timedelta(days=kept_days))
+
+    assert maintenance.prune() == 1
+    left = set(MaintenanceRun.objects.values_list("pk", flat=True))
+    assert left == {runs[("SCHEDULED", "FAILED")], runs[("MANUAL", "SUCCEEDED")]}
+
+
 def test_the_table_page_shows_the_section_and_its_forms_switch_and_queue(client, editor) -> None:
     table = make_table()
     client.force_login(editor)
