@@ -91,7 +91,7 @@ def main() -> None:
                 f"FRESHNESS = INTERVAL '{args.freshness}' SECOND "
                 "AS SELECT id, k, v FROM events WHERE v >= 0"
             )
-            response.raise_for_status()
+            assert response.status_code == 200, response.text
             print("waiting for the stream to start ...", flush=True)
             stack.wait_for(
                 lambda: stack.api.get(

@@ -102,7 +102,7 @@ def main() -> None:
                 "CREATE MATERIALIZED TABLE bench.wide FRESHNESS = INTERVAL '1' DAY "
                 f"REFRESH_MODE = FULL AS {QUERY}"
             )
-            response.raise_for_status()
+            assert response.status_code == 200, response.text
             first = response.json()["results"][0]["run_id"]
             stack.wait_for(
                 lambda: stack.run(first)["state"] in ("SUCCEEDED", "FAILED"),
