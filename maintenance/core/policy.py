@@ -116,28 +116,36 @@ def _flag(value: str) -> bool:
     raise ValueError("true or false")
 
 
-def _count(value: str, *, least: int = 0) -> int:
-    number = int(value.strip())
-    if number < least:
-        raise ValueError(f"a whole number of at least {least}")
+#: The largest values Iceberg's Java readers parse (Long.parseLong, Integer.parseInt).
+JAVA_LONG_MAX = 2**63 - 1
+JAVA_INT_MAX = 2**31 - 1
+
+
+def _count(value: str, *, least: int, most: int) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ValueError("a whole number") from None
+    if not least <= number <= most:
+        raise ValueError(f"a whole number from {least} to {most}")
     return number
 
 
 def parse_value(name: str, value: str) -> object:
     """`value` of policy property `name` as the policy reads it; PolicyError names the
-    property when it is not one (what our own API and page refuse)."""
+    property when it is not one (what our own API and page refuse). Numbers are bounded as
+    Iceberg's Java readers parse them, so every engine reads what we store."""
     try:
         if name in (ENABLED, DELETE_AFTER_COMMIT):
             return _flag(value)
         if name == ORPHAN_AGE:
-            return _count(value, least=MIN_ORPHAN_AGE_MS)
-        if name in (MAX_SNAPSHOT_AGE, TARGET_FILE_SIZE, COMPACT_MIN_FILES, PREVIOUS_VERSIONS_MAX):
-            return _count(value, least=1)
-        if name == MIN_SNAPSHOTS:
-            return _count(value, least=1)
+            return _count(value, least=MIN_ORPHAN_AGE_MS, most=JAVA_LONG_MAX)
+        if name in (MAX_SNAPSHOT_AGE, TARGET_FILE_SIZE):
+            return _count(value, least=1, most=JAVA_LONG_MAX)
+        if name in (MIN_SNAPSHOTS, COMPACT_MIN_FILES, PREVIOUS_VERSIONS_MAX):
+            return _count(value, least=1, most=JAVA_INT_MAX)
     except ValueError as error:
-        expected = str(error) if "at least" in str(error) or "true" in str(error) else "a number"
-        raise PolicyError(f"{name} must be {expected}, not {value[:100]!r}", field=name) from None
+        raise PolicyError(f"{name} must be {error}, not {value[:100]!r}", field=name) from None
     raise PolicyError(f"{name} is not a maintenance setting", field=name)
 
 

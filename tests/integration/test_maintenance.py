@@ -152,6 +152,11 @@ def test_a_namespace_property_turns_maintenance_on_for_its_tables(editor_api) ->
         ({"properties": {"lakeview.maintenance.orphan-age-ms": "5"}}, "orphan-age-ms"),
         ({"properties": {"write.format.default": "orc"}}, "write.format.default"),
         ({"enabled": "perhaps"}, "enabled"),
+        ({"enabled": [1]}, "enabled"),
+        ({"properties": ["enabled"]}, "properties"),
+        ({"properties": {"history.expire.max-snapshot-age-ms": {"a": [1]}}}, "snapshot-age"),
+        ({"properties": {"history.expire.max-snapshot-age-ms": "9" * 400}}, "snapshot-age"),
+        ({"properties": {"lakeview.maintenance.enabled": "tru\u0000e"}}, "NUL"),
     ],
 )
 def test_a_wrong_policy_value_is_a_400_naming_it_and_changes_nothing(
@@ -162,6 +167,16 @@ def test_a_wrong_policy_value_is_a_400_naming_it_and_changes_nothing(
     response = editor_api.patch(policy_url(table), body, format="json")
     assert response.status_code == 400
     assert field in response.content.decode()
+    table.refresh_from_db()
+    assert table.metadata_location == before
+
+
+def test_a_body_nested_too_deeply_is_a_400_and_changes_nothing(editor_api: APIClient) -> None:
+    table = make_table()
+    before = table.metadata_location
+    body = '{"properties":' + '{"a":' * 100_000 + "1" + "}" * 100_001
+    response = editor_api.generic("PATCH", policy_url(table), body, content_type="application/json")
+    assert response.status_code == 400 and "nests too deeply" in response.json()["detail"]
     table.refresh_from_db()
     assert table.metadata_location == before
 

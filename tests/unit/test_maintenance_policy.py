@@ -53,6 +53,8 @@ def test_an_unreadable_property_an_engine_wrote_falls_back_to_the_default_and_is
     p = policy(table_properties={"history.expire.min-snapshots-to-keep": "lots"}, materialized=True)
     assert p.min_snapshots_to_keep == 10
     assert "history.expire.min-snapshots-to-keep" in p.problems
+    huge = policy(table_properties={"history.expire.max-snapshot-age-ms": "9" * 400})
+    assert huge.max_snapshot_age_ms == 5 * 24 * 60 * MINUTE
 
 
 @pytest.mark.parametrize(
@@ -63,6 +65,9 @@ def test_an_unreadable_property_an_engine_wrote_falls_back_to_the_default_and_is
         ("history.expire.min-snapshots-to-keep", "0"),
         ("lakeview.maintenance.orphan-age-ms", "1000"),  # below the safe age
         ("write.target-file-size-bytes", "big"),
+        # Beyond what Java's Long.parseLong / Integer.parseInt read: engines could not.
+        ("history.expire.max-snapshot-age-ms", "9" * 400),
+        ("history.expire.min-snapshots-to-keep", str(2**31)),
     ],
 )
 def test_our_own_paths_refuse_a_value_that_is_not_one_naming_the_property(
