@@ -17,6 +17,7 @@ from maintenance.core.policy import Action, Policy
 from maintenance.models import MaintenanceRun
 from maintenance.spark import actions
 from refresh import engine, leases, runner
+from refresh.spark.jobs import is_commit_conflict
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ BUSY_RETRY_SECONDS = 5.0
 
 def execute(run_ids: list[int]) -> list[str]:
     """Run each queued run in order; returns each one's final state (or why not)."""
-    slots = runner._refresh_slots()
+    slots = runner.refresh_slots()
     if not slots.acquire(blocking=False):
         services.dispatch(run_ids, countdown=BUSY_RETRY_SECONDS)
         return ["waiting for a worker thread"]
@@ -49,11 +50,6 @@ def execute(run_ids: list[int]) -> list[str]:
         slots.release()
 
 
-#: What Iceberg says when the action's commit lost to a writer it cannot be rebased onto (a
-#: refresh replaced the files a compaction rewrote): the action is tried again, once.
-CONFLICTS = ("Cannot commit", "Found conflicting", "Missing required files", "CommitFailed")
-
-
 #: Actions that replace data, delete or manifest files: they take the table's rewrite lease
 #: (refresh.leases) so that a continuous table's MERGE micro-batches wait for them.
 REWRITES = (
@@ -70,23 +66,28 @@ def _run_action(run: MaintenanceRun, table: Table, policy: Policy) -> actions.Ou
 
 
 def _attempts(run: MaintenanceRun, table: Table, policy: Policy) -> actions.Outcome:
-    for attempt in (1, 2):
-        try:
-            return actions.run(
-                engine.spark(),
-                Action(run.action),
-                catalog=settings.CATALOG_NAME,
-                namespace=table.namespace.levels,
-                name=table.name,
-                table_location=table.location,
-                policy=policy,
-                now_ms=int(time.time() * 1000),
-            )
-        except Exception as error:
-            if attempt == 2 or not any(c in str(error) for c in CONFLICTS):
-                raise
-            logger.info("Maintenance run %s met a concurrent commit; once more", run.pk)
-    raise AssertionError("unreachable")
+    """The action; once more when its commit lost to a writer Iceberg cannot rebase it onto
+    (a refresh replaced the files a compaction rewrote)."""
+
+    def attempt() -> actions.Outcome:
+        return actions.run(
+            engine.spark(),
+            Action(run.action),
+            catalog=settings.CATALOG_NAME,
+            namespace=table.namespace.levels,
+            name=table.name,
+            table_location=table.location,
+            policy=policy,
+            now_ms=int(time.time() * 1000),
+        )
+
+    try:
+        return attempt()
+    except Exception as error:
+        if not is_commit_conflict(error):
+            raise
+        logger.info("Maintenance run %s met a concurrent commit; once more", run.pk)
+    return attempt()
 
 
 def _run(run: MaintenanceRun) -> str:

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db.models import Max, QuerySet
 
 from catalog.core import metadata_io
+from catalog.core.errors import NotFound
 from catalog.models import Table, TableSnapshot
 from maintenance.core import policy as policies
 from maintenance.core.policy import Action, Health, Policy
@@ -122,8 +123,6 @@ def runs(table: Table | None = None) -> QuerySet[MaintenanceRun]:
 
 
 def get_run(run_id: int | str) -> MaintenanceRun:
-    from catalog.core.errors import NotFound
-
     try:
         return MaintenanceRun.objects.select_related("table__namespace").get(pk=int(run_id))
     except (MaintenanceRun.DoesNotExist, ValueError):

@@ -5,6 +5,7 @@ on one table at once."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -161,14 +162,6 @@ def finish(run: MaintenanceRun, *, state: str, error: str = "", **results: Any) 
     return run
 
 
-def cancel_queued(table: Table) -> int:
-    return (
-        selectors.active(table)
-        .filter(state=MaintenanceRun.State.QUEUED)
-        .update(state=MaintenanceRun.State.CANCELLED, finished_at=timezone.now())
-    )
-
-
 def fail_abandoned(*, silent_for: timedelta) -> int:
     """Runs whose worker stopped beating (killed mid-action) are failed, freeing the table."""
     cutoff = timezone.now() - silent_for
@@ -182,7 +175,12 @@ def fail_abandoned(*, silent_for: timedelta) -> int:
 
 
 def record_sample(table: Table, *, run: MaintenanceRun | None = None) -> HealthSample:
-    health = selectors.health_of(table, with_files=True)
+    return _save_sample(table, selectors.health_of(table, with_files=True), run=run)
+
+
+def _save_sample(
+    table: Table, health: policies.Health, *, run: MaintenanceRun | None = None
+) -> HealthSample:
     return HealthSample.objects.create(
         table=table,
         data_files=health.data_files,
@@ -215,18 +213,15 @@ def _sweep_table(table: Table, *, now: datetime, sample_every: timedelta) -> int
     policy = selectors.policy_of(table)
     if not policy.enabled:
         return 0
-    last_sample = (
-        HealthSample.objects.filter(table=table).order_by("-taken_at").values_list("manifests")
-    )
-    recent = HealthSample.objects.filter(table=table, taken_at__gte=now - sample_every).exists()
-    if not recent:
-        record_sample(table)
+    last = HealthSample.objects.filter(table=table).order_by("-taken_at").first()
+    if last is None or last.taken_at < now - sample_every:
+        health = selectors.health_of(table, with_files=True)
+        _save_sample(table, health)
+    else:
+        # Manifests are counted from files: between samples, the last sample's count.
+        health = dataclasses.replace(selectors.health_of(table), manifests=last.manifests)
     if selectors.active(table).exists():
         return 0
-    health = selectors.health_of(table)
-    manifests = last_sample.first()
-    if manifests is not None:
-        health = type(health)(**{**health.__dict__, "manifests": manifests[0]})
     due = policies.due(
         policy,
         health,

@@ -70,7 +70,7 @@ def run_scheduled(materialized_table_id: int, options: dict[str, str] | None = N
     return run.pk
 
 
-def _refresh_slots() -> threading.BoundedSemaphore:
+def refresh_slots() -> threading.BoundedSemaphore:
     """The worker threads refreshes may hold at once: all but WORKER_INTERACTIVE_THREADS,
     which stay free for Spark jobs (refresh.spark_jobs)."""
     global _slots
@@ -90,7 +90,7 @@ _slots_lock = threading.Lock()
 def execute(run_id: int) -> str:
     """Claim and run one refresh; returns the run's final state (or why nothing ran). When
     every refresh thread is busy, the run is sent again a moment later, still QUEUED."""
-    slots = _refresh_slots()
+    slots = refresh_slots()
     if not slots.acquire(blocking=False):
         run = RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).first()
         if run is not None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.core import purge
 from maintenance.core.policy import Action, Policy
+from refresh.spark.batch import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,18 +49,12 @@ class Outcome:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def _identifier(parts: Sequence[str]) -> str:
-    """A multi-part identifier for Spark's identifier parser (never SQL): backticks, a
-    backtick doubled."""
-    return ".".join("`" + part.replace("`", "``") + "`" for part in parts)
-
-
 def load_table(spark: SparkSession, *, catalog: str, namespace: Sequence[str], name: str) -> Any:
     """The Java Iceberg Table behind the name, loaded through the app's catalog."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession,  # type: ignore[attr-defined]
-        _identifier([catalog, *namespace, name]),
+        quote([catalog, *namespace, name]),
     )
 
 

@@ -58,6 +58,22 @@ def spark_error(error: Exception, *, line_offset: int = 0, column_offset: int = 
     return SqlError(f"Spark cannot analyze the query: {message[:1000]}", line=line, column=column)
 
 
+#: What Iceberg says when a commit lost to a concurrent one it cannot be rebased onto: a
+#: compaction replaced the files a MERGE's delete files name, or a refresh replaced the
+#: files a compaction rewrote. Whoever lost may run again.
+COMMIT_CONFLICTS = (
+    "Found conflicting",
+    "Missing required files",
+    "Cannot commit",
+    "CommitFailed",
+    "ValidationException",
+)
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    return any(marker in str(error) for marker in COMMIT_CONFLICTS)
+
+
 def failure_message(error: Exception) -> str:
     """What a failed Spark job says to its user: the root cause's message (an
     `assert_true` that did not hold, a division by zero under ANSI mode, a file gone),

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
 from refresh.spark import sandbox
 from refresh.spark.batch import RefreshResult, latest_snapshot, quote, replace
+from refresh.spark.jobs import is_commit_conflict
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -221,15 +222,6 @@ def start(
     )
 
 
-#: What Iceberg says when a commit lost to a concurrent one it cannot be rebased onto (a
-#: compaction replaced the files a MERGE's delete files name): the MERGE is run again.
-_CONFLICTS = (
-    "Found conflicting",
-    "Missing required files to delete",
-    "Cannot commit, missing data files",
-    "CommitFailedException",
-    "ValidationException",
-)
 MERGE_ATTEMPTS = 4
 
 
@@ -242,7 +234,7 @@ def _merge_retrying(session: SparkSession, statement: str) -> None:
             session.sql(statement)
             return
         except Exception as error:  # noqa: BLE001 - Py4J's errors; re-raised unless a conflict
-            if attempt == MERGE_ATTEMPTS or not any(c in str(error) for c in _CONFLICTS):
+            if attempt == MERGE_ATTEMPTS or not is_commit_conflict(error):
                 raise
             time.sleep(0.2 * attempt)
 

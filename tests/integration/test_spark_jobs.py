@@ -278,7 +278,7 @@ def test_refreshes_leave_a_worker_thread_free_for_jobs(sales, editor, settings, 
         actor=editor,
     )
     run = mt.runs.get()
-    slots = runner._refresh_slots()
+    slots = runner.refresh_slots()
     assert slots.acquire(blocking=False)  # the one refresh thread is busy
     try:
         assert runner.execute(run.pk) == "waiting for a refresh thread"
