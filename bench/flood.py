@@ -3,7 +3,8 @@
 Starts the whole stack as README deploys it (a fresh SQLite database and warehouse; the web
 service and the engines' catalog service under gunicorn with webapp/gunicorn.conf.py;
 celery-beat; a Redis of its own unless REDIS_URL is set), then, beside `--engines` engines
-loading one table through the catalog service in tight loops:
+loading one table through the catalog service (each every `--interval` seconds, in a
+process of its own):
 
 1. no worker: `--rounds` bursts of 50 requests at once (a viewer's view previews, an
    editor's CREATE MATERIALIZED TABLE), each answered 503;
@@ -15,7 +16,8 @@ load-table latencies (p50, p99) in a quiet moment before and during the bursts, 
 side, with the ratio. The bar (tests/spark/test_abuse.py): every answer under a second,
 load-table p99 under 50 ms during the flood.
 
-    .venv/bin/python bench/flood.py [--rounds 3] [--engines 2] [--web-nice 5] [--postgres URL]
+    .venv/bin/python bench/flood.py [--rounds 3] [--engines 2] [--interval 0.01]
+        [--web-nice 5] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--engines", type=int, default=2)
+    parser.add_argument(
+        "--interval", type=float, default=0.01, help="seconds between an engine's loads"
+    )
     parser.add_argument("--web-nice", type=int, default=5)
     parser.add_argument(
         "--postgres",
@@ -129,6 +134,7 @@ def main() -> None:
                     load_table_url=scenario.load_table_url,
                     token=scenario.engine_token,
                     engines=args.engines,
+                    interval=args.interval,
                     rounds=args.rounds,
                 )
 
