@@ -14,7 +14,15 @@ It prints the medians and their ratio (target: at most 1.05), and the time to de
 NO_DATA skip (target: under 100 ms): the decision itself, in-process against the stack's
 database, and a whole skipped run through the API.
 
-    .venv/bin/python bench/refresh.py [--rows 5000000] [--repeat 3]
+Then the incremental case (issue 19): a source of `--incremental-rows` rows (10 million by
+default) under two FULL tables, a filter and a GROUP BY with a primary key; `--repeat`
+times, 0.1% of the rows (10,000) are appended and each table is refreshed as a worker
+decides (INCREMENTAL), then once more with `full` (a FULL recompute of the same data). It
+prints the medians and incremental / full per table (goals: at most 0.05 for the filter,
+0.15 for the GROUP BY).
+
+    .venv/bin/python bench/refresh.py [--rows 5000000] [--incremental-rows 10000000]
+        [--repeat 3]
 """
 
 from __future__ import annotations
@@ -73,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--incremental-rows", type=int, default=10_000_000)
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="lakeview-bench-refresh-"))
@@ -172,14 +181,15 @@ def main() -> None:
 
             django.setup()
             from refresh import selectors, sources
+            from refresh.core.incremental import Kind
 
             mt = selectors.get_materialized_table("bench", "wide")
             decisions = []
             for _ in range(50):
                 started = time.perf_counter()
-                unchanged, _ = sources.unchanged_since_last_success(mt)
+                decision, _, _ = sources.decide(mt, partition=None, force=False, full_asked=False)
                 decisions.append(time.perf_counter() - started)
-                assert unchanged
+                assert decision.kind is Kind.NO_DATA, decision
             started = time.perf_counter()
             answer = stack.api.post(endpoint, json={"force": False}, timeout=60)
             job = answer.json()["jobId"]
@@ -207,11 +217,94 @@ def main() -> None:
             print(f"NO_DATA decision                     p50 {p50:.1f} ms, p99 {p99:.1f} ms")
             print(f"skipped run, API to SKIPPED          {skip_end_to_end * 1000:.0f} ms")
             print("                                     (target: decision under 100 ms)")
+            _incremental_case(stack, spark, rows=args.incremental_rows, repeat=args.repeat)
             spark.stop()
     finally:
         if redis is not None:
             redis.terminate()
         shutil.rmtree(root, ignore_errors=True)
+
+
+INCREMENTAL_TABLES = {
+    # name: (query, goal of incremental / full)
+    "filtered": ("SELECT id, k, v FROM facts WHERE v > 0.5", 0.05),
+    "grouped": (
+        "SELECT k, count(*) AS n, sum(v) AS total, max(v) AS top FROM facts GROUP BY k",
+        0.15,
+    ),
+}
+
+
+def _incremental_case(stack, spark, *, rows: int, repeat: int) -> None:
+    """Incremental against full refreshes of the same tables, side by side (see above)."""
+    print(f"\nfilling st.bench.facts with {rows:,} rows ...", flush=True)
+    spark.sql(
+        "CREATE TABLE st.bench.facts USING iceberg AS SELECT id, id % 100000 AS k, "
+        f"rand(11) AS v FROM range({rows})"
+    )
+    for name, (query, _) in INCREMENTAL_TABLES.items():
+        key = " (PRIMARY KEY (k) NOT ENFORCED)" if "GROUP BY" in query else ""
+        answer = stack.statements(
+            f"CREATE MATERIALIZED TABLE bench.{name}{key} FRESHNESS = INTERVAL '1' DAY "
+            f"REFRESH_MODE = FULL AS {query}"
+        )
+        assert answer.status_code == 200, answer.text
+        first = answer.json()["results"][0]["run_id"]
+        stack.wait_for(
+            lambda first=first: stack.run(first)["state"] in ("SUCCEEDED", "FAILED"),
+            timeout=900,
+            what=f"{name}'s first refresh",
+        )
+    step = max(1, rows // 1000)  # 0.1%
+    timings: dict[str, dict[str, list[float]]] = {
+        name: {"INCREMENTAL": [], "FULL": []} for name in INCREMENTAL_TABLES
+    }
+    start = rows
+    for round_ in range(repeat):
+        spark.sql(
+            f"INSERT INTO st.bench.facts SELECT id, id % 100000 AS k, rand({round_}) AS v "
+            f"FROM range({start}, {start + step})"
+        )
+        start += step
+        for name in INCREMENTAL_TABLES:
+            for body, action in (({}, "INCREMENTAL"), ({"full": True}, "FULL")):
+                seconds, run = _timed_refresh(stack, name, body)
+                assert run["action"] == action, run
+                timings[name][action].append(seconds)
+        print(
+            f"round {round_ + 1}: "
+            + ", ".join(
+                f"{name} {t['INCREMENTAL'][-1]:.2f} s / {t['FULL'][-1]:.2f} s"
+                for name, t in timings.items()
+            ),
+            flush=True,
+        )
+    print(f"\nsource rows {rows:,}, appended per round {step:,}")
+    for name, (_query, goal) in INCREMENTAL_TABLES.items():
+        incremental = statistics.median(timings[name]["INCREMENTAL"])
+        full = statistics.median(timings[name]["FULL"])
+        print(
+            f"{name:<9} incremental {incremental:.2f} s, full {full:.2f} s, "
+            f"ratio {incremental / full:.3f} (goal <= {goal})"
+        )
+
+
+def _timed_refresh(stack, name: str, body: dict) -> tuple[float, dict]:
+    endpoint = f"{stack.server.base_url}/api/namespaces/bench/materialized-tables/{name}/refresh"
+    started = time.perf_counter()
+    answer = stack.api.post(endpoint, json=body, timeout=60)
+    assert answer.status_code == 202, answer.text
+    job = answer.json()["jobId"]
+    stack.wait_for(
+        lambda: run_state(stack, job) in ("SUCCEEDED", "FAILED"),
+        timeout=900,
+        what=f"a refresh of {name}",
+        every=0.02,
+    )
+    seconds = time.perf_counter() - started
+    run = stack.run(job)
+    assert run["state"] == "SUCCEEDED", run
+    return seconds, run
 
 
 if __name__ == "__main__":

@@ -24,3 +24,18 @@ class VersionIdConverter:
 
 
 register_converter(VersionIdConverter, "version_id")
+
+
+class DottedNamespaceConverter:
+    """A namespace name in one path segment: levels joined by "." ("sales.eu")."""
+
+    regex = r"[^/]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(DottedNamespaceConverter, "dotted")

@@ -1,4 +1,4 @@
-"""The API of table maintenance (mounted in catalog/api/urls.py): a table's policy (read and
+"""The API of table maintenance (mounted at /api/ by webapp/api_urls.py): a table's policy (read and
 change), its runs (list, start), one run, and its health over time. Thin: each handler
 validates the request's shape and calls one service or selector."""
 

@@ -17,7 +17,7 @@ from maintenance.core.policy import Action, Policy
 from maintenance.models import MaintenanceRun
 from maintenance.spark import actions
 from refresh import engine, leases, runner
-from refresh.spark.jobs import is_commit_conflict
+from refresh.spark.errors import is_commit_conflict
 
 logger = logging.getLogger(__name__)
 

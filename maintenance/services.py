@@ -118,10 +118,10 @@ def start(
 
 
 def dispatch(run_ids: Sequence[int], *, countdown: float | None = None) -> None:
-    from maintenance import tasks
+    from celery import current_app
 
-    try:
-        tasks.run_maintenance.apply_async(args=[list(run_ids)], countdown=countdown)
+    try:  # by name: the task (maintenance.tasks) sits above this module and calls it
+        current_app.send_task("maintenance.run", args=[list(run_ids)], countdown=countdown)
     except Exception as error:  # kombu's OperationalError and friends: the broker is down
         raise Unavailable(f"The task queue cannot be reached: {error}") from error
 

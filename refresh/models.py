@@ -198,6 +198,11 @@ class RefreshRun(models.Model):
     options = models.JSONField(default=dict, blank=True)
     #: A manual refresh may run although no source changed.
     force = models.BooleanField(default=False)
+    #: Recompute the whole query even when the sources only appended (the API's `full`).
+    full = models.BooleanField(default=False)
+    #: Why the run refreshed as it did (refresh.core.incremental): "incremental: 3 source
+    #: snapshots appended 12,000 rows ...", "full: source s.orders had a delete ...".
+    reason = models.TextField(blank=True, default="")
     queued_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

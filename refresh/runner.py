@@ -4,10 +4,13 @@
    taken and does nothing). If another run of the table is running, a scheduled run is
    SKIPPED (Snowflake skips a tick whose predecessor is still running) and a manual one is
    sent again a moment later.
-2. Unless forced, skip (NO_DATA) when every source is at the snapshots the last covering
-   successful refresh read: decided from the mirror, no Spark job.
-3. Otherwise run the query in a session of the worker's long-lived Spark and overwrite the
-   table (or one partition) in one Iceberg commit through the app's REST catalog, while a
+2. Decide from the mirror, without a Spark job (refresh.sources.decide, the rules in
+   refresh.core.incremental): NO_DATA (skip: every source is at the snapshots the last
+   covering successful refresh read), INCREMENTAL (the sources only appended since), or
+   FULL; the run records the decision and its reason.
+3. Otherwise, in a session of the worker's long-lived Spark, apply the appended snapshots
+   (refresh.spark.changes, as the continuous mode does) or run the query and overwrite the
+   table (or one partition), in one Iceberg commit through the app's REST catalog, while a
    thread keeps the run's heartbeat fresh; record rows, bytes and the snapshot from the
    snapshot's summary.
 
@@ -28,11 +31,13 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from refresh import engine, selectors, services, sources
+from refresh import engine, leases, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
+from refresh.core.incremental import Decision, Kind
 from refresh.core.partitions import scheduled_partition
+from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.spark import batch
+from refresh.spark import batch, changes
 
 logger = logging.getLogger(__name__)
 
@@ -110,38 +115,54 @@ def _execute(run_id: int) -> str:
     if run.trigger == RefreshRun.Trigger.REBUILD:
         return _rebuild(run, mt)
     try:
-        unchanged, snapshots = sources.unchanged_since_last_success(mt, run.partition or None)
+        decision, snapshots, plan = sources.decide(
+            mt, partition=run.partition or None, force=run.force, full_asked=run.full
+        )
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         services.finish(run, state=RefreshRun.State.FAILED, error=describe(error))
         return RefreshRun.State.FAILED
     now = timezone.now()
-    if unchanged and not run.force:
+    if decision.kind is Kind.NO_DATA:
         services.finish(
             run,
             state=RefreshRun.State.SKIPPED,
             action=RefreshRun.Action.NO_DATA,
+            reason=decision.reason,
             source_snapshots=snapshots,
             data_timestamp=now,
         )
         return RefreshRun.State.SKIPPED
-    action = RefreshRun.Action.PARTITION if run.partition else RefreshRun.Action.FULL
+    if decision.kind is Kind.INCREMENTAL:
+        action = RefreshRun.Action.INCREMENTAL
+    else:
+        action = RefreshRun.Action.PARTITION if run.partition else RefreshRun.Action.FULL
     beating = Heartbeat(run)
     beating.start()
     try:
         namespace = mt.default_namespace or mt.table.namespace.name
         session = engine.run_session(namespace=namespace.split("."), settings=run.options)
         before, _ = selectors.current_snapshot(mt.table_id)
-        batch.full_refresh(
-            session,
-            target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
-            query=mt.query,
-            partition=run.partition or None,
-            report=False,
-        )
+        target = [settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name]
+        if decision.kind is Kind.INCREMENTAL and plan is not None:
+            _incremental(session, mt, run, plan, decision, snapshots, target, namespace)
+        else:
+            batch.full_refresh(
+                session,
+                target=target,
+                query=mt.query,
+                partition=run.partition or None,
+                report=False,
+            )
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
         logger.warning("Refresh run %s of %s failed: %s", run.pk, mt, error)
-        services.finish(run, state=RefreshRun.State.FAILED, action=action, error=describe(error))
+        services.finish(
+            run,
+            state=RefreshRun.State.FAILED,
+            action=action,
+            reason=decision.reason,
+            error=describe(error),
+        )
         return RefreshRun.State.FAILED
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
@@ -151,12 +172,41 @@ def _execute(run_id: int) -> str:
         run,
         state=RefreshRun.State.SUCCEEDED,
         action=action,
+        reason=decision.reason,
         **selectors.written(summary),
         snapshot_id=snapshot_id,
         source_snapshots=snapshots,
         data_timestamp=now,
     )
     return RefreshRun.State.SUCCEEDED
+
+
+def _incremental(
+    session: Any,
+    mt: MaterializedTable,
+    run: RefreshRun,
+    plan: StreamPlan,
+    decision: Decision,
+    snapshots: dict[str, int | None],
+    target: list[str],
+    namespace: str,
+) -> None:
+    """Apply the sources' appended snapshots (refresh.spark.changes, the continuous mode's
+    code), every source read at the snapshot the run records; a MERGE takes the table's
+    rewrite lease as a micro-batch does."""
+    sources_by_name = {".".join(source): source for source in (*plan.streams, *plan.static)}
+    changes.incremental_refresh(
+        session,
+        plan=plan,
+        query=mt.query,
+        target=target,
+        catalog=settings.CATALOG_NAME,
+        namespace=namespace.split("."),
+        deltas={sources_by_name[d.source]: (d.since, d.until) for d in decision.deltas},
+        pins={source: snapshots.get(name) for name, source in sources_by_name.items()},
+        partition=run.partition or None,
+        merge_turn=lambda: leases.rewriting(mt.table_id),
+    )
 
 
 def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
@@ -221,7 +271,7 @@ def describe(error: Exception) -> str:
     """The error as a user reads it: the message first (a Spark job's root cause), then
     where it came from."""
     if getattr(error, "java_exception", None) is not None:
-        from refresh.spark.jobs import failure_message
+        from refresh.spark.errors import failure_message
 
         return failure_message(error)
     message = getattr(error, "message", None) or str(error) or type(error).__name__

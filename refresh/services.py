@@ -840,6 +840,7 @@ def enqueue(
     partition: Mapping[str, str] | None = None,
     options: Mapping[str, str] | None = None,
     force: bool = False,
+    full: bool = False,
     actor: Any = None,
 ) -> RefreshRun:
     """A QUEUED run (any state may be refreshed by hand, as in Flink). A second run for a
@@ -868,6 +869,7 @@ def enqueue(
                 partition=partition,
                 options=check_run_options(dict(options or {})),
                 force=force,
+                full=full,
                 definition_version=mt.current_version,
                 requested_by=actor if getattr(actor, "pk", None) else None,
             )
@@ -878,11 +880,12 @@ def enqueue(
 
 
 def dispatch(run: RefreshRun, *, countdown: float | None = None) -> None:
-    """Send the run to a worker (Celery). A broker that cannot be reached is Unavailable."""
-    from refresh import tasks
+    """Send the run to a worker (Celery's task `refresh.run_refresh`, by name: services sit
+    below the tasks that call them). A broker that cannot be reached is Unavailable."""
+    from celery import current_app
 
     try:
-        tasks.run_refresh.apply_async(args=[run.pk], countdown=countdown)
+        current_app.send_task("refresh.run_refresh", args=[run.pk], countdown=countdown)
     except Exception as error:  # kombu's OperationalError and friends: the broker is down
         raise Unavailable(f"The task queue cannot be reached: {error}") from error
 
@@ -895,6 +898,7 @@ def request_refresh(
     schedule_time: datetime | None = None,
     options: Mapping[str, str] | None = None,
     force: bool = True,
+    full: bool = False,
     actor: Any = None,
 ) -> RefreshRun:
     """A one-time refresh (ALTER ... REFRESH, the page's buttons, the API), in any state:
@@ -907,6 +911,7 @@ def request_refresh(
             schedule_time=schedule_time,
             options=options,
             force=force,
+            full=full,
             actor=actor,
         )
         _record(

@@ -13,7 +13,10 @@ from django.conf import settings
 from catalog import services
 from catalog.core.errors import CatalogError
 from catalog.core.sql import dependencies, parse_query
-from catalog.models import Table, View
+from catalog.models import Table, TableSnapshot, View
+from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
+from refresh.core.incremental import decide as decide_refresh
+from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream
 from refresh.models import MaterializedTable, RefreshRun
 
 
@@ -57,27 +60,104 @@ def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | No
     return snapshots, unknown
 
 
-def unchanged_since_last_success(
-    mt: MaterializedTable, partition: dict[str, str] | None = None
-) -> tuple[bool, dict[str, int | None]]:
-    """Whether every source is at the snapshot the last successful refresh covering the
-    same rows read (for the whole table: the last full refresh; for a partition: the last
-    full refresh or refresh of that partition, whichever came later), and the snapshots
-    now (the run records them). A source this catalog does not hold is never known to be
-    unchanged."""
+def _steps(table: Table | int | None) -> dict[int, Step]:
+    """A table's snapshots from the catalog's mirror, by id (what its metadata holds)."""
+    if table is None:
+        return {}
+    rows = TableSnapshot.objects.filter(table=table).values_list(
+        "snapshot_id", "parent_snapshot_id", "operation", "summary"
+    )
+    return {
+        snapshot: Step(snapshot, parent, operation, _int((summary or {}).get("added-records")))
+        for snapshot, parent, operation, summary in rows
+    }
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0
+
+
+def plan_of(mt: MaterializedTable) -> StreamPlan | str:
+    """How the continuous mode would maintain the table's query, or why it cannot."""
+
+    def is_view(name: tuple[str, ...]) -> bool:
+        return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
+
+    try:
+        return plan_stream(
+            mt.query,
+            namespace=(mt.default_namespace or mt.table.namespace.name).split("."),
+            catalog=settings.CATALOG_NAME,
+            primary_key=mt.primary_key,
+            is_view=is_view,
+        )
+    except CatalogError as error:
+        message = getattr(error, "message", None) or str(error)
+        reason = message.partition("this query: ")[2] or message
+        return f"the query cannot be kept incrementally: {reason.removesuffix(USE_FULL)}"
+
+
+def decide(
+    mt: MaterializedTable, *, partition: dict[str, str] | None, force: bool, full_asked: bool
+) -> tuple[Decision, dict[str, int | None], StreamPlan | None]:
+    """How this run refreshes (refresh.core.incremental), the source snapshots it reads,
+    and the continuous mode's plan of the query when the decision is INCREMENTAL. Decided
+    from the catalog's mirror: no Spark job."""
     now, unknown = source_snapshots(
         query_sources(mt.query, mt.default_namespace or mt.table.namespace.name)
     )
-    successes = RefreshRun.objects.filter(
-        materialized_table=mt,
-        state=RefreshRun.State.SUCCEEDED,
-        action__in=[RefreshRun.Action.FULL, RefreshRun.Action.PARTITION],
-    ).order_by("-finished_at", "-id")
-    last = None
-    for action, run_partition, snapshots in successes.values_list(
-        "action", "partition", "source_snapshots"
-    )[:200]:
-        if action == RefreshRun.Action.FULL or (partition and run_partition == partition):
-            last = snapshots
+    successes = list(
+        RefreshRun.objects.filter(
+            materialized_table=mt,
+            state=RefreshRun.State.SUCCEEDED,
+        )
+        .exclude(action=RefreshRun.Action.NO_DATA)
+        .order_by("-finished_at", "-id")
+        .values("pk", "partition", "source_snapshots", "definition_version", "snapshot_id")[:200]
+    )
+    later_own: list[int] = []
+    baseline = None
+    for row in successes:
+        if not row["partition"] or (partition and row["partition"] == partition):
+            baseline = Baseline(
+                run_id=row["pk"],
+                source_snapshots=row["source_snapshots"] or {},
+                definition_version=row["definition_version"],
+                table_snapshot=row["snapshot_id"],
+            )
             break
-    return (last is not None and not unknown and last == now), now
+        if not partition:  # a whole-table refresh needs every partition as a run left it
+            decision = full(f"the last refresh (run {row['pk']}) covered only {row['partition']}")
+            return decision, now, None
+        later_own.append(row["snapshot_id"])
+    changed = [s for s in now if baseline is None or baseline.source_snapshots.get(s, -1) != now[s]]
+    # A skip is decided from the snapshot ids alone: no lineage, no parse.
+    skipping = baseline is not None and not changed and not unknown and not force
+    plan = "" if skipping else plan_of(mt)
+    table = Table.objects.filter(pk=mt.table_id).values_list("current_snapshot_id", flat=True)
+    decision = decide_refresh(
+        now=now,
+        unknown=unknown,
+        baseline=baseline,
+        lineages={source: _steps(_table_named(source)) for source in changed},
+        plan=plan,
+        table_lineage={} if skipping else _steps(mt.table_id),
+        table_snapshot=table.first(),
+        own_snapshots=later_own,
+        definition_version=mt.current_version,
+        partition=partition,
+        partition_columns=list(partition or {}),
+        force=force,
+        full_asked=full_asked,
+        options=mt.options,
+        outer_join=isinstance(plan, StreamPlan) and has_outer_join(mt.query),
+    )
+    return decision, now, plan if isinstance(plan, StreamPlan) else None
+
+
+def _table_named(qualified: str) -> Table | None:
+    namespace, _, name = qualified.rpartition(".")
+    return Table.objects.filter(namespace__name=namespace, name=name).first()

@@ -41,7 +41,7 @@ from refresh import leases, selectors, services
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.spark import jobs, streaming
+from refresh.spark import errors, jobs, streaming
 from refresh.spark.session import SparkSessionConfig
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ class Supervisor:
         except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
             beating.stop()
             logger.exception("Rebuilding %s for version %s failed", mt, run.definition_version)
-            services.fail_rebuild(run, error=jobs.failure_message(error))
+            services.fail_rebuild(run, error=errors.failure_message(error))
             return
         beating.stop()
         checkpoint = (

@@ -12,8 +12,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/", include("catalog.api.urls")),
+    path("api/", include("webapp.api_urls")),
     path("iceberg/", include("catalog.iceberg_rest.urls")),
     path("", include("refresh.pages.urls")),
+    path("", include("maintenance.page_urls")),
     path("", include("catalog.pages.urls")),
 ]

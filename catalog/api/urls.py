@@ -1,37 +1,15 @@
-"""The management API, mounted at /api/ (the Iceberg REST protocol lives elsewhere)."""
+"""The catalog's part of the management API (webapp/api_urls.py mounts it at /api/ beside
+refresh's and maintenance's; the Iceberg REST protocol lives elsewhere)."""
 
 from __future__ import annotations
 
-from django.urls import path, re_path, register_converter
+from django.urls import path
 
-from catalog import converters  # noqa: F401 - registers <version_id:...>
+from catalog import converters  # noqa: F401 - registers <version_id:...> and <dotted:...>
 from catalog.api import views
 from catalog.api.docs import docs, schema
-from maintenance import api as maint
-from refresh.api import jobs as mt_jobs
-from refresh.api import monitoring as mt_monitoring
-from refresh.api import views as mt_views
-from webapp.middleware import not_found
-
-
-class DottedNamespaceConverter:
-    """A namespace name in one path segment: levels joined by "." ("sales.eu")."""
-
-    regex = r"[^/]+"
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
-
-
-register_converter(DottedNamespaceConverter, "dotted")
-
-app_name = "api"
 
 VIEW = "namespaces/<dotted:namespace>/views/<str:name>"
-MT = "namespaces/<dotted:namespace>/materialized-tables/<str:name>"
 
 TABLE = "namespaces/<dotted:namespace>/tables/<str:name>"
 
@@ -86,40 +64,4 @@ urlpatterns = [
     path(f"{TABLE}/detach", views.TableDetachView.as_view(), name="table-detach"),
     path(f"{TABLE}/preview", views.TablePreviewView.as_view(), name="table-preview"),
     path(f"{TABLE}/files", views.TableFilesView.as_view(), name="table-files"),
-    path(f"{TABLE}/maintenance", maint.PolicyView.as_view(), name="table-maintenance"),
-    path(f"{TABLE}/maintenance/runs/", maint.RunListView.as_view(), name="table-maintenance-runs"),
-    path(f"{TABLE}/maintenance/health", maint.HealthView.as_view(), name="table-health"),
-    path("maintenance-runs/<int:run_id>/", maint.RunDetailView.as_view(), name="maintenance-run"),
-    # materialized tables (refresh/api)
-    path("statements/", mt_views.StatementsView.as_view(), name="statements"),
-    path(
-        "namespaces/<dotted:namespace>/materialized-tables/",
-        mt_views.MaterializedTableListView.as_view(),
-        name="mt-list",
-    ),
-    path(f"{MT}/", mt_views.MaterializedTableDetailView.as_view(), name="mt-detail"),
-    path(f"{MT}/suspend", mt_views.SuspendView.as_view(), name="mt-suspend"),
-    path(f"{MT}/resume", mt_views.ResumeView.as_view(), name="mt-resume"),
-    path(f"{MT}/refresh", mt_views.RefreshView.as_view(), name="mt-refresh"),
-    path(f"{MT}/runs/", mt_views.RunListView.as_view(), name="mt-runs"),
-    path(f"{MT}/versions/", mt_views.VersionListView.as_view(), name="mt-versions"),
-    path(f"{MT}/definition", mt_views.DefinitionView.as_view(), name="mt-definition"),
-    path(f"{MT}/rollback", mt_views.DefinitionRollbackView.as_view(), name="mt-rollback"),
-    path(
-        "monitoring/tables/",
-        mt_monitoring.MonitoredTablesView.as_view(),
-        name="monitoring-tables",
-    ),
-    path(
-        "monitoring/history/",
-        mt_monitoring.MonitoringHistoryView.as_view(),
-        name="monitoring-history",
-    ),
-    path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
-    path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
-    path("jobs/", mt_jobs.JobListView.as_view(), name="job-list"),
-    path("jobs/<int:job_id>/", mt_jobs.JobDetailView.as_view(), name="job-detail"),
-    path("jobs/<int:job_id>/cancel", mt_jobs.JobCancelView.as_view(), name="job-cancel"),
-    path("workers/", mt_jobs.WorkerListView.as_view(), name="worker-list"),
-    re_path(r"^.*$", not_found),
 ]

@@ -2,7 +2,6 @@ from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
 from catalog.pages import attach, credentials, manage, namespaces, tables, views
-from maintenance import pages as maintenance_pages
 
 app_name = "catalog"
 
@@ -22,16 +21,6 @@ urlpatterns = [
     path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
     path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
     path("namespaces/<str:namespace>/tables/<str:name>/", tables.table_detail, name="table-detail"),
-    path(
-        "namespaces/<str:namespace>/tables/<str:name>/maintenance/enabled",
-        maintenance_pages.set_enabled,
-        name="table-maintenance-enabled",
-    ),
-    path(
-        "namespaces/<str:namespace>/tables/<str:name>/maintenance/run",
-        maintenance_pages.run_now,
-        name="table-maintenance-run",
-    ),
     # attached tables (catalog/pages/attach.py)
     path("namespaces/<str:namespace>/attach", attach.attach, name="table-attach"),
     path(

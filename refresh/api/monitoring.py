@@ -1,4 +1,4 @@
-"""The monitoring API (mounted in catalog/api/urls.py): every materialized table with its
+"""The monitoring API (mounted at /api/ by webapp/api_urls.py): every materialized table with its
 status, failing and late ones first, and the refresh and maintenance history of all
 tables together, with the monitoring page's filters. Reads only, through
 `refresh.monitoring`; a filter it cannot read is a 400 naming the field."""

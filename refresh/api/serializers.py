@@ -167,7 +167,7 @@ class ResumeSerializer(StrictSerializer):
 
 class RefreshRequestSerializer(StrictSerializer):
     """Flink's SQL Gateway refresh request (what an external scheduler such as Airflow
-    sends), with `force` added."""
+    sends), with `force` and `full` added."""
 
     isPeriodic = serializers.BooleanField(  # noqa: N815 - Flink's field name
         required=False,
@@ -190,6 +190,12 @@ class RefreshRequestSerializer(StrictSerializer):
     )
     force = serializers.BooleanField(
         required=False, default=False, help_text="Refresh even if no source changed."
+    )
+    full = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Recompute the whole query (or partition), even when the sources only "
+        "appended and an incremental refresh would do.",
     )
 
 
@@ -241,6 +247,8 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "partition",
             "options",
             "force",
+            "full",
+            "reason",
             "queued_at",
             "started_at",
             "finished_at",

@@ -300,6 +300,7 @@ class RefreshView(APIView):
             schedule_time=moment,
             options=data["config"],
             force=data["force"],
+            full=data["full"],
             actor=request.user,
         )
         run = selectors.get_run(run.pk)

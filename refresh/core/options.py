@@ -8,7 +8,9 @@ know. Here the "connector" is an Iceberg table written by Spark, so the known op
   refresh overwrites (refresh.core.partitions);
 - the Iceberg table properties that shape what a refresh writes (`write.*`, the file
   format and its compression, target file sizes...): they are written to the table's
-  properties, where Spark's Iceberg writer reads them.
+  properties, where Spark's Iceberg writer reads them;
+- `refresh.incremental` ('true' by default, or 'false'): whether a FULL table's refreshes
+  may apply only what its sources appended (refresh.core.incremental).
 
 A run's options are Spark SQL settings for that run's session only (`spark.sql.*`), the
 counterpart of Flink's dynamic options: a resumed table's jobs, or one refresh, may use more
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from catalog.core.errors import InvalidInput
+from refresh.core.incremental import INCREMENTAL_OPTION
 from refresh.core.partitions import formatter_column
 
 #: Iceberg table properties a user may set on a materialized table (Iceberg's TableProperties
@@ -54,7 +57,7 @@ DATE_FORMATTER_KEY = "partition.fields.<column>.date-formatter"
 
 
 def _known_table_options() -> str:
-    return ", ".join([DATE_FORMATTER_KEY, *sorted(TABLE_PROPERTIES)])
+    return ", ".join([DATE_FORMATTER_KEY, INCREMENTAL_OPTION, *sorted(TABLE_PROPERTIES)])
 
 
 def check_table_options(options: Mapping[str, str], *, field: str = "options") -> dict[str, str]:
@@ -63,7 +66,13 @@ def check_table_options(options: Mapping[str, str], *, field: str = "options") -
     for key, value in options.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise InvalidInput("Options map text keys to text values", field=field)
-        if formatter_column(key) is None and key not in TABLE_PROPERTIES:
+        if key == INCREMENTAL_OPTION:
+            if value.strip().lower() not in ("true", "false") and value != "":
+                raise InvalidInput(
+                    f"Option {INCREMENTAL_OPTION!r} is 'true' or 'false', not {value[:100]!r}",
+                    field=field,
+                )
+        elif formatter_column(key) is None and key not in TABLE_PROPERTIES:
             raise InvalidInput(
                 f"Unknown option {key!r} for a materialized table. Known options: "
                 f"{_known_table_options()}",

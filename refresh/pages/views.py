@@ -217,6 +217,7 @@ def mt_refresh(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
             trigger=RefreshRun.Trigger.MANUAL,
             partition=partition,
             force=request.POST.get("force") == "on",
+            full=request.POST.get("full") == "on",
             actor=request.user,
         )
     except CatalogError as error:

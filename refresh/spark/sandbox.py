@@ -365,7 +365,7 @@ def _analyzed(session: SparkSession, sql: str) -> Any:
     """`sql` parsed by Spark (one statement) and analyzed without running any command."""
     from pyspark.errors.exceptions.captured import CapturedException
 
-    from refresh.spark.jobs import spark_error
+    from refresh.spark.errors import spark_error
 
     if not isinstance(sql, str) or not sql.strip():
         raise SandboxRefused("The statement is empty")
@@ -422,7 +422,7 @@ def data_change(session: SparkSession, sql: str, *, catalog: str, target: Sequen
     levels..., name), once Spark's analyzed plan passed `check`."""
     from pyspark.errors import AnalysisException
 
-    from refresh.spark.jobs import spark_error
+    from refresh.spark.errors import spark_error
 
     plan = _analyzed(session, sql)
     check(

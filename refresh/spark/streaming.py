@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
 from refresh.spark import sandbox
 from refresh.spark.batch import RefreshResult, latest_snapshot, quote, replace
-from refresh.spark.jobs import is_commit_conflict
+from refresh.spark.changes import append, merge_changes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -148,7 +148,6 @@ def start(
         frame.createOrReplaceTempView(view)
     replacements = {name: view for name, (view, _) in streams.items()}
     query = qualify_all(query, namespace=namespace, catalog=catalog)
-    writer_target = quote(target)
     first = [True]
 
     if plan.mode == "append":
@@ -172,44 +171,28 @@ def start(
                 return
             if batch.isEmpty():
                 return
-            batch.writeTo(writer_target).option(
-                f"snapshot-property.{BATCH_PROPERTY}", marker
-            ).append()
+            append(batch, target=target, properties={BATCH_PROPERTY: marker})
         else:
             if batch.isEmpty():
                 return
             [stream] = plan.streams
             suffix = f"{abs(hash(key)) % 10**8}_{batch_id}"
-            new_rows, keys, changed = (f"__lakeview_{w}_{suffix}" for w in ("new", "keys", "rows"))
+            new_rows = f"__lakeview_new_{suffix}"
             batch.createOrReplaceTempView(new_rows)
-            partial = rewrite_sources(
-                query, {tuple(stream): new_rows}, namespace=namespace, catalog=catalog
-            )
-            columns = ", ".join(quote([k]) for k in plan.key)
-            sandbox.query(
-                session,
-                f"SELECT DISTINCT {columns} FROM ({partial})",
-                catalog=catalog,
-                trusted_views=[new_rows],
-            ).createOrReplaceTempView(keys)
-            match = " AND ".join(f"q.{quote([k])} <=> k.{quote([k])}" for k in plan.key)
-            sandbox.query(
-                session,
-                f"SELECT q.* FROM ({query}) q LEFT SEMI JOIN {keys} k ON {match}",
-                catalog=catalog,
-                trusted_views=[keys],
-            ).createOrReplaceTempView(changed)
-            on = " AND ".join(f"t.{quote([k])} = s.{quote([k])}" for k in plan.key)
             # The table's rewrite lease (refresh.leases): a compaction of this table
             # commits before or after this MERGE, not in the middle of it.
-            with merge_turn():
-                _merge_retrying(
-                    session,
-                    f"MERGE INTO {writer_target} t USING {changed} s ON {on} "
-                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
-                )
-            for view in (new_rows, keys, changed):
-                session.catalog.dropTempView(view)
+            merge_changes(
+                session,
+                plan=plan,
+                query=query,
+                target=target,
+                appended={tuple(stream): new_rows},
+                whole={},
+                namespace=namespace,
+                catalog=catalog,
+                merge_turn=merge_turn,
+            )
+            session.catalog.dropTempView(new_rows)
         on_batch(BatchResult(batch_id, -1, None, None, started, time.time()))
 
     return (
@@ -220,23 +203,6 @@ def start(
         .foreachBatch(write)
         .start()
     )
-
-
-MERGE_ATTEMPTS = 4
-
-
-def _merge_retrying(session: SparkSession, statement: str) -> None:
-    """Run a micro-batch's MERGE; when a concurrent commit (table maintenance) conflicts with
-    it, run it again: the changed rows are a view over the sources, recomputed on each run,
-    and merging on the primary key is idempotent, so a retry is exact."""
-    for attempt in range(1, MERGE_ATTEMPTS + 1):
-        try:
-            session.sql(statement)
-            return
-        except Exception as error:  # noqa: BLE001 - Py4J's errors; re-raised unless a conflict
-            if attempt == MERGE_ATTEMPTS or not is_commit_conflict(error):
-                raise
-            time.sleep(0.2 * attempt)
 
 
 def _has_batch(spark: SparkSession, target: Sequence[str], marker: str) -> bool:

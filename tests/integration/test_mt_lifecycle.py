@@ -171,9 +171,14 @@ def _append_snapshot(namespace: str, name: str, snapshot_id: int) -> None:
     )  # fmt: skip
 
 
-def test_no_data_is_decided_from_the_sources_snapshots_through_views():
-    from refresh.sources import unchanged_since_last_success
+def _decide(mt):
+    from refresh.sources import decide
 
+    decision, now, _ = decide(mt, partition=None, force=False, full_asked=False)
+    return decision.kind, now
+
+
+def test_no_data_is_decided_from_the_sources_snapshots_through_views():
     mt = make_mt()
     services.create_table(namespace="sales", name="orders", schema=SCHEMA)
     _append_snapshot("sales", "orders", 1)
@@ -181,22 +186,20 @@ def test_no_data_is_decided_from_the_sources_snapshots_through_views():
     MaterializedTable.objects.filter(pk=mt.pk).update(query="SELECT ds FROM recent")
     mt.refresh_from_db()
 
-    unchanged, now = unchanged_since_last_success(mt)
-    assert (unchanged, now) == (False, {"sales.orders": 1}), "never refreshed: not unchanged"
+    kind, now = _decide(mt)
+    assert (kind, now) == ("FULL", {"sales.orders": 1}), "never refreshed: a full refresh"
     run = mts.claim(mts.enqueue(mt, trigger="CREATE").pk, worker="w:1")
     mts.finish(run, state="SUCCEEDED", action="FULL", source_snapshots=now)
 
-    assert unchanged_since_last_success(mt)[0] is True
+    assert _decide(mt)[0] == "NO_DATA"
     _append_snapshot("sales", "orders", 2)
-    assert unchanged_since_last_success(mt) == (False, {"sales.orders": 2})
+    assert _decide(mt) == ("FULL", {"sales.orders": 2}), "a view is no stream: full"
 
 
 def test_a_source_outside_the_catalog_is_never_taken_as_unchanged():
-    from refresh.sources import unchanged_since_last_success
-
     mt = make_mt()
     MaterializedTable.objects.filter(pk=mt.pk).update(query="SELECT * FROM other.ns.t")
     mt.refresh_from_db()
     run = mts.claim(mts.enqueue(mt, trigger="CREATE").pk, worker="w:1")
     mts.finish(run, state="SUCCEEDED", action="FULL", source_snapshots={})
-    assert unchanged_since_last_success(mt)[0] is False
+    assert _decide(mt)[0] == "FULL"

@@ -455,3 +455,74 @@ def test_a_scheduled_run_refreshes_only_the_partition_its_tick_minus_freshness_f
     assert rows["a"][0] < 1000, "partition a is not this tick's: it keeps its rows"
     after = _files_by_partition(st, "st.e2e.by_day")
     assert after["a"] == before["a"] and after["b"] == before["b"]
+
+
+# A primary key's columns are non-null: Spark derives that coalesce(...) is.
+KEYED_QUERY = (
+    "SELECT coalesce(ds, '-') AS day, sum(amount) AS total, count(*) AS n FROM orders "
+    "GROUP BY coalesce(ds, '-')"
+)
+
+
+def _refresh(stack: RefreshStack, table: str, **body) -> dict:
+    response = stack.api.post(
+        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/{table}/refresh",
+        json=body,
+        timeout=30,
+    )
+    assert response.status_code == 202, response.text
+    run_id = response.json()["jobId"]
+    stack.wait_for(
+        lambda: stack.run(run_id)["state"] in ("SUCCEEDED", "FAILED", "SKIPPED"),
+        timeout=120,
+        what=f"refresh {run_id} of {table}",
+    )
+    return stack.run(run_id)
+
+
+def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(stack, st):
+    [created] = ok(
+        stack,
+        "CREATE MATERIALIZED TABLE keyed (PRIMARY KEY (day) NOT ENFORCED) "
+        f"FRESHNESS = INTERVAL '1' DAY REFRESH_MODE = FULL AS {KEYED_QUERY}",
+    )
+    stack.wait_for(
+        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
+        timeout=120,
+        what="keyed's first refresh",
+    )
+    assert stack.run(created["run_id"])["action"] == "FULL"
+    expected_sql = KEYED_QUERY.replace("FROM orders", f"FROM st.{NS}.orders")
+
+    st.sql(f"INSERT INTO st.{NS}.orders VALUES (30, 'a', 0.5), (31, 'zz', 2.0)")
+    run = _refresh(stack, "keyed")
+    assert (run["state"], run["action"]) == ("SUCCEEDED", "INCREMENTAL"), run
+    assert run["reason"] == (
+        f"incremental: 1 source snapshot appended 2 rows ({NS}.orders +2 in 1)"
+    )
+    assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
+
+    st.sql(f"DELETE FROM st.{NS}.orders WHERE id = 31")
+    run = _refresh(stack, "keyed")
+    assert (run["state"], run["action"]) == ("SUCCEEDED", "FULL"), run
+    assert run["reason"].startswith(f"full: source {NS}.orders had ")
+    assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
+
+    st.sql(f"INSERT INTO st.{NS}.orders VALUES (32, 'a', 0.25)")
+    run = _refresh(stack, "keyed", full=True)
+    assert (run["action"], run["reason"]) == ("FULL", "full: a full refresh was asked for")
+
+    ok(stack, "ALTER MATERIALIZED TABLE keyed SET ('refresh.incremental' = 'false')")
+    st.sql(f"INSERT INTO st.{NS}.orders VALUES (33, 'a', 0.125)")
+    run = _refresh(stack, "keyed")
+    assert run["action"] == "FULL"
+    assert run["reason"] == "full: incremental refreshes are off (refresh.incremental = 'false')"
+    assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
+
+    page = stack.api.get(
+        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/keyed/runs/", timeout=30
+    )
+    assert page.status_code == 200, page.text
+    reasons = [r["reason"] for r in page.json()["results"]]  # the history says why, each run
+    assert any(reason.startswith("incremental: ") for reason in reasons)
+    assert any(reason.startswith("full: source ") for reason in reasons)

@@ -1,0 +1,16 @@
+"""The forms of a table page's Maintenance section (mounted by webapp/urls.py)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from maintenance import pages
+
+app_name = "maintenance"
+
+TABLE = "namespaces/<str:namespace>/tables/<str:name>"
+
+urlpatterns = [
+    path(f"{TABLE}/maintenance/enabled", pages.set_enabled, name="table-maintenance-enabled"),
+    path(f"{TABLE}/maintenance/run", pages.run_now, name="table-maintenance-run"),
+]

@@ -1,0 +1,46 @@
+"""Materialized tables' part of the management API, with the Spark jobs, workers,
+monitoring and lineage (mounted at /api/ by webapp/api_urls.py)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from catalog import converters  # noqa: F401 - registers <dotted:...>
+from refresh.api import jobs as mt_jobs
+from refresh.api import monitoring as mt_monitoring
+from refresh.api import views as mt_views
+
+MT = "namespaces/<dotted:namespace>/materialized-tables/<str:name>"
+
+urlpatterns = [
+    path("statements/", mt_views.StatementsView.as_view(), name="statements"),
+    path(
+        "namespaces/<dotted:namespace>/materialized-tables/",
+        mt_views.MaterializedTableListView.as_view(),
+        name="mt-list",
+    ),
+    path(f"{MT}/", mt_views.MaterializedTableDetailView.as_view(), name="mt-detail"),
+    path(f"{MT}/suspend", mt_views.SuspendView.as_view(), name="mt-suspend"),
+    path(f"{MT}/resume", mt_views.ResumeView.as_view(), name="mt-resume"),
+    path(f"{MT}/refresh", mt_views.RefreshView.as_view(), name="mt-refresh"),
+    path(f"{MT}/runs/", mt_views.RunListView.as_view(), name="mt-runs"),
+    path(f"{MT}/versions/", mt_views.VersionListView.as_view(), name="mt-versions"),
+    path(f"{MT}/definition", mt_views.DefinitionView.as_view(), name="mt-definition"),
+    path(f"{MT}/rollback", mt_views.DefinitionRollbackView.as_view(), name="mt-rollback"),
+    path(
+        "monitoring/tables/",
+        mt_monitoring.MonitoredTablesView.as_view(),
+        name="monitoring-tables",
+    ),
+    path(
+        "monitoring/history/",
+        mt_monitoring.MonitoringHistoryView.as_view(),
+        name="monitoring-history",
+    ),
+    path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
+    path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
+    path("jobs/", mt_jobs.JobListView.as_view(), name="job-list"),
+    path("jobs/<int:job_id>/", mt_jobs.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<int:job_id>/cancel", mt_jobs.JobCancelView.as_view(), name="job-cancel"),
+    path("workers/", mt_jobs.WorkerListView.as_view(), name="worker-list"),
+]

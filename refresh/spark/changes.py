@@ -1,0 +1,316 @@
+"""Apply what the sources appended to a materialized table: the one implementation behind a
+continuous table's micro-batches (refresh.spark.streaming) and a FULL table's incremental
+refreshes (refresh.runner, refresh.core.incremental). Django-free.
+
+- **append** plans (projections, filters, UNION ALL): the query over the appended rows
+  (every other source read as empty) gives exactly the rows to add; one `append` commit.
+- **combined** aggregations (COUNT / SUM / MIN / MAX of one table by its primary key), in
+  a refresh: the aggregation of the appended rows alone, merged by adding counts and sums
+  and keeping minima and maxima (`merge_combined`); nothing the source held is read.
+- **merge** plans (aggregations, joins; a primary key): the query over each changed
+  source's appended rows (the other sources whole) names the primary keys they touch; the
+  query over the whole sources, for those keys only, gives their rows now; one `MERGE INTO`
+  on the primary key updates them, inserts the new ones and deletes a touched key the query
+  no longer gives (a HAVING that stopped holding). Every touched key's row is then the
+  query's answer over the sources, whatever the aggregate or join.
+
+The user's query, however rewritten, reaches Spark only through the sandbox; the temporary
+views the callers make (appended rows, pinned sources) are the only others it may read."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from refresh.core.incremental import combinable
+from refresh.core.streaming import StreamPlan, rewrite_sources
+from refresh.spark import sandbox
+from refresh.spark.batch import quote
+from refresh.spark.errors import is_commit_conflict
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Source = tuple[str, ...]
+GONE = "__lakeview_gone"
+_names = itertools.count()
+
+
+def _temp(frame: DataFrame, kind: str) -> str:
+    name = f"__lakeview_{kind}_{next(_names)}"
+    frame.createOrReplaceTempView(name)
+    return name
+
+
+def _partition_filter(frame: DataFrame, partition: Mapping[str, str] | None) -> DataFrame:
+    if not partition:
+        return frame
+    from pyspark.sql import functions as F
+
+    return frame.where(
+        functools.reduce(
+            lambda left, right: left & right,
+            [F.col(quote([column])) == F.lit(value) for column, value in partition.items()],
+        )
+    )
+
+
+def appended_rows(
+    session: SparkSession,
+    *,
+    query: str,
+    appended: Mapping[Source, str],
+    sources: Sequence[Source],
+    whole: Mapping[Source, str],
+    namespace: Sequence[str],
+    catalog: str,
+    scratch: list[str],
+) -> DataFrame:
+    """An append plan's new rows: the query with each source read from its appended rows
+    (`appended`: source -> view) or, unchanged, as empty (views it makes go in `scratch`,
+    for the caller to drop once the rows are written)."""
+    replacements = dict(appended)
+    for source in sources:
+        if source not in replacements:
+            base = whole.get(source) or quote((catalog, *source))
+            replacements[source] = _temp(session.table(base).limit(0), "none")
+            scratch.append(replacements[source])
+    sql = rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
+    return sandbox.query(session, sql, catalog=catalog, trusted_views=replacements.values())
+
+
+def append(frame: DataFrame, *, target: Sequence[str], properties: Mapping[str, str]) -> None:
+    """`frame`'s rows appended to the table in one commit, with snapshot properties."""
+    writer = frame.writeTo(quote(target))
+    for key, value in properties.items():
+        writer = writer.option(f"snapshot-property.{key}", value)
+    writer.append()
+
+
+def merge_changes(
+    session: SparkSession,
+    *,
+    plan: StreamPlan,
+    query: str,
+    target: Sequence[str],
+    appended: Mapping[Source, str],
+    whole: Mapping[Source, str],
+    namespace: Sequence[str],
+    catalog: str,
+    partition: Mapping[str, str] | None = None,
+    merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> None:
+    """A merge plan's changes (see the module): `appended` maps each changed source to a
+    view of its new rows; `whole` maps sources to views of them as the refresh reads them
+    (pinned snapshots), and a source not in it is read as it is now."""
+    key = [quote([k]) for k in plan.key]
+    columns = ", ".join(key)
+    trusted = [*appended.values(), *whole.values()]
+    touched = []
+    for source, view in appended.items():
+        partial = rewrite_sources(
+            query, {**whole, source: view}, namespace=namespace, catalog=catalog
+        )
+        touched.append(
+            sandbox.query(
+                session,
+                f"SELECT DISTINCT {columns} FROM ({partial})",
+                catalog=catalog,
+                trusted_views=trusted,
+            )
+        )
+    keys_frame = _partition_filter(
+        functools.reduce(lambda left, right: left.union(right), touched).distinct(), partition
+    ).cache()
+    keys = _temp(keys_frame, "keys")
+    match = " AND ".join(f"q.{k} <=> k.{k}" for k in key)
+    now = rewrite_sources(query, dict(whole), namespace=namespace, catalog=catalog)
+    rows = sandbox.query(
+        session,
+        f"SELECT q.* FROM ({now}) q LEFT SEMI JOIN {keys} k ON {match}",
+        catalog=catalog,
+        trusted_views=[*trusted, keys],
+    ).cache()
+    try:
+        changed = _temp(_with_gone(rows, keys_frame, plan.key), "changed")
+        names = [quote([c]) for c in rows.columns]
+        on = " AND ".join(f"t.{k} <=> s.{k}" for k in key)
+        assignments = ", ".join(f"t.{c} = s.{c}" for c in names)
+        statement = (
+            f"MERGE INTO {quote(target)} t USING {changed} s ON {on} "
+            f"WHEN MATCHED AND s.{GONE} THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {assignments} "
+            f"WHEN NOT MATCHED AND NOT s.{GONE} THEN INSERT ({', '.join(names)}) "
+            f"VALUES ({', '.join(f's.{c}' for c in names)})"
+        )
+        with merge_turn():
+            merge_retrying(session, statement)
+        for view in (keys, changed):
+            session.catalog.dropTempView(view)
+    finally:
+        rows.unpersist()
+        keys_frame.unpersist()
+
+
+def merge_combined(
+    session: SparkSession,
+    *,
+    query: str,
+    target: Sequence[str],
+    kinds: Mapping[str, str],
+    appended: Mapping[Source, str],
+    namespace: Sequence[str],
+    catalog: str,
+    partition: Mapping[str, str] | None = None,
+    merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> None:
+    """An aggregation whose values combine (refresh.core.incremental.combinable): the query
+    over the appended rows alone, merged into the table by combining each value with the
+    table's (counts and sums added, minima and maxima kept): nothing the source held before
+    is read. Not idempotent, so only for a refresh whose table is known to be exactly as its
+    last refresh left it (the decision checks the table's own history); micro-batches, which
+    a crash may replay, recompute their keys instead."""
+    sql = rewrite_sources(query, dict(appended), namespace=namespace, catalog=catalog)
+    delta = sandbox.query(session, sql, catalog=catalog, trusted_views=appended.values())
+    view = _temp(_partition_filter(delta, partition), "delta")
+    keys = [quote([c]) for c, kind in kinds.items() if kind == "key"]
+    values = [(quote([c]), kind) for c, kind in kinds.items() if kind != "key"]
+    combined = {
+        "count": "t.{c} + s.{c}",
+        "sum": "coalesce(t.{c} + s.{c}, t.{c}, s.{c})",
+        "min": "least(t.{c}, s.{c})",
+        "max": "greatest(t.{c}, s.{c})",
+    }
+    on = " AND ".join(f"t.{k} <=> s.{k}" for k in keys)
+    names = [quote([c]) for c in kinds]
+    update = ", ".join(f"t.{c} = {combined[kind].format(c=c)}" for c, kind in values)
+    statement = (
+        f"MERGE INTO {quote(target)} t USING {view} s ON {on} "
+        + (f"WHEN MATCHED THEN UPDATE SET {update} " if update else "")
+        + f"WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) "
+        f"VALUES ({', '.join(f's.{c}' for c in names)})"
+    )
+    try:
+        with merge_turn():
+            merge_retrying(session, statement)
+    finally:
+        session.catalog.dropTempView(view)
+
+
+MERGE_ATTEMPTS = 4
+
+
+def merge_retrying(session: SparkSession, statement: str) -> None:
+    """Run a MERGE; when a concurrent commit (table maintenance) conflicts with it, run it
+    again: the changed rows are a view over the sources, recomputed on each run, and
+    merging on the primary key is idempotent, so a retry is exact."""
+    for attempt in range(1, MERGE_ATTEMPTS + 1):
+        try:
+            session.sql(statement)
+            return
+        except Exception as error:  # noqa: BLE001 - Py4J's errors; re-raised unless a conflict
+            if attempt == MERGE_ATTEMPTS or not is_commit_conflict(error):
+                raise
+            time.sleep(0.2 * attempt)
+
+
+def _with_gone(rows: DataFrame, keys: DataFrame, key: Sequence[str]) -> DataFrame:
+    """The rows for the touched keys, flagged not gone, and the touched keys the query no
+    longer gives, flagged gone (their other columns null)."""
+    from pyspark.sql import functions as F
+
+    present = rows.withColumn(GONE, F.lit(False))
+    condition = functools.reduce(
+        lambda left, right: left & right,
+        [keys[quote([k])].eqNullSafe(rows[quote([k])]) for k in key],
+    )
+    gone = keys.join(rows, condition, "left_anti")
+    for field in rows.schema.fields:
+        if field.name not in key:
+            gone = gone.withColumn(field.name, F.lit(None).cast(field.dataType))
+    gone = gone.select(*[F.col(quote([c])) for c in rows.columns]).withColumn(GONE, F.lit(True))
+    return present.unionByName(gone)
+
+
+def incremental_refresh(
+    session: SparkSession,
+    *,
+    plan: StreamPlan,
+    query: str,
+    target: Sequence[str],
+    catalog: str,
+    namespace: Sequence[str],
+    deltas: Mapping[Source, tuple[int | None, int]],
+    pins: Mapping[Source, int | None],
+    partition: Mapping[str, str] | None = None,
+    merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> None:
+    """A FULL table's incremental refresh: each source in `deltas` appended the snapshots
+    after `since` up to `until` (Iceberg's incremental append scan reads their rows); every
+    source is read at its snapshot in `pins`, the ones the run records, so the table ends
+    exactly as the query over those snapshots (or its partition `partition` does)."""
+    whole = {}
+    for source, snapshot in pins.items():
+        reader = session.read
+        if snapshot is not None:
+            reader = reader.option("snapshot-id", str(snapshot))
+        frame = reader.table(quote((catalog, *source)))
+        whole[source] = _temp(frame if snapshot is not None else frame.limit(0), "pinned")
+    appended = {}
+    scratch: list[str] = []
+    for source, (since, until) in deltas.items():
+        reader = session.read
+        if since is None:  # the source was empty then: all it holds was appended
+            reader = reader.option("snapshot-id", str(until))
+        else:
+            reader = reader.option("start-snapshot-id", str(since)).option(
+                "end-snapshot-id", str(until)
+            )
+        appended[source] = _temp(reader.table(quote((catalog, *source))), "appended")
+    combine = combinable(query, plan.key) if plan.mode == "merge" else None
+    try:
+        if combine and len(appended) == 1 and len(whole) == 1:
+            [(source, view)] = appended.items()
+            merge_combined(
+                session,
+                query=query,
+                target=target,
+                kinds=combine,
+                appended={source: view},
+                namespace=namespace,
+                catalog=catalog,
+                partition=partition,
+                merge_turn=merge_turn,
+            )
+        elif plan.mode == "append":
+            rows = appended_rows(
+                session,
+                query=query,
+                appended=appended,
+                sources=plan.streams,
+                whole=whole,
+                namespace=namespace,
+                catalog=catalog,
+                scratch=scratch,
+            )
+            append(_partition_filter(rows, partition), target=target, properties={})
+        else:
+            merge_changes(
+                session,
+                plan=plan,
+                query=query,
+                target=target,
+                appended=appended,
+                whole=whole,
+                namespace=namespace,
+                catalog=catalog,
+                partition=partition,
+                merge_turn=merge_turn,
+            )
+    finally:
+        for view in [*whole.values(), *appended.values(), *scratch]:
+            session.catalog.dropTempView(view)

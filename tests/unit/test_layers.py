@@ -1,0 +1,103 @@
+"""refresh/ reads top-down: each module imports only modules of its own layer or the ones
+below, and no two modules import each other, even inside functions (a function-level import
+is still a dependency; it only hides the circle). Read from the source with `ast`, so a new
+module is covered without editing this test; one outside every layer fails it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+#: Lowest first. A module belongs to the first layer with a prefix of its name.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("pure rules", ("refresh.core",)),
+    ("Spark jobs", ("refresh.spark.",)),
+    ("state", ("refresh.models", "refresh.credentials", "refresh.leases", "refresh.workers",
+               "refresh.engine")),
+    ("reads and decisions", ("refresh.selectors", "refresh.schedules", "refresh.sources",
+                             "refresh.lineage", "refresh.monitoring", "refresh.analysis")),
+    ("state changes", ("refresh.services", "refresh.spark_jobs")),
+    ("workers' and the console's work", ("refresh.runner", "refresh.streams",
+                                         "refresh.console")),
+    ("Celery adapters", ("refresh.tasks",)),
+    ("API, pages, admin", ("refresh.api", "refresh.pages", "refresh.operations",
+                           "refresh.admin", "refresh.apps", "refresh.management")),
+]  # fmt: skip
+#: Packages whose __init__ only re-exports (importing them is importing what they name).
+PACKAGES = {"refresh", "refresh.spark", "refresh.core", "refresh.api", "refresh.pages"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(package: str) -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for path in sorted((REPO_ROOT / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    }
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """The known modules `path` imports, at any depth (`from a import b` is a.b when b is a
+    module, else a)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            found.update(name if name in known else node.module for name in names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name in known}
+
+
+def layer_of(module: str) -> int | None:
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p.rstrip(".") or module.startswith(p) for p in prefixes):
+            return index
+    return None
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules("refresh")
+    known = set(found)
+    return {
+        module: imports(path, known) - {module} - PACKAGES
+        for module, path in found.items()
+        if module not in PACKAGES
+    }
+
+
+def test_every_module_of_refresh_has_a_layer():
+    assert [m for m in graph() if layer_of(m) is None] == []
+
+
+def test_no_module_of_refresh_imports_one_in_a_layer_above_it():
+    upward = [
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+        for module, targets in graph().items()
+        for target in sorted(targets)
+        if layer_of(target) is not None and layer_of(target) > layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_no_two_modules_of_refresh_import_each_other_even_through_others():
+    edges = graph()
+    circles = []
+
+    def walk(start: str, node: str, path: list[str], seen: set[str]) -> None:
+        for target in edges.get(node, ()):
+            if target == start:
+                circles.append(" -> ".join([*path, start]))
+            elif target not in seen:
+                seen.add(target)
+                walk(start, target, [*path, target], seen)
+
+    for module in edges:
+        walk(module, module, [module], {module})
+    assert circles == []

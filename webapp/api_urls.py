@@ -1,0 +1,16 @@
+"""/api/: the management API of every app under one URL namespace ("api"), composed here
+so that catalog/, which refresh/ and maintenance/ build on, imports neither of them. Anything
+else under /api/ is a JSON 404."""
+
+from __future__ import annotations
+
+from django.urls import re_path
+
+from catalog.api.urls import urlpatterns as catalog_api
+from maintenance.api_urls import urlpatterns as maintenance_api
+from refresh.api.urls import urlpatterns as refresh_api
+from webapp.middleware import not_found
+
+app_name = "api"
+
+urlpatterns = [*catalog_api, *maintenance_api, *refresh_api, re_path(r"^.*$", not_found)]
