@@ -23,6 +23,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -114,6 +115,7 @@ def _execute(run_id: int) -> str:
     mt = run.materialized_table
     if run.trigger == RefreshRun.Trigger.REBUILD:
         return _rebuild(run, mt)
+    clock = {"claimed": time.perf_counter()}
     try:
         decision, snapshots, plan = sources.decide(
             mt, partition=run.partition or None, force=run.force, full_asked=run.full
@@ -121,6 +123,7 @@ def _execute(run_id: int) -> str:
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         services.finish(run, state=RefreshRun.State.FAILED, error=describe(error))
         return RefreshRun.State.FAILED
+    clock["decided"] = time.perf_counter()
     now = timezone.now()
     if decision.kind is Kind.NO_DATA:
         services.finish(
@@ -143,6 +146,8 @@ def _execute(run_id: int) -> str:
         session = engine.run_session(namespace=namespace.split("."), settings=run.options)
         before, _ = selectors.current_snapshot(mt.table_id)
         target = [settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name]
+        clock["session"] = time.perf_counter()
+        spark_timings: dict[str, float] = {}
         if decision.kind is Kind.INCREMENTAL and plan is not None:
             _incremental(session, mt, run, plan, decision, snapshots, target, namespace)
         else:
@@ -152,7 +157,9 @@ def _execute(run_id: int) -> str:
                 query=mt.query,
                 partition=run.partition or None,
                 report=False,
+                timings=spark_timings,
             )
+        clock["written"] = time.perf_counter()
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
         logger.warning("Refresh run %s of %s failed: %s", run.pk, mt, error)
@@ -178,7 +185,28 @@ def _execute(run_id: int) -> str:
         source_snapshots=snapshots,
         data_timestamp=now,
     )
+    clock["finished"] = time.perf_counter()
+    _log_phases(run, action, clock, spark_timings)
     return RefreshRun.State.SUCCEEDED
+
+
+def _log_phases(
+    run: RefreshRun, action: str, clock: dict[str, float], spark: dict[str, float]
+) -> None:
+    """Where a run's time went, one line per run (bench/refresh.py reads it)."""
+    phases = {
+        "decide": clock["decided"] - clock["claimed"],
+        "session": clock["session"] - clock["decided"],
+        "spark": clock["written"] - clock["session"],
+        **{f"spark.{key}": value for key, value in spark.items()},
+        "finish": clock["finished"] - clock["written"],
+    }
+    logger.info(
+        "Refresh run %s %s phases: %s",
+        run.pk,
+        action,
+        " ".join(f"{name}={seconds:.3f}" for name, seconds in phases.items()),
+    )
 
 
 def _incremental(

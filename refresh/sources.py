@@ -135,7 +135,7 @@ def decide(
         later_own.append(row["snapshot_id"])
     changed = [s for s in now if baseline is None or baseline.source_snapshots.get(s, -1) != now[s]]
     # A skip is decided from the snapshot ids alone: no lineage, no parse.
-    skipping = baseline is not None and not changed and not unknown and not force
+    skipping = baseline is not None and not (changed or unknown or force or full_asked)
     plan = "" if skipping else plan_of(mt)
     table = Table.objects.filter(pk=mt.table_id).values_list("current_snapshot_id", flat=True)
     decision = decide_refresh(

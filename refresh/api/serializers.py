@@ -194,8 +194,8 @@ class RefreshRequestSerializer(StrictSerializer):
     full = serializers.BooleanField(
         required=False,
         default=False,
-        help_text="Recompute the whole query (or partition), even when the sources only "
-        "appended and an incremental refresh would do.",
+        help_text="Recompute the whole query (or partition), even when no source changed "
+        "or the sources only appended and an incremental refresh would do.",
     )
 
 

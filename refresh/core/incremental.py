@@ -9,9 +9,9 @@ rules, in order:
 
 1. a source outside this catalog: FULL (its changes cannot be known);
 2. no earlier successful refresh of these rows: FULL;
-3. every source at the snapshots that refresh read: NO_DATA (unless forced);
-4. a full refresh asked for (the run's `full` flag), or forced with no source changed, or
-   the table option `refresh.incremental` = 'false': FULL;
+3. a full refresh asked for (the run's `full` flag): FULL, changed sources or not;
+4. every source at the snapshots that refresh read: NO_DATA (unless forced); forced with no
+   source changed, or the table option `refresh.incremental` = 'false': FULL;
 5. a definition newer than that refresh's: FULL;
 6. a query shape the continuous mode cannot maintain (refresh.core.streaming), or an outer
    join (a row may vanish when the other side grows, and no appended row names it): FULL;
@@ -153,11 +153,11 @@ def decide(
         return full(f"source {unknown[0]} is not in this catalog, so its changes are unknown")
     if baseline is None:
         return full("no earlier successful refresh of these rows to start from")
+    if full_asked:  # asked for by name: it runs, changed sources or not
+        return full("a full refresh was asked for")
     changed = {s: id_ for s, id_ in now.items() if baseline.source_snapshots.get(s, -1) != id_}
     if not changed and not force:
         return Decision(Kind.NO_DATA, f"no data: no source changed since run {baseline.run_id}")
-    if full_asked:
-        return full("a full refresh was asked for")
     if not changed:
         return full("a refresh was asked for although no source changed")
     if (options or {}).get(INCREMENTAL_OPTION, "true").strip().lower() == "false":

@@ -41,15 +41,21 @@ def full_refresh(
     query: str,
     partition: Mapping[str, str] | None = None,
     report: bool = True,
+    timings: dict[str, float] | None = None,
 ) -> RefreshResult | None:
     """Replace the target's rows (or one partition's) with what `query` gives now. With
     `report`, read back the commit's snapshot (a small Spark job over the table's metadata);
-    a caller that learns it elsewhere (the catalog's mirror) passes False."""
+    a caller that learns it elsewhere (the catalog's mirror) passes False. `timings` gets
+    the seconds the sandbox's check took ("checked") and the job with its commit ("written")."""
+    import time
+
     from pyspark.sql import functions as F
 
     from refresh.spark import sandbox
 
+    started = time.perf_counter()
     frame = sandbox.query(spark, query, catalog=target[0])
+    checked = time.perf_counter()
     writer_target = quote(target)
     if partition:
         condition = functools.reduce(
@@ -59,6 +65,8 @@ def full_refresh(
         frame.where(condition).writeTo(writer_target).overwrite(condition)
     else:
         frame.writeTo(writer_target).overwrite(F.lit(True))
+    if timings is not None:
+        timings.update(checked=checked - started, written=time.perf_counter() - checked)
     return latest_snapshot(spark, target) if report else None
 
 

@@ -253,8 +253,11 @@ def incremental_refresh(
     after `since` up to `until` (Iceberg's incremental append scan reads their rows); every
     source is read at its snapshot in `pins`, the ones the run records, so the table ends
     exactly as the query over those snapshots (or its partition `partition` does)."""
+    combine = combinable(query, plan.key) if plan.mode == "merge" else None
     whole = {}
-    for source, snapshot in pins.items():
+    # Only a recompute reads the sources whole; each pinned read loads its table.
+    recompute = plan.mode == "merge" and not (combine and len(deltas) == len(pins) == 1)
+    for source, snapshot in pins.items() if recompute else ():
         reader = session.read
         if snapshot is not None:
             reader = reader.option("snapshot-id", str(snapshot))
@@ -271,9 +274,8 @@ def incremental_refresh(
                 "end-snapshot-id", str(until)
             )
         appended[source] = _temp(reader.table(quote((catalog, *source))), "appended")
-    combine = combinable(query, plan.key) if plan.mode == "merge" else None
     try:
-        if combine and len(appended) == 1 and len(whole) == 1:
+        if plan.mode == "merge" and not recompute:
             [(source, view)] = appended.items()
             merge_combined(
                 session,

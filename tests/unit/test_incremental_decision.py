@@ -96,6 +96,7 @@ def test_a_source_empty_at_the_last_refresh_counts_everything_appended():
 
 def test_full_asked_option_off_new_definition_first_refresh_and_unknown_sources_are_full():
     assert decision(full_asked=True).reason == "full: a full refresh was asked for"
+    assert decision(now={"s.orders": 1}, full_asked=True).kind is Kind.FULL, "even unchanged"
     assert (
         "refresh.incremental = 'false'" in decision(options={"refresh.incremental": "FALSE"}).reason
     )
