@@ -7,8 +7,9 @@ table over it. Then, alternating, `--repeat` times each:
 
 - a manual refresh end to end: `POST .../refresh` (force) until the run is SUCCEEDED in the
   app's database (queueing, the claim, the worker's job, the commit, the finish);
-- the same query as `INSERT OVERWRITE` into a table of the same schema, in this process's
-  already warm Spark session (local[2] too), through the same catalog.
+- the same query as `INSERT OVERWRITE` into a table of the same schema and the same write
+  and housekeeping properties, in this process's already warm Spark session (local[2] too),
+  through the same catalog.
 
 It prints the medians and their ratio (target: at most 1.05), and the time to decide a
 NO_DATA skip (target: under 100 ms): the decision itself, in-process against the stack's
