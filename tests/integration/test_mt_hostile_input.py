@@ -72,6 +72,8 @@ def test_a_deeply_nested_statements_body_is_refused(api):
         {"scheduleTime": 5},
         {"isPeriodic": "yes please"},
         {"force": []},
+        {"full": "maybe"},
+        {"full": {"a": 1}},
         {"partition": {"ds\x00": "a"}},
     ],
 )

@@ -270,3 +270,27 @@ def test_an_empty_console_script_is_a_form_error(client, editor, sales):  # noqa
     response = post_console(client, "")
     assert response.status_code == 400
     assert b"errorlist" in response.content
+
+
+def test_the_page_asks_for_a_full_refresh_and_the_history_says_why_each_run_did_what_it_did(
+    client,
+    editor,
+    daily,
+    dispatched,  # noqa: F811
+):
+    client.force_login(editor)
+    html = client.get(PAGE).content.decode()
+    assert 'id="mt-refresh-full"' in html and 'id="mt-refresh-partition-full"' in html
+
+    client.post(f"{PAGE}refresh", {"full": "on"})
+    asked = RefreshRun.objects.filter(trigger="MANUAL").get()
+    assert asked.full and not asked.force
+
+    run = finished(daily, state="SUCCEEDED", seconds=2, ago=timedelta(minutes=1))
+    RefreshRun.objects.filter(pk=run.pk).update(
+        action="INCREMENTAL",
+        reason="incremental: 3 source snapshots appended 12,000 rows (sales.orders +12,000 in 3)",
+    )
+    row = client.get(PAGE).content.decode().split(f'id="run-{run.pk}"')[1].split("</tr>")[0]
+    assert "INCREMENTAL" in row
+    assert "incremental: 3 source snapshots appended 12,000 rows" in row
