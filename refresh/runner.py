@@ -151,14 +151,7 @@ def _execute(run_id: int) -> str:
         if decision.kind is Kind.INCREMENTAL and plan is not None:
             _incremental(session, mt, run, plan, decision, snapshots, target, namespace)
         else:
-            batch.full_refresh(
-                session,
-                target=target,
-                query=mt.query,
-                partition=run.partition or None,
-                report=False,
-                timings=spark_timings,
-            )
+            _full(session, mt, run, plan, snapshots, target, namespace, spark_timings)
         clock["written"] = time.perf_counter()
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
@@ -206,6 +199,34 @@ def _log_phases(
         run.pk,
         action,
         " ".join(f"{name}={seconds:.3f}" for name, seconds in phases.items()),
+    )
+
+
+def _full(
+    session: Any,
+    mt: MaterializedTable,
+    run: RefreshRun,
+    plan: StreamPlan | None,
+    snapshots: dict[str, int | None],
+    target: list[str],
+    namespace: str,
+    timings: dict[str, float],
+) -> None:
+    """Recompute the query (or a partition of it); when a later refresh may apply appends
+    to this one (`plan`), at the snapshots the run records (changes.recompute)."""
+    pins = None
+    if plan is not None:
+        sources_by_name = {".".join(source): source for source in (*plan.streams, *plan.static)}
+        pins = {source: snapshots.get(name) for name, source in sources_by_name.items()}
+    changes.recompute(
+        session,
+        query=mt.query,
+        target=target,
+        catalog=settings.CATALOG_NAME,
+        namespace=namespace.split("."),
+        pins=pins,
+        partition=run.partition or None,
+        timings=timings,
     )
 
 

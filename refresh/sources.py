@@ -14,6 +14,7 @@ from catalog import services
 from catalog.core.errors import CatalogError
 from catalog.core.sql import dependencies, parse_query
 from catalog.models import Table, TableSnapshot, View
+from refresh.core.freshness import RefreshMode
 from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
 from refresh.core.incremental import decide as decide_refresh
 from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream
@@ -109,12 +110,20 @@ def decide(
     now, unknown = source_snapshots(
         query_sources(mt.query, mt.default_namespace or mt.table.namespace.name)
     )
+    if mt.refresh_mode == RefreshMode.CONTINUOUS:
+        # A manual refresh of a continuous table is a one-time recompute beside its stream.
+        return full("a continuous table's manual refresh recomputes it"), now, None
     successes = list(
         RefreshRun.objects.filter(
             materialized_table=mt,
             state=RefreshRun.State.SUCCEEDED,
         )
         .exclude(action=RefreshRun.Action.NO_DATA)
+        # Micro-batches record offsets, not the snapshots a refresh starts from.
+        .exclude(trigger=RefreshRun.Trigger.CONTINUOUS)
+        # A rebuild read its sources as they were during its job, not at the snapshots it
+        # recorded before: the next refresh recomputes (a new definition anyway).
+        .exclude(trigger=RefreshRun.Trigger.REBUILD)
         .order_by("-finished_at", "-id")
         .values("pk", "partition", "source_snapshots", "definition_version", "snapshot_id")[:200]
     )

@@ -183,7 +183,9 @@ def decide(
         return full(reason)
     deltas = []
     for source, until in sorted(changed.items()):
-        since = baseline.source_snapshots.get(source)
+        if source not in baseline.source_snapshots:  # not "empty then": unknown then
+            return full(f"source {source} was not read by run {baseline.run_id}")
+        since = baseline.source_snapshots[source]
         if until is None:
             return full(f"source {source} has no snapshot any more")
         found = appended(source, lineages.get(source, {}), since=since, until=until)

@@ -183,3 +183,14 @@ def trigger_seconds(freshness: Freshness) -> float:
     """The micro-batch interval: half the freshness (a row that arrives just after a batch
     started waits one interval, then one batch's time), at least one second."""
     return max(1.0, freshness.seconds / 2)
+
+
+def without_having(query: str) -> str:
+    """`query` without its HAVING: the rows a group's keys come from. The keys appended rows
+    touch are found by running the query over those rows alone, and a HAVING that fails
+    for them alone (`count(*) < 3` over three new rows) would hide a key whose group changed
+    (and must now leave the table)."""
+    parsed = parse_query(query, "spark")
+    for select in parsed.find_all(exp.Select):
+        select.set("having", None)
+    return parsed.sql(dialect="spark")

@@ -42,11 +42,13 @@ def full_refresh(
     partition: Mapping[str, str] | None = None,
     report: bool = True,
     timings: dict[str, float] | None = None,
+    trusted_views: Sequence[str] = (),
 ) -> RefreshResult | None:
     """Replace the target's rows (or one partition's) with what `query` gives now. With
     `report`, read back the commit's snapshot (a small Spark job over the table's metadata);
     a caller that learns it elsewhere (the catalog's mirror) passes False. `timings` gets
-    the seconds the sandbox's check took ("checked") and the job with its commit ("written")."""
+    the seconds the sandbox's check took ("checked") and the job with its commit ("written").
+    `trusted_views` are the caller's temporary views the query may read (pinned sources)."""
     import time
 
     from pyspark.sql import functions as F
@@ -54,7 +56,7 @@ def full_refresh(
     from refresh.spark import sandbox
 
     started = time.perf_counter()
-    frame = sandbox.query(spark, query, catalog=target[0])
+    frame = sandbox.query(spark, query, catalog=target[0], trusted_views=trusted_views)
     checked = time.perf_counter()
     writer_target = quote(target)
     if partition:

@@ -27,9 +27,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from refresh.core.incremental import combinable
-from refresh.core.streaming import StreamPlan, rewrite_sources
+from refresh.core.streaming import StreamPlan, rewrite_sources, without_having
 from refresh.spark import sandbox
-from refresh.spark.batch import quote
+from refresh.spark.batch import full_refresh, quote
 from refresh.spark.errors import is_commit_conflict
 
 if TYPE_CHECKING:
@@ -111,9 +111,10 @@ def merge_changes(
     columns = ", ".join(key)
     trusted = [*appended.values(), *whole.values()]
     touched = []
+    keyed = without_having(query)
     for source, view in appended.items():
         partial = rewrite_sources(
-            query, {**whole, source: view}, namespace=namespace, catalog=catalog
+            keyed, {**whole, source: view}, namespace=namespace, catalog=catalog
         )
         touched.append(
             sandbox.query(
@@ -236,6 +237,55 @@ def _with_gone(rows: DataFrame, keys: DataFrame, key: Sequence[str]) -> DataFram
     return present.unionByName(gone)
 
 
+def pin_sources(
+    session: SparkSession, *, pins: Mapping[Source, int | None], catalog: str
+) -> dict[Source, str]:
+    """A temporary view of each source at its snapshot in `pins` (empty where None): what
+    a refresh reads, so that the snapshots it records are exactly the ones it read, and the
+    next refresh's appended rows start right after them."""
+    views = {}
+    for source, snapshot in pins.items():
+        reader = session.read
+        if snapshot is not None:
+            reader = reader.option("snapshot-id", str(snapshot))
+        frame = reader.table(quote((catalog, *source)))
+        views[source] = _temp(frame if snapshot is not None else frame.limit(0), "pinned")
+    return views
+
+
+def recompute(
+    session: SparkSession,
+    *,
+    query: str,
+    target: Sequence[str],
+    catalog: str,
+    namespace: Sequence[str],
+    pins: Mapping[Source, int | None] | None,
+    partition: Mapping[str, str] | None = None,
+    timings: dict[str, float] | None = None,
+) -> None:
+    """A FULL refresh (batch.full_refresh). With `pins` (a query whose later refreshes may
+    apply appends to this one), every source is read at its snapshot there, the ones the run
+    records, not at whatever a concurrent writer committed meanwhile: the next refresh's
+    appended rows start exactly where this one's reads ended."""
+    views = pin_sources(session, pins=pins, catalog=catalog) if pins is not None else {}
+    if views:
+        query = rewrite_sources(query, views, namespace=namespace, catalog=catalog)
+    try:
+        full_refresh(
+            session,
+            target=target,
+            query=query,
+            partition=partition,
+            report=False,
+            timings=timings,
+            trusted_views=list(views.values()),
+        )
+    finally:
+        for view in views.values():
+            session.catalog.dropTempView(view)
+
+
 def incremental_refresh(
     session: SparkSession,
     *,
@@ -254,15 +304,9 @@ def incremental_refresh(
     source is read at its snapshot in `pins`, the ones the run records, so the table ends
     exactly as the query over those snapshots (or its partition `partition` does)."""
     combine = combinable(query, plan.key) if plan.mode == "merge" else None
-    whole = {}
     # Only a recompute reads the sources whole; each pinned read loads its table.
     recompute = plan.mode == "merge" and not (combine and len(deltas) == len(pins) == 1)
-    for source, snapshot in pins.items() if recompute else ():
-        reader = session.read
-        if snapshot is not None:
-            reader = reader.option("snapshot-id", str(snapshot))
-        frame = reader.table(quote((catalog, *source)))
-        whole[source] = _temp(frame if snapshot is not None else frame.limit(0), "pinned")
+    whole = pin_sources(session, pins=pins, catalog=catalog) if recompute else {}
     appended = {}
     scratch: list[str] = []
     for source, (since, until) in deltas.items():

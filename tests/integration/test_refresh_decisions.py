@@ -180,3 +180,24 @@ def test_the_run_records_the_decision_and_its_reason_for_the_api(mt, admin_clien
     assert body["reason"] == "full: no earlier successful refresh of these rows to start from"
     assert body["full"] is False
     assert RefreshRun.objects.get(pk=run.pk).reason == body["reason"]
+
+
+def test_micro_batches_are_never_where_a_refresh_starts_and_a_continuous_table_recomputes(mt):
+    refreshed(mt)
+    commit("orders", "append", 4)
+    # A micro-batch (the table was continuous for a while) records offsets, no snapshots.
+    RefreshRun.objects.create(
+        materialized_table=mt,
+        table_name="sales.daily",
+        trigger=RefreshRun.Trigger.CONTINUOUS,
+        action=RefreshRun.Action.INCREMENTAL,
+        state=RefreshRun.State.SUCCEEDED,
+        snapshot_id=commit("daily", "append", 4),
+        definition_version=1,
+    )
+    decision, _ = decided(mt)
+    assert decision.kind == "FULL", "the batch's commit is not one of the refreshes'"
+    MaterializedTable.objects.filter(pk=mt.pk).update(refresh_mode="CONTINUOUS")
+    mt.refresh_from_db()
+    decision, _ = decided(mt, force=True)
+    assert decision.reason == "full: a continuous table's manual refresh recomputes it"

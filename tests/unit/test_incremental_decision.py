@@ -161,3 +161,22 @@ def test_aggregations_of_counts_sums_minima_and_maxima_by_the_key_combine():
     ):
         assert combinable(query, ["k"]) is None, query
     assert combinable("SELECT k, j, count(*) AS n FROM f GROUP BY k, j", ["k"]) is None
+
+
+def test_a_source_the_last_refresh_did_not_read_is_not_taken_as_empty_then():
+    made = decision(baseline=Baseline(7, {}, 1, 100))
+    assert made.kind is Kind.FULL
+    assert made.reason == "full: source s.orders was not read by run 7"
+
+
+def test_the_keys_appended_rows_touch_are_found_without_the_having():
+    from refresh.core.streaming import without_having
+
+    # Three new rows of customer 1 fail `count(*) < 3` on their own, yet the group changed
+    # (and must leave the table): its key is found from the query without HAVING.
+    assert (
+        without_having(
+            "SELECT customer, count(*) AS n FROM orders GROUP BY customer HAVING count(*) < 3"
+        )
+        == "SELECT customer, COUNT(*) AS n FROM orders GROUP BY customer"
+    )
