@@ -214,20 +214,21 @@ def _full(
 ) -> None:
     """Recompute the query (or a partition of it); when a later refresh may apply appends
     to this one (`plan`), at the snapshots the run records (changes.recompute)."""
-    pins = None
-    if plan is not None:
-        sources_by_name = {".".join(source): source for source in (*plan.streams, *plan.static)}
-        pins = {source: snapshots.get(name) for name, source in sources_by_name.items()}
     changes.recompute(
         session,
         query=mt.query,
         target=target,
         catalog=settings.CATALOG_NAME,
         namespace=namespace.split("."),
-        pins=pins,
+        pins=_pins(plan, snapshots) if plan is not None else None,
         partition=run.partition or None,
         timings=timings,
     )
+
+
+def _pins(plan: StreamPlan, snapshots: dict[str, int | None]) -> dict[tuple[str, ...], int | None]:
+    """Each source the query reads, at the snapshot the run records."""
+    return {s: snapshots.get(".".join(s)) for s in (*plan.streams, *plan.static)}
 
 
 def _incremental(
@@ -243,7 +244,7 @@ def _incremental(
     """Apply the sources' appended snapshots (refresh.spark.changes, the continuous mode's
     code), every source read at the snapshot the run records; a MERGE takes the table's
     rewrite lease as a micro-batch does."""
-    sources_by_name = {".".join(source): source for source in (*plan.streams, *plan.static)}
+    by_name = {".".join(source): source for source in (*plan.streams, *plan.static)}
     changes.incremental_refresh(
         session,
         plan=plan,
@@ -251,8 +252,8 @@ def _incremental(
         target=target,
         catalog=settings.CATALOG_NAME,
         namespace=namespace.split("."),
-        deltas={sources_by_name[d.source]: (d.since, d.until) for d in decision.deltas},
-        pins={source: snapshots.get(name) for name, source in sources_by_name.items()},
+        deltas={by_name[d.source]: (d.since, d.until) for d in decision.deltas},
+        pins=_pins(plan, snapshots),
         partition=run.partition or None,
         merge_turn=lambda: leases.rewriting(mt.table_id),
     )

@@ -55,13 +55,13 @@ from refresh.core import definition as defs
 from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
 from refresh.core.options import check_option_keys, check_run_options, check_table_options
 from refresh.core.partitions import check_formatter_option, check_partition_values
-from refresh.core.streaming import StreamPlan
 from refresh.models import (
     MaterializedTable,
     MaterializedTableVersion,
     MaterializedTableVersionLogEntry,
     RefreshRun,
 )
+from refresh.sources import check_streamable
 from refresh.spark.schema import iceberg_schema
 
 logger = logging.getLogger(__name__)
@@ -443,23 +443,6 @@ def resume(
         _record(mt, actor=actor, action="resume_materialized_table", message=message)
         _commit_properties(mt, actor=actor)
     return mt
-
-
-def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) -> StreamPlan:
-    """How the streaming engine maintains the query, or InvalidInput saying why it cannot
-    (the create and the streaming process ask the same question)."""
-    from refresh.core.streaming import plan_stream
-
-    def is_view(name: tuple[str, ...]) -> bool:
-        return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
-
-    return plan_stream(
-        query,
-        namespace=namespace.split("."),
-        catalog=settings.CATALOG_NAME,
-        primary_key=primary_key,
-        is_view=is_view,
-    )
 
 
 def _replan(

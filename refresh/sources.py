@@ -8,6 +8,8 @@ metadata file is read, so the decision takes a few queries."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.conf import settings
 
 from catalog import services
@@ -81,19 +83,30 @@ def _int(value: object) -> int:
         return 0
 
 
-def plan_of(mt: MaterializedTable) -> StreamPlan | str:
-    """How the continuous mode would maintain the table's query, or why it cannot."""
+def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) -> StreamPlan:
+    """How the streaming engine maintains the query, or InvalidInput saying why it cannot
+    (a continuous table's create, the streaming process and a FULL table's refresh decision
+    ask the same question)."""
 
     def is_view(name: tuple[str, ...]) -> bool:
         return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
 
+    return plan_stream(
+        query,
+        namespace=namespace.split("."),
+        catalog=settings.CATALOG_NAME,
+        primary_key=primary_key,
+        is_view=is_view,
+    )
+
+
+def plan_of(mt: MaterializedTable) -> StreamPlan | str:
+    """How the continuous mode would maintain the table's query, or why it cannot."""
     try:
-        return plan_stream(
+        return check_streamable(
             mt.query,
-            namespace=(mt.default_namespace or mt.table.namespace.name).split("."),
-            catalog=settings.CATALOG_NAME,
+            namespace=mt.default_namespace or mt.table.namespace.name,
             primary_key=mt.primary_key,
-            is_view=is_view,
         )
     except CatalogError as error:
         message = getattr(error, "message", None) or str(error)

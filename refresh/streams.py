@@ -41,6 +41,7 @@ from refresh import leases, selectors, services
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
+from refresh.sources import check_streamable
 from refresh.spark import errors, jobs, streaming
 from refresh.spark.session import SparkSessionConfig
 
@@ -159,7 +160,7 @@ class Supervisor:
 
     def _start(self, mt: MaterializedTable) -> None:
         try:
-            plan = services.check_streamable(
+            plan = check_streamable(
                 mt.query, namespace=".".join(_levels(mt)), primary_key=mt.primary_key
             )
             session = jobs.run_session(
@@ -280,7 +281,7 @@ class Supervisor:
         try:
             definition, properties = services.rebuild_of(run)
             levels = definition.default_namespace.split(".")
-            plan = services.check_streamable(
+            plan = check_streamable(
                 definition.query, namespace=definition.default_namespace, primary_key=mt.primary_key
             )
             session = jobs.run_session(

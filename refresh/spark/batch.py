@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -60,16 +60,24 @@ def full_refresh(
     checked = time.perf_counter()
     writer_target = quote(target)
     if partition:
-        condition = functools.reduce(
-            lambda left, right: left & right,
-            [F.col(quote([column])) == F.lit(value) for column, value in partition.items()],
-        )
+        condition = partition_condition(partition)
         frame.where(condition).writeTo(writer_target).overwrite(condition)
     else:
         frame.writeTo(writer_target).overwrite(F.lit(True))
     if timings is not None:
         timings.update(checked=checked - started, written=time.perf_counter() - checked)
     return latest_snapshot(spark, target) if report else None
+
+
+def partition_condition(partition: Mapping[str, str]) -> Column:
+    """`col = value AND ...` for a partition's columns, the values as literals (`F.lit`),
+    never SQL text."""
+    from pyspark.sql import functions as F
+
+    return functools.reduce(
+        lambda left, right: left & right,
+        [F.col(quote([column])) == F.lit(value) for column, value in partition.items()],
+    )
 
 
 def replace(

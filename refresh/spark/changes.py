@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from refresh.core.incremental import combinable
 from refresh.core.streaming import StreamPlan, rewrite_sources, without_having
 from refresh.spark import sandbox
-from refresh.spark.batch import full_refresh, quote
+from refresh.spark.batch import full_refresh, partition_condition, quote
 from refresh.spark.errors import is_commit_conflict
 
 if TYPE_CHECKING:
@@ -47,16 +47,7 @@ def _temp(frame: DataFrame, kind: str) -> str:
 
 
 def _partition_filter(frame: DataFrame, partition: Mapping[str, str] | None) -> DataFrame:
-    if not partition:
-        return frame
-    from pyspark.sql import functions as F
-
-    return frame.where(
-        functools.reduce(
-            lambda left, right: left & right,
-            [F.col(quote([column])) == F.lit(value) for column, value in partition.items()],
-        )
-    )
+    return frame.where(partition_condition(partition)) if partition else frame
 
 
 def appended_rows(

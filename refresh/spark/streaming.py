@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
 from refresh.spark import sandbox
 from refresh.spark.batch import RefreshResult, latest_snapshot, quote, replace
-from refresh.spark.changes import append, merge_changes
+from refresh.spark.changes import append, merge_changes, pin_sources
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,28 +87,26 @@ def load(
     (batch.replace)."""
     from pyspark.sql import functions as F
 
-    replacements = {}
-    for index, source in enumerate(sources):
+    snapshots = {}
+    for source in sources:
         pin = pins.get(".".join(source[1:]))
-        reader = spark.read
-        if pin is not None:
-            reader = reader.option("snapshot-id", str(pin[0]))
-        frame = reader.table(quote(source))
-        if pin is None:
-            frame = frame.limit(0)
-        frame.createOrReplaceTempView(_view(index, "load"))
-        replacements[tuple(source[1:])] = _view(index, "load")
-    sql = rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
-    frame = sandbox.query(spark, sql, catalog=catalog, trusted_views=replacements.values())
-    if replacing is not None:
-        replace(
-            frame,
-            target=target,
-            partitioned_by=replacing["partitioned_by"],
-            properties=replacing["properties"],
-        )
-    else:
-        frame.writeTo(quote(target)).overwrite(F.lit(True))
+        snapshots[tuple(source[1:])] = pin[0] if pin is not None else None
+    replacements = pin_sources(spark, pins=snapshots, catalog=catalog)
+    try:
+        sql = rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
+        frame = sandbox.query(spark, sql, catalog=catalog, trusted_views=replacements.values())
+        if replacing is not None:
+            replace(
+                frame,
+                target=target,
+                partitioned_by=replacing["partitioned_by"],
+                properties=replacing["properties"],
+            )
+        else:
+            frame.writeTo(quote(target)).overwrite(F.lit(True))
+    finally:
+        for view in replacements.values():
+            spark.catalog.dropTempView(view)
     return latest_snapshot(spark, target)
 
 
