@@ -17,3 +17,5 @@ class CatalogConfig(AppConfig):
         disable_pyiceberg_manifest_cache()
         # Object stores (attached tables on S3) are read with the operator's properties.
         metadata_io.configure(settings.FILE_IO_PROPERTIES)
+        # The catalog's job kinds (catalog.jobs.KINDS) and the workers' heartbeat signals.
+        from catalog import operations, workers  # noqa: F401

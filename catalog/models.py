@@ -493,3 +493,59 @@ class FailedLogin(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} {self.key[:8]} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class SparkJob(models.Model):
+    """An operation that needs a worker's Spark (a schema to derive, a preview to read, a
+    console data change), asked for by a web request that does not wait for it: the request
+    answers with the job at once, and the job's page or API URL shows its state and result.
+    Claimed by one worker with a conditional update (QUEUED -> RUNNING), as refresh runs
+    are; a worker that goes silent fails its jobs."""
+
+    class State(models.TextChoices):
+        QUEUED = "QUEUED"
+        RUNNING = "RUNNING"
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+        CANCELLED = "CANCELLED"
+
+    ACTIVE = (State.QUEUED, State.RUNNING)
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    #: What to do (catalog.jobs.KINDS) and with what (JSON keyword arguments).
+    kind = models.CharField(max_length=40)
+    arguments = models.JSONField(default=dict, blank=True)
+    #: What it does, in words ("Preview of view sales.v").
+    summary = models.TextField(blank=True, default="")
+    #: Same kind, same arguments, same user: a repeated preview reuses the job.
+    key = models.CharField(max_length=64, db_index=True, blank=True, default="")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    worker = models.TextField(blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    #: The answer the request would have given (its HTTP status and body); a console
+    #: script's results grow here as its statements finish.
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    #: {"message", "type", "field", "line", "column"} when it failed.
+    error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        # Born in the refresh app; moved here (state only) when the job queue became the
+        # catalog's, below materialized tables.
+        db_table = "refresh_sparkjob"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "requested_by"])]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.kind}): {self.state}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state not in self.ACTIVE

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +24,16 @@ from django.conf import settings
 from catalog.core import metadata_io
 from catalog.core import preview as core
 from catalog.core.attached import state_at
-from catalog.core.errors import InvalidInput
+from catalog.core.errors import InvalidInput, NeedsWorker
 from catalog.core.metadata_cache import CachedTable, CacheStats, MetadataCache
 from catalog.core.view_metadata import current_version, read_view_metadata
 from catalog.models import Table, View
+
+#: Reads a preview with a worker's Spark (keyword arguments: identifier, snapshot_id,
+#: columns, row_filter, limit; answers {"columns": [[name, type]], "rows": [...]}), for what
+#: neither sqlglot nor pyiceberg reads: registered by the refresh app, which owns Spark
+#: (refresh.analysis.preview_with_spark). Outside a worker it raises NeedsWorker.
+SPARK_READER: Callable[..., dict[str, Any]] | None = None
 
 _cache: MetadataCache | None = None
 _cache_lock = threading.Lock()
@@ -177,9 +183,9 @@ def _spark(
     metadata_location: str | None,
     schema_id: int | None = None,
 ) -> Result:
-    from refresh import analysis
-
-    answer = analysis.preview_with_spark(
+    if SPARK_READER is None:
+        raise NeedsWorker("Spark reads the preview")
+    answer = SPARK_READER(
         identifier=identifier,
         snapshot_id=snapshot_id,
         columns=list(columns) if columns else None,

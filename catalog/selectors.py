@@ -11,11 +11,12 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
-from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView
+from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView, NotFound
 from catalog.core.types import sqlglot_type_from_iceberg
 from catalog.models import (
     CatalogObject,
     Namespace,
+    SparkJob,
     Table,
     View,
     ViewRepresentation,
@@ -268,3 +269,23 @@ def namespace_tables(namespace: Namespace) -> QuerySet:
 def comment_of(properties: Any) -> str:
     """The `comment` property of an object's properties, or ""."""
     return properties.get("comment", "") if isinstance(properties, dict) else ""
+
+
+def spark_jobs_of(user: Any) -> QuerySet[SparkJob]:
+    """The Spark jobs a user may see: their own (an operator's: everyone's), newest first."""
+    jobs = SparkJob.objects.select_related("requested_by")
+    if getattr(user, "is_superuser", False):
+        return jobs
+    return jobs.filter(requested_by_id=getattr(user, "pk", None))
+
+
+def get_spark_job(job_id: int | str, *, user: Any) -> SparkJob:
+    """A Spark job the user may see, or NotFound (another user's job is not there)."""
+    try:
+        pk = int(str(job_id))
+    except ValueError:
+        pk = 0
+    found = spark_jobs_of(user).filter(pk=pk).first() if 0 < pk < 2**63 else None
+    if found is None:
+        raise NotFound(f"Spark job does not exist: {job_id}", field="job_id")
+    return found

@@ -11,3 +11,27 @@ from catalog.iceberg_rest.auth import delete_expired_tokens
 def purge_expired_tokens() -> int:
     """Expired bearer tokens are useless; celery-beat runs this hourly (settings)."""
     return delete_expired_tokens()
+
+
+@shared_task(name="catalog.run_spark_job")
+def run_spark_job(job_id: int) -> str:
+    """A Spark job a web request asked for (catalog.jobs): claim it and run it."""
+    from catalog import jobs
+
+    return jobs.run(job_id)
+
+
+@shared_task(name="catalog.fail_abandoned_jobs")
+def fail_abandoned_jobs() -> int:
+    """Jobs whose worker died or that no worker took (celery-beat, every 15 s: settings)."""
+    from catalog import jobs
+
+    return jobs.fail_abandoned()
+
+
+@shared_task(name="catalog.prune_spark_jobs")
+def prune_spark_jobs() -> int:
+    """Finished Spark jobs older than JOBS_KEEP_DAYS (celery-beat, hourly)."""
+    from catalog import jobs
+
+    return jobs.prune()

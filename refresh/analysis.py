@@ -1,8 +1,10 @@
 """What the services ask of Spark (a query's schema, a view's column types, a console data
 change, a preview read), answered only where Spark runs: inside a job on a refresh worker
-(`on_worker()`, which refresh.spark_jobs enters). Anywhere else, a web request above all,
-they raise `NeedsWorker` before anything is written, and the caller makes the operation a
-job (refresh.spark_jobs) instead of waiting for a worker: no web request waits on Spark."""
+(`on_worker()`, which the job executor below enters). Anywhere else, a web request above
+all, they raise `NeedsWorker` before anything is written, and the caller makes the
+operation a job (catalog.jobs) instead of waiting for a worker: no web request waits on
+Spark. `EXECUTOR` is how catalog.jobs runs a job with this worker's Spark (refresh.apps
+registers it)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from django.conf import settings
 
 from catalog.core.errors import NeedsWorker
+from catalog.jobs import Executor
 
 _on_worker: contextvars.ContextVar[bool] = contextvars.ContextVar("on_worker", default=False)
 
@@ -25,6 +28,62 @@ def on_worker() -> Iterator[None]:
         yield
     finally:
         _on_worker.reset(token)
+
+
+@contextlib.contextmanager
+def spark_job(group: str, description: str) -> Iterator[None]:
+    """A job on this worker: Spark is here, its Spark jobs are tagged with `group` (so that
+    `cancel_group` stops them), and a statement Spark refuses (a parse or analysis error,
+    Iceberg's too) is the user's SQL, a SqlError with Spark's line and column."""
+    with on_worker():
+        _spark_group(group, description)
+        try:
+            yield
+        except Exception as error:
+            if _is_spark_refusal(error):
+                from refresh.spark.errors import spark_error
+
+                raise spark_error(error) from error
+            raise
+        finally:
+            _spark_group(None, None)
+
+
+def cancel_group(group: str) -> None:
+    from refresh import engine
+
+    if engine.is_running():
+        engine.spark().sparkContext.cancelJobGroup(group)
+
+
+def _spark_group(group: str | None, description: str | None) -> None:
+    """Tag (or untag) this thread's Spark jobs."""
+    from refresh import engine
+
+    if not engine.is_running():
+        if group is None:
+            return
+        engine.spark()
+    context = engine.spark().sparkContext
+    if group is None:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    else:
+        context.setJobGroup(group, description, interruptOnCancel=True)
+
+
+def _is_spark_refusal(error: Exception) -> bool:
+    try:
+        from pyspark.errors.exceptions.captured import (
+            AnalysisException,
+            IllegalArgumentException,
+            ParseException,
+        )
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return False
+    return isinstance(error, AnalysisException | ParseException | IllegalArgumentException)
+
+
+EXECUTOR = Executor(running=spark_job, cancel=cancel_group)
 
 
 def _need_spark(what: str) -> None:
@@ -61,7 +120,7 @@ def view_schema(spark_sql: str, namespace: list[str]) -> dict | None:
     answers, or None when it cannot analyze the query (the guesses stay, with their
     warning). Elsewhere: NeedsWorker when a worker is alive to ask (the create becomes a
     job), None at once when none is."""
-    from refresh import workers
+    from catalog import workers
 
     if not settings.VIEW_TYPES_FROM_SPARK:
         return None

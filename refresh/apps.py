@@ -12,12 +12,17 @@ class RefreshConfig(AppConfig):
 
         post_delete.connect(schedules.forget_schedule, sender=MaterializedTable)
 
-        # Views' column types that sqlglot cannot derive are asked of the workers' Spark.
+        # The catalog asks the workers' Spark what only Spark answers: views' column types
+        # that sqlglot cannot derive, previews sqlglot and pyiceberg cannot read; and its
+        # Spark jobs run inside this app's Spark (refresh.analysis).
+        from catalog import jobs, previews
         from catalog.services import sql_views
-        from refresh.analysis import view_schema
+        from refresh import analysis
 
-        if view_schema not in sql_views.TYPE_DERIVERS:
-            sql_views.TYPE_DERIVERS.append(view_schema)
+        if analysis.view_schema not in sql_views.TYPE_DERIVERS:
+            sql_views.TYPE_DERIVERS.append(analysis.view_schema)
+        previews.SPARK_READER = analysis.preview_with_spark
+        jobs.use_executor(analysis.EXECUTOR)
 
-        # The job kinds (refresh.spark_jobs.KINDS) and the workers' heartbeat signals.
-        from refresh import operations, workers  # noqa: F401
+        # This app's job kinds (catalog.jobs.KINDS).
+        from refresh import operations  # noqa: F401

@@ -49,7 +49,7 @@ class StatementResult:
     #: "ns.name" of the materialized table the statement was about, for links.
     table: str | None = None
     run_id: int | None = None
-    #: The Spark job (refresh.spark_jobs) that runs this statement and the rest of the
+    #: The Spark job (catalog.jobs) that runs this statement and the rest of the
     #: script, when the statement needed a worker.
     spark_job: int | None = None
     columns: list[str] = field(default_factory=list)
@@ -74,7 +74,7 @@ def execute(
 
     A statement that needs a worker's Spark (a CREATE's or ALTER ... AS's schema, a data
     change), met where none runs, is handed with the rest of the script to `defer(index)`,
-    which makes them a job (refresh.spark_jobs) and returns it: the statement's result then
+    which makes them a job (catalog.jobs) and returns it: the statement's result then
     says which job runs it, and the script stops here. Without `defer`, NeedsWorker
     propagates."""
     if not isinstance(sql, str) or not sql.strip():
@@ -130,16 +130,16 @@ def execute(
 def run(
     sql: str, *, namespace: str | None = None, actor: Any = None
 ) -> tuple[list[StatementResult], Any]:
-    """`execute` for a web request: the results so far, and the job (refresh.models.SparkJob)
+    """`execute` for a web request: the results so far, and the job (catalog.models.SparkJob)
     that runs the rest of the script on a worker, or None when nothing needed Spark."""
-    from refresh import spark_jobs
+    from catalog import jobs
 
     # A script that will need a worker is refused before anything runs when none can take
     # it (503) or its user has too many jobs (429): cheaply, and all or nothing.
     needing = st.first_needing_spark(sql) if isinstance(sql, str) else None
     if needing is not None:
         try:
-            spark_jobs.admit(actor, summary="a console script")
+            jobs.admit(actor, summary="a console script")
         except CatalogError as error:
             offset, padded = st.located_statements(sql)[needing]
             text = padded[offset:].strip()
@@ -148,7 +148,7 @@ def run(
     started: list[Any] = []
 
     def defer(index: int) -> Any:
-        job = spark_jobs.submit(
+        job = jobs.submit(
             "statements",
             {"sql": sql, "namespace": namespace, "start": index},
             actor=actor,

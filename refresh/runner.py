@@ -78,7 +78,7 @@ def run_scheduled(materialized_table_id: int, options: dict[str, str] | None = N
 
 def refresh_slots() -> threading.BoundedSemaphore:
     """The worker threads refreshes may hold at once: all but WORKER_INTERACTIVE_THREADS,
-    which stay free for Spark jobs (refresh.spark_jobs)."""
+    which stay free for Spark jobs (catalog.jobs)."""
     global _slots
     with _slots_lock:
         if _slots is None:

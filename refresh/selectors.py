@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from catalog.core.errors import NotFound
 from refresh.core.freshness import RefreshMode, next_schedule_times
-from refresh.models import MaterializedTable, RefreshRun, SparkJob
+from refresh.models import MaterializedTable, RefreshRun
 
 
 class NoSuchMaterializedTable(NotFound):
@@ -65,26 +64,6 @@ def get_run(run_id: int | str) -> RefreshRun:
     found = run.first() if 0 < pk < 2**63 else None
     if found is None:
         raise NoSuchJob(f"Job does not exist: {run_id}", field="job_id")
-    return found
-
-
-def spark_jobs_of(user: Any) -> QuerySet[SparkJob]:
-    """The Spark jobs a user may see: their own (an operator's: everyone's), newest first."""
-    jobs = SparkJob.objects.select_related("requested_by")
-    if getattr(user, "is_superuser", False):
-        return jobs
-    return jobs.filter(requested_by_id=getattr(user, "pk", None))
-
-
-def get_spark_job(job_id: int | str, *, user: Any) -> SparkJob:
-    """A Spark job the user may see, or NotFound (another user's job is not there)."""
-    try:
-        pk = int(str(job_id))
-    except ValueError:
-        pk = 0
-    found = spark_jobs_of(user).filter(pk=pk).first() if 0 < pk < 2**63 else None
-    if found is None:
-        raise NotFound(f"Spark job does not exist: {job_id}", field="job_id")
     return found
 
 

@@ -25,28 +25,11 @@ def scheduled_refresh(materialized_table_id: int, options: dict | None = None) -
     return runner.run_scheduled(materialized_table_id, options)
 
 
-@shared_task(name="refresh.run_spark_job")
-def run_spark_job(job_id: int) -> str:
-    """A Spark job a web request asked for (refresh.spark_jobs): claim it and run it."""
-    from refresh import spark_jobs
-
-    return spark_jobs.run(job_id)
-
-
 @shared_task(name="refresh.fail_abandoned_runs")
 def fail_abandoned_runs() -> int:
     """Runs whose worker died (celery-beat calls this every 15 s: settings)."""
-    from refresh import services, spark_jobs
+    from refresh import services
 
-    return (
-        services.fail_abandoned(silent_for=timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS))
-        + spark_jobs.fail_abandoned()
+    return services.fail_abandoned(
+        silent_for=timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS)
     )
-
-
-@shared_task(name="refresh.prune_spark_jobs")
-def prune_spark_jobs() -> int:
-    """Finished Spark jobs older than JOBS_KEEP_DAYS (celery-beat, hourly)."""
-    from refresh import spark_jobs
-
-    return spark_jobs.prune()

@@ -41,7 +41,7 @@ def viewer(django_user_model):
 @pytest.fixture(autouse=True)
 def no_workers(settings) -> None:
     """Each test starts with no worker alive: workers' heartbeats go to a Redis key of its
-    own (refresh.workers); a test that needs one says it is alive (`workers.beat`)."""
+    own (catalog.workers); a test that needs one says it is alive (`workers.beat`)."""
     import uuid
 
     settings.WORKERS_KEY = f"lakeview-test:{uuid.uuid4().hex}"

@@ -2,7 +2,7 @@
 webapp.wsgi` (docker-compose.yml, the Dockerfile and the tests under abuse run it; `make
 run` uses Django's own server). README's "Deployment" says why these numbers.
 
-- No request waits on Spark (refresh.spark_jobs): the longest a request does is a commit's
+- No request waits on Spark (catalog.jobs): the longest a request does is a commit's
   file writes and database transaction, well under a second. `timeout` (30 s) is gunicorn's
   own default and far above that: a worker killed by it is a bug, not a slow Spark.
 - `gthread` workers with a few threads each: a request spends part of its time in file and

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -14,6 +15,7 @@ from catalog.models import (
     Attachment,
     CatalogEvent,
     Namespace,
+    SparkJob,
     Table,
     TableSchemaField,
     TableSnapshot,
@@ -464,3 +466,59 @@ class ApiRootSerializer(serializers.Serializer):
     docs = serializers.CharField()
     schema = serializers.CharField()
     endpoints = serializers.DictField(child=serializers.CharField())
+
+
+class SparkJobSerializer(serializers.ModelSerializer):
+    """A Spark job: its state, and when finished the answer the request would have given
+    (`status` and `result`), or `error`."""
+
+    requested_by = serializers.CharField(
+        source="requested_by.username", read_only=True, allow_null=True, default=None
+    )
+    url = serializers.SerializerMethodField()
+    page_url = serializers.SerializerMethodField()
+    cancel_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SparkJob
+        fields = [
+            "id",
+            "kind",
+            "summary",
+            "state",
+            "requested_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "worker",
+            "cancel_requested",
+            "status",
+            "result",
+            "error",
+            "url",
+            "page_url",
+            "cancel_url",
+        ]
+        read_only_fields = fields
+
+    def get_url(self, job: SparkJob) -> str:
+        return reverse("api:job-detail", kwargs={"job_id": job.pk})
+
+    def get_page_url(self, job: SparkJob) -> str:
+        return reverse("catalog:job", kwargs={"job_id": job.pk})
+
+    def get_cancel_url(self, job: SparkJob) -> str:
+        return reverse("api:job-cancel", kwargs={"job_id": job.pk})
+
+
+class JobAcceptedSerializer(serializers.Serializer):
+    """202: the operation runs as a Spark job."""
+
+    job = SparkJobSerializer()
+
+
+class WorkerSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    seen_at = serializers.DateTimeField()
+    alive = serializers.BooleanField()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...> and <dotted:...>
-from catalog.api import views
+from catalog.api import jobs, views
 from catalog.api.docs import docs, schema
 
 VIEW = "namespaces/<dotted:namespace>/views/<str:name>"
@@ -64,4 +64,9 @@ urlpatterns = [
     path(f"{TABLE}/detach", views.TableDetachView.as_view(), name="table-detach"),
     path(f"{TABLE}/preview", views.TablePreviewView.as_view(), name="table-preview"),
     path(f"{TABLE}/files", views.TableFilesView.as_view(), name="table-files"),
+    # Spark jobs and the workers that run them (catalog/jobs.py)
+    path("jobs/", jobs.JobListView.as_view(), name="job-list"),
+    path("jobs/<int:job_id>/", jobs.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<int:job_id>/cancel", jobs.JobCancelView.as_view(), name="job-cancel"),
+    path("workers/", jobs.WorkerListView.as_view(), name="worker-list"),
 ]

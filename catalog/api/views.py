@@ -21,14 +21,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import previews, selectors, services, throttle
+from catalog import jobs, previews, selectors, services, throttle
 from catalog.api import serializers as s
+from catalog.api.jobs import ACCEPTED, respond
 from catalog.core import metadata_io
 from catalog.core.errors import InvalidInput, NoSuchVersion
 from catalog.models import CatalogEvent, Namespace, Table, View
-from refresh import spark_jobs
-from refresh.api.jobs import ACCEPTED, respond
-from refresh.api.serializers import JobAcceptedSerializer
 
 _NAMESPACE = OpenApiParameter(
     "namespace",
@@ -253,7 +251,7 @@ class ViewListView(generics.ListAPIView):
         request=s.ViewCreateSerializer,
         responses={
             201: s.ViewDetailSerializer,
-            202: JobAcceptedSerializer,
+            202: s.JobAcceptedSerializer,
             **_errors(400, 404, 409, 429, 503),
         },
         description="A column type sqlglot cannot derive is asked of a worker's Spark when "
@@ -263,7 +261,7 @@ class ViewListView(generics.ListAPIView):
     def post(self, request: Request, namespace: str) -> Response:
         data = _validated(s.ViewCreateSerializer, request)
         return respond(
-            spark_jobs.attempt(
+            jobs.attempt(
                 "create_view",
                 {"namespace": namespace, **data},
                 actor=request.user,
@@ -302,7 +300,7 @@ class ViewDetailView(APIView):
         request=s.ViewReplaceSerializer,
         responses={
             200: s.ViewDetailSerializer,
-            202: JobAcceptedSerializer,
+            202: s.JobAcceptedSerializer,
             **_errors(400, 404, 409, 429, 503),
         },
         description=ACCEPTED,
@@ -311,7 +309,7 @@ class ViewDetailView(APIView):
     def put(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.ViewReplaceSerializer, request)
         return respond(
-            spark_jobs.attempt(
+            jobs.attempt(
                 "replace_view",
                 {"namespace": namespace, "name": name, **data},
                 actor=request.user,
@@ -339,7 +337,7 @@ class ViewPreviewView(APIView):
         f"or for a minute after, answers that job (then its rows). {ACCEPTED}",
         responses={
             200: OpenApiTypes.OBJECT,
-            202: JobAcceptedSerializer,
+            202: s.JobAcceptedSerializer,
             **_errors(400, 404, 429, 503),
         },
         tags=["views"],
@@ -357,7 +355,7 @@ class ViewPreviewView(APIView):
             "version": view.metadata_location,
         }
         return respond(
-            spark_jobs.attempt(
+            jobs.attempt(
                 "preview_view",
                 arguments,
                 actor=request.user,
@@ -550,7 +548,7 @@ class TablePreviewView(APIView):
         ),
         responses={
             200: OpenApiTypes.OBJECT,
-            202: JobAcceptedSerializer,
+            202: s.JobAcceptedSerializer,
             **_errors(400, 404, 429, 503),
         },
         tags=["tables"],
@@ -569,7 +567,7 @@ class TablePreviewView(APIView):
             "version": table.metadata_location,
         }
         return respond(
-            spark_jobs.attempt(
+            jobs.attempt(
                 "preview_table",
                 arguments,
                 actor=request.user,

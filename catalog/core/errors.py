@@ -117,7 +117,7 @@ class TooManyJobs(CatalogError):
 
 class NeedsWorker(Exception):  # noqa: N818 - a signal, not an error users see
     """The operation needs a worker's Spark and was attempted where none runs (a web
-    request): the caller turns it into a job (refresh.spark_jobs) instead of waiting.
+    request): the caller turns it into a job (catalog.jobs) instead of waiting.
     Raised before the operation writes anything."""
 
 

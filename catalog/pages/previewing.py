@@ -61,7 +61,7 @@ def shown_body(body: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any
 def job_preview(job: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     """The preview section's context for a Spark job: its answer once it succeeded, its
     error once it failed, else the job block that fills it in (static/js/jobs.js)."""
-    from refresh.pages.jobs import job_context
+    from catalog.pages.jobs import job_context
 
     if job.state == "SUCCEEDED" and job.result is not None:
         return shown_body(job.result, arguments)

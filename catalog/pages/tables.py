@@ -20,7 +20,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods
 
-from catalog import previews, services
+from catalog import jobs, previews, services
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.models import CatalogEvent, Table, View
 from catalog.pages.formatting import time_of
@@ -28,7 +28,6 @@ from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import job_preview, shown_preview
 from catalog.pages.views import HISTORY_LENGTH, catalog_page, linker
 from maintenance import pages as maintenance_pages
-from refresh import spark_jobs
 
 #: Snapshot summary keys shown as columns, in this order, with their headings; the others
 #: are listed per snapshot below them.
@@ -414,7 +413,7 @@ def _preview_section(
             result = previews.preview_table(table, limit=PREVIEW_ROWS, **arguments)
         except NeedsWorker:
             # Equality deletes: Spark reads it, as a job the page fills in when it ends.
-            job = spark_jobs.job_for(
+            job = jobs.job_for(
                 "preview_table",
                 {
                     "namespace": table.namespace.name,

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from catalog.pages import attach, credentials, manage, namespaces, tables, views
+from catalog.pages import attach, credentials, jobs, manage, namespaces, tables, views
 
 app_name = "catalog"
 
@@ -10,6 +10,9 @@ view_prefix = "namespaces/<str:namespace>/views/<str:name>/"
 urlpatterns = [
     path("", views.namespace_list, name="namespace-list"),
     path("search/", views.search, name="search"),
+    # Spark jobs: what a request that needed a worker's Spark became (catalog/jobs.py)
+    path("jobs/<int:job_id>/", jobs.job_page, name="job"),
+    path("jobs/<int:job_id>/cancel", jobs.job_cancel, name="job-cancel"),
     path("namespaces/<str:namespace>/", views.namespace_detail, name="namespace-detail"),
     path("namespaces/<str:namespace>/views/new", views.view_create, name="view-create"),
     path(view_prefix, views.view_detail, name="view-detail"),

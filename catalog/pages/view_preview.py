@@ -20,7 +20,7 @@ PREVIEW_ROWS = 100
 
 
 def preview_context(request: HttpRequest, view: View) -> tuple[dict, int]:
-    from refresh import spark_jobs
+    from catalog import jobs
 
     """The template context of the section and the page's status (400 for a bad filter or
     column; an unavailable worker is not the user's error)."""
@@ -39,7 +39,7 @@ def preview_context(request: HttpRequest, view: View) -> tuple[dict, int]:
         return context, 400
     arguments = form.arguments()
     try:
-        outcome = spark_jobs.attempt(
+        outcome = jobs.attempt(
             "preview_view",
             {
                 "namespace": view.namespace.name,

@@ -69,13 +69,13 @@ def catalog_page(*, editors_only: bool = False) -> Callable:
 
 
 def _spark_job(kind: str, arguments: dict[str, Any], request: HttpRequest, summary: str) -> Any:
-    """The job that does what needed a worker's Spark (refresh.spark_jobs): the page never
+    """The job that does what needed a worker's Spark (catalog.jobs): the page never
     waits for it."""
-    from refresh import spark_jobs
+    from catalog import jobs
 
     if kind == "create_view":
         summary = f"{summary}{arguments['name']} (Spark types its columns)"
-    return spark_jobs.submit(kind, arguments, actor=request.user, summary=summary)
+    return jobs.submit(kind, arguments, actor=request.user, summary=summary)
 
 
 def _get_view(namespace: str, name: str) -> View:
@@ -365,9 +365,8 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
         ns.plain_table_count = ns.table_count - ns.materialized_count
         ns.url = link("catalog:namespace-detail", ns.name)
         ns.mt_url = link("refresh:mt-list", ns.name)
-    from refresh import monitoring
-
-    context = {"form": form, "page": page, "monitoring": monitoring.counts()}
+    # The late and failing counts come from refresh's template tag (refresh/templatetags).
+    context = {"form": form, "page": page}
     return render(request, "catalog/namespace_list.html", context)
 
 
@@ -433,7 +432,7 @@ def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
                 # Spark types the columns sqlglot cannot: a job, whose page goes on to the
                 # view when it is done.
                 job = _spark_job("create_view", arguments, request, f"Create view {ns.name}.")
-                return redirect("refresh:job", job_id=job.pk)
+                return redirect("catalog:job", job_id=job.pk)
         except CatalogError as error:
             form.add_catalog_error(error)
         else:
@@ -527,7 +526,7 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
                     view = services.replace_view(**arguments, actor=request.user)
                 except NeedsWorker:
                     job = _spark_job("replace_view", arguments, request, f"Replace view {view}")
-                    return redirect("refresh:job", job_id=job.pk)
+                    return redirect("catalog:job", job_id=job.pk)
             except CommitConflict as error:
                 # Someone changed the view since the form was opened: show their version
                 # beside the user's text, and let the next submit build on it.

@@ -23,7 +23,6 @@ from refresh.models import (
     MaterializedTableVersion,
     MaterializedTableVersionLogEntry,
     RefreshRun,
-    SparkJob,
 )
 
 # -- freshness ----------------------------------------------------------------------------
@@ -527,65 +526,3 @@ class LineageSerializer(serializers.Serializer):
     truncated = serializers.BooleanField(
         help_text="The walk stopped at its depth or node limit before the end."
     )
-
-
-class SparkJobSerializer(serializers.ModelSerializer):
-    """A Spark job: its state, and when finished the answer the request would have given
-    (`status` and `result`), or `error`."""
-
-    requested_by = serializers.CharField(
-        source="requested_by.username", read_only=True, allow_null=True, default=None
-    )
-    url = serializers.SerializerMethodField()
-    page_url = serializers.SerializerMethodField()
-    cancel_url = serializers.SerializerMethodField()
-
-    class Meta:
-        model = SparkJob
-        fields = [
-            "id",
-            "kind",
-            "summary",
-            "state",
-            "requested_by",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "worker",
-            "cancel_requested",
-            "status",
-            "result",
-            "error",
-            "url",
-            "page_url",
-            "cancel_url",
-        ]
-        read_only_fields = fields
-
-    def get_url(self, job: SparkJob) -> str:
-        from django.urls import reverse
-
-        return reverse("api:job-detail", kwargs={"job_id": job.pk})
-
-    def get_page_url(self, job: SparkJob) -> str:
-        from django.urls import reverse
-
-        return reverse("refresh:job", kwargs={"job_id": job.pk})
-
-    def get_cancel_url(self, job: SparkJob) -> str:
-        from django.urls import reverse
-
-        return reverse("api:job-cancel", kwargs={"job_id": job.pk})
-
-
-class JobAcceptedSerializer(serializers.Serializer):
-    """202: the operation runs as a Spark job."""
-
-    job = SparkJobSerializer()
-
-
-class WorkerSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    started_at = serializers.DateTimeField()
-    seen_at = serializers.DateTimeField()
-    alive = serializers.BooleanField()

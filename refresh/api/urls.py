@@ -1,12 +1,11 @@
-"""Materialized tables' part of the management API, with the Spark jobs, workers,
-monitoring and lineage (mounted at /api/ by webapp/api_urls.py)."""
+"""Materialized tables' part of the management API, with their monitoring and lineage
+(mounted at /api/ by webapp/api_urls.py)."""
 
 from __future__ import annotations
 
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <dotted:...>
-from refresh.api import jobs as mt_jobs
 from refresh.api import monitoring as mt_monitoring
 from refresh.api import views as mt_views
 
@@ -39,8 +38,4 @@ urlpatterns = [
     ),
     path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
     path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
-    path("jobs/", mt_jobs.JobListView.as_view(), name="job-list"),
-    path("jobs/<int:job_id>/", mt_jobs.JobDetailView.as_view(), name="job-detail"),
-    path("jobs/<int:job_id>/cancel", mt_jobs.JobCancelView.as_view(), name="job-cancel"),
-    path("workers/", mt_jobs.WorkerListView.as_view(), name="worker-list"),
 ]

@@ -18,13 +18,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from catalog import jobs
 from catalog import selectors as catalog_selectors
-from catalog.api.serializers import ErrorSerializer
+from catalog.api.jobs import ACCEPTED, respond
+from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, SparkJobSerializer
 from catalog.core.errors import InvalidInput
 from catalog.roles import can_view
-from refresh import console, lineage, selectors, services, spark_jobs
+from refresh import console, lineage, selectors, services
 from refresh.api import serializers as s
-from refresh.api.jobs import ACCEPTED, respond
 from refresh.core.freshness import RefreshMode
 from refresh.core.partitions import parse_schedule_time, scheduled_partition
 from refresh.models import MaterializedTable, RefreshRun
@@ -124,7 +125,7 @@ class StatementsView(APIView):
         status_code, body = console.answer(results)
         if job is None:
             return Response(body, status=status_code)
-        body["job"] = s.SparkJobSerializer(job).data
+        body["job"] = SparkJobSerializer(job).data
         response = Response(body, status=status.HTTP_202_ACCEPTED)
         response["Location"] = body["job"]["url"]
         return response
@@ -156,7 +157,7 @@ class MaterializedTableListView(generics.ListAPIView):
         request=s.MaterializedTableCreateSerializer,
         responses={
             201: s.MaterializedTableDetailSerializer,
-            202: s.JobAcceptedSerializer,
+            202: JobAcceptedSerializer,
             **_errors(400, 403, 404, 409, 429, 503),
         },
         description=(
@@ -182,7 +183,7 @@ class MaterializedTableListView(generics.ListAPIView):
             "comment": data["comment"],
         }
         return respond(
-            spark_jobs.attempt(
+            jobs.attempt(
                 "create_materialized_table",
                 arguments,
                 actor=request.user,
@@ -375,7 +376,7 @@ class DefinitionView(APIView):
         request=s.DefinitionRequestSerializer,
         responses={
             200: s.MaterializedTableDetailSerializer,
-            202: s.JobAcceptedSerializer,
+            202: JobAcceptedSerializer,
             **_errors(400, 403, 404, 409, 429, 503),
         },
         description=(
@@ -393,7 +394,7 @@ class DefinitionView(APIView):
         data = _validated(s.DefinitionRequestSerializer, request)
         selectors.get_materialized_table(namespace, name)
         return respond(
-            spark_jobs.attempt(
+            jobs.attempt(
                 "alter_query",
                 {"namespace": namespace, "name": name, "query": data["query"]},
                 actor=request.user,
@@ -409,7 +410,7 @@ class DefinitionRollbackView(APIView):
         request=s.DefinitionRollbackSerializer,
         responses={
             200: s.MaterializedTableDetailSerializer,
-            202: s.JobAcceptedSerializer,
+            202: JobAcceptedSerializer,
             **_errors(400, 403, 404, 409, 429, 503),
         },
         description=(
@@ -422,7 +423,7 @@ class DefinitionRollbackView(APIView):
         data = _validated(s.DefinitionRollbackSerializer, request)
         selectors.get_materialized_table(namespace, name)
         return respond(
-            spark_jobs.attempt(
+            jobs.attempt(
                 "rollback_definition",
                 {"namespace": namespace, "name": name, "version_id": data["version_id"]},
                 actor=request.user,

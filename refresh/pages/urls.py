@@ -1,7 +1,7 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from refresh.pages import jobs, monitoring, views
+from refresh.pages import monitoring, views
 
 app_name = "refresh"
 
@@ -20,6 +20,4 @@ urlpatterns = [
     path(f"{MT}alter", views.mt_alter, name="mt-alter"),
     path(f"{MT}rollback/<version_id:version_id>", views.mt_rollback, name="mt-rollback"),
     path("lineage/<str:namespace>/<str:name>/", views.lineage_page, name="lineage"),
-    path("jobs/<int:job_id>/", jobs.job_page, name="job"),
-    path("jobs/<int:job_id>/cancel", jobs.job_cancel, name="job-cancel"),
 ]

@@ -16,24 +16,24 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from catalog import jobs
 from catalog.core.errors import CatalogError, http_status
 from catalog.core.sql import qualify_table_names, transpile
-from catalog.models import Namespace
+from catalog.models import Namespace, SparkJob
 from catalog.pages.diff import side_by_side
+from catalog.pages.jobs import job_context
 from catalog.pages.views import catalog_page, linker
 from catalog.roles import can_view
 from maintenance import pages as maintenance_pages
-from refresh import console, lineage, selectors, services, spark_jobs
+from refresh import console, lineage, selectors, services
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
 from refresh.models import (
     MaterializedTable,
     MaterializedTableVersion,
     MaterializedTableVersionLogEntry,
     RefreshRun,
-    SparkJob,
 )
 from refresh.pages.forms import AlterQueryForm, ConsoleForm, VersionDiffForm
-from refresh.pages.jobs import job_context
 
 RUNS_PER_PAGE = 25
 ACTIVE = (RefreshRun.State.QUEUED, RefreshRun.State.RUNNING)
@@ -360,7 +360,7 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         if form.is_valid():
             query = form.cleaned_data["query"].strip()
             try:
-                outcome = spark_jobs.attempt(
+                outcome = jobs.attempt(
                     "alter_query",
                     {"namespace": namespace, "name": name, "query": query},
                     actor=request.user,
@@ -369,7 +369,7 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
                 if outcome.job is not None:
                     # Spark derives the new schema on a worker: the job's page follows it
                     # and goes on to the table when it is done.
-                    return redirect("refresh:job", job_id=outcome.job.pk)
+                    return redirect("catalog:job", job_id=outcome.job.pk)
             except CatalogError as error:
                 form.add_catalog_error(error)
                 position = _error_position(query, error)
@@ -402,14 +402,14 @@ def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int
     error_message = None
     if request.method == "POST":
         try:
-            outcome = spark_jobs.attempt(
+            outcome = jobs.attempt(
                 "rollback_definition",
                 {"namespace": namespace, "name": name, "version_id": version_id},
                 actor=request.user,
                 summary=f"Roll {mt} back to definition version {version_id}",
             )
             if outcome.job is not None:
-                return redirect("refresh:job", job_id=outcome.job.pk)
+                return redirect("catalog:job", job_id=outcome.job.pk)
         except CatalogError as error:
             error_message = error.message
         else:

@@ -11,9 +11,8 @@ from django_celery_beat.models import PeriodicTask
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 from rest_framework.test import APIClient
 
-from catalog import services
+from catalog import services, workers
 from catalog.models import CatalogObject, Table
-from refresh import workers
 from refresh.models import MaterializedTable, RefreshRun
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""No web request waits on Spark: what needs a worker's Spark becomes a job (refresh.spark_jobs)
+"""No web request waits on Spark: what needs a worker's Spark becomes a job (catalog.jobs)
 the request answers at once (202 with the job, 503 when no worker is alive, 429 past the
 bounds); the job's URL gives its state and, once finished, the answer. Real Redis is the
 broker; no worker consumes it here, so jobs are run by calling the worker's side directly
@@ -13,9 +13,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog import services
-from refresh import runner, spark_jobs, workers
-from refresh.models import RefreshRun, SparkJob
+from catalog import jobs, services, workers
+from catalog.models import SparkJob
+from refresh import runner
+from refresh.models import RefreshRun
 
 pytestmark = pytest.mark.django_db
 
@@ -165,7 +166,7 @@ def test_a_job_whose_worker_went_silent_is_failed_with_the_reason(sales, viewer,
     SparkJob.objects.filter(pk=job["id"]).update(
         state="RUNNING", worker="host:1", heartbeat_at=long_ago
     )
-    assert spark_jobs.fail_abandoned() == 1
+    assert jobs.fail_abandoned() == 1
     failed = SparkJob.objects.get(pk=job["id"])
     assert failed.state == "FAILED" and "host:1 stopped" in failed.error["message"]
 
@@ -175,7 +176,7 @@ def test_a_job_no_worker_took_is_failed_after_its_timeout(sales, viewer, alive, 
     SparkJob.objects.filter(pk=job["id"]).update(
         created_at=timezone.now() - timedelta(seconds=settings.JOBS_QUEUED_TIMEOUT_SECONDS + 1)
     )
-    spark_jobs.fail_abandoned()
+    jobs.fail_abandoned()
     assert "No worker took the job" in SparkJob.objects.get(pk=job["id"]).error["message"]
 
 
@@ -183,7 +184,7 @@ def test_finished_jobs_are_forgotten_after_the_days_kept(sales, viewer, alive, s
     job = preview(api_for(viewer)).json()["job"]
     old = timezone.now() - timedelta(days=settings.JOBS_KEEP_DAYS + 1)
     SparkJob.objects.filter(pk=job["id"]).update(state="SUCCEEDED", created_at=old)
-    assert spark_jobs.prune() == 1
+    assert jobs.prune() == 1
 
 
 def test_a_console_script_runs_until_a_statement_needs_spark_then_hands_the_rest_to_a_job(
@@ -204,8 +205,8 @@ def test_a_console_script_runs_until_a_statement_needs_spark_then_hands_the_rest
     # The worker runs the rest: its Spark derives the schema; results grow on the job.
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: SCHEMA)
     monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
-    monkeypatch.setattr("refresh.spark_jobs._spark_group", lambda group, description: None)
-    assert spark_jobs.run(job.pk) == "SUCCEEDED"
+    monkeypatch.setattr("refresh.analysis._spark_group", lambda group, description: None)
+    assert jobs.run(job.pk) == "SUCCEEDED"
     job.refresh_from_db()
     created, listed = job.result["results"]
     assert created["ok"] and created["table"] == "sales.daily" and created["line"] == 2
@@ -219,15 +220,15 @@ def test_a_failed_statement_fails_the_job_with_its_position(sales, editor, alive
     def refused(query, *, namespace):
         raise SqlError("Spark cannot analyze the query: no such column x", line=1, column=8)
 
-    job = spark_jobs.submit(
+    job = jobs.submit(
         "statements",
         {"sql": CREATE, "namespace": "sales", "start": 0},
         actor=editor,
         summary="a script",
     )
     monkeypatch.setattr("refresh.analysis.query_schema", refused)
-    monkeypatch.setattr("refresh.spark_jobs._spark_group", lambda group, description: None)
-    assert spark_jobs.run(job.pk) == "FAILED"
+    monkeypatch.setattr("refresh.analysis._spark_group", lambda group, description: None)
+    assert jobs.run(job.pk) == "FAILED"
     job.refresh_from_db()
     assert job.status == 400 and "no such column x" in job.error["message"]
     assert job.error["line"] == 1

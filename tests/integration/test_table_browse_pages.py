@@ -519,8 +519,9 @@ def view_url() -> str:
 def run_the_preview_job(monkeypatch, rows: dict) -> dict:
     """Run the one waiting preview job as a worker would, its Spark read answering `rows`;
     what the read was asked is returned."""
-    from refresh import analysis, spark_jobs
-    from refresh.models import SparkJob
+    from catalog import jobs, previews
+    from catalog.models import SparkJob
+    from refresh import analysis
 
     asked: dict = {}
 
@@ -528,16 +529,16 @@ def run_the_preview_job(monkeypatch, rows: dict) -> dict:
         asked.update(kwargs)
         return rows
 
-    monkeypatch.setattr(analysis, "preview_with_spark", spark_read)
-    monkeypatch.setattr(spark_jobs, "_spark_group", lambda group, description: None)
+    monkeypatch.setattr(previews, "SPARK_READER", spark_read)
+    monkeypatch.setattr(analysis, "_spark_group", lambda group, description: None)
     job = SparkJob.objects.get(state=SparkJob.State.QUEUED)
-    assert spark_jobs.run(job.pk) == "SUCCEEDED"
+    assert jobs.run(job.pk) == "SUCCEEDED"
     return asked
 
 
 @pytest.fixture
 def worker_alive():
-    from refresh import workers
+    from catalog import workers
 
     workers.beat("host:1")
 
@@ -563,7 +564,7 @@ def test_a_views_preview_is_a_job_whose_rows_fill_in_the_page(
 
 
 def test_a_views_preview_without_a_worker_says_so_on_the_page(client, viewer, revenue_view):
-    from refresh.models import SparkJob
+    from catalog.models import SparkJob
 
     client.force_login(viewer)
     response = client.get(view_url(), {"preview": "1"})

@@ -206,13 +206,13 @@ CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
     "task": "refresh.fail_abandoned_runs",
     "schedule": 15.0,
 }
-# Spark jobs (refresh.spark_jobs): no web request waits on Spark. A request that needs it
+# Spark jobs (catalog/jobs.py): no web request waits on Spark. A request that needs it
 # answers 202 with a job; 503 when no worker said it was alive in the last
 # WORKER_SILENT_AFTER_SECONDS; 429 past JOBS_PER_USER jobs waiting or running for a user,
 # or JOBS_QUEUED_MAX waiting in all.
 WORKER_HEARTBEAT_SECONDS = 5
 WORKER_SILENT_AFTER_SECONDS = int(env("WORKER_SILENT_AFTER_SECONDS", "15"))
-# Where workers keep their heartbeats in Redis (refresh/workers.py).
+# Where workers keep their heartbeats in Redis (catalog/workers.py).
 WORKERS_KEY = env("WORKERS_KEY", "lakeview:workers")
 JOBS_PER_USER = int(env("JOBS_PER_USER", "4"))
 JOBS_QUEUED_MAX = int(env("JOBS_QUEUED_MAX", "32"))
@@ -222,7 +222,11 @@ JOBS_REUSE_SECONDS = 60
 # A job no worker took in this long is failed; finished jobs are kept this many days.
 JOBS_QUEUED_TIMEOUT_SECONDS = int(env("JOBS_QUEUED_TIMEOUT_SECONDS", "600"))
 JOBS_KEEP_DAYS = int(env("JOBS_KEEP_DAYS", "7"))
-CELERY_BEAT_SCHEDULE["prune-spark-jobs"] = {"task": "refresh.prune_spark_jobs", "schedule": 3600.0}
+CELERY_BEAT_SCHEDULE["prune-spark-jobs"] = {"task": "catalog.prune_spark_jobs", "schedule": 3600.0}
+CELERY_BEAT_SCHEDULE["fail-abandoned-jobs"] = {
+    "task": "catalog.fail_abandoned_jobs",
+    "schedule": 15.0,
+}
 # One worker process, several threads: they share the process's one Spark session.
 # WORKER_INTERACTIVE_THREADS of them are kept for Spark jobs (previews, schema analyses,
 # console data changes): refresh runs take at most the others, so a job never waits

@@ -14,10 +14,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from catalog import jobs, selectors
 from catalog.core.errors import CatalogError, NotFound
+from catalog.models import SparkJob
 from catalog.pages.views import catalog_page
-from refresh import selectors, spark_jobs
-from refresh.models import SparkJob
 
 
 def _job(request: HttpRequest, job_id: int) -> SparkJob:
@@ -28,28 +28,21 @@ def _job(request: HttpRequest, job_id: int) -> SparkJob:
 
 
 def done_url(job: SparkJob) -> str | None:
-    """The page of the object the job made or changed."""
+    """The page of the object the job made or changed (its kind's `done_page`)."""
+    page = jobs.DONE_PAGES.get(job.kind)
     arguments = job.arguments or {}
-    if job.kind in ("create_materialized_table", "alter_query", "rollback_definition"):
-        return reverse(
-            "refresh:mt-detail",
-            kwargs={"namespace": arguments["namespace"], "name": arguments["name"]},
-        )
-    if job.kind in ("create_view", "replace_view"):
-        return reverse(
-            "catalog:view-detail",
-            kwargs={"namespace": arguments["namespace"], "name": arguments["name"]},
-        )
-    return None
+    if page is None or "namespace" not in arguments or "name" not in arguments:
+        return None
+    return reverse(page, kwargs={"namespace": arguments["namespace"], "name": arguments["name"]})
 
 
 def job_context(job: SparkJob) -> dict[str, Any]:
-    """What the job blocks of every page show (templates/refresh/_job.html)."""
+    """What the job blocks of every page show (templates/catalog/_job.html)."""
     return {
         "job": job,
         "job_api_url": reverse("api:job-detail", kwargs={"job_id": job.pk}),
-        "job_page_url": reverse("refresh:job", kwargs={"job_id": job.pk}),
-        "job_cancel_url": reverse("refresh:job-cancel", kwargs={"job_id": job.pk}),
+        "job_page_url": reverse("catalog:job", kwargs={"job_id": job.pk}),
+        "job_cancel_url": reverse("catalog:job-cancel", kwargs={"job_id": job.pk}),
     }
 
 
@@ -58,7 +51,7 @@ def job_context(job: SparkJob) -> dict[str, Any]:
 def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job(request, job_id)
     context = {**job_context(job), "done_url": done_url(job), "arguments": job.arguments}
-    return render(request, "refresh/job.html", context)
+    return render(request, "catalog/job.html", context)
 
 
 @require_http_methods(["POST"])
@@ -68,9 +61,9 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
         return redirect_to_login(request.get_full_path())
     job = _job(request, job_id)
     try:
-        spark_jobs.cancel(job, actor=request.user)
+        jobs.cancel(job, actor=request.user)
     except CatalogError as error:
         messages.warning(request, error.message)
     else:
         messages.success(request, f"Job {job.pk} is cancelled.")
-    return redirect("refresh:job", job_id=job.pk)
+    return redirect("catalog:job", job_id=job.pk)

@@ -15,11 +15,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from catalog import jobs, selectors, workers
+from catalog.api import serializers as s
+from catalog.jobs import Outcome
+from catalog.models import SparkJob
 from catalog.roles import can_view
-from refresh import selectors, spark_jobs, workers
-from refresh.api import serializers as s
-from refresh.models import SparkJob
-from refresh.spark_jobs import Outcome
 
 _JOB = OpenApiParameter("job_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Job id.")
 _TAGS = ["jobs"]
@@ -123,7 +123,7 @@ class JobCancelView(APIView):
     )
     def post(self, request: Request, job_id: int) -> Response:
         job = selectors.get_spark_job(job_id, user=request.user)
-        return Response(s.SparkJobSerializer(spark_jobs.cancel(job, actor=request.user)).data)
+        return Response(s.SparkJobSerializer(jobs.cancel(job, actor=request.user)).data)
 
 
 class WorkerListView(APIView):

@@ -4,12 +4,13 @@ An operation that needs Spark (deriving a new materialized table's schema, ALTER
 console data change, a view's preview, a table preview that meets equality deletes, a
 view's column types) is first attempted in the request: everything before Spark (parsing,
 names, options) runs there and fails there with its 4xx. When it reaches Spark it raises
-`NeedsWorker` (refresh.analysis) before writing anything, and `attempt` makes it a
+`NeedsWorker` (catalog.core.errors) before writing anything, and `attempt` makes it a
 `SparkJob` instead: the request answers 202 with the job, a worker runs the same operation
-with its Spark (`run`), and the job's page and API URL show its state and its result, which
-is the answer the request would have given.
+with its Spark (`run`, inside the `Executor` the refresh app registers), and the job's
+page and API URL show its state and its result, which is the answer the request would
+have given.
 
-- **Fail fast.** With no worker alive (refresh.workers), the answer is an immediate 503.
+- **Fail fast.** With no worker alive (catalog.workers), the answer is an immediate 503.
 - **Bounded.** At most `JOBS_PER_USER` jobs waiting or running per user and
   `JOBS_QUEUED_MAX` waiting in all; beyond, 429 with Retry-After.
 - **Never behind a refresh.** A worker keeps `WORKER_INTERACTIVE_THREADS` of its threads
@@ -22,11 +23,12 @@ is the answer the request would have given.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -36,6 +38,7 @@ from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from catalog import workers
 from catalog.core.errors import (
     CatalogError,
     CommitConflict,
@@ -44,8 +47,7 @@ from catalog.core.errors import (
     Unavailable,
     http_status,
 )
-from refresh import workers
-from refresh.models import SparkJob
+from catalog.models import SparkJob
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +55,51 @@ logger = logging.getLogger(__name__)
 #: the operation is attempted in the request; a long one reports progress through it.
 Operation = Callable[[dict[str, Any], Any, "SparkJob | None"], tuple[int, dict[str, Any]]]
 KINDS: dict[str, Operation] = {}
+#: kind -> the URL name of the page of the object it makes or changes (its `namespace` and
+#: `name` arguments fill it in): where a job's page goes once the job succeeded.
+DONE_PAGES: dict[str, str] = {}
 
 
-def kind(name: str) -> Callable[[Operation], Operation]:
+def kind(name: str, *, done_page: str | None = None) -> Callable[[Operation], Operation]:
     def register(operation: Operation) -> Operation:
         KINDS[name] = operation
+        if done_page:
+            DONE_PAGES[name] = done_page
         return operation
 
     return register
+
+
+# -- where Spark runs --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _no_spark(group: str, description: str) -> Iterator[None]:
+    yield
+
+
+def _cancel_nothing(group: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where a worker runs jobs. `running(group, description)` is entered around every job
+    (its Spark jobs tagged with `group`, so that `cancel(group)` can stop them; a Spark
+    refusal inside comes out as a CatalogError). The refresh app, which owns the workers'
+    Spark session, registers one (refresh.apps); without it, a job that needs Spark fails
+    with NeedsWorker."""
+
+    running: Callable[[str, str], contextlib.AbstractContextManager[None]] = _no_spark
+    cancel: Callable[[str], None] = _cancel_nothing
+
+
+_executor = Executor()
+
+
+def use_executor(executor: Executor) -> None:
+    global _executor
+    _executor = executor
 
 
 @dataclass(frozen=True)
@@ -201,8 +240,8 @@ def submit(
         )
     from celery import current_app
 
-    try:  # by name: the task (refresh.tasks) sits above this module and calls it
-        current_app.send_task("refresh.run_spark_job", args=[job.pk])
+    try:  # by name: the task (catalog.tasks) sits above this module and calls it
+        current_app.send_task("catalog.run_spark_job", args=[job.pk])
     except Exception as error:  # the broker is down: the job says why it never ran
         _finish(job, SparkJob.State.FAILED, status=503, error={"message": str(error)})
         raise Unavailable(f"The task queue cannot be reached: {error}") from error
@@ -244,8 +283,6 @@ def progress(job: SparkJob | None, body: dict[str, Any]) -> None:
 
 def run(job_id: int) -> str:
     """Claim the job and run its operation with this worker's Spark."""
-    from refresh import analysis
-
     job = claim(job_id)
     if job is None:
         return "not claimed"
@@ -253,18 +290,11 @@ def run(job_id: int) -> str:
     watch = _Watch(job, group)
     watch.start()
     try:
-        with analysis.on_worker():
-            _spark_group(group, job.summary)
+        with _executor.running(group, job.summary or group):
             status, body = KINDS[job.kind](job.arguments, job.requested_by, job)
     except CatalogError as error:
         _end(job, watch, SparkJob.State.FAILED, status=http_status(error), error=error_body(error))
     except Exception as error:  # noqa: BLE001 - recorded on the job, shown to its user
-        if _is_spark_refusal(error):
-            from refresh.spark.errors import spark_error
-
-            refused = spark_error(error)
-            _end(job, watch, SparkJob.State.FAILED, status=400, error=error_body(refused))
-            return SparkJob.objects.values_list("state", flat=True).get(pk=job.pk)
         message = str(error).strip().splitlines()[0][:1000] if str(error).strip() else ""
         _end(
             job,
@@ -279,23 +309,7 @@ def run(job_id: int) -> str:
                  error=body.get("error"))  # fmt: skip
         else:
             _end(job, watch, SparkJob.State.SUCCEEDED, status=status, result=body)
-    finally:
-        _spark_group(None, None)
     return SparkJob.objects.values_list("state", flat=True).get(pk=job.pk)
-
-
-def _is_spark_refusal(error: Exception) -> bool:
-    """Spark refused the statement (a parse or analysis error, Iceberg's too): the user's
-    SQL, a 400, not the worker's failure."""
-    try:
-        from pyspark.errors.exceptions.captured import (
-            AnalysisException,
-            IllegalArgumentException,
-            ParseException,
-        )
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        return False
-    return isinstance(error, AnalysisException | ParseException | IllegalArgumentException)
 
 
 def _end(job: SparkJob, watch: _Watch, state: str, **fields: Any) -> None:
@@ -309,21 +323,6 @@ def _finish(job: SparkJob, state: str, **fields: Any) -> None:
     SparkJob.objects.filter(pk=job.pk, state__in=SparkJob.ACTIVE).update(
         state=state, finished_at=timezone.now(), **fields
     )
-
-
-def _spark_group(group: str | None, description: str | None) -> None:
-    """Tag (or untag) this thread's Spark jobs, so that a cancel can stop them."""
-    from refresh import engine
-
-    if not engine.is_running():
-        if group is None:
-            return
-        engine.spark()
-    context = engine.spark().sparkContext
-    if group is None:
-        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    else:
-        context.setJobGroup(group, description or group, interruptOnCancel=True)
 
 
 class _Watch(threading.Thread):
@@ -342,10 +341,8 @@ class _Watch(threading.Thread):
                 SparkJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now())
                 asked = SparkJob.objects.filter(pk=self.job_id, cancel_requested=True).exists()
                 if asked and not self.cancelled:
-                    from refresh import engine
-
                     self.cancelled = True
-                    engine.spark().sparkContext.cancelJobGroup(self.group)
+                    _executor.cancel(self.group)
         finally:
             connection.close()
 

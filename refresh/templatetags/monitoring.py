@@ -1,0 +1,16 @@
+"""Materialized tables' counts for pages outside this app: the catalog's home page shows how
+many tables are late and failing (`{% load monitoring %}{% monitoring_counts as counts %}`)
+without the catalog importing anything of refresh/."""
+
+from __future__ import annotations
+
+from django import template
+
+from refresh import monitoring
+
+register = template.Library()
+
+
+@register.simple_tag
+def monitoring_counts() -> dict[str, int]:
+    return monitoring.counts()
