@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -83,6 +84,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--incremental-rows", type=int, default=10_000_000)
+    parser.add_argument(
+        "--only",
+        choices=("managed", "incremental"),
+        help="run one of the two parts (both by default)",
+    )
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="lakeview-bench-refresh-"))
@@ -103,134 +109,10 @@ def main() -> None:
             for key, value in rest_catalog_conf(stack.server, name="st").items():
                 spark.conf.set(key, value)
             spark.sql("CREATE NAMESPACE st.bench")
-            print(f"filling st.bench.events with {args.rows:,} rows ...", flush=True)
-            spark.sql(
-                "CREATE TABLE st.bench.events USING iceberg AS SELECT id, id % 1000 AS k, "
-                f"rand(7) AS v FROM range({args.rows})"
-            )
-            response = stack.statements(
-                "CREATE MATERIALIZED TABLE bench.wide FRESHNESS = INTERVAL '1' DAY "
-                f"REFRESH_MODE = FULL AS {QUERY}"
-            )
-            assert response.status_code == 200, response.text
-            first = response.json()["results"][0]["run_id"]
-            stack.wait_for(
-                lambda: stack.run(first)["state"] in ("SUCCEEDED", "FAILED"),
-                timeout=900,
-                what="the first refresh",
-            )
-            assert stack.run(first)["state"] == "SUCCEEDED", stack.run(first)
-            # The same table properties as the materialized table's (its writes and the
-            # catalog's metadata housekeeping at each commit), so that both commits do the
-            # same work.
-            same = ", ".join(
-                f"'{row['key']}' = '{row['value']}'"
-                for row in spark.sql("SHOW TBLPROPERTIES st.bench.wide").collect()
-                if row["key"].startswith(("write.", "history.", "commit."))
-            )
-            spark.sql(
-                f"CREATE TABLE st.bench.direct USING iceberg TBLPROPERTIES ({same}) "
-                "AS SELECT * FROM st.bench.wide"
-            )
-            direct_sql = (
-                f"INSERT OVERWRITE st.bench.direct {QUERY.replace('events', 'st.bench.events')}"
-            )
-            spark.sql(direct_sql)  # warm: the session has run this once
-
-            endpoint = (
-                f"{stack.server.base_url}/api/namespaces/bench/materialized-tables/wide/refresh"
-            )
-            managed, direct, waits, jobs = [], [], [], []
-
-            def run_managed() -> None:
-                started = time.perf_counter()
-                answer = stack.api.post(endpoint, json={"force": True}, timeout=60)
-                answer.raise_for_status()
-                job = answer.json()["jobId"]
-                # Watched in the app's database (read-only, every 20 ms), not by polling the
-                # API: twenty requests a second would take CPU from the job being measured.
-                stack.wait_for(
-                    lambda: run_state(stack, job) in ("SUCCEEDED", "FAILED"),
-                    timeout=900,
-                    what="a manual refresh",
-                    every=0.02,
-                )
-                managed.append(time.perf_counter() - started)
-                run = stack.run(job)
-                assert run["state"] == "SUCCEEDED", run
-                stamps = {
-                    k: datetime.fromisoformat(run[k])
-                    for k in ("queued_at", "started_at", "finished_at")
-                }
-                waits.append((stamps["started_at"] - stamps["queued_at"]).total_seconds())
-                jobs.append((stamps["finished_at"] - stamps["started_at"]).total_seconds())
-
-            def run_direct() -> None:
-                started = time.perf_counter()
-                spark.sql(direct_sql)
-                direct.append(time.perf_counter() - started)
-
-            for round_ in range(args.repeat):
-                # Alternate which goes first, so that neither always follows the other.
-                for step in (
-                    (run_managed, run_direct) if round_ % 2 == 0 else (run_direct, run_managed)
-                ):
-                    step()
-                print(
-                    f"round {round_ + 1}: managed {managed[-1]:.2f} s, direct {direct[-1]:.2f} s",
-                    flush=True,
-                )
-
-            # NO_DATA: nothing changed since the last refresh.
-            os.environ.update(
-                {
-                    "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
-                    "DATABASE_URL": stack.server.env["DATABASE_URL"],
-                    "WAREHOUSE": stack.server.env["WAREHOUSE"],
-                }
-            )
-            import django
-
-            django.setup()
-            from refresh import selectors, sources
-            from refresh.core.incremental import Kind
-
-            mt = selectors.get_materialized_table("bench", "wide")
-            decisions = []
-            for _ in range(50):
-                started = time.perf_counter()
-                decision, _, _ = sources.decide(mt, partition=None, force=False, full_asked=False)
-                decisions.append(time.perf_counter() - started)
-                assert decision.kind is Kind.NO_DATA, decision
-            started = time.perf_counter()
-            answer = stack.api.post(endpoint, json={"force": False}, timeout=60)
-            job = answer.json()["jobId"]
-            stack.wait_for(
-                lambda: stack.run(job)["state"] in ("SKIPPED", "SUCCEEDED", "FAILED"),
-                timeout=60,
-                what="a skip",
-                every=0.01,
-            )
-            skip_end_to_end = time.perf_counter() - started
-            assert stack.run(job)["action"] == "NO_DATA", stack.run(job)
-
-            m, d = statistics.median(managed), statistics.median(direct)
-            p50 = statistics.median(decisions) * 1000
-            p99 = sorted(decisions)[int(len(decisions) * 0.99) - 1] * 1000
-            print()
-            print(f"source rows                          {args.rows:,}")
-            print(f"manual refresh, API to SUCCEEDED     {m:.2f} s (median of {args.repeat})")
-            print(f"INSERT OVERWRITE in a warm session   {d:.2f} s (median of {args.repeat})")
-            print(f"ratio                                {m / d:.3f}  (target <= 1.05)")
-            print(
-                f"  of the managed time: queued to started {statistics.median(waits):.3f} s, "
-                f"started to finished {statistics.median(jobs):.3f} s"
-            )
-            print(f"  inside the worker (medians): {_phases(stack.log('worker', 100_000))}")
-            print(f"NO_DATA decision                     p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-            print(f"skipped run, API to SKIPPED          {skip_end_to_end * 1000:.0f} ms")
-            print("                                     (target: decision under 100 ms)")
-            _incremental_case(stack, spark, rows=args.incremental_rows, repeat=args.repeat)
+            if args.only != "incremental":
+                _managed_case(stack, spark, rows=args.rows, repeat=args.repeat)
+            if args.only != "managed":
+                _incremental_case(stack, spark, rows=args.incremental_rows, repeat=args.repeat)
             spark.stop()
     finally:
         if redis is not None:
@@ -238,12 +120,142 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _phases(worker_log: str) -> str:
-    """Median seconds of each phase the worker logged for the managed FULL refreshes
-    (refresh.runner._log_phases)."""
+def _managed_case(stack, spark, *, rows: int, repeat: int) -> None:
+    """A managed FULL refresh against the same INSERT OVERWRITE in a warm session, and the
+    NO_DATA decision (see the module)."""
+    print(f"filling st.bench.events with {rows:,} rows ...", flush=True)
+    spark.sql(
+        "CREATE TABLE st.bench.events USING iceberg AS SELECT id, id % 1000 AS k, "
+        f"rand(7) AS v FROM range({rows})"
+    )
+    response = stack.statements(
+        "CREATE MATERIALIZED TABLE bench.wide FRESHNESS = INTERVAL '1' DAY "
+        f"REFRESH_MODE = FULL AS {QUERY}"
+    )
+    assert response.status_code == 200, response.text
+    first = response.json()["results"][0]["run_id"]
+    stack.wait_for(
+        lambda: stack.run(first)["state"] in ("SUCCEEDED", "FAILED"),
+        timeout=900,
+        what="the first refresh",
+    )
+    assert stack.run(first)["state"] == "SUCCEEDED", stack.run(first)
+    # The same table properties as the materialized table's (its writes and the
+    # catalog's metadata housekeeping at each commit), so that both commits do the
+    # same work.
+    same = ", ".join(
+        f"'{row['key']}' = '{row['value']}'"
+        for row in spark.sql("SHOW TBLPROPERTIES st.bench.wide").collect()
+        if row["key"].startswith(("write.", "history.", "commit."))
+    )
+    spark.sql(
+        f"CREATE TABLE st.bench.direct USING iceberg TBLPROPERTIES ({same}) "
+        "AS SELECT * FROM st.bench.wide"
+    )
+    direct_sql = f"INSERT OVERWRITE st.bench.direct {QUERY.replace('events', 'st.bench.events')}"
+    spark.sql(direct_sql)  # warm: the session has run this once
+
+    endpoint = f"{stack.server.base_url}/api/namespaces/bench/materialized-tables/wide/refresh"
+    managed, direct, waits, jobs = [], [], [], []
+
+    def run_managed() -> None:
+        started = time.perf_counter()
+        answer = stack.api.post(endpoint, json={"force": True}, timeout=60)
+        answer.raise_for_status()
+        job = answer.json()["jobId"]
+        # Watched in the app's database (read-only, every 20 ms), not by polling the
+        # API: twenty requests a second would take CPU from the job being measured.
+        stack.wait_for(
+            lambda: run_state(stack, job) in ("SUCCEEDED", "FAILED"),
+            timeout=900,
+            what="a manual refresh",
+            every=0.02,
+        )
+        managed.append(time.perf_counter() - started)
+        run = stack.run(job)
+        assert run["state"] == "SUCCEEDED", run
+        stamps = {
+            k: datetime.fromisoformat(run[k]) for k in ("queued_at", "started_at", "finished_at")
+        }
+        waits.append((stamps["started_at"] - stamps["queued_at"]).total_seconds())
+        jobs.append((stamps["finished_at"] - stamps["started_at"]).total_seconds())
+
+    def run_direct() -> None:
+        started = time.perf_counter()
+        spark.sql(direct_sql)
+        direct.append(time.perf_counter() - started)
+
+    for round_ in range(repeat):
+        # Alternate which goes first, so that neither always follows the other.
+        for step in (run_managed, run_direct) if round_ % 2 == 0 else (run_direct, run_managed):
+            step()
+        print(
+            f"round {round_ + 1}: managed {managed[-1]:.2f} s, direct {direct[-1]:.2f} s",
+            flush=True,
+        )
+
+    # NO_DATA: nothing changed since the last refresh.
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
+            "DATABASE_URL": stack.server.env["DATABASE_URL"],
+            "WAREHOUSE": stack.server.env["WAREHOUSE"],
+        }
+    )
+    import django
+
+    django.setup()
+    from refresh import selectors, sources
+    from refresh.core.incremental import Kind
+
+    mt = selectors.get_materialized_table("bench", "wide")
+    decisions = []
+    for _ in range(50):
+        started = time.perf_counter()
+        decision, _, _ = sources.decide(mt, partition=None, force=False, full_asked=False)
+        decisions.append(time.perf_counter() - started)
+        assert decision.kind is Kind.NO_DATA, decision
+    started = time.perf_counter()
+    answer = stack.api.post(endpoint, json={"force": False}, timeout=60)
+    job = answer.json()["jobId"]
+    stack.wait_for(
+        lambda: stack.run(job)["state"] in ("SKIPPED", "SUCCEEDED", "FAILED"),
+        timeout=60,
+        what="a skip",
+        every=0.01,
+    )
+    skip_end_to_end = time.perf_counter() - started
+    assert stack.run(job)["action"] == "NO_DATA", stack.run(job)
+
+    m, d = statistics.median(managed), statistics.median(direct)
+    p50 = statistics.median(decisions) * 1000
+    p99 = sorted(decisions)[int(len(decisions) * 0.99) - 1] * 1000
+    print()
+    print(f"source rows                          {rows:,}")
+    print(f"manual refresh, API to SUCCEEDED     {m:.2f} s (median of {repeat})")
+    print(f"INSERT OVERWRITE in a warm session   {d:.2f} s (median of {repeat})")
+    print(f"ratio                                {m / d:.3f}  (target <= 1.05)")
+    print(
+        f"  of the managed time: queued to started {statistics.median(waits):.3f} s, "
+        f"started to finished {statistics.median(jobs):.3f} s"
+    )
+    print(f"  inside the worker (medians): {_phases(stack.log('worker', 100_000))}")
+    print(f"NO_DATA decision                     p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    print(f"skipped run, API to SKIPPED          {skip_end_to_end * 1000:.0f} ms")
+    print("                                     (target: decision under 100 ms)")
+
+
+def _phases(worker_log: str, runs: set[int] | None = None) -> str:
+    """Median seconds of each phase the worker logged (refresh.runner._log_phases) for the
+    runs `runs` (every FULL refresh's when None)."""
     found: dict[str, list[float]] = {}
     for line in worker_log.splitlines():
-        if " FULL phases: " not in line:
+        logged = re.search(r"Refresh run (\d+) (\w+) phases: ", line)
+        if logged is None:
+            continue
+        if runs is None and logged.group(2) != "FULL":
+            continue
+        if runs is not None and int(logged.group(1)) not in runs:
             continue
         for pair in line.split(" phases: ", 1)[1].split():
             name, _, seconds = pair.partition("=")
@@ -282,10 +294,20 @@ def _incremental_case(stack, spark, *, rows: int, repeat: int) -> None:
             timeout=900,
             what=f"{name}'s first refresh",
         )
+    # The floor: the smallest Spark commits through the same catalog in this warm session,
+    # a one-row INSERT and a one-row MERGE into a copy of the GROUP BY table.
+    spark.sql("CREATE TABLE st.bench.floor_append (id BIGINT) USING iceberg")
+    spark.sql(
+        "CREATE TABLE st.bench.floor_merge USING iceberg TBLPROPERTIES "
+        "('write.merge.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read', "
+        "'write.delete.mode' = 'merge-on-read') AS SELECT * FROM st.bench.grouped"
+    )
+    floors: dict[str, list[float]] = {"append": [], "merge": []}
     step = max(1, rows // 1000)  # 0.1%
     timings: dict[str, dict[str, list[float]]] = {
         name: {"INCREMENTAL": [], "FULL": []} for name in INCREMENTAL_TABLES
     }
+    run_ids: dict[tuple[str, str], set[int]] = {}
     start = rows
     for round_ in range(repeat):
         spark.sql(
@@ -298,6 +320,16 @@ def _incremental_case(stack, spark, *, rows: int, repeat: int) -> None:
                 seconds, run = _timed_refresh(stack, name, body)
                 assert run["action"] == action, run
                 timings[name][action].append(seconds)
+                run_ids.setdefault((name, action), set()).add(run["id"])
+        started = time.perf_counter()
+        spark.sql(f"INSERT INTO st.bench.floor_append VALUES ({round_})")
+        floors["append"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        spark.sql(
+            "MERGE INTO st.bench.floor_merge t USING (SELECT 7 AS k, 1 AS n) s ON t.k = s.k "
+            "WHEN MATCHED THEN UPDATE SET t.n = t.n + s.n"
+        )
+        floors["merge"].append(time.perf_counter() - started)
         print(
             f"round {round_ + 1}: "
             + ", ".join(
@@ -314,6 +346,12 @@ def _incremental_case(stack, spark, *, rows: int, repeat: int) -> None:
             f"{name:<9} incremental {incremental:.2f} s, full {full:.2f} s, "
             f"ratio {incremental / full:.3f} (goal <= {goal})"
         )
+        log = stack.log("worker", 200_000)
+        for action in ("INCREMENTAL", "FULL"):
+            print(f"  {action.lower()} in the worker: {_phases(log, run_ids[(name, action)])}")
+        floor = statistics.median(floors["append" if name == "filtered" else "merge"])
+        what = "one-row INSERT" if name == "filtered" else "one-row MERGE into its copy"
+        print(f"  floor: a {what} in a warm session {floor:.2f} s = {floor / full:.3f} of full")
 
 
 def _timed_refresh(stack, name: str, body: dict) -> tuple[float, dict]:

@@ -149,7 +149,10 @@ def _execute(run_id: int) -> str:
         clock["session"] = time.perf_counter()
         spark_timings: dict[str, float] = {}
         if decision.kind is Kind.INCREMENTAL and plan is not None:
-            _incremental(session, mt, run, plan, decision, snapshots, target, namespace)
+            spark_timings["_at"] = time.perf_counter()
+            _incremental(
+                session, mt, run, plan, decision, snapshots, target, namespace, spark_timings
+            )
         else:
             _full(session, mt, run, plan, snapshots, target, namespace, spark_timings)
         clock["written"] = time.perf_counter()
@@ -240,6 +243,7 @@ def _incremental(
     snapshots: dict[str, int | None],
     target: list[str],
     namespace: str,
+    timings: dict[str, float],
 ) -> None:
     """Apply the sources' appended snapshots (refresh.spark.changes, the continuous mode's
     code), every source read at the snapshot the run records; a MERGE takes the table's
@@ -256,6 +260,7 @@ def _incremental(
         pins=_pins(plan, snapshots),
         partition=run.partition or None,
         merge_turn=lambda: leases.rewriting(mt.table_id),
+        timings=timings,
     )
 
 

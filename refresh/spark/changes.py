@@ -159,6 +159,7 @@ def merge_combined(
     catalog: str,
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    timings: dict[str, float] | None = None,
 ) -> None:
     """An aggregation whose values combine (refresh.core.incremental.combinable): the query
     over the appended rows alone, merged into the table by combining each value with the
@@ -186,11 +187,23 @@ def merge_combined(
         + f"WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) "
         f"VALUES ({', '.join(f's.{c}' for c in names)})"
     )
+    _mark(timings, "checked")
     try:
         with merge_turn():
+            _mark(timings, "turn")
             merge_retrying(session, statement)
     finally:
         session.catalog.dropTempView(view)
+
+
+def _mark(timings: dict[str, float] | None, phase: str) -> None:
+    """Seconds since the previous mark (or since `timings` was made: its "_at" entry), under
+    `phase`: the worker logs where a refresh's time went (refresh.runner._log_phases)."""
+    if timings is None:
+        return
+    now = time.perf_counter()
+    timings[phase] = now - timings.get("_at", now)
+    timings["_at"] = now
 
 
 MERGE_ATTEMPTS = 4
@@ -289,6 +302,7 @@ def incremental_refresh(
     pins: Mapping[Source, int | None],
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    timings: dict[str, float] | None = None,
 ) -> None:
     """A FULL table's incremental refresh: each source in `deltas` appended the snapshots
     after `since` up to `until` (Iceberg's incremental append scan reads their rows); every
@@ -309,6 +323,7 @@ def incremental_refresh(
                 "end-snapshot-id", str(until)
             )
         appended[source] = _temp(reader.table(quote((catalog, *source))), "appended")
+    _mark(timings, "read")
     try:
         if plan.mode == "merge" and not recompute:
             [(source, view)] = appended.items()
@@ -322,6 +337,7 @@ def incremental_refresh(
                 catalog=catalog,
                 partition=partition,
                 merge_turn=merge_turn,
+                timings=timings,
             )
         elif plan.mode == "append":
             rows = appended_rows(
@@ -334,6 +350,7 @@ def incremental_refresh(
                 catalog=catalog,
                 scratch=scratch,
             )
+            _mark(timings, "checked")
             append(_partition_filter(rows, partition), target=target, properties={})
         else:
             merge_changes(
@@ -348,6 +365,9 @@ def incremental_refresh(
                 partition=partition,
                 merge_turn=merge_turn,
             )
+        _mark(timings, "written")
     finally:
         for view in [*whole.values(), *appended.values(), *scratch]:
             session.catalog.dropTempView(view)
+        if timings is not None:
+            timings.pop("_at", None)
