@@ -159,21 +159,8 @@ def _managed_case(stack, spark, *, rows: int, repeat: int) -> None:
     managed, direct, waits, jobs = [], [], [], []
 
     def run_managed() -> None:
-        started = time.perf_counter()
-        answer = stack.api.post(endpoint, json={"force": True}, timeout=60)
-        answer.raise_for_status()
-        job = answer.json()["jobId"]
-        # Watched in the app's database (read-only, every 20 ms), not by polling the
-        # API: twenty requests a second would take CPU from the job being measured.
-        stack.wait_for(
-            lambda: run_state(stack, job) in ("SUCCEEDED", "FAILED"),
-            timeout=900,
-            what="a manual refresh",
-            every=0.02,
-        )
-        managed.append(time.perf_counter() - started)
-        run = stack.run(job)
-        assert run["state"] == "SUCCEEDED", run
+        seconds, run = _timed_refresh(stack, "wide", {"force": True})
+        managed.append(seconds)
         stamps = {
             k: datetime.fromisoformat(run[k]) for k in ("queued_at", "started_at", "finished_at")
         }
@@ -360,6 +347,8 @@ def _timed_refresh(stack, name: str, body: dict) -> tuple[float, dict]:
     answer = stack.api.post(endpoint, json=body, timeout=60)
     assert answer.status_code == 202, answer.text
     job = answer.json()["jobId"]
+    # Watched in the app's database (read-only, every 20 ms), not by polling the API: twenty
+    # requests a second would take CPU from the job being measured.
     stack.wait_for(
         lambda: run_state(stack, job) in ("SUCCEEDED", "FAILED"),
         timeout=900,

@@ -12,11 +12,12 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.hashers import check_password, make_password
 from django.db import transaction
+from django.db.models import Exists, QuerySet
 from django.utils import timezone
 
 from catalog import history
@@ -45,6 +46,11 @@ class IssuedToken:
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def digest_of(token: str) -> str:
+    """How a token is stored and looked up: its SHA-256 hex digest."""
+    return _digest(token)
 
 
 @transaction.atomic
@@ -101,6 +107,34 @@ def authenticate(token: str) -> AccessToken:
             _verified.clear()
         _verified[digest] = (now + VERIFIED_TOKEN_TTL, access)
     return access
+
+
+def _valid_tokens(digest: str, now: datetime | None = None) -> QuerySet[AccessToken]:
+    """The token of this digest while it may still be used: unexpired, of an active client
+    acting for an active user. `_lookup` and `still_valid` ask the same question."""
+    return AccessToken.objects.filter(
+        digest=digest,
+        expires_at__gt=now or timezone.now(),
+        client__active=True,
+        client__user__is_active=True,
+    )
+
+
+def still_valid(digest: str, *, now: datetime | None = None) -> Exists:
+    """The token check as a condition another query can carry (load-table folds it into its
+    pointer query), so that a revoked client is refused at once there, without waiting
+    VERIFIED_TOKEN_TTL and without a round trip of its own."""
+    return Exists(_valid_tokens(digest, now))
+
+
+def is_still_valid(digest: str) -> bool:
+    return _valid_tokens(digest).exists()
+
+
+def forget(digest: str) -> None:
+    """Stop trusting a verified token now (it was found revoked or expired)."""
+    with _verified_lock:
+        _verified.pop(digest, None)
 
 
 def _lookup(token: str) -> AccessToken:

@@ -26,6 +26,11 @@ def _bearer(request: HttpRequest) -> str:
     return token.strip()
 
 
+def bearer_digest(request: HttpRequest) -> str:
+    """The digest of the request's bearer token (for handlers that check it again)."""
+    return auth.digest_of(_bearer(request))
+
+
 def authorize(request: HttpRequest, *, viewer_methods: frozenset[str] = frozenset()) -> Any:
     """The user the token's client acts for, if their role allows the method."""
     user = auth.authenticate(_bearer(request)).client.user
