@@ -16,6 +16,7 @@ from django.conf import settings
 
 from catalog.core.errors import NeedsWorker
 from catalog.jobs import Executor
+from refresh.core.refresh_state import user_change
 
 _on_worker: contextvars.ContextVar[bool] = contextvars.ContextVar("on_worker", default=False)
 
@@ -102,16 +103,24 @@ def query_schema(query: str, *, namespace: str) -> str:
     return jobs.query_schema(session, query, catalog=settings.CATALOG_NAME)
 
 
-def run_data_change(statement: str, *, namespace: str, target: list[str]) -> None:
+def run_data_change(
+    statement: str, *, namespace: str, target: list[str], changed_by: str = ""
+) -> None:
     """Run an UPDATE, DELETE or MERGE (the console's data changes on materialized tables);
     Spark's sandbox refuses it unless it changes `target` (namespace levels..., name) and
-    nothing else."""
+    nothing else. Its snapshot is marked as a person's change (no refresh state)."""
     _need_spark("Spark runs the statement")
     from refresh import engine
     from refresh.spark import jobs
 
     session = engine.run_session(namespace=namespace.split("."))
-    jobs.run_statement(session, statement, catalog=settings.CATALOG_NAME, target=target)
+    jobs.run_statement(
+        session,
+        statement,
+        catalog=settings.CATALOG_NAME,
+        target=target,
+        properties=user_change(changed_by),
+    )
 
 
 def view_schema(spark_sql: str, namespace: list[str]) -> dict | None:

@@ -371,7 +371,10 @@ def _data_change(
     mt: MaterializedTable = selectors.get_materialized_table(ns, name)
     try:
         analysis.run_data_change(
-            statement.sql, namespace=namespace or ns, target=[*ns.split("."), name]
+            statement.sql,
+            namespace=namespace or ns,
+            target=[*ns.split("."), name],
+            changed_by=getattr(actor, "username", "") or "",
         )
     except SqlError as error:
         raise _in_script(error, text, statement.sql) from None

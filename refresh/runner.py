@@ -26,6 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -148,13 +149,17 @@ def _execute(run_id: int) -> str:
         target = [settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name]
         clock["session"] = time.perf_counter()
         spark_timings: dict[str, float] = {}
+        # What the commit answers, in its snapshot's summary (refresh.core.refresh_state).
+        state = sources.state_of(
+            version=mt.current_version, snapshots=snapshots, started_ms=_ms(now)
+        ).summary()
         if decision.kind is Kind.INCREMENTAL and plan is not None:
             spark_timings["_at"] = time.perf_counter()
             _incremental(
-                session, mt, run, plan, decision, snapshots, target, namespace, spark_timings
+                session, mt, run, plan, decision, snapshots, target, namespace, spark_timings, state
             )
         else:
-            _full(session, mt, run, plan, snapshots, target, namespace, spark_timings)
+            _full(session, mt, run, plan, snapshots, target, namespace, spark_timings, state)
         clock["written"] = time.perf_counter()
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
@@ -214,9 +219,11 @@ def _full(
     target: list[str],
     namespace: str,
     timings: dict[str, float],
+    state: dict[str, str],
 ) -> None:
     """Recompute the query (or a partition of it); when a later refresh may apply appends
-    to this one (`plan`), at the snapshots the run records (changes.recompute)."""
+    to this one (`plan`), at the snapshots the run records (changes.recompute). The commit's
+    summary records `state`."""
     changes.recompute(
         session,
         query=mt.query,
@@ -226,7 +233,12 @@ def _full(
         pins=_pins(plan, snapshots) if plan is not None else None,
         partition=run.partition or None,
         timings=timings,
+        properties=state,
     )
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
 
 
 def _pins(plan: StreamPlan, snapshots: dict[str, int | None]) -> dict[tuple[str, ...], int | None]:
@@ -244,6 +256,7 @@ def _incremental(
     target: list[str],
     namespace: str,
     timings: dict[str, float],
+    state: dict[str, str],
 ) -> None:
     """Apply the sources' appended snapshots (refresh.spark.changes, the continuous mode's
     code), every source read at the snapshot the run records; a MERGE takes the table's
@@ -261,6 +274,7 @@ def _incremental(
         partition=run.partition or None,
         merge_turn=lambda: leases.rewriting(mt.table_id),
         timings=timings,
+        properties=state,
     )
 
 
@@ -280,12 +294,16 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
         )
         now = timezone.now()
         session = engine.run_session(namespace=definition.default_namespace.split("."))
+        state = sources.state_of(
+            version=run.definition_version, snapshots=snapshots, started_ms=_ms(now)
+        )
         batch.rebuild(
             session,
             target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
             query=definition.query,
             partitioned_by=definition.partitioned_by,
             properties=properties,
+            snapshot_properties=state.summary(),
         )
     except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
         beating.stop()

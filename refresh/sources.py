@@ -19,6 +19,7 @@ from catalog.models import Table, TableSnapshot, View
 from refresh.core.freshness import RefreshMode
 from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
 from refresh.core.incremental import decide as decide_refresh
+from refresh.core.refresh_state import RefreshState, refresh_state
 from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -97,6 +98,24 @@ def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) 
         catalog=settings.CATALOG_NAME,
         primary_key=primary_key,
         is_view=is_view,
+    )
+
+
+def state_of(*, version: int, snapshots: dict[str, int | None], started_ms: int) -> RefreshState:
+    """The refresh state a refresh of definition `version` records in its snapshot: every
+    source table it read ("ns.table" -> snapshot, as `source_snapshots` found them) with
+    its table UUID (one query)."""
+    uuids: dict[str, str] = {}
+    names = {tuple(q.rsplit(".", 1)) for q in snapshots}
+    if names:
+        rows = Table.objects.filter(
+            namespace__name__in={ns for ns, _ in names}, name__in={n for _, n in names}
+        ).values_list("namespace__name", "name", "uuid")
+        uuids = {f"{ns}.{name}": str(uuid) for ns, name, uuid in rows if (ns, name) in names}
+    return refresh_state(
+        version=version,
+        sources={q: (uuids.get(q, ""), snapshot) for q, snapshot in snapshots.items()},
+        started_ms=started_ms,
     )
 
 

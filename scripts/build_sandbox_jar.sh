@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compile the app's JVM helpers (refresh/spark/jvm/*.java: the sandbox's plan describer, the
-# maintenance actions' path collector) against the venv's PySpark jars into JARS_DIR/lakeview-sandbox.jar, where every Spark session of the
+# maintenance actions' path collector, the commit-properties runner) against the venv's PySpark jars into JARS_DIR/lakeview-sandbox.jar, where every Spark session of the
 # app finds it (refresh/spark/session.py puts every jar of the folder on spark.jars).
 # Rebuilt when the source is newer than the jar; needs javac (openjdk-17-jdk-headless).
 # Usage: scripts/build_sandbox_jar.sh [JARS_DIR]   (PYTHON=... picks the interpreter)
@@ -26,6 +26,7 @@ PYSPARK_JARS="$("$PYTHON" -c \
 mkdir -p "$JARS_DIR"
 BUILD="$(mktemp -d "$JARS_DIR/../.sandbox-build.XXXXXX")"
 trap 'rm -rf "$BUILD"' EXIT
-javac -nowarn --release 17 -cp "$PYSPARK_JARS/*" -d "$BUILD/classes" "${SOURCES[@]}"
+# Iceberg's runtime (JARS_DIR, fetched first by build_jars.sh) for the commit helper.
+javac -nowarn --release 17 -cp "$PYSPARK_JARS/*:$JARS_DIR/*" -d "$BUILD/classes" "${SOURCES[@]}"
 jar --create --file "$BUILD/lakeview-sandbox.jar" -C "$BUILD/classes" .
 mv -f "$BUILD/lakeview-sandbox.jar" "$JAR"

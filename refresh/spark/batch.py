@@ -43,27 +43,33 @@ def full_refresh(
     report: bool = True,
     timings: dict[str, float] | None = None,
     trusted_views: Sequence[str] = (),
+    snapshot_properties: Mapping[str, str] | None = None,
 ) -> RefreshResult | None:
     """Replace the target's rows (or one partition's) with what `query` gives now. With
     `report`, read back the commit's snapshot (a small Spark job over the table's metadata);
     a caller that learns it elsewhere (the catalog's mirror) passes False. `timings` gets
     the seconds the sandbox's check took ("checked") and the job with its commit ("written").
-    `trusted_views` are the caller's temporary views the query may read (pinned sources)."""
+    `trusted_views` are the caller's temporary views the query may read (pinned sources);
+    `snapshot_properties` go into the commit's snapshot summary (its refresh state)."""
     import time
 
     from pyspark.sql import functions as F
 
     from refresh.spark import sandbox
+    from refresh.spark.commits import with_properties
 
     started = time.perf_counter()
     frame = sandbox.query(spark, query, catalog=target[0], trusted_views=trusted_views)
     checked = time.perf_counter()
     writer_target = quote(target)
+    properties = snapshot_properties or {}
     if partition:
         condition = partition_condition(partition)
-        frame.where(condition).writeTo(writer_target).overwrite(condition)
+        with_properties(frame.where(condition).writeTo(writer_target), properties).overwrite(
+            condition
+        )
     else:
-        frame.writeTo(writer_target).overwrite(F.lit(True))
+        with_properties(frame.writeTo(writer_target), properties).overwrite(F.lit(True))
     if timings is not None:
         timings.update(checked=checked - started, written=time.perf_counter() - checked)
     return latest_snapshot(spark, target) if report else None
@@ -86,6 +92,7 @@ def replace(
     target: Sequence[str],
     partitioned_by: Sequence[str],
     properties: Mapping[str, str],
+    snapshot_properties: Mapping[str, str] | None = None,
 ) -> None:
     """Replace the table with `frame`: its schema (columns keep their field ids by name),
     partitioning, the given properties (the others stay) and rows, in ONE Iceberg commit
@@ -94,7 +101,9 @@ def replace(
     afterwards the new with the new: a redefinition (ALTER ... AS, a rollback) is one step."""
     from pyspark.sql import functions as F
 
-    writer = frame.writeTo(quote(target))
+    from refresh.spark.commits import with_properties
+
+    writer = with_properties(frame.writeTo(quote(target)), snapshot_properties or {})
     if partitioned_by:
         writer = writer.partitionedBy(*[F.col(quote([column])) for column in partitioned_by])
     for key, value in properties.items():
@@ -109,13 +118,20 @@ def rebuild(
     query: str,
     partitioned_by: Sequence[str],
     properties: Mapping[str, str],
+    snapshot_properties: Mapping[str, str] | None = None,
 ) -> None:
     """A FULL table's redefinition: the new query's result (once the sandbox allowed its
     plan) replaces the table with its schema, in one commit (`replace`)."""
     from refresh.spark import sandbox
 
     frame = sandbox.query(spark, query, catalog=target[0])
-    replace(frame, target=target, partitioned_by=partitioned_by, properties=properties)
+    replace(
+        frame,
+        target=target,
+        partitioned_by=partitioned_by,
+        properties=properties,
+        snapshot_properties=snapshot_properties,
+    )
 
 
 def latest_snapshot(spark: SparkSession, target: Sequence[str]) -> RefreshResult:

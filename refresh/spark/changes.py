@@ -30,6 +30,7 @@ from refresh.core.incremental import combinable
 from refresh.core.streaming import StreamPlan, rewrite_sources, without_having
 from refresh.spark import sandbox
 from refresh.spark.batch import full_refresh, partition_condition, quote
+from refresh.spark.commits import run_sql, with_properties
 from refresh.spark.errors import is_commit_conflict
 
 if TYPE_CHECKING:
@@ -76,10 +77,7 @@ def appended_rows(
 
 def append(frame: DataFrame, *, target: Sequence[str], properties: Mapping[str, str]) -> None:
     """`frame`'s rows appended to the table in one commit, with snapshot properties."""
-    writer = frame.writeTo(quote(target))
-    for key, value in properties.items():
-        writer = writer.option(f"snapshot-property.{key}", value)
-    writer.append()
+    with_properties(frame.writeTo(quote(target)), properties).append()
 
 
 def merge_changes(
@@ -94,10 +92,12 @@ def merge_changes(
     catalog: str,
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """A merge plan's changes (see the module): `appended` maps each changed source to a
     view of its new rows; `whole` maps sources to views of them as the refresh reads them
-    (pinned snapshots), and a source not in it is read as it is now."""
+    (pinned snapshots), and a source not in it is read as it is now. `properties` go into
+    the MERGE's snapshot summary."""
     key = [quote([k]) for k in plan.key]
     columns = ", ".join(key)
     trusted = [*appended.values(), *whole.values()]
@@ -140,7 +140,7 @@ def merge_changes(
             f"VALUES ({', '.join(f's.{c}' for c in names)})"
         )
         with merge_turn():
-            merge_retrying(session, statement)
+            merge_retrying(session, statement, properties)
         for view in (keys, changed):
             session.catalog.dropTempView(view)
     finally:
@@ -160,6 +160,7 @@ def merge_combined(
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
     timings: dict[str, float] | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """An aggregation whose values combine (refresh.core.incremental.combinable): the query
     over the appended rows alone, merged into the table by combining each value with the
@@ -191,7 +192,7 @@ def merge_combined(
     try:
         with merge_turn():
             _mark(timings, "turn")
-            merge_retrying(session, statement)
+            merge_retrying(session, statement, properties)
     finally:
         session.catalog.dropTempView(view)
 
@@ -209,13 +210,16 @@ def _mark(timings: dict[str, float] | None, phase: str) -> None:
 MERGE_ATTEMPTS = 4
 
 
-def merge_retrying(session: SparkSession, statement: str) -> None:
-    """Run a MERGE; when a concurrent commit (table maintenance) conflicts with it, run it
-    again: the changed rows are a view over the sources, recomputed on each run, and
-    merging on the primary key is idempotent, so a retry is exact."""
+def merge_retrying(
+    session: SparkSession, statement: str, properties: Mapping[str, str] | None = None
+) -> None:
+    """Run a MERGE (its commit's snapshot summary with `properties`); when a concurrent
+    commit (table maintenance) conflicts with it, run it again: the changed rows are a view
+    over the sources, recomputed on each run, and merging on the primary key is idempotent,
+    so a retry is exact."""
     for attempt in range(1, MERGE_ATTEMPTS + 1):
         try:
-            session.sql(statement)
+            run_sql(session, statement, properties or {})
             return
         except Exception as error:  # noqa: BLE001 - Py4J's errors; re-raised unless a conflict
             if attempt == MERGE_ATTEMPTS or not is_commit_conflict(error):
@@ -267,11 +271,13 @@ def recompute(
     pins: Mapping[Source, int | None] | None,
     partition: Mapping[str, str] | None = None,
     timings: dict[str, float] | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> None:
-    """A FULL refresh (batch.full_refresh). With `pins` (a query whose later refreshes may
-    apply appends to this one), every source is read at its snapshot there, the ones the run
-    records, not at whatever a concurrent writer committed meanwhile: the next refresh's
-    appended rows start exactly where this one's reads ended."""
+    """A FULL refresh (batch.full_refresh), its snapshot summary with `properties`. With
+    `pins` (a query whose later refreshes may apply appends to this one), every source is
+    read at its snapshot there, the ones the run records, not at whatever a concurrent
+    writer committed meanwhile: the next refresh's appended rows start exactly where this
+    one's reads ended."""
     views = pin_sources(session, pins=pins, catalog=catalog) if pins is not None else {}
     if views:
         query = rewrite_sources(query, views, namespace=namespace, catalog=catalog)
@@ -284,6 +290,7 @@ def recompute(
             report=False,
             timings=timings,
             trusted_views=list(views.values()),
+            snapshot_properties=properties,
         )
     finally:
         for view in views.values():
@@ -303,11 +310,13 @@ def incremental_refresh(
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
     timings: dict[str, float] | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """A FULL table's incremental refresh: each source in `deltas` appended the snapshots
     after `since` up to `until` (Iceberg's incremental append scan reads their rows); every
     source is read at its snapshot in `pins`, the ones the run records, so the table ends
-    exactly as the query over those snapshots (or its partition `partition` does)."""
+    exactly as the query over those snapshots (or its partition `partition` does). Its
+    commit's snapshot summary gets `properties` (the refresh state)."""
     combine = combinable(query, plan.key) if plan.mode == "merge" else None
     # Only a recompute reads the sources whole; each pinned read loads its table.
     recompute = plan.mode == "merge" and not (combine and len(deltas) == len(pins) == 1)
@@ -338,6 +347,7 @@ def incremental_refresh(
                 partition=partition,
                 merge_turn=merge_turn,
                 timings=timings,
+                properties=properties,
             )
         elif plan.mode == "append":
             rows = appended_rows(
@@ -351,7 +361,7 @@ def incremental_refresh(
                 scratch=scratch,
             )
             _mark(timings, "checked")
-            append(_partition_filter(rows, partition), target=target, properties={})
+            append(_partition_filter(rows, partition), target=target, properties=properties or {})
         else:
             merge_changes(
                 session,
@@ -364,6 +374,7 @@ def incremental_refresh(
                 catalog=catalog,
                 partition=partition,
                 merge_turn=merge_turn,
+                properties=properties,
             )
         _mark(timings, "written")
     finally:

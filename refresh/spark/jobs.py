@@ -44,8 +44,14 @@ def query_schema(session: SparkSession, query: str, *, catalog: str) -> str:
 
 
 def run_statement(
-    session: SparkSession, statement: str, *, catalog: str, target: Sequence[str]
+    session: SparkSession,
+    statement: str,
+    *,
+    catalog: str,
+    target: Sequence[str],
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """An UPDATE, DELETE or MERGE of `target` (namespace levels..., name), as Spark runs it
-    (Iceberg's row-level operations), once the sandbox found it changes that table only."""
-    sandbox.data_change(session, statement, catalog=catalog, target=target)
+    (Iceberg's row-level operations), once the sandbox found it changes that table only;
+    its commit adds `properties` to the snapshot's summary (a person's change)."""
+    sandbox.data_change(session, statement, catalog=catalog, target=target, properties=properties)

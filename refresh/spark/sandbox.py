@@ -417,11 +417,20 @@ def check_frame(frame: DataFrame, *, catalog: str, trusted_views: Iterable[str] 
     return frame
 
 
-def data_change(session: SparkSession, sql: str, *, catalog: str, target: Sequence[str]) -> None:
+def data_change(
+    session: SparkSession,
+    sql: str,
+    *,
+    catalog: str,
+    target: Sequence[str],
+    properties: Mapping[str, str] | None = None,
+) -> None:
     """Run an UPDATE, DELETE or MERGE whose target must be exactly `target` (namespace
-    levels..., name), once Spark's analyzed plan passed `check`."""
+    levels..., name), once Spark's analyzed plan passed `check`; its commit adds
+    `properties` to the snapshot's summary."""
     from pyspark.errors import AnalysisException
 
+    from refresh.spark.commits import run_plan
     from refresh.spark.errors import spark_error
 
     plan = _analyzed(session, sql)
@@ -430,9 +439,6 @@ def data_change(session: SparkSession, sql: str, *, catalog: str, target: Sequen
         policy_for(session, catalog=catalog, write_target=target),
     )
     try:
-        session._jvm.org.apache.spark.sql.Dataset.ofRows(  # noqa: SLF001
-            session._jsparkSession,  # noqa: SLF001
-            plan,
-        )
+        run_plan(session, plan, properties or {})
     except AnalysisException as error:
         raise spark_error(error) from None

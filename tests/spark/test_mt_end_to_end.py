@@ -8,6 +8,7 @@ tables themselves, through Spark and pyiceberg."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -97,6 +98,27 @@ def snapshot_ids(spark: SparkSession, table: str) -> list[int]:
     return [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {table}.snapshots").collect()]
 
 
+def current_summary(stack: RefreshStack, table: str) -> dict[str, str]:
+    """The current snapshot's summary as an engine reads it through the catalog (pyiceberg)."""
+    catalog = RestCatalog("st", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    snapshot = catalog.load_table(table).current_snapshot()
+    return snapshot.summary.additional_properties if snapshot else {}
+
+
+def source_state(stack: RefreshStack, table: str) -> dict:
+    """What a refresh-state records of a source read at its current snapshot."""
+    catalog = RestCatalog("st", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    loaded = catalog.load_table(table)
+    *namespace, name = table.split(".")
+    return {
+        "type": "table",
+        "namespace": namespace,
+        "name": name,
+        "uuid": str(loaded.metadata.table_uuid),
+        "snapshot-id": loaded.current_snapshot().snapshot_id,
+    }
+
+
 def test_a_full_table_is_created_and_populated_by_its_first_refresh(stack, st):
     st.sql(f"CREATE NAMESPACE IF NOT EXISTS st.{NS}")
     st.sql(f"CREATE TABLE st.{NS}.orders (id BIGINT NOT NULL, ds STRING, amount DOUBLE)")
@@ -122,6 +144,11 @@ def test_a_full_table_is_created_and_populated_by_its_first_refresh(stack, st):
         st, DAILY_QUERY.replace("FROM orders", "FROM st.e2e.orders")
     )
     assert mt_row(stack, "e2e.daily")["state"] == "ACTIVATED"
+    # The snapshot says what it answers: the definition version and the source's snapshot.
+    state = json.loads(current_summary(stack, "e2e.daily")["refresh-state"])
+    assert state["view-version-id"] == 1
+    assert state["source-states"] == [source_state(stack, "e2e.orders")]
+    assert abs(state["refresh-start-timestamp-ms"] / 1000 - time.time()) < 300
 
 
 def test_it_follows_appends_to_the_source_within_two_ticks(stack, st):
@@ -401,6 +428,10 @@ def test_an_attached_table_with_equality_deletes_is_previewed_by_the_workers_spa
 def test_the_console_runs_update_and_delete_on_a_materialized_table_with_spark(stack, st):
     [result] = ok(stack, "DELETE FROM daily WHERE ds = 'c'")
     assert "next full refresh overwrites" in result["message"]
+    # A person's change, not a refresh: no refresh state, and who made it.
+    summary = current_summary(stack, "e2e.daily")
+    assert "refresh-state" not in summary
+    assert summary["lakeview.change"] == "user" and summary["lakeview.changed-by"]
     assert "c" not in {row[0] for row in rows_of(st, "SELECT ds FROM st.e2e.daily")}
     # The table's preview (pyiceberg, deletes applied) gives exactly Spark's rows.
     preview = stack.api.get(
@@ -501,6 +532,9 @@ def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(s
         f"incremental: 1 source snapshot appended 2 rows ({NS}.orders +2 in 1)"
     )
     assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
+    # The MERGE's snapshot records the source snapshot the incremental refresh read to.
+    state = json.loads(current_summary(stack, f"{NS}.keyed")["refresh-state"])
+    assert state["source-states"] == [source_state(stack, f"{NS}.orders")]
 
     st.sql(f"DELETE FROM st.{NS}.orders WHERE id = 31")
     run = _refresh(stack, "keyed")

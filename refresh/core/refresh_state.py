@@ -1,0 +1,103 @@
+"""What a materialized table's snapshot answers, written into the snapshot's summary by the
+commit that made it, so that any engine reading the table through the catalog can tell how
+fresh it is without asking the app. Django-free.
+
+The layout follows the Iceberg materialized-view spec draft (apache/iceberg pull request
+11041): the summary's `refresh-state` is a JSON object with the definition version the
+data was computed from (`view-version-id`: here the materialized table's definition
+version), one record per source table it read (`source-states`: type, namespace, name, uuid,
+snapshot-id; views are resolved to the tables they read, and another materialized table is
+a table) and when the refresh started (`refresh-start-timestamp-ms`). A source that had no
+snapshot yet (an empty table) has no `snapshot-id`.
+
+A change a person made (the console's UPDATE, DELETE or MERGE, which FLIP-435 allows) has
+no refresh state: its summary says `lakeview.change` = `user` and who.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+#: The snapshot-summary key of a refresh's state (the spec draft's name).
+REFRESH_STATE = "refresh-state"
+#: Summary keys of a change a person made instead of a refresh.
+CHANGE = "lakeview.change"
+CHANGED_BY = "lakeview.changed-by"
+
+
+class _Spec(BaseModel):
+    # Frozen, fields by the draft's kebab-case names (aliases), as pyiceberg models them.
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+
+class SourceState(_Spec):
+    """A source table as the refresh read it."""
+
+    type: Literal["table"] = "table"
+    namespace: tuple[str, ...]
+    name: str
+    uuid: str
+    snapshot_id: int | None = Field(default=None, alias="snapshot-id")
+
+    @property
+    def qualified(self) -> str:
+        return ".".join((*self.namespace, self.name))
+
+
+class RefreshState(_Spec):
+    view_version_id: int = Field(alias="view-version-id")
+    source_states: tuple[SourceState, ...] = Field(alias="source-states")
+    refresh_start_timestamp_ms: int = Field(alias="refresh-start-timestamp-ms")
+
+    def summary(self) -> dict[str, str]:
+        """The snapshot-summary entry that records this state."""
+        return {REFRESH_STATE: self.model_dump_json(by_alias=True, exclude_none=True)}
+
+    def snapshot_of(self, qualified: str) -> int | None:
+        """The snapshot the refresh read of a source ("ns.table"), None if it read none."""
+        for state in self.source_states:
+            if state.qualified == qualified:
+                return state.snapshot_id
+        return None
+
+
+def refresh_state(
+    *,
+    version: int,
+    sources: Mapping[str, tuple[str, int | None]],
+    started_ms: int,
+) -> RefreshState:
+    """The state of a refresh of definition `version` that read each source ("ns.table" ->
+    (its table uuid, the snapshot read, None when it had none)), started at `started_ms`."""
+    states = []
+    for qualified, (uuid, snapshot_id) in sorted(sources.items()):
+        *namespace, name = qualified.split(".")
+        states.append(
+            SourceState(namespace=tuple(namespace), name=name, uuid=uuid, snapshot_id=snapshot_id)
+        )
+    return RefreshState(
+        view_version_id=version,
+        source_states=tuple(states),
+        refresh_start_timestamp_ms=started_ms,
+    )
+
+
+def read(summary: Mapping[str, str] | None) -> RefreshState | None:
+    """The refresh state a snapshot's summary records; None when it records none (a
+    person's change, a commit from before refresh states, another writer) or when what it
+    records is not one."""
+    text = (summary or {}).get(REFRESH_STATE)
+    if not text:
+        return None
+    try:
+        return RefreshState.model_validate_json(text)
+    except ValidationError:
+        return None
+
+
+def user_change(username: str) -> dict[str, str]:
+    """The summary entries of a change a person made (no refresh state)."""
+    return {CHANGE: "user", CHANGED_BY: username or "?"}
