@@ -131,7 +131,13 @@ def error_body(error: CatalogError) -> dict[str, Any]:
 #: Operations that always reach Spark: a request for one is admitted (a worker alive, the
 #: bounds) before any of its work, so that a flood is refused as cheaply as it can be.
 ALWAYS_SPARK = frozenset(
-    {"preview_view", "create_materialized_table", "alter_query", "rollback_definition"}
+    {
+        "preview_view",
+        "create_materialized_table",
+        "alter_query",
+        "rollback_definition",
+        "verify_materialized_table",
+    }
 )
 
 

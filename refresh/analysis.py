@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
+from typing import Any
 
 from django.conf import settings
 
@@ -87,7 +88,10 @@ def _is_spark_refusal(error: Exception) -> bool:
 EXECUTOR = Executor(running=spark_job, cancel=cancel_group)
 
 
-def _need_spark(what: str) -> None:
+def need_spark(what: str) -> None:
+    """NeedsWorker unless this runs where Spark is: an operation that writes more than one
+    row calls it before its first write, so that nothing is written twice (once in the
+    request, once on the worker)."""
     if not _on_worker.get():
         raise NeedsWorker(what)
 
@@ -95,7 +99,7 @@ def _need_spark(what: str) -> None:
 def query_schema(query: str, *, namespace: str) -> str:
     """Spark's `StructType.json()` for `query`, its names resolved in `namespace`, once the
     sandbox allowed its plan (a SqlError, with line and column, otherwise)."""
-    _need_spark("Spark derives the query's schema")
+    need_spark("Spark derives the query's schema")
     from refresh import engine
     from refresh.spark import jobs
 
@@ -109,7 +113,7 @@ def run_data_change(
     """Run an UPDATE, DELETE or MERGE (the console's data changes on materialized tables);
     Spark's sandbox refuses it unless it changes `target` (namespace levels..., name) and
     nothing else. Its snapshot is marked as a person's change (no refresh state)."""
-    _need_spark("Spark runs the statement")
+    need_spark("Spark runs the statement")
     from refresh import engine
     from refresh.spark import jobs
 
@@ -120,6 +124,34 @@ def run_data_change(
         catalog=settings.CATALOG_NAME,
         target=target,
         properties=user_change(changed_by),
+    )
+
+
+def verify_snapshot(
+    *,
+    query: str,
+    namespace: str,
+    target: list[str],
+    snapshot_id: int,
+    pins: dict[tuple[str, ...], int | None],
+    partition: dict[str, str] | None,
+) -> Any:
+    """refresh.spark.verify's verdict on the table `target` (namespace levels..., name) at
+    `snapshot_id` against `query` over the sources at `pins`."""
+    need_spark("Spark recomputes the query to verify the table")
+    from refresh import engine
+    from refresh.spark import verify
+
+    session = engine.run_session(namespace=namespace.split("."))
+    return verify.verify_snapshot(
+        session,
+        query=query,
+        target=[settings.CATALOG_NAME, *target],
+        snapshot_id=snapshot_id,
+        pins=pins,
+        namespace=namespace.split("."),
+        catalog=settings.CATALOG_NAME,
+        partition=partition,
     )
 
 
@@ -156,7 +188,7 @@ def preview_with_spark(
 ) -> dict:
     """A preview read by Spark: {"columns": [[name, type]], "rows": [[JSON-safe values]]}.
     The filter and columns were checked by the caller; the sandbox checks Spark's plan."""
-    _need_spark("Spark reads the preview")
+    need_spark("Spark reads the preview")
     from refresh import engine
     from refresh.spark import preview
 

@@ -250,3 +250,42 @@ class RefreshRun(models.Model):
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+class Verification(models.Model):
+    """One snapshot of a materialized table checked against its query, recomputed by Spark
+    over the source snapshots the snapshot's refresh state records (refresh.spark.verify):
+    EXACT, DIFFERS (how many rows either way, and a sample), or UNVERIFIABLE with why (no
+    refresh state, a source whose snapshot is gone). Kept with the table's history."""
+
+    class Verdict(models.TextChoices):
+        EXACT = "EXACT"
+        DIFFERS = "DIFFERS"
+        UNVERIFIABLE = "UNVERIFIABLE"
+
+    materialized_table = models.ForeignKey(
+        MaterializedTable, on_delete=models.CASCADE, related_name="verifications"
+    )
+    snapshot_id = models.BigIntegerField()
+    #: The definition version and source snapshots the snapshot says it answers.
+    definition_version = models.PositiveIntegerField(null=True, blank=True)
+    source_snapshots = models.JSONField(default=dict, blank=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    #: Rows the query gives that the table lacks, and rows the table holds that it does not.
+    missing_rows = models.BigIntegerField(null=True, blank=True)
+    extra_rows = models.BigIntegerField(null=True, blank=True)
+    #: {"columns": [...], "missing": [[...]], "extra": [[...]]}: at most 20 rows of each.
+    sample = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True, default="")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    verified_at = models.DateTimeField(default=timezone.now, db_index=True)
+    seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-verified_at", "-id"]
+        indexes = [models.Index(fields=["materialized_table", "-verified_at"])]
+
+    def __str__(self) -> str:
+        return f"snapshot {self.snapshot_id}: {self.verdict}"

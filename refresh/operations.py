@@ -12,7 +12,7 @@ from typing import Any
 from catalog.jobs import kind, progress
 from catalog.models import SparkJob
 from catalog.operations import as_json
-from refresh import console, selectors, services
+from refresh import console, selectors, services, verification
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
 
@@ -64,6 +64,17 @@ def alter_query(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> 
     mt = selectors.get_materialized_table(arguments["namespace"], arguments["name"])
     services.alter_query(mt, query=arguments["query"], actor=actor)
     return 200, _mt_detail(mt.table.namespace.name, mt.table.name)
+
+
+@kind("verify_materialized_table", done_page="refresh:mt-detail")
+def verify_materialized_table(
+    arguments: dict[str, Any], actor: Any, job: SparkJob | None
+) -> tuple[int, dict]:
+    from refresh.api.serializers import VerificationSerializer
+
+    mt = selectors.get_materialized_table(arguments["namespace"], arguments["name"])
+    done = verification.verify(mt, snapshots=int(arguments.get("snapshots") or 1), actor=actor)
+    return 200, as_json({"verifications": VerificationSerializer(done, many=True).data})
 
 
 @kind("rollback_definition", done_page="refresh:mt-detail")

@@ -37,6 +37,7 @@ from refresh import engine, leases, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
 from refresh.core.partitions import scheduled_partition
+from refresh.core.refresh_state import partition_entry
 from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark import batch, changes
@@ -152,7 +153,7 @@ def _execute(run_id: int) -> str:
         # What the commit answers, in its snapshot's summary (refresh.core.refresh_state).
         state = sources.state_of(
             version=mt.current_version, snapshots=snapshots, started_ms=_ms(now)
-        ).summary()
+        ).summary() | partition_entry(run.partition)
         if decision.kind is Kind.INCREMENTAL and plan is not None:
             spark_timings["_at"] = time.perf_counter()
             _incremental(

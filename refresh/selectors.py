@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
@@ -196,3 +197,78 @@ def written(summary: dict) -> dict[str, int | None]:
         "rows_written": number("added-records"),
         "bytes_written": number("added-files-size"),
     }
+
+
+def snapshots_with_refresh_state(
+    mt: MaterializedTable, *, limit: int
+) -> list[tuple[int, dict[str, str]]]:
+    """(snapshot id, summary) of the table's newest `limit` snapshots whose summary records
+    a refresh state that reads (refresh.core.refresh_state), newest first, from the mirror."""
+    from catalog.models import TableSnapshot
+    from refresh.core.refresh_state import REFRESH_STATE, read
+
+    found: list[tuple[int, dict[str, str]]] = []
+    rows = (
+        TableSnapshot.objects.filter(table_id=mt.table_id, summary__has_key=REFRESH_STATE)
+        .order_by("-timestamp_ms", "-sequence_number", "-snapshot_id")
+        .values_list("snapshot_id", "summary")
+    )
+    for snapshot_id, summary in rows.iterator():
+        if read(summary) is not None:
+            found.append((snapshot_id, summary))
+            if len(found) == limit:
+                break
+    return found
+
+
+def verifications(mt: MaterializedTable) -> QuerySet:
+    """The table's verifications, newest first."""
+    return mt.verifications.select_related("requested_by").order_by("-verified_at", "-id")
+
+
+def current_answer(mt: MaterializedTable, now: datetime | None = None) -> dict[str, Any] | None:
+    """What the table's current snapshot says it answers (its refresh state), for its page:
+    the definition version, the partition a partition refresh wrote, and each source's
+    snapshot with when it was committed, how old it was at `now` and whether the source
+    has moved on since; or a person's change; None without a current snapshot."""
+    from catalog.models import Table, TableSnapshot
+    from refresh.core.refresh_state import CHANGE, CHANGED_BY, read, read_partition
+
+    snapshot_id, summary = current_snapshot(mt.table_id)
+    if snapshot_id is None:
+        return None
+    now = now or timezone.now()
+    answer: dict[str, Any] = {"snapshot_id": snapshot_id, "state": None, "sources": []}
+    if summary.get(CHANGE) == "user":
+        answer["changed_by"] = summary.get(CHANGED_BY, "?")
+    state = read(summary)
+    if state is None:
+        return answer
+    answer["state"] = state
+    answer["partition"] = read_partition(summary)
+    for source in state.source_states:
+        table = (
+            Table.objects.filter(namespace__name=".".join(source.namespace), name=source.name)
+            .values("pk", "current_snapshot_id")
+            .first()
+        )
+        committed = None
+        if table is not None and source.snapshot_id is not None:
+            stamp = (
+                TableSnapshot.objects.filter(table_id=table["pk"], snapshot_id=source.snapshot_id)
+                .values_list("timestamp_ms", flat=True)
+                .first()
+            )
+            if stamp is not None:
+                committed = datetime.fromtimestamp(stamp / 1000, tz=UTC)
+        answer["sources"].append(
+            {
+                "name": source.qualified,
+                "snapshot_id": source.snapshot_id,
+                "committed_at": committed,
+                "age_seconds": (now - committed).total_seconds() if committed else None,
+                "moved_on": table is not None
+                and table["current_snapshot_id"] != source.snapshot_id,
+            }
+        )
+    return answer

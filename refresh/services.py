@@ -60,6 +60,7 @@ from refresh.models import (
     MaterializedTableVersion,
     MaterializedTableVersionLogEntry,
     RefreshRun,
+    Verification,
 )
 from refresh.sources import check_streamable
 from refresh.spark.schema import iceberg_schema
@@ -810,6 +811,53 @@ def record_data_change(mt: MaterializedTable, *, kind: str, actor: Any = None) -
     """An UPDATE or DELETE ran on the table (by Spark, from the console): kept in its
     history, since the next full refresh overwrites it."""
     _record(mt, actor=actor, action=f"{kind.lower()}_materialized_table")
+
+
+#: Verifications kept per table (the newest); older ones are dropped as new ones come.
+VERIFICATIONS_KEPT = 200
+
+
+def record_verification(
+    mt: MaterializedTable,
+    *,
+    snapshot_id: int,
+    verdict: str,
+    definition_version: int | None = None,
+    source_snapshots: Mapping[str, int | None] | None = None,
+    missing_rows: int | None = None,
+    extra_rows: int | None = None,
+    sample: Mapping[str, Any] | None = None,
+    reason: str = "",
+    seconds: float | None = None,
+    actor: Any = None,
+) -> Verification:
+    """Keep a snapshot's verification with the table's history (the newest
+    VERIFICATIONS_KEPT of them), and say so in the catalog's history."""
+    with transaction.atomic():
+        verification = Verification.objects.create(
+            materialized_table=mt,
+            snapshot_id=snapshot_id,
+            verdict=verdict,
+            definition_version=definition_version,
+            source_snapshots=dict(source_snapshots or {}),
+            missing_rows=missing_rows,
+            extra_rows=extra_rows,
+            sample=dict(sample or {}),
+            reason=reason,
+            seconds=seconds,
+            requested_by=actor if getattr(actor, "pk", None) else None,
+        )
+        stale = mt.verifications.order_by("-verified_at", "-id").values_list("pk", flat=True)[
+            VERIFICATIONS_KEPT:
+        ]
+        Verification.objects.filter(pk__in=list(stale)).delete()
+        message = f"snapshot {snapshot_id}: {verdict.lower()}"
+        if verdict == Verification.Verdict.DIFFERS:
+            message += f" ({missing_rows} rows missing, {extra_rows} extra)"
+        elif reason:
+            message += f" ({reason})"
+        _record(mt, actor=actor, action="verify_materialized_table", message=message)
+    return verification
 
 
 # -- runs ----------------------------------------------------------------------------------

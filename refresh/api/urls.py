@@ -26,6 +26,8 @@ urlpatterns = [
     path(f"{MT}/versions/", mt_views.VersionListView.as_view(), name="mt-versions"),
     path(f"{MT}/definition", mt_views.DefinitionView.as_view(), name="mt-definition"),
     path(f"{MT}/rollback", mt_views.DefinitionRollbackView.as_view(), name="mt-rollback"),
+    path(f"{MT}/verify", mt_views.VerifyView.as_view(), name="mt-verify"),
+    path(f"{MT}/verifications/", mt_views.VerificationListView.as_view(), name="mt-verifications"),
     path(
         "monitoring/tables/",
         mt_monitoring.MonitoredTablesView.as_view(),

@@ -432,6 +432,58 @@ class DefinitionRollbackView(APIView):
         )
 
 
+class VerifyView(APIView):
+    @extend_schema(
+        operation_id="materialized_tables_verify",
+        parameters=_MT_PARAMS,
+        request=s.VerifyRequestSerializer,
+        responses={
+            200: s.VerificationsSerializer,
+            202: JobAcceptedSerializer,
+            **_errors(400, 403, 404, 409, 429, 503),
+        },
+        description=(
+            "Recompute the query with Spark over the source snapshots each of the newest "
+            "`snapshots` snapshots records in its refresh state (time travel) and compare "
+            "with the table at that snapshot, as multisets of rows: EXACT, DIFFERS (rows "
+            "missing and extra, with a sample) or UNVERIFIABLE (why). Each verdict is kept "
+            f"with the table's history (GET .../verifications/). 409: no snapshot records a "
+            f"refresh state yet. {ACCEPTED}"
+        ),
+        tags=_TAGS,
+    )
+    def post(self, request: Request, namespace: str, name: str) -> Response:
+        data = _validated(s.VerifyRequestSerializer, request)
+        selectors.get_materialized_table(namespace, name)
+        return respond(
+            jobs.attempt(
+                "verify_materialized_table",
+                {"namespace": namespace, "name": name, "snapshots": data["snapshots"]},
+                actor=request.user,
+                summary=f"Verify {namespace}.{name} ({data['snapshots']} snapshots)",
+            )
+        )
+
+
+class VerificationListView(generics.ListAPIView):
+    serializer_class = s.VerificationSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> Any:
+        mt = selectors.get_materialized_table(self.kwargs["namespace"], self.kwargs["name"])
+        return selectors.verifications(mt)
+
+    @extend_schema(
+        operation_id="materialized_tables_verifications_list",
+        parameters=_MT_PARAMS,
+        responses={200: s.VerificationSerializer(many=True), **_errors(404)},
+        description="The table's verifications, newest first (the newest 200 are kept).",
+        tags=_TAGS,
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
 # -- lineage ------------------------------------------------------------------------------
 
 

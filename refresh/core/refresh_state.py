@@ -10,12 +10,17 @@ snapshot-id; views are resolved to the tables they read, and another materialize
 a table) and when the refresh started (`refresh-start-timestamp-ms`). A source that had no
 snapshot yet (an empty table) has no `snapshot-id`.
 
+A partition refresh answers for its partition only (the others keep what earlier refreshes
+wrote): its summary also names the partition (`lakeview.refresh-partition`, a JSON object
+of column -> value), and a verifier compares that partition.
+
 A change a person made (the console's UPDATE, DELETE or MERGE, which FLIP-435 allows) has
 no refresh state: its summary says `lakeview.change` = `user` and who.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Literal
 
@@ -26,6 +31,8 @@ REFRESH_STATE = "refresh-state"
 #: Summary keys of a change a person made instead of a refresh.
 CHANGE = "lakeview.change"
 CHANGED_BY = "lakeview.changed-by"
+#: The partition a partition refresh wrote (its refresh state answers for it alone).
+PARTITION = "lakeview.refresh-partition"
 
 
 class _Spec(BaseModel):
@@ -96,6 +103,25 @@ def read(summary: Mapping[str, str] | None) -> RefreshState | None:
         return RefreshState.model_validate_json(text)
     except ValidationError:
         return None
+
+
+def partition_entry(partition: Mapping[str, str] | None) -> dict[str, str]:
+    """The summary entry naming a partition refresh's partition (none for a whole table)."""
+    return {PARTITION: json.dumps(dict(partition), sort_keys=True)} if partition else {}
+
+
+def read_partition(summary: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The partition a snapshot's refresh state answers for; None for the whole table."""
+    text = (summary or {}).get(PARTITION)
+    if not text:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    return {str(key): str(value) for key, value in found.items()}
 
 
 def user_change(username: str) -> dict[str, str]:

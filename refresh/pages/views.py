@@ -36,6 +36,8 @@ from refresh.models import (
 from refresh.pages.forms import AlterQueryForm, ConsoleForm, VersionDiffForm
 
 RUNS_PER_PAGE = 25
+#: Verifications the page lists (the API pages through all that are kept).
+VERIFICATIONS_SHOWN = 10
 ACTIVE = (RefreshRun.State.QUEUED, RefreshRun.State.RUNNING)
 
 
@@ -167,10 +169,38 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
             "freshness_seconds": mt.freshness.seconds,
         },
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
+        "answer": selectors.current_answer(mt),
+        "verifications": list(selectors.verifications(mt)[:VERIFICATIONS_SHOWN]),
         **_definition_versions(mt),
     }
     context["maintenance"] = maintenance_pages.section(request, mt.table)
     return render(request, "refresh/mt_detail.html", context)
+
+
+@require_POST
+@catalog_page(editors_only=True)
+def mt_verify(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """Verify the newest snapshots (a Spark job: its page shows the verdicts, then the
+    table's page lists them)."""
+    mt = _get(namespace, name)
+    try:
+        snapshots = int(request.POST.get("snapshots") or 1)
+    except ValueError:
+        messages.error(request, "Snapshots must be a whole number from 1 to 20.")
+        return _page_of(mt)
+    try:
+        outcome = jobs.attempt(
+            "verify_materialized_table",
+            {"namespace": namespace, "name": name, "snapshots": snapshots},
+            actor=request.user,
+            summary=f"Verify {mt} ({snapshots} snapshots)",
+        )
+    except CatalogError as error:
+        messages.error(request, error.message)
+        return _page_of(mt)
+    if outcome.job is not None:
+        return redirect("catalog:job", job_id=outcome.job.pk)
+    return _page_of(mt)
 
 
 @require_POST

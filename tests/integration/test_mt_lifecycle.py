@@ -16,6 +16,7 @@ from catalog.models import CatalogEvent
 from refresh import schedules
 from refresh import services as mts
 from refresh.models import MaterializedTable, RefreshRun
+from tests.integration.snapshots import commit_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -151,26 +152,6 @@ def test_dropping_the_table_keeps_its_runs_as_history():
     assert not PeriodicTask.objects.filter(task=schedules.TASK).exists(), "no orphan schedule"
 
 
-def _append_snapshot(namespace: str, name: str, snapshot_id: int) -> None:
-    snapshot = {
-        "snapshot-id": snapshot_id,
-        "timestamp-ms": 1_700_000_000_000 + snapshot_id,
-        "manifest-list": f"/nowhere/snap-{snapshot_id}.avro",
-        "summary": {"operation": "append"},
-        "schema-id": 0,
-    }
-    services.commit_table(
-        namespace=namespace,
-        name=name,
-        requirements=[],
-        updates=[
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
-             "snapshot-id": snapshot_id},
-        ],
-    )  # fmt: skip
-
-
 def _decide(mt):
     from refresh.sources import decide
 
@@ -181,7 +162,7 @@ def _decide(mt):
 def test_no_data_is_decided_from_the_sources_snapshots_through_views():
     mt = make_mt()
     services.create_table(namespace="sales", name="orders", schema=SCHEMA)
-    _append_snapshot("sales", "orders", 1)
+    commit_snapshot("sales", "orders", snapshot_id=1)
     services.create_view(namespace="sales", name="recent", sql="SELECT ds FROM sales.orders")
     MaterializedTable.objects.filter(pk=mt.pk).update(query="SELECT ds FROM recent")
     mt.refresh_from_db()
@@ -192,7 +173,7 @@ def test_no_data_is_decided_from_the_sources_snapshots_through_views():
     mts.finish(run, state="SUCCEEDED", action="FULL", source_snapshots=now)
 
     assert _decide(mt)[0] == "NO_DATA"
-    _append_snapshot("sales", "orders", 2)
+    commit_snapshot("sales", "orders", snapshot_id=2)
     assert _decide(mt) == ("FULL", {"sales.orders": 2}), "a view is no stream: full"
 
 

@@ -4,15 +4,13 @@ refresh that is (the whole table's last, or a partition's), and the reason it re
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from catalog import services
-from catalog.models import Table
 from refresh import services as mts
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.sources import decide
+from tests.integration.snapshots import commit_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -32,34 +30,11 @@ DAILY = {
         {"id": 2, "name": "total", "type": "double", "required": False},
     ],
 }
-_ids = itertools.count(1000)
 
 
 def commit(name: str, operation: str, rows: int = 0) -> int:
     """A snapshot of `sales.<name>` on top of its current one."""
-    table = Table.objects.get(namespace__name="sales", name=name)
-    snapshot_id = next(_ids)
-    snapshot = {
-        "snapshot-id": snapshot_id,
-        "timestamp-ms": 1_700_000_000_000 + snapshot_id,
-        "sequence-number": snapshot_id,  # increasing, as format 2 wants
-        "manifest-list": f"/nowhere/snap-{snapshot_id}.avro",
-        "summary": {"operation": operation, "added-records": str(rows)},
-        "schema-id": 0,
-    }
-    if table.current_snapshot_id is not None:
-        snapshot["parent-snapshot-id"] = table.current_snapshot_id
-    services.commit_table(
-        namespace="sales",
-        name=name,
-        requirements=[],
-        updates=[
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
-             "snapshot-id": snapshot_id},
-        ],
-    )  # fmt: skip
-    return snapshot_id
+    return commit_snapshot("sales", name, operation, rows)
 
 
 @pytest.fixture

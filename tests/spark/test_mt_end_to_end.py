@@ -560,3 +560,35 @@ def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(s
     reasons = [r["reason"] for r in page.json()["results"]]  # the history says why, each run
     assert any(reason.startswith("incremental: ") for reason in reasons)
     assert any(reason.startswith("full: source ") for reason in reasons)
+
+
+def _verify(stack: RefreshStack, table: str, snapshots: int) -> list[dict]:
+    response = stack.api.post(
+        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/{table}/verify",
+        json={"snapshots": snapshots},
+        timeout=30,
+    )
+    job = stack.follow(response)
+    assert job.status_code == 200, job.text
+    return job.json()["verifications"]
+
+
+def test_every_refreshed_snapshot_verifies_exact_and_a_forged_one_is_caught(stack, st):
+    # keyed went through incremental (MERGE) and full refreshes above, and sources moved on
+    # since: each snapshot is checked at the source snapshots it records (time travel).
+    verdicts = _verify(stack, "keyed", snapshots=4)
+    assert len(verdicts) == 4
+    assert {v["verdict"] for v in verdicts} == {"EXACT"}, verdicts
+
+    # An engine's commit that claims the current refresh state but adds a row of its own.
+    state = current_summary(stack, f"{NS}.keyed")["refresh-state"]
+    forged = st.createDataFrame([("zz-forged", 1.0, 1)], "day STRING, total DOUBLE, n BIGINT")
+    forged = forged.select(*[c for c in st.table(f"st.{NS}.keyed").columns])
+    forged.writeTo(f"st.{NS}.keyed").option("snapshot-property.refresh-state", state).append()
+    [verdict] = _verify(stack, "keyed", snapshots=1)
+    assert (verdict["verdict"], verdict["missing_rows"], verdict["extra_rows"]) == (
+        "DIFFERS",
+        0,
+        1,
+    )
+    assert verdict["sample"]["extra"][0][0] == "zz-forged"

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                              "refresh.lineage", "refresh.monitoring", "refresh.analysis")),
     ("state changes", ("refresh.services",)),
     ("workers' and the console's work", ("refresh.runner", "refresh.streams",
-                                         "refresh.console")),
+                                         "refresh.console", "refresh.verification")),
     ("Celery adapters", ("refresh.tasks",)),
     ("API, pages, admin", ("refresh.api", "refresh.pages", "refresh.operations",
                            "refresh.admin", "refresh.apps", "refresh.management",

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import json
 
-from refresh.core.refresh_state import REFRESH_STATE, read, refresh_state, user_change
+from refresh.core.refresh_state import (
+    REFRESH_STATE,
+    partition_entry,
+    read,
+    read_partition,
+    refresh_state,
+    user_change,
+)
 
 
 def test_a_refresh_state_names_the_version_and_every_source_with_its_uuid_and_snapshot():
@@ -51,3 +58,12 @@ def test_a_persons_change_is_marked_as_one_and_carries_no_refresh_state():
     marked = user_change("alice")
     assert marked == {"lakeview.change": "user", "lakeview.changed-by": "alice"}
     assert read(marked) is None
+
+
+def test_a_partition_refresh_names_its_partition_and_a_whole_table_refresh_names_none():
+    entry = partition_entry({"ds": "2026-11-26", "region": "eu"})
+    assert read_partition(entry) == {"ds": "2026-11-26", "region": "eu"}
+    assert partition_entry(None) == {} and partition_entry({}) == {}
+    assert read_partition({}) is None
+    assert read_partition({"lakeview.refresh-partition": "[1, 2]"}) is None
+    assert read_partition({"lakeview.refresh-partition": "{broken"}) is None

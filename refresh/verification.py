@@ -1,0 +1,111 @@
+"""Prove a materialized table's snapshots: each of the newest N snapshots whose summary holds
+a refresh state (refresh.core.refresh_state) is compared with its definition's query,
+recomputed by Spark over the source snapshots the state records (time travel,
+refresh.spark.verify), and the verdict is kept with the table's history
+(services.record_verification). Runs where Spark is: a job on a worker (the API and the
+page), or `manage.py verify_materialized_table` in a process of its own.
+
+A snapshot is UNVERIFIABLE, with the reason, when what it answers can no longer be
+recomputed: its definition version is gone, a source's recorded snapshot was expired or its
+table replaced (another UUID), or the query reads a view (its tables are recorded, but the
+view's own text would be read as it is now)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from catalog.core.errors import CommitConflict, InvalidInput
+from catalog.models import Table, TableSnapshot, View
+from refresh import analysis, selectors, services, sources
+from refresh.core.refresh_state import RefreshState, read, read_partition
+from refresh.models import MaterializedTable, Verification
+
+#: At most this many snapshots per request (each is a Spark job over the sources).
+MAX_SNAPSHOTS = 20
+
+
+def verify(mt: MaterializedTable, *, snapshots: int = 1, actor: Any = None) -> list[Verification]:
+    """Verify the newest `snapshots` snapshots with a refresh state, newest first."""
+    if isinstance(snapshots, bool) or not isinstance(snapshots, int):
+        raise InvalidInput("snapshots must be a whole number", field="snapshots")
+    if not 1 <= snapshots <= MAX_SNAPSHOTS:
+        raise InvalidInput(
+            f"snapshots must be between 1 and {MAX_SNAPSHOTS}, not {snapshots}", field="snapshots"
+        )
+    candidates = selectors.snapshots_with_refresh_state(mt, limit=snapshots)
+    if not candidates:
+        raise CommitConflict(
+            f"{mt} has no snapshot that records a refresh state yet: refresh it first "
+            "(snapshots written before refresh states and people's changes record none)"
+        )
+    # Before the first verdict is written: in a web request this becomes a job whole.
+    analysis.need_spark("Spark recomputes the query to verify the table")
+    return [_verify_one(mt, snapshot_id, summary, actor) for snapshot_id, summary in candidates]
+
+
+def _verify_one(
+    mt: MaterializedTable, snapshot_id: int, summary: dict[str, str], actor: Any
+) -> Verification:
+    state = read(summary)
+    assert state is not None  # the selector keeps only snapshots whose state reads
+    recorded = {s.qualified: s.snapshot_id for s in state.source_states}
+    common = {
+        "snapshot_id": snapshot_id,
+        "definition_version": state.view_version_id,
+        "source_snapshots": recorded,
+        "actor": actor,
+    }
+    version = mt.versions.filter(version_id=state.view_version_id).first()
+    reason = (
+        f"definition version {state.view_version_id} is gone"
+        if version is None
+        else _unverifiable(version.query, version.default_namespace, state)
+    )
+    if reason:
+        return services.record_verification(
+            mt, verdict=Verification.Verdict.UNVERIFIABLE, reason=reason, **common
+        )
+    started = time.perf_counter()
+    verdict = analysis.verify_snapshot(
+        query=version.query,
+        namespace=version.default_namespace,
+        target=[*mt.table.namespace.name.split("."), mt.table.name],
+        snapshot_id=snapshot_id,
+        pins={tuple(name.split(".")): snapshot for name, snapshot in recorded.items()},
+        partition=read_partition(summary),
+    )
+    return services.record_verification(
+        mt,
+        verdict=Verification.Verdict.EXACT if verdict.exact else Verification.Verdict.DIFFERS,
+        missing_rows=verdict.missing,
+        extra_rows=verdict.extra,
+        sample={
+            "columns": list(verdict.columns),
+            "missing": verdict.missing_sample,
+            "extra": verdict.extra_sample,
+        },
+        seconds=time.perf_counter() - started,
+        **common,
+    )
+
+
+def _unverifiable(query: str, namespace: str, state: RefreshState) -> str:
+    """Why the state cannot be recomputed any more ("" when it can)."""
+    for _catalog, *levels, name in sources.query_sources(query, namespace):
+        qualified = ".".join((*levels, name))
+        if View.objects.filter(namespace__name=".".join(levels), name=name).exists():
+            return f"the query reads the view {qualified}, whose text would be read as it is now"
+    for source in state.source_states:
+        table = Table.objects.filter(
+            namespace__name=".".join(source.namespace), name=source.name
+        ).first()
+        if table is None:
+            return f"the source {source.qualified} is gone"
+        if source.uuid and str(table.uuid) != source.uuid:
+            return f"the source {source.qualified} was replaced by another table since"
+        if source.snapshot_id is not None and not (
+            TableSnapshot.objects.filter(table=table, snapshot_id=source.snapshot_id).exists()
+        ):
+            return f"snapshot {source.snapshot_id} of {source.qualified} is gone (expired)"
+    return ""
