@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 #: Rows of each kind a verdict shows (the counts are always whole).
 SAMPLE = 20
 _FLOATING = ("float", "double")
+#: The comparison's own column (a name no query gives).
+_SIDE = "__lakeview_side"
 
 
 @dataclass(frozen=True)
@@ -66,23 +68,40 @@ def verify_snapshot(
         if partition:
             expected = expected.where(partition_condition(partition))
             actual = actual.where(partition_condition(partition))
-        expected, actual = _comparable(expected), _comparable(actual)
-        missing = expected.exceptAll(actual).cache()
-        extra = actual.exceptAll(expected).cache()
-        try:
-            return Verdict(
-                columns=tuple(expected.columns),
-                missing=missing.count(),
-                extra=extra.count(),
-                missing_sample=_sample(missing),
-                extra_sample=_sample(extra),
-            )
-        finally:
-            missing.unpersist()
-            extra.unpersist()
+        return _compare(_comparable(expected), _comparable(actual))
     finally:
         for view in views.values():
             session.catalog.dropTempView(view)
+
+
+def _compare(expected: DataFrame, actual: DataFrame) -> Verdict:
+    """Rows counted on each side in one aggregation (+1 per row the query gives, -1 per row
+    the table holds, grouped by the whole row: multisets, nulls equal): a row whose sum is
+    not 0 is missing (> 0) or extra (< 0) that many times. An exact table costs one Spark
+    job; samples are read only when something differs."""
+    from pyspark.sql import functions as F
+
+    columns = [quote([c]) for c in expected.columns]
+    sides = expected.select(*columns, F.lit(1).alias(_SIDE)).unionByName(
+        actual.select(*columns, F.lit(-1).alias(_SIDE))
+    )
+    diff = sides.groupBy(*columns).agg(F.sum(_SIDE).alias(_SIDE)).where(F.col(_SIDE) != 0)
+    diff = diff.cache()
+    try:
+        totals = diff.agg(
+            F.sum(F.when(F.col(_SIDE) > 0, F.col(_SIDE))).alias("missing"),
+            F.sum(F.when(F.col(_SIDE) < 0, -F.col(_SIDE))).alias("extra"),
+        ).first()
+        missing, extra = int(totals["missing"] or 0), int(totals["extra"] or 0)
+        return Verdict(
+            columns=tuple(expected.columns),
+            missing=missing,
+            extra=extra,
+            missing_sample=_sample(diff.where(F.col(_SIDE) > 0), columns) if missing else [],
+            extra_sample=_sample(diff.where(F.col(_SIDE) < 0), columns) if extra else [],
+        )
+    finally:
+        diff.unpersist()
 
 
 def _comparable(frame: DataFrame) -> DataFrame:
@@ -99,8 +118,10 @@ def _comparable(frame: DataFrame) -> DataFrame:
     return frame.select(*columns)
 
 
-def _sample(frame: DataFrame) -> list[list[Any]]:
-    return [[_json(value) for value in row] for row in frame.limit(SAMPLE).collect()]
+def _sample(frame: DataFrame, columns: list[str]) -> list[list[Any]]:
+    return [
+        [_json(value) for value in row] for row in frame.select(*columns).limit(SAMPLE).collect()
+    ]
 
 
 def _json(value: Any) -> Any:

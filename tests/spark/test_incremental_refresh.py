@@ -11,7 +11,12 @@ FULL. The test also knows what the decision must be from the operations since th
 it starts from (appends only: INCREMENTAL; a delete or an overwrite: FULL; nothing or
 compactions only: NO_DATA), so a refresh that silently falls back to FULL fails it too.
 Each shape has a fixed seed: CI runs the same histories every time, different per shape,
-and a typical one besides."""
+and a typical one besides.
+
+Each refresh also records what it answers in its snapshot (refresh.core.refresh_state), and
+at the end of every history each snapshot of the table with a refresh state passes the
+verifier (refresh.spark.verify: the query over the recorded source snapshots, by time
+travel, equals the table at that snapshot), racing refreshes' snapshots included."""
 
 from __future__ import annotations
 
@@ -28,8 +33,9 @@ from pyspark.sql import SparkSession
 
 from refresh.core.definition import MERGE_ON_READ
 from refresh.core.incremental import Baseline, Kind, Step, decide
+from refresh.core.refresh_state import partition_entry, read, read_partition, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream
-from refresh.spark import changes
+from refresh.spark import changes, verify
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 
@@ -264,6 +270,9 @@ class History:
         if racing:  # committed after the run read its sources' snapshots
             self.apply("append", "orders", [(2, 77, DAYS[0]), (4, 3, DAYS[1])])
         target = [CATALOG, self.namespace, "mt"]
+        state = refresh_state(
+            version=1, sources={s: ("", now[s]) for s in sources}, started_ms=0
+        ).summary() | partition_entry(partition)
         if decision.kind is Kind.NO_DATA:
             if not racing:
                 self._check(partition)
@@ -280,6 +289,7 @@ class History:
                 deltas={by_name[d.source]: (d.since, d.until) for d in decision.deltas},
                 pins={source: now[name] for name, source in by_name.items()},
                 partition=partition,
+                properties=state,
             )
         else:
             changes.recompute(
@@ -290,10 +300,34 @@ class History:
                 namespace=[self.namespace],
                 pins={source: now[".".join(source)] for source in self._sources()},
                 partition=partition,
+                properties=state,
             )
         self.runs.append(Run(partition or {}, now, self.current("mt"), at))
         if not racing:  # else the table is as of `now`; the next refresh must catch up
             self._check(partition)
+
+    def verify_every_snapshot(self) -> int:
+        """Every snapshot of the table that records a refresh state answers exactly what it
+        records (the verifier's verdict); how many there were."""
+        rows = self.spark.sql(f"SELECT snapshot_id, summary FROM {self.name('mt')}.snapshots")
+        verified = 0
+        for row in rows.collect():
+            state = read(row["summary"])
+            if state is None:
+                continue
+            verdict = verify.verify_snapshot(
+                self.spark,
+                query=self.shape.query,
+                target=[CATALOG, self.namespace, "mt"],
+                snapshot_id=row["snapshot_id"],
+                pins={(*s.namespace, s.name): s.snapshot_id for s in state.source_states},
+                namespace=[self.namespace],
+                catalog=CATALOG,
+                partition=read_partition(row["summary"]),
+            )
+            assert verdict.exact, (self.shape.name, row["snapshot_id"], verdict, self.ops)
+            verified += 1
+        return verified
 
     def _sources(self) -> list[tuple[str, ...]]:
         return [*self.plan.streams, *self.plan.static]
@@ -389,6 +423,7 @@ def test_every_refresh_leaves_the_table_exactly_as_the_query_over_the_sources(
         run.apply("append", "orders", [(1, 50, DAYS[0])])
         run.refresh(None)
         seen.update(run.kinds)
+        assert run.verify_every_snapshot() >= 1
 
     check()
     # Every history ends with an append and a refresh: incremental work was done.
