@@ -8,7 +8,7 @@ metadata file is read, so the decision takes a few queries."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from django.conf import settings
 
@@ -117,6 +117,15 @@ def state_of(*, version: int, snapshots: dict[str, int | None], started_ms: int)
         sources={q: (uuids.get(q, ""), snapshot) for q, snapshot in snapshots.items()},
         started_ms=started_ms,
     )
+
+
+def source_uuids(names: Iterable[str]) -> dict[str, str]:
+    """Each source table's UUID ("ns.table" -> uuid, "" for one not found), as `state_of`
+    records them: what the streaming process hands its Django-free Spark side, whose
+    micro-batches make their refresh states themselves."""
+    unread: dict[str, int | None] = dict.fromkeys(names)
+    state = state_of(version=0, snapshots=unread, started_ms=0)
+    return {source.qualified: source.uuid for source in state.source_states}
 
 
 def plan_of(mt: MaterializedTable) -> StreamPlan | str:

@@ -15,6 +15,9 @@ whose definition, freshness, options or checkpoint changed. The only writer of t
   recorded in its history: it never silently diverges.
 - Every micro-batch is a RefreshRun (trigger CONTINUOUS); rows older than an hour are
   aggregated per hour, so a table running for months keeps a small history.
+- Every commit, load or micro-batch, records in its snapshot summary what it answers
+  (refresh.core.refresh_state): the definition version it runs and each source's table
+  UUID, which this process passes to the Django-free Spark side, with the snapshot read.
 - If the process dies, the next start resumes every query from its checkpoint."""
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from refresh import leases, selectors, services
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.sources import check_streamable
+from refresh.sources import check_streamable, source_uuids, state_of
 from refresh.spark import errors, jobs, streaming
 from refresh.spark.session import SparkSessionConfig
 
@@ -172,6 +175,9 @@ class Supervisor:
             if not mt.stream_checkpoint:
                 mt = self._load(session, mt, plan)
             key = f"lakeview-mt-{mt.pk}"
+            # Read once per start: a source dropped and made again under its name (another
+            # UUID) fails the stream, and the next start reads them again.
+            uuids = source_uuids(".".join(s) for s in (*plan.streams, *plan.static))
             query = streaming.start(
                 session,
                 plan=plan,
@@ -186,6 +192,8 @@ class Supervisor:
                 on_batch=lambda result, mt_id=mt.pk, version=mt.current_version: _record_batch(
                     mt_id, version, result
                 ),
+                version=mt.current_version,
+                uuids=uuids,
                 merge_turn=lambda table_id=mt.table_id: leases.rewriting(table_id),
             )
         except Exception as error:  # noqa: BLE001 - shown on the table's page, retried later
@@ -223,6 +231,7 @@ class Supervisor:
                 pins=pins,
                 namespace=_levels(mt),
                 catalog=settings.CATALOG_NAME,
+                snapshot_properties=_load_state(mt.current_version, pins, run.started_at),
             )
         except Exception as error:
             RefreshRun.objects.filter(pk=run.pk).update(
@@ -304,6 +313,9 @@ class Supervisor:
                     "partitioned_by": definition.partitioned_by,
                     "properties": properties,
                 },
+                snapshot_properties=_load_state(
+                    run.definition_version, pins, run.started_at or timezone.now()
+                ),
             )
         except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
             beating.stop()
@@ -386,6 +398,16 @@ class Supervisor:
         MaterializedTable.objects.filter(pk=mt.pk).update(**fields)
 
 
+def _load_state(version: int, pins: dict[str, Any], started: datetime) -> dict[str, str]:
+    """The snapshot-summary entry of a load at `pins` ("ns.table" -> (snapshot id, ms) or
+    None, streaming.pinned_snapshots): the load reads every source at exactly its pin."""
+    return state_of(
+        version=version,
+        snapshots={name: (pin[0] if pin else None) for name, pin in pins.items()},
+        started_ms=int(started.timestamp() * 1000),
+    ).summary()
+
+
 def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> None:
     """A micro-batch's row in the history (called on Spark's foreachBatch thread)."""
     if result.replayed:
@@ -409,6 +431,8 @@ def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> No
         batch_id=result.batch_id,
         **selectors.written(summary),
         snapshot_id=snapshot_id,
+        # What the batch read (its commit's refresh state); empty when it records none.
+        source_snapshots=dict(result.sources or {}),
         data_timestamp=started,
         definition_version=version,
         worker=f"streams:{os.getpid()}",
@@ -495,6 +519,7 @@ def compact_history(*, older_than: timedelta = KEEP_BATCHES) -> int:
                 bytes_written=group["size"],
                 snapshot_id=last.snapshot_id if last else None,
                 source_offsets=last.source_offsets if last else {},
+                source_snapshots=last.source_snapshots if last else {},
                 data_timestamp=group["as_of"],
                 definition_version=group["version"],
             )

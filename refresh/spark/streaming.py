@@ -10,8 +10,14 @@ the streaming process passes plain values and a callback per micro-batch.
   checkpoint key and batch id in the snapshot summary; a batch replayed after a crash finds
   its own snapshot and is not written again.
 - Merge queries (aggregations, joins) stream their source's new rows; each micro-batch
-  recomputes the keys those rows touch over the sources as they are, and merges them on the
-  primary key (idempotent: a replay writes the same values).
+  recomputes the keys those rows touch over the sources (the stream at the end of the
+  batch, the others as they are at the batch), and merges them on the primary key
+  (idempotent: a replay writes the same values).
+- Every commit says what it answers (refresh.core.refresh_state): the load records the
+  snapshots it pinned; a micro-batch records, for each streamed source, the snapshot its
+  end offset reads through (Spark logs it in the checkpoint before the batch runs) and, for
+  a merge plan's other sources, the snapshot the batch pinned them at. A batch whose reads
+  are not exactly known records none rather than a wrong one.
 - The trigger interval comes from the freshness; the checkpoint lives in the warehouse.
 - The user's query, however rewritten, reaches Spark only through the sandbox
   (refresh.spark.sandbox); the temporary views this module makes are the only ones it may
@@ -20,20 +26,26 @@ the streaming process passes plain values and a callback per micro-batch.
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from refresh.core.refresh_state import refresh_state
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
 from refresh.spark import sandbox
 from refresh.spark.batch import RefreshResult, latest_snapshot, quote, replace
-from refresh.spark.changes import append, merge_changes, pin_sources
+from refresh.spark.changes import Source, append, merge_changes, pin_sources
+from refresh.spark.commits import with_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+logger = logging.getLogger(__name__)
 
 BATCH_PROPERTY = "lakeview.stream-batch"
 
@@ -50,6 +62,9 @@ class BatchResult:
     started: float
     finished: float
     replayed: bool = False
+    #: The snapshot the batch read of each source ("ns.table"), as its refresh state
+    #: records them; None when it records none.
+    sources: Mapping[str, int | None] | None = None
 
 
 def _view(index: int, kind: str) -> str:
@@ -80,9 +95,11 @@ def load(
     namespace: Sequence[str],
     catalog: str,
     replacing: Mapping[str, Any] | None = None,
+    snapshot_properties: Mapping[str, str] | None = None,
 ) -> RefreshResult:
     """Overwrite the table with the query's result over the sources at their pinned
-    snapshots (one commit). With `replacing` ({"partitioned_by": [...], "properties":
+    snapshots (one commit, whose snapshot summary gets `snapshot_properties`: the refresh
+    state of those pins). With `replacing` ({"partitioned_by": [...], "properties":
     {...}}), a new definition's load: the table is replaced, schema and rows in one commit
     (batch.replace)."""
     from pyspark.sql import functions as F
@@ -101,9 +118,12 @@ def load(
                 target=target,
                 partitioned_by=replacing["partitioned_by"],
                 properties=replacing["properties"],
+                snapshot_properties=snapshot_properties,
             )
         else:
-            frame.writeTo(quote(target)).overwrite(F.lit(True))
+            with_properties(frame.writeTo(quote(target)), snapshot_properties or {}).overwrite(
+                F.lit(True)
+            )
     finally:
         for view in replacements.values():
             spark.catalog.dropTempView(view)
@@ -123,17 +143,24 @@ def start(
     trigger_seconds: float,
     start_after: Mapping[str, Any],
     on_batch: Callable[[BatchResult], None],
+    version: int,
+    uuids: Mapping[str, str],
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> StreamingQuery:
     """Start the table's streaming query (resuming from `checkpoint` when it holds one;
     otherwise each stream starts after its snapshot in `start_after`).
 
+    Each micro-batch's commit records its refresh state: definition `version`, and each
+    source ("ns.table" -> table UUID in `uuids`) at the snapshot the batch read
+    (`batch_reads`).
+
     Append plans stream the query itself. Merge plans stream the stream source's new rows
     (no state in Spark, so a table loaded at pinned snapshots continues exactly): each
     micro-batch runs the query over the new rows to find the primary keys they touch, runs
-    the query over the sources as they are now for those keys only, and merges that on the
-    primary key. Every key's row is thus the query's answer over a whole snapshot of the
-    sources, whatever the aggregate or join."""
+    the query over the sources for those keys only (the stream at the end of the batch, the
+    others as they are at the batch), and merges that on the primary key. Every key's row is
+    thus the query's answer over a whole snapshot of the sources, whatever the aggregate or
+    join."""
     streams = {}
     for index, stream in enumerate(plan.streams):
         reader = spark.readStream.format("iceberg")
@@ -147,6 +174,20 @@ def start(
     replacements = {name: view for name, (view, _) in streams.items()}
     query = qualify_all(query, namespace=namespace, catalog=catalog)
     first = [True]
+
+    def summary(reads: Mapping[Source, int | None] | None, started: float) -> dict[str, str]:
+        """The refresh-state entry of a batch that read `reads` (none when not known)."""
+        if reads is None:
+            return {}
+        named = {".".join(source): snapshot for source, snapshot in reads.items()}
+        return refresh_state(
+            version=version,
+            sources={name: (uuids.get(name, ""), snapshot) for name, snapshot in named.items()},
+            started_ms=int(started * 1000),
+        ).summary()
+
+    def named(reads: Mapping[Source, int | None] | None) -> dict[str, int | None] | None:
+        return None if reads is None else {".".join(s): i for s, i in reads.items()}
 
     if plan.mode == "append":
         streamed = sandbox.query(
@@ -162,36 +203,53 @@ def start(
         started = time.time()
         session = batch.sparkSession
         replay_check, first[0] = first[0], False
+        marker = f"{key}:{batch_id}"
+        if plan.mode == "append" and replay_check and _has_batch(session, target, marker):
+            on_batch(BatchResult(batch_id, 0, None, None, started, time.time(), True))
+            return
+        if batch.isEmpty():
+            return
+        reads = batch_reads(
+            session,
+            plan=plan,
+            catalog=catalog,
+            checkpoint=checkpoint,
+            batch_id=batch_id,
+            start_after=start_after,
+        )
         if plan.mode == "append":
-            marker = f"{key}:{batch_id}"
-            if replay_check and _has_batch(session, target, marker):
-                on_batch(BatchResult(batch_id, 0, None, None, started, time.time(), True))
-                return
-            if batch.isEmpty():
-                return
-            append(batch, target=target, properties={BATCH_PROPERTY: marker})
+            properties = {BATCH_PROPERTY: marker, **summary(reads, started)}
+            append(batch, target=target, properties=properties)
         else:
-            if batch.isEmpty():
-                return
             [stream] = plan.streams
-            suffix = f"{abs(hash(key)) % 10**8}_{batch_id}"
-            new_rows = f"__lakeview_new_{suffix}"
+            # Every source is read at the snapshot the state records. The stream at the one
+            # its end offset reads through: read as it is now, the keys this batch touches
+            # would also count rows appended since, whose other keys only the next batch
+            # recomputes, and the table would answer no snapshot. The others at the one
+            # batch_reads found (the keys query and the rows query then read the same).
+            # Not known exactly: every source read as it is, and no state.
+            whole = pin_sources(session, pins=reads, catalog=catalog) if reads else {}
+            new_rows = f"__lakeview_new_{abs(hash(key)) % 10**8}_{batch_id}"
             batch.createOrReplaceTempView(new_rows)
-            # The table's rewrite lease (refresh.leases): a compaction of this table
-            # commits before or after this MERGE, not in the middle of it.
-            merge_changes(
-                session,
-                plan=plan,
-                query=query,
-                target=target,
-                appended={tuple(stream): new_rows},
-                whole={},
-                namespace=namespace,
-                catalog=catalog,
-                merge_turn=merge_turn,
-            )
-            session.catalog.dropTempView(new_rows)
-        on_batch(BatchResult(batch_id, -1, None, None, started, time.time()))
+            try:
+                # The table's rewrite lease (refresh.leases): a compaction of this table
+                # commits before or after this MERGE, not in the middle of it.
+                merge_changes(
+                    session,
+                    plan=plan,
+                    query=query,
+                    target=target,
+                    appended={tuple(stream): new_rows},
+                    whole=whole,
+                    namespace=namespace,
+                    catalog=catalog,
+                    merge_turn=merge_turn,
+                    properties=summary(reads, started),
+                )
+            finally:
+                for view in [new_rows, *whole.values()]:
+                    session.catalog.dropTempView(view)
+        on_batch(BatchResult(batch_id, -1, None, None, started, time.time(), sources=named(reads)))
 
     return (
         streamed.writeStream.queryName(key)
@@ -201,6 +259,202 @@ def start(
         .foreachBatch(write)
         .start()
     )
+
+
+@dataclass(frozen=True)
+class StreamOffset:
+    """An Iceberg stream source's offset as Spark logs it: Iceberg's StreamingOffset JSON,
+    {"version": 1, "snapshot_id", "position", "scan_all_files"}.
+
+    As a micro-batch's END offset (SparkMicroBatchStream.latestOffset and planFiles, Iceberg
+    1.10, spark/v3.5) it means: every snapshot after the batch's start offset up to
+    `snapshot_id` was read whole, and of `snapshot_id` itself the data files it added whose
+    index, in Iceberg's own order (MicroBatches: its manifests in order, each starting at
+    the running count of added and existing entries), is below `position` (exclusive);
+    with `scan_all_files`, all its data files rather than the added ones. Snapshots that are
+    not appends are never read (a `replace` is skipped, a delete or overwrite stops the
+    stream), so the batch then holds every append up to `snapshot_id`. Iceberg's
+    START_OFFSET (-1, -1) means nothing was read: the source had no snapshot after the
+    stream's start."""
+
+    snapshot_id: int
+    position: int
+    scan_all_files: bool = False
+
+    @property
+    def read_nothing(self) -> bool:
+        return self.snapshot_id < 0
+
+
+def parse_offset(text: str | None) -> StreamOffset | None:
+    """An Iceberg stream offset from the JSON Spark logged; None for no offset ("-").
+    ValueError for anything else: an offset this code cannot read says nothing exact."""
+    if text is None or text.strip() in ("", "-"):
+        return None
+    found = json.loads(text)
+    if not isinstance(found, dict) or found.get("version") != 1:
+        raise ValueError(f"not an Iceberg stream offset (version 1): {text[:200]}")
+    snapshot_id, position = found.get("snapshot_id"), found.get("position")
+    scan_all = found.get("scan_all_files", False)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (snapshot_id, position)):
+        raise ValueError(f"not an Iceberg stream offset: {text[:200]}")
+    if not isinstance(scan_all, bool):
+        raise ValueError(f"not an Iceberg stream offset: {text[:200]}")
+    return StreamOffset(snapshot_id, position, scan_all)
+
+
+def read_through(
+    offsets: Sequence[StreamOffset | None],
+    *,
+    streams: Sequence[Source],
+    start_after: Mapping[str, Any],
+    holds: Callable[[Source, StreamOffset], bool | None],
+) -> dict[Source, int | None] | None:
+    """The snapshot of each streamed source whose appends a micro-batch holds, all of them
+    and nothing after, from the batch's end `offsets` (one per source, in Spark's order,
+    which is its plan's, not the query's: each offset's snapshot id names its table, since
+    Iceberg snapshot ids belong to one table). `holds(source, offset)` says whether the
+    source has the offset's snapshot (None: it has not) and whether the offset lies at its
+    end (True) or inside it (False). A source that read nothing since the load stands at
+    its pin in `start_after` ("ns.table" -> (snapshot id, ms)). None when that is not
+    exactly known: an offset inside a snapshot (a read limit), a snapshot no source has
+    (expired meanwhile), offsets that do not match the sources."""
+    if len(offsets) != len(streams):
+        return None
+    through: dict[Source, int | None] = {}
+    for offset in offsets:
+        if offset is None or offset.read_nothing:
+            continue
+        owners = [(s, h) for s in streams if s not in through for h in [holds(s, offset)]]
+        found = [(source, whole) for source, whole in owners if whole is not None]
+        if len(found) != 1:
+            return None
+        [(source, whole)] = found
+        if not whole:
+            # Part of the snapshot's files only: the table holds more than its parent and
+            # less than it, which no snapshot answers. No refresh state for this batch.
+            return None
+        through[source] = offset.snapshot_id
+    for source in streams:
+        if source not in through:
+            pin = start_after.get(".".join(source))
+            through[source] = pin[0] if pin else None
+    return through
+
+
+def logged_offsets(session: SparkSession, *, checkpoint: str, batch_id: int) -> list[str | None]:
+    """The end offsets Spark logged for micro-batch `batch_id` (JSON, None for a source
+    without one), one per source. Spark writes them to `<checkpoint>/offsets/<batch_id>`
+    before it runs the batch (and runs a batch replayed after a crash with the same ones);
+    they are read with Spark's own OffsetSeqLog, whose file manager reads local and object-
+    store checkpoints alike and knows the file's format."""
+    jvm = session._jvm  # noqa: SLF001 - py4j's entry point
+    log = jvm.org.apache.spark.sql.execution.streaming.OffsetSeqLog(
+        session._jsparkSession,  # noqa: SLF001
+        f"{checkpoint.rstrip('/')}/offsets",
+    )
+    found = log.get(batch_id)
+    if not found.isDefined():
+        raise LookupError(f"no offsets logged for micro-batch {batch_id} in {checkpoint}")
+    offsets = found.get().offsets()
+    texts: list[str | None] = []
+    for index in range(offsets.length()):
+        offset = offsets.apply(index)
+        texts.append(offset.get().json() if offset.isDefined() else None)
+    return texts
+
+
+class _Tables:
+    """The sources' Iceberg tables in the JVM (one load each per micro-batch: the REST
+    catalog's current metadata), for what Spark's readers do not say."""
+
+    def __init__(self, session: SparkSession, catalog: str) -> None:
+        self.jvm = session._jvm  # noqa: SLF001
+        self.jsession = session._jsparkSession  # noqa: SLF001
+        self.catalog = catalog
+        self.loaded: dict[Source, Any] = {}
+
+    def table(self, source: Source) -> Any:
+        if source not in self.loaded:
+            table = self.jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                self.jsession, quote((self.catalog, *source))
+            )
+            # A catalog that caches tables (Iceberg's default; the app's own turns it off)
+            # hands back the metadata of its first load: a snapshot committed since would
+            # be unknown and a static source's current snapshot an old one.
+            table.refresh()
+            self.loaded[source] = table
+        return self.loaded[source]
+
+    def holds(self, source: Source, offset: StreamOffset) -> bool | None:
+        """See `read_through`: whether any data file of the offset's snapshot lies at or
+        past its position, asked of Iceberg's own MicroBatches (the stream's file index)."""
+        table = self.table(source)
+        snapshot = table.snapshot(offset.snapshot_id)
+        if snapshot is None:
+            return None
+        if snapshot.operation() != "append":
+            return True  # never read by the stream: its position means nothing
+        largest = self.jvm.java.lang.Long.MAX_VALUE
+        rest = (
+            getattr(self.jvm.org.apache.iceberg.MicroBatches, "from")(snapshot, table.io())
+            .specsById(table.specs())
+            .generate(offset.position, largest, largest, offset.scan_all_files)
+        )
+        return bool(rest.tasks().isEmpty())
+
+    def current(self, source: Source) -> int | None:
+        snapshot = self.table(source).currentSnapshot()
+        return None if snapshot is None else int(snapshot.snapshotId())
+
+
+def batch_reads(
+    session: SparkSession,
+    *,
+    plan: StreamPlan,
+    catalog: str,
+    checkpoint: str,
+    batch_id: int,
+    start_after: Mapping[str, Any],
+) -> dict[Source, int | None] | None:
+    """The snapshot a micro-batch reads of each source, or None when it is not exactly
+    known (the batch then records no refresh state, and a merge reads as before).
+
+    Streamed sources: the snapshot the batch's end offset reads through (`read_through`).
+    A merge plan's other sources are read as they are at the batch: at their current
+    snapshot now, at which the caller pins them, so that what the state records is what the
+    batch read. Recorded rather than left out: the batch's keys are exact at it, while keys
+    no batch touched since keep the values an earlier snapshot of that source gave them (a
+    stream-static join's meaning); a verifier recomputing at the recorded snapshots then
+    reports that drift instead of its being hidden."""
+    try:
+        offsets = [
+            parse_offset(text)
+            for text in logged_offsets(session, checkpoint=checkpoint, batch_id=batch_id)
+        ]
+        tables = _Tables(session, catalog)
+        streams = [tuple(stream) for stream in plan.streams]
+        through = read_through(
+            offsets, streams=streams, start_after=start_after, holds=tables.holds
+        )
+        if through is None:
+            logger.warning(
+                "Micro-batch %s of %s: its end offsets %s do not each end a snapshot of "
+                "its sources; no refresh state recorded",
+                batch_id,
+                checkpoint,
+                offsets,
+            )
+            return None
+        return {**through, **{tuple(s): tables.current(tuple(s)) for s in plan.static}}
+    except Exception:  # noqa: BLE001 - the batch's rows are still right; only the state is unknown
+        logger.warning(
+            "Micro-batch %s of %s: the snapshots it reads are unknown; no refresh state",
+            batch_id,
+            checkpoint,
+            exc_info=True,
+        )
+        return None
 
 
 def _has_batch(spark: SparkSession, target: Sequence[str], marker: str) -> bool:

@@ -4,22 +4,26 @@ the streaming process (`manage.py run_streams`, its own Spark), with FRESHNESS =
 aggregation with a primary key (MERGE INTO) follow appends, each checked against the same
 query run by Spark over the source; SUSPEND/RESUME and a SIGKILL of the streaming process
 lose and duplicate nothing; SET FRESHNESS moves a table to a schedule and back; ALTER ... AS
-and a rollback give the rows of the right definition.
+and a rollback give the rows of the right definition. Every load and micro-batch commit
+says what it answers (a refresh-state in its snapshot summary, read through the catalog).
 
 The tests run in order on one stack (a module fixture)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
 from tests.refresh_stack import RefreshStack, refresh_stack
 from tests.spark.conftest import rest_catalog_conf
+from tests.spark.test_mt_end_to_end import current_summary, source_state
 
 NS = "live"
 FILTER = "SELECT id, k, v FROM events WHERE v > 0"
@@ -81,6 +85,23 @@ def mt_row(stack: RefreshStack, name: str) -> dict:
         connection.close()
 
 
+def refresh_state(stack: RefreshStack, name: str) -> dict:
+    """The refresh state the table's current snapshot records, as an engine reads it."""
+    return json.loads(current_summary(stack, f"{NS}.{name}")["refresh-state"])
+
+
+def newest_state(stack: RefreshStack, name: str) -> dict:
+    """The refresh state of the table's newest snapshot that records one (a compaction's
+    records none)."""
+    catalog = RestCatalog("st", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    snapshots = catalog.load_table(f"{NS}.{name}").snapshots()
+    for snapshot in sorted(snapshots, key=lambda s: s.timestamp_ms, reverse=True):
+        recorded = snapshot.summary.additional_properties.get("refresh-state")
+        if recorded:
+            return json.loads(recorded)
+    return {}
+
+
 def batches(stack: RefreshStack, name: str) -> list[dict]:
     connection = sqlite3.connect(f"file:{Path(stack.server.db_path)}?mode=ro", uri=True)
     connection.row_factory = sqlite3.Row
@@ -122,12 +143,31 @@ def test_continuous_tables_are_loaded_then_follow_appends(stack, st):
     assert mt_row(stack, "filtered")["refresh_mode"] == "CONTINUOUS"
     follows(stack, st, "filtered", FILTER, "the initial load of filtered")
     follows(stack, st, "totals", TOTALS, "the initial load of totals")
+    # Each load says what it answers: definition 1 over the snapshot of the source it pinned.
+    loaded = source_state(stack, f"{NS}.events")
+    for table in ("filtered", "totals"):
+        state = refresh_state(stack, table)
+        assert (state["view-version-id"], state["source-states"]) == (1, [loaded]), table
 
     for _ in range(3):
         append(st, 5)
         time.sleep(1)
     follows(stack, st, "filtered", FILTER, "filtered to follow appends")
     follows(stack, st, "totals", TOTALS, "totals to follow appends (MERGE INTO)")
+    # So does each micro-batch, an append and a MERGE alike: the source snapshot its end
+    # offset reads through, here the last append (no other commit to the source since).
+    events = source_state(stack, f"{NS}.events")
+    assert events["snapshot-id"] != loaded["snapshot-id"]
+    assert "lakeview.stream-batch" in current_summary(stack, f"{NS}.filtered")
+    for table in ("filtered", "totals"):
+        state = refresh_state(stack, table)
+        assert (state["view-version-id"], state["source-states"]) == (1, [events]), table
+    stack.wait_for(
+        lambda: [json.loads(b["source_snapshots"]) for b in batches(stack, "totals")][-1:]
+        == [{f"{NS}.events": events["snapshot-id"]}],
+        timeout=30,
+        what="the last micro-batch's row to name the snapshot it read",
+    )
     assert batches(stack, "filtered"), "micro-batches are in the history"
     assert all(
         b["state"] == "SUCCEEDED" and b["batch_id"] is not None for b in batches(stack, "totals")
@@ -250,6 +290,9 @@ def test_alter_as_adding_a_column_and_a_rollback_give_the_rows_of_each_definitio
     append(st, 3)
     follows(stack, st, "filtered", WIDER, "the new definition to follow appends")
     assert mt_row(stack, "filtered")["current_version"] == 2
+    # The rebuild and the new stream's batches answer the new definition (the newest state:
+    # maintenance, on since the compaction test, may have compacted the table since).
+    assert newest_state(stack, "filtered")["view-version-id"] == 2
 
     response = stack.follow(
         stack.api.post(
