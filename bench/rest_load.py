@@ -91,8 +91,12 @@ def _django_app() -> Callable[..., Any]:
             app = get_wsgi_application()
             from webapp import urls
 
-            # Before the first request builds the URL resolver, which then keeps this list.
-            urls.urlpatterns.insert(0, path(BARE_PATH, _bare_view))
+            # Before the first request builds the URL resolver, which then keeps this list;
+            # just before /iceberg/, so that both resolve past the same routes.
+            at = next(
+                i for i, route in enumerate(urls.urlpatterns) if str(route.pattern) == "iceberg/"
+            )
+            urls.urlpatterns.insert(at, path(BARE_PATH, _bare_view))
             _wsgi_app = app
     return _wsgi_app
 
