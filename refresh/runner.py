@@ -115,6 +115,14 @@ def _execute(run_id: int) -> str:
     if run is None:
         return _not_claimed(run_id)
     mt = run.materialized_table
+    if mt.refresh_mode == RefreshMode.CONTINUOUS and run.trigger != RefreshRun.Trigger.CONTINUOUS:
+        # The streaming process rebuilds and refreshes continuous tables by hand: it stops
+        # their query between micro-batches first (refresh.streams), so that the stream and
+        # a batch job never write the table at once.
+        RefreshRun.objects.filter(pk=run.pk).update(
+            state=RefreshRun.State.QUEUED, worker="", started_at=None, heartbeat_at=None
+        )
+        return "left to the streaming process"
     if run.trigger == RefreshRun.Trigger.REBUILD:
         return _rebuild(run, mt)
     clock = {"claimed": time.perf_counter()}
@@ -282,10 +290,6 @@ def _incremental(
 def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
     """ALTER ... AS or a rollback of a FULL table: the version's query replaces the table's
     schema and rows in one commit (batch.rebuild), then the version becomes current."""
-    if mt.refresh_mode == RefreshMode.CONTINUOUS:
-        # The streaming process rebuilds continuous tables (it stops their query first).
-        RefreshRun.objects.filter(pk=run.pk).update(state=RefreshRun.State.QUEUED, worker="")
-        return "left to the streaming process"
     beating = Heartbeat(run)
     beating.start()
     try:

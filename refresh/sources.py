@@ -152,7 +152,8 @@ def decide(
         query_sources(mt.query, mt.default_namespace or mt.table.namespace.name)
     )
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
-        # A manual refresh of a continuous table is a one-time recompute beside its stream.
+        # A continuous table's manual refresh recomputes it (made by the streaming process,
+        # its stream paused: refresh.streams).
         return full("a continuous table's manual refresh recomputes it"), now, None
     successes = list(
         RefreshRun.objects.filter(

@@ -58,6 +58,13 @@ logger = logging.getLogger(__name__)
 RETRY_SECONDS = 30.0
 #: Micro-batch rows older than this are aggregated per hour.
 KEEP_BATCHES = timedelta(hours=1)
+#: Runs of a continuous table asked for by hand, which this process makes (the stream
+#: paused), not a worker.
+BY_HAND = (RefreshRun.Trigger.MANUAL, RefreshRun.Trigger.API)
+MANUAL_REASON = (
+    "full: a continuous table's manual refresh (its stream paused between micro-batches, "
+    "the query recomputed at pinned source snapshots, the stream resumed just after them)"
+)
 COMPACT_EVERY_SECONDS = 300.0
 #: Errors that mean the stream cannot continue from its checkpoint but a load at the
 #: sources' current snapshots can: a source rewritten (overwrite, delete), or the snapshot
@@ -206,20 +213,30 @@ class Supervisor:
         _set_status(mt.pk, "RUNNING")
         logger.info("Streaming %s from %s", mt, mt.stream_checkpoint)
 
-    def _load(self, session: SparkSession, mt: MaterializedTable, plan: StreamPlan) -> Any:
-        """Load the table at pinned source snapshots, then give it a new checkpoint."""
-        first = not mt.runs.exclude(state=RefreshRun.State.CANCELLED).exists()
-        run = RefreshRun.objects.create(
-            materialized_table=mt,
-            table_name=str(mt.table),
-            trigger=RefreshRun.Trigger.CREATE if first else RefreshRun.Trigger.CONTINUOUS,
-            action=RefreshRun.Action.FULL,
-            state=RefreshRun.State.RUNNING,
-            started_at=timezone.now(),
-            heartbeat_at=timezone.now(),
-            worker=f"streams:{os.getpid()}",
-            definition_version=mt.current_version,
-        )
+    def _load(
+        self,
+        session: SparkSession,
+        mt: MaterializedTable,
+        plan: StreamPlan,
+        run: RefreshRun | None = None,
+    ) -> Any:
+        """Load the table at pinned source snapshots, then give it a new checkpoint: the
+        stream (re)starts just after those snapshots. Recorded as `run` (a manual refresh,
+        claimed) or as a run of its own (a start without a checkpoint)."""
+        claimed = run is not None
+        if run is None:
+            first = not mt.runs.exclude(state=RefreshRun.State.CANCELLED).exists()
+            run = RefreshRun.objects.create(
+                materialized_table=mt,
+                table_name=str(mt.table),
+                trigger=RefreshRun.Trigger.CREATE if first else RefreshRun.Trigger.CONTINUOUS,
+                action=RefreshRun.Action.FULL,
+                state=RefreshRun.State.RUNNING,
+                started_at=timezone.now(),
+                heartbeat_at=timezone.now(),
+                worker=f"streams:{os.getpid()}",
+                definition_version=mt.current_version,
+            )
         sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
         try:
             pins = streaming.pinned_snapshots(session, sources)
@@ -234,23 +251,36 @@ class Supervisor:
                 snapshot_properties=_load_state(mt.current_version, pins, run.started_at),
             )
         except Exception as error:
-            RefreshRun.objects.filter(pk=run.pk).update(
-                state=RefreshRun.State.FAILED, finished_at=timezone.now(), error=str(error)[:5000]
-            )
+            if not claimed:
+                RefreshRun.objects.filter(pk=run.pk).update(
+                    state=RefreshRun.State.FAILED,
+                    finished_at=timezone.now(),
+                    error=str(error)[:5000],
+                )
             raise
         checkpoint = (
             f"{mt.table.location}.checkpoints/v{mt.current_version}-{int(time.time() * 1000)}"
         )
+        results = {
+            "rows_written": result.rows_written,
+            "bytes_written": result.bytes_written,
+            "snapshot_id": result.snapshot_id,
+            "source_snapshots": {k: (v[0] if v else None) for k, v in pins.items()},
+            "data_timestamp": run.started_at,
+        }
         with transaction.atomic():
-            RefreshRun.objects.filter(pk=run.pk).update(
-                state=RefreshRun.State.SUCCEEDED,
-                finished_at=timezone.now(),
-                rows_written=result.rows_written,
-                bytes_written=result.bytes_written,
-                snapshot_id=result.snapshot_id,
-                source_snapshots={k: (v[0] if v else None) for k, v in pins.items()},
-                data_timestamp=run.started_at,
-            )
+            if claimed:
+                services.finish(
+                    run,
+                    state=RefreshRun.State.SUCCEEDED,
+                    action=RefreshRun.Action.FULL,
+                    reason=MANUAL_REASON,
+                    **results,
+                )
+            else:
+                RefreshRun.objects.filter(pk=run.pk).update(
+                    state=RefreshRun.State.SUCCEEDED, finished_at=timezone.now(), **results
+                )
             MaterializedTable.objects.filter(pk=mt.pk).update(
                 stream_checkpoint=checkpoint,
                 stream_start={k: list(v) if v else None for k, v in pins.items()},
@@ -259,22 +289,66 @@ class Supervisor:
         return mt
 
     def _rebuild_pending(self) -> None:
-        """ALTER ... AS and rollbacks of continuous tables (rebuild runs): each table's
-        query stops first (between micro-batches), so that nothing the old definition
-        writes lands after the new one; then `_rebuild`. The loop then starts the table's
-        query: the new definition's, or the old one from its checkpoint if the rebuild
-        failed."""
+        """ALTER ... AS and rollbacks of continuous tables (rebuild runs), and their manual
+        refreshes (by hand or through the API): each table's query stops first (between
+        micro-batches), so that nothing the stream writes lands in the middle; then
+        `_rebuild` or `_recompute`. The loop then starts the table's query again, just after
+        the snapshots the rebuild or recompute read (or, if it failed, from the old
+        checkpoint): no moment where the stream and a batch job both write."""
         pending = RefreshRun.objects.filter(
-            trigger=RefreshRun.Trigger.REBUILD,
+            trigger__in=[RefreshRun.Trigger.REBUILD, *BY_HAND],
             state=RefreshRun.State.QUEUED,
             materialized_table__refresh_mode=RefreshMode.CONTINUOUS,
         ).order_by("queued_at", "id")
-        for run_id, mt_id in pending.values_list("pk", "materialized_table_id"):
+        for run_id, mt_id, trigger in pending.values_list("pk", "materialized_table_id", "trigger"):
             running = self.running.pop(mt_id, None)
             if running is not None:
                 self._stop(running)
             self.retry_after.pop(mt_id, None)
-            self._rebuild(run_id)
+            if trigger == RefreshRun.Trigger.REBUILD:
+                self._rebuild(run_id)
+            else:
+                self._recompute(run_id)
+
+    def _recompute(self, run_id: int) -> None:
+        """A manual refresh of a continuous table, its stream stopped: the query over the
+        sources pinned now replaces the rows (one commit, its refresh state those pins),
+        and the stream continues just after them from a new checkpoint."""
+        from refresh.runner import Heartbeat
+
+        run = services.claim(run_id, worker=f"streams:{os.getpid()}")
+        if run is None:
+            return
+        mt = run.materialized_table
+        old_checkpoint = mt.stream_checkpoint
+        beating = Heartbeat(run)
+        beating.start()
+        try:
+            plan = check_streamable(
+                mt.query, namespace=".".join(_levels(mt)), primary_key=mt.primary_key
+            )
+            session = jobs.run_session(
+                self.spark,
+                catalog=settings.CATALOG_NAME,
+                namespace=_levels(mt),
+                settings=mt.stream_options or {},
+            )
+            self._load(session, mt, plan, run=run)
+        except Exception as error:  # noqa: BLE001 - the run's failure, recorded; the stream
+            # then resumes from its old checkpoint
+            beating.stop()
+            logger.exception("The manual refresh of %s failed", mt)
+            services.finish(
+                run,
+                state=RefreshRun.State.FAILED,
+                action=RefreshRun.Action.FULL,
+                reason=MANUAL_REASON,
+                error=errors.failure_message(error),
+            )
+            return
+        beating.stop()
+        if old_checkpoint:
+            _delete_checkpoint(old_checkpoint)
 
     def _rebuild(self, run_id: int) -> None:
         """Replace the table with the new definition's rows over its sources pinned now:
@@ -453,14 +527,28 @@ def _parse_time(text: str) -> datetime:
 
 
 def _delete_checkpoints(checkpoint: str) -> None:
-    """A dropped table's checkpoints: the folder beside its location that this process
-    made, only if it lies strictly inside the warehouse and is not a symbolic link."""
-    folder = checkpoint.rsplit("/", 1)[0]
-    if not folder.endswith(".checkpoints") or not folder.startswith("/"):
+    """A dropped table's checkpoints: the folder beside its location that this process made
+    (`<location>.checkpoints`)."""
+    _remove_checkpoints(checkpoint.rsplit("/", 1)[0], depth=0)
+
+
+def _delete_checkpoint(checkpoint: str) -> None:
+    """One checkpoint a stream left for a new one (a manual refresh): a folder inside it."""
+    _remove_checkpoints(checkpoint, depth=1)
+
+
+def _remove_checkpoints(path: str, *, depth: int) -> None:
+    """Remove `path` once normalised as the filesystem reads it, only if it is the
+    `.checkpoints` folder (depth 0) or a folder directly inside one (depth 1), lies strictly
+    inside the warehouse, and is not a symbolic link."""
+    if not path.startswith("/"):
         return
     try:
-        normalized = metadata_io.normalize_location(folder)
+        normalized = metadata_io.normalize_location(path)
     except Exception:  # noqa: BLE001 - a path we cannot read safely is left alone
+        return
+    parts = normalized.rstrip("/").split("/")
+    if len(parts) <= depth + 1 or not parts[-1 - depth].endswith(".checkpoints"):
         return
     warehouse = metadata_io.normalize_location(settings.WAREHOUSE)
     if not metadata_io.is_inside(normalized, warehouse, strictly=True):

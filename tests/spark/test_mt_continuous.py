@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -260,6 +261,60 @@ def test_a_sigkilled_streaming_process_resumes_from_its_checkpoints(stack, st):
     follows(stack, st, "totals", TOTALS, "totals after the restart")
     ids = [row[0] for row in rows(st, f"SELECT id FROM st.{NS}.filtered")]
     assert len(ids) == len(set(ids)), "no row was written twice"
+
+
+def _verify(stack: RefreshStack, table: str, snapshots: int) -> list[dict]:
+    response = stack.api.post(
+        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/{table}/verify",
+        json={"snapshots": snapshots},
+        timeout=30,
+    )
+    answer = stack.follow(response)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["verifications"]
+
+
+def test_a_manual_refresh_under_steady_appends_pauses_the_stream_and_every_snapshot_verifies(
+    stack, st
+):
+    stop = threading.Event()
+
+    def feed() -> None:
+        while not stop.is_set():
+            append(st, 2)
+            time.sleep(0.5)
+
+    feeder = threading.Thread(target=feed, name="feeder")
+    feeder.start()
+    try:
+        time.sleep(2)
+        response = stack.api.post(
+            f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/filtered/refresh",
+            json={},
+            timeout=30,
+        )
+        assert response.status_code == 202, response.text
+        run_id = response.json()["jobId"]
+        stack.wait_for(
+            lambda: stack.run(run_id)["state"] in ("SUCCEEDED", "FAILED"),
+            timeout=180,
+            what="the manual refresh, made by the streaming process",
+        )
+        run = stack.run(run_id)
+        assert (run["state"], run["action"]) == ("SUCCEEDED", "FULL"), run
+        assert "stream paused" in run["reason"] and run["worker"].startswith("streams:")
+        time.sleep(3)  # the stream resumes under the same steady appends
+    finally:
+        stop.set()
+        feeder.join()
+    follows(stack, st, "filtered", FILTER, "filtered after its manual refresh")
+    ids = [row[0] for row in rows(st, f"SELECT id FROM st.{NS}.filtered")]
+    assert len(ids) == len(set(ids)), "no row was written twice"
+    # The refresh's snapshot and the micro-batches around it each answer their sources.
+    verdicts = _verify(stack, "filtered", snapshots=10)
+    assert len(verdicts) >= 2
+    assert {v["verdict"] for v in verdicts} == {"EXACT"}, verdicts
+    assert run["snapshot_id"] in {v["snapshot_id"] for v in verdicts}
 
 
 def test_set_freshness_moves_a_table_to_a_schedule_and_back(stack, st):
