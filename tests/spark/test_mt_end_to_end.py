@@ -592,3 +592,23 @@ def test_every_refreshed_snapshot_verifies_exact_and_a_forged_one_is_caught(stac
         1,
     )
     assert verdict["sample"]["extra"][0][0] == "zz-forged"
+
+
+def test_a_table_over_another_materialized_table_records_and_verifies_against_its_snapshot(
+    stack, st
+):
+    [created] = ok(
+        stack,
+        "CREATE MATERIALIZED TABLE rollup FRESHNESS = INTERVAL '1' DAY REFRESH_MODE = FULL "
+        "AS SELECT count(*) AS days, sum(n) AS orders FROM keyed",
+    )
+    stack.wait_for(
+        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
+        timeout=120,
+        what="rollup's first refresh",
+    )
+    state = json.loads(current_summary(stack, f"{NS}.rollup")["refresh-state"])
+    # The cascade's source is the materialized table, at the snapshot its reader read.
+    assert state["source-states"] == [source_state(stack, f"{NS}.keyed")]
+    [verdict] = _verify(stack, "rollup", snapshots=1)
+    assert verdict["verdict"] == "EXACT", verdict
