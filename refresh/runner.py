@@ -123,6 +123,15 @@ def _execute(run_id: int) -> str:
             state=RefreshRun.State.QUEUED, worker="", started_at=None, heartbeat_at=None
         )
         return "left to the streaming process"
+    if _stream_stopping(mt):
+        # Just switched from CONTINUOUS: its last micro-batch may still commit. A refresh
+        # waits until the streaming process stopped the stream, so that no append of the
+        # stream lands after (and on top of) this refresh's rows.
+        RefreshRun.objects.filter(pk=run.pk).update(
+            state=RefreshRun.State.QUEUED, worker="", started_at=None, heartbeat_at=None
+        )
+        services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
+        return "waiting for the stream to stop"
     if run.trigger == RefreshRun.Trigger.REBUILD:
         return _rebuild(run, mt)
     clock = {"claimed": time.perf_counter()}
@@ -343,6 +352,16 @@ def _not_claimed(run_id: int) -> str:
         return RefreshRun.State.SKIPPED
     services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
     return "waiting for the running refresh"
+
+
+def _stream_stopping(mt: MaterializedTable) -> bool:
+    """A FULL table whose stream the streaming process has not yet said it stopped, changed
+    less than MT_ABANDONED_AFTER_SECONDS ago (past that, a streaming process that never
+    answers is taken as gone, and refreshes go on)."""
+    if mt.refresh_mode != RefreshMode.FULL or mt.stream_status not in ("RUNNING", "RECOMPUTING"):
+        return False
+    waited = timezone.now() - mt.updated_at
+    return waited.total_seconds() < settings.MT_ABANDONED_AFTER_SECONDS
 
 
 def describe(error: Exception) -> str:

@@ -431,3 +431,31 @@ def test_a_query_that_calls_java_by_reflection_is_refused(sales, call):
     with pytest.raises(InvalidInput, match=f"{call}\\(\\) calls Java methods"):
         create(query=f"SELECT id, {call}('java.lang.System', 'exit', 1) AS x FROM orders")
     assert nothing_named("wide")
+
+
+def test_a_refresh_right_after_a_switch_from_continuous_waits_until_the_stream_stopped(
+    sales, dispatched
+):
+    from datetime import timedelta
+
+    from refresh import runner
+
+    mt = create()
+    mt = mts.set_refresh_mode(mt, refresh_mode=RefreshMode.CONTINUOUS)
+    MaterializedTable.objects.filter(pk=mt.pk).update(stream_status="RUNNING")
+    mt = mts.set_refresh_mode(mt, refresh_mode=RefreshMode.FULL)
+    run = mts.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL)
+
+    # Its last micro-batch may still commit: the refresh waits, queued, and comes back.
+    assert runner._execute(run.pk) == "waiting for the stream to stop"
+    run.refresh_from_db()
+    assert (run.state, run.worker, run.started_at) == ("QUEUED", "", None)
+    assert dispatched[-1] == run.pk
+
+    MaterializedTable.objects.filter(pk=mt.pk).update(stream_status="STOPPED")
+    assert not runner._stream_stopping(MaterializedTable.objects.get(pk=mt.pk))
+    # A streaming process that never says so is taken as gone after the abandon time.
+    MaterializedTable.objects.filter(pk=mt.pk).update(stream_status="RUNNING")
+    long_ago = MaterializedTable.objects.get(pk=mt.pk)
+    long_ago.updated_at -= timedelta(minutes=5)
+    assert not runner._stream_stopping(long_ago)
