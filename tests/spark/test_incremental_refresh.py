@@ -1,7 +1,8 @@
 """Incremental refreshes are exact, always: random histories of two or three sources
-(appends, deletes, overwrites, compactions) with refreshes in between, for every query shape
-an incremental refresh maintains; after each refresh the table (or the partition refreshed)
-holds exactly what the query gives over the sources.
+(appends, deletes, overwrites, compactions) with refreshes and compactions of the table
+itself (table maintenance) in between, for every query shape an incremental refresh
+maintains; after each refresh the table (or the partition refreshed) holds exactly what the
+query gives over the sources.
 
 Each refresh decides as the worker does (refresh.core.incremental.decide, here fed with the
 lineage Spark reads from the tables' `snapshots` metadata instead of the catalog's mirror)
@@ -123,6 +124,8 @@ OPERATIONS = {
     ),
     "overwrite": st.tuples(st.just("overwrite"), st.just("orders"), st.integers(0, 2)),
     "compact": st.tuples(st.just("compact"), st.just("orders"), st.none()),
+    # Table maintenance compacts the materialized table itself between its refreshes.
+    "maintenance": st.tuples(st.just("compact"), st.just("mt"), st.none()),
     "refresh": st.tuples(st.just("refresh"), st.none(), st.sampled_from([None, *DAYS])),
     # A writer appends while the refresh runs (after it read the snapshots it records).
     "racing refresh": st.tuples(
@@ -134,7 +137,7 @@ operation = st.sampled_from(
     ["append"] * 4
     + ["refresh"] * 3
     + ["dimension"] * 2
-    + ["delete", "overwrite", "compact", "racing refresh"]
+    + ["delete", "overwrite", "compact", "maintenance", "racing refresh"]
 ).flatmap(OPERATIONS.__getitem__)
 histories = st.lists(operation, min_size=4, max_size=10)
 #: Every shape also runs this history: appends over several refreshes (whole and partition),
@@ -149,6 +152,7 @@ TYPICAL = [
     ("append", "orders", [(1, 90, DAYS[1]), (1, 1, DAYS[0])]),
     ("racing refresh", None, None),
     ("compact", "orders", None),
+    ("compact", "mt", None),
     ("append", "orders", [(4, 33, DAYS[1])]),
     ("refresh", None, None),
     ("delete", "orders", 0),
