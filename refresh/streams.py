@@ -168,17 +168,22 @@ class Supervisor:
 
     # -- start, load, stop ---------------------------------------------------------------
 
+    def _plan_and_session(self, mt: MaterializedTable) -> tuple[StreamPlan, SparkSession]:
+        """How the stream keeps the table's query, and the session it runs in."""
+        plan = check_streamable(
+            mt.query, namespace=".".join(_levels(mt)), primary_key=mt.primary_key
+        )
+        session = jobs.run_session(
+            self.spark,
+            catalog=settings.CATALOG_NAME,
+            namespace=_levels(mt),
+            settings=mt.stream_options or {},
+        )
+        return plan, session
+
     def _start(self, mt: MaterializedTable) -> None:
         try:
-            plan = check_streamable(
-                mt.query, namespace=".".join(_levels(mt)), primary_key=mt.primary_key
-            )
-            session = jobs.run_session(
-                self.spark,
-                catalog=settings.CATALOG_NAME,
-                namespace=_levels(mt),
-                settings=mt.stream_options or {},
-            )
+            plan, session = self._plan_and_session(mt)
             if not mt.stream_checkpoint:
                 mt = self._load(session, mt, plan)
             key = f"lakeview-mt-{mt.pk}"
@@ -324,15 +329,7 @@ class Supervisor:
         beating = Heartbeat(run)
         beating.start()
         try:
-            plan = check_streamable(
-                mt.query, namespace=".".join(_levels(mt)), primary_key=mt.primary_key
-            )
-            session = jobs.run_session(
-                self.spark,
-                catalog=settings.CATALOG_NAME,
-                namespace=_levels(mt),
-                settings=mt.stream_options or {},
-            )
+            plan, session = self._plan_and_session(mt)
             self._load(session, mt, plan, run=run)
         except Exception as error:  # noqa: BLE001 - the run's failure, recorded; the stream
             # then resumes from its old checkpoint

@@ -11,6 +11,7 @@ in the spec: their loads are always 200."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import NamedTuple
@@ -51,8 +52,11 @@ def snapshots_mode(request: HttpRequest) -> str:
     return mode
 
 
+@functools.lru_cache(maxsize=4096)
 def table_tag(state: TableState, snapshots: str = DEFAULT_SNAPSHOTS) -> str:
-    """A strong entity tag, quoted: SHA-256 of the table's state and the snapshots mode."""
+    """A strong entity tag, quoted: SHA-256 of the table's state and the snapshots mode.
+    Remembered for the last few thousand states (a load asks for the same one again and
+    again; the key is the whole state, so a remembered tag is never another state's)."""
     text = "\n".join(
         (state.metadata_location, state.uuid.lower(), str(state.last_updated_ms), snapshots)
     )
@@ -87,6 +91,8 @@ def none_match_fails(header: str | None, tag: str) -> bool:
     weak comparison (a `W/` prefix on either side is ignored)."""
     if not header:
         return False
+    if header == tag:  # what a client that cached our answer sends: no list to parse
+        return True
     tags = _opaque_tags(header)
     if tags is None:
         return True

@@ -28,15 +28,26 @@ def _bearer(request: HttpRequest) -> str:
     return token.strip()
 
 
+# Where `authorize` leaves the digest of the token it checked, for handlers that check it
+# again (load-table), so that it is hashed once per request.
+_DIGEST_ATTRIBUTE = "_iceberg_token_digest"
+
+
 def bearer_digest(request: HttpRequest) -> str:
     """The digest of the request's bearer token (for handlers that check it again)."""
-    return auth.digest_of(_bearer(request))
+    digest = getattr(request, _DIGEST_ATTRIBUTE, None)
+    if digest is None:
+        digest = auth.digest_of(_bearer(request))
+    return digest
 
 
 def authorize(request: HttpRequest, *, viewer_methods: frozenset[str] = frozenset()) -> Any:
     """The user the token's client acts for, if their role allows the method."""
-    user = auth.authenticate(_bearer(request)).client.user
-    reads = READ_METHODS | viewer_methods
+    token = _bearer(request)
+    digest = auth.digest_of(token)
+    user = auth.authenticate(token, digest=digest).client.user
+    setattr(request, _DIGEST_ATTRIBUTE, digest)
+    reads = READ_METHODS.union(viewer_methods) if viewer_methods else READ_METHODS
     allowed = can_view(user) if request.method in reads else can_edit(user)
     if not allowed:
         raise Forbidden(f"Forbidden: {user.username} may not {request.method} here")

@@ -64,9 +64,13 @@ def _django_path(route: str) -> str:
     return "v1/" + re.sub(r"\{(\w+)\}", r"<str:\1>", route)
 
 
+# No two routes match the same path (a converter never matches a slash), so their order
+# is free: load-table, what engines call most, is tried first.
+_HOT = f"{NAMESPACE}/tables/{{table}}"
 urlpatterns = [
+    *(path(_django_path(route), resource.as_view()) for route, resource in ROUTES if route == _HOT),
     path("v1/config", Resource(GET=tokens.config).as_view()),
     path("v1/oauth/tokens", tokens.oauth_tokens),
-    *(path(_django_path(route), resource.as_view()) for route, resource in ROUTES),
+    *(path(_django_path(route), resource.as_view()) for route, resource in ROUTES if route != _HOT),
     re_path(r"^.*$", not_found),
 ]

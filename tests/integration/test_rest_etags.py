@@ -308,6 +308,48 @@ def test_a_200_from_the_process_cache_also_runs_only_the_pointer_query(api, tabl
     assert len(queries.captured_queries) == 1
 
 
+def test_the_pointer_query_answers_the_same_on_the_driver_as_through_djangos_cursor(api, table):
+    # The direct path (outside Django's cursor wrapper) and the observed one (a debug
+    # cursor, as under CaptureQueriesContext) run the same SQL with the same values.
+    load(api)
+    digest = auth.digest_of(api.headers["Authorization"].removeprefix("Bearer "))
+    direct = table_loads.pointer("ns", "t", token_digest=digest)
+    with CaptureQueriesContext(connection) as queries:
+        observed = table_loads.pointer("ns", "t", token_digest=digest)
+
+    assert len(queries.captured_queries) == 1
+    assert direct == observed
+    assert direct.state.metadata_location == table["metadata-location"]
+    assert direct.state.uuid == table["metadata"]["table-uuid"]
+    assert direct.attached is False
+    assert table_loads.state_of(Table.objects.get(name="t")) == direct.state
+
+
+def test_the_direct_pointer_query_still_refuses_a_revoked_token_and_misses(api, table, editor):
+    load(api)
+    digest = auth.digest_of(api.headers["Authorization"].removeprefix("Bearer "))
+    with pytest.raises(table_loads.NoSuchTable):
+        table_loads.pointer("ns", "missing", token_digest=digest)
+    CatalogClient.objects.update(active=False)
+    for name in ("t", "missing"):
+        with pytest.raises(auth.InvalidCredentials):
+            table_loads.pointer("ns", name, token_digest=digest)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
+def test_on_postgresql_the_pointer_query_is_prepared_once_per_connection(api, table):
+    for _ in range(3):
+        assert load(api).status_code == 200
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%catalog_accesstoken%"],
+        )
+        [(prepared,)] = cursor.fetchall()
+    assert prepared == 1
+
+
 def test_the_cache_of_bodies_is_bounded_in_bytes_and_never_answers_an_older_pointer(
     api, table, monkeypatch
 ):

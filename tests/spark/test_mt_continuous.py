@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from tests.refresh_stack import RefreshStack, refresh_stack
 from tests.spark.conftest import rest_catalog_conf
-from tests.spark.test_mt_end_to_end import current_summary, source_state
+from tests.spark.test_mt_end_to_end import current_summary, source_state, verify
 
 NS = "live"
 FILTER = "SELECT id, k, v FROM events WHERE v > 0"
@@ -263,17 +263,6 @@ def test_a_sigkilled_streaming_process_resumes_from_its_checkpoints(stack, st):
     assert len(ids) == len(set(ids)), "no row was written twice"
 
 
-def _verify(stack: RefreshStack, table: str, snapshots: int) -> list[dict]:
-    response = stack.api.post(
-        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/{table}/verify",
-        json={"snapshots": snapshots},
-        timeout=30,
-    )
-    answer = stack.follow(response)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["verifications"]
-
-
 def test_a_manual_refresh_under_steady_appends_pauses_the_stream_and_every_snapshot_verifies(
     stack, st
 ):
@@ -311,7 +300,7 @@ def test_a_manual_refresh_under_steady_appends_pauses_the_stream_and_every_snaps
     ids = [row[0] for row in rows(st, f"SELECT id FROM st.{NS}.filtered")]
     assert len(ids) == len(set(ids)), "no row was written twice"
     # The refresh's snapshot and the micro-batches around it each answer their sources.
-    verdicts = _verify(stack, "filtered", snapshots=10)
+    verdicts = verify(stack, "filtered", snapshots=10, namespace=NS)
     assert len(verdicts) >= 2
     assert {v["verdict"] for v in verdicts} == {"EXACT"}, verdicts
     assert run["snapshot_id"] in {v["snapshot_id"] for v in verdicts}

@@ -562,9 +562,10 @@ def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(s
     assert any(reason.startswith("full: source ") for reason in reasons)
 
 
-def _verify(stack: RefreshStack, table: str, snapshots: int) -> list[dict]:
+def verify(stack: RefreshStack, table: str, snapshots: int, namespace: str = NS) -> list[dict]:
+    """The verdicts of a verification asked through the API (a Spark job), once it ran."""
     response = stack.api.post(
-        f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/{table}/verify",
+        f"{stack.server.base_url}/api/namespaces/{namespace}/materialized-tables/{table}/verify",
         json={"snapshots": snapshots},
         timeout=30,
     )
@@ -576,7 +577,7 @@ def _verify(stack: RefreshStack, table: str, snapshots: int) -> list[dict]:
 def test_every_refreshed_snapshot_verifies_exact_and_a_forged_one_is_caught(stack, st):
     # keyed went through incremental (MERGE) and full refreshes above, and sources moved on
     # since: each snapshot is checked at the source snapshots it records (time travel).
-    verdicts = _verify(stack, "keyed", snapshots=4)
+    verdicts = verify(stack, "keyed", snapshots=4)
     assert len(verdicts) == 4
     assert {v["verdict"] for v in verdicts} == {"EXACT"}, verdicts
 
@@ -585,7 +586,7 @@ def test_every_refreshed_snapshot_verifies_exact_and_a_forged_one_is_caught(stac
     forged = st.createDataFrame([("zz-forged", 1.0, 1)], "day STRING, total DOUBLE, n BIGINT")
     forged = forged.select(*[c for c in st.table(f"st.{NS}.keyed").columns])
     forged.writeTo(f"st.{NS}.keyed").option("snapshot-property.refresh-state", state).append()
-    [verdict] = _verify(stack, "keyed", snapshots=1)
+    [verdict] = verify(stack, "keyed", snapshots=1)
     assert (verdict["verdict"], verdict["missing_rows"], verdict["extra_rows"]) == (
         "DIFFERS",
         0,
@@ -610,5 +611,5 @@ def test_a_table_over_another_materialized_table_records_and_verifies_against_it
     state = json.loads(current_summary(stack, f"{NS}.rollup")["refresh-state"])
     # The cascade's source is the materialized table, at the snapshot its reader read.
     assert state["source-states"] == [source_state(stack, f"{NS}.keyed")]
-    [verdict] = _verify(stack, "rollup", snapshots=1)
+    [verdict] = verify(stack, "rollup", snapshots=1)
     assert verdict["verdict"] == "EXACT", verdict

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 
 import pytest
+from django.db import connections
 from django.test import RequestFactory
+from django.utils import timezone
 
 from catalog.core.errors import InvalidInput
 from catalog.iceberg_rest.etags import TableState, none_match_fails, snapshots_mode, table_tag
-from catalog.iceberg_rest.table_loads import BodyCache
+from catalog.iceberg_rest.table_loads import BodyCache, _canonical_uuid, _now_as_taken_by
 
 STATE = TableState("file:///w/ns/t/metadata/00001-a.metadata.json", "0f0e-uuid", 1700000000000)
 
@@ -132,3 +135,34 @@ def test_threads_filling_the_cache_at_once_keep_its_bound():
 
     assert cache.size <= 1000
     assert cache.size == sum(len(cache.get(s) or b"") for s in list(cache._entries))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "6efa128ab252489eac4f801d0bf51641",
+        "6EFA128AB252489EAC4F801D0BF51641",
+        "6efa128a-b252-489e-ac4f-801d0bf51641",
+        uuid.UUID("6efa128a-b252-489e-ac4f-801d0bf51641"),
+    ],
+)
+def test_a_uuid_read_from_any_database_has_its_canonical_text(value):
+    assert _canonical_uuid(value) == "6efa128a-b252-489e-ac4f-801d0bf51641"
+
+
+def test_the_time_passed_to_sqlite_is_what_django_would_pass():
+    db = connections["default"]
+    if db.vendor != "sqlite":
+        pytest.skip("SQLite's text form of a time")
+    before = db.ops.adapt_datetimefield_value(timezone.now())
+    ours = _now_as_taken_by(db)(db)
+    after = db.ops.adapt_datetimefield_value(timezone.now())
+
+    assert isinstance(ours, str)
+    assert before <= ours <= after
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{6})?", ours)
+
+
+def test_the_current_tag_alone_matches_without_parsing_a_list():
+    assert none_match_fails(TAG, TAG)
+    assert not none_match_fails(table_tag(STATE, "refs"), TAG)

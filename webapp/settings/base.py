@@ -95,6 +95,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
     )
 
+if (
+    DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    and env("DB_PREPARED_STATEMENTS", "1") == "1"
+):
+    # Server-side prepared statements (psycopg 3), which Django turns off by default: the
+    # ORM's own queries still bind on the client and are never prepared; only load-table's
+    # pointer query asks for one (catalog/iceberg_rest/table_loads.py), so that PostgreSQL
+    # plans it once per connection instead of on every load. Connections are kept
+    # (conn_max_age above), so each is prepared once per 60 s. A pooler in transaction mode
+    # that cannot carry them (PgBouncer before 1.21) needs DB_PREPARED_STATEMENTS=0.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
