@@ -613,3 +613,27 @@ def test_a_table_over_another_materialized_table_records_and_verifies_against_it
     assert state["source-states"] == [source_state(stack, f"{NS}.keyed")]
     [verdict] = verify(stack, "rollup", snapshots=1)
     assert verdict["verdict"] == "EXACT", verdict
+
+
+def test_the_verify_command_runs_its_own_spark_and_exits_1_when_a_snapshot_differs(stack):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "manage.py", "verify_materialized_table"]
+    root = Path(__file__).resolve().parents[2]
+    exact = subprocess.run(
+        [*command, f"{NS}.rollup"], env=stack.server.env, capture_output=True, text=True, cwd=root
+    )
+    assert exact.returncode == 0, exact.stderr[-2000:]
+    assert ": EXACT" in exact.stdout
+    # keyed's newest snapshot is the forged one (above).
+    differs = subprocess.run(
+        [*command, f"{NS}.keyed", "--snapshots", "2"],
+        env=stack.server.env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert differs.returncode == 1, differs.stderr[-2000:]
+    assert "DIFFERS (0 rows missing, 1 extra)" in differs.stdout
+    assert "1 of 2 snapshots differ" in differs.stderr
