@@ -6,6 +6,9 @@ plan (a filter) and a merge plan (a GROUP BY with a primary key). A delete or an
 stops the stream (Iceberg's stream source refuses it), and the table is recomputed as the
 streaming process recomputes it. Afterwards each snapshot of the table with a refresh state
 passes the verifier (refresh.spark.verify), and the table equals its query over the source.
+A second materialized table over the first (a cascade, refreshed FULL at random moments with
+refresh.spark.changes.recompute at the snapshot of the first it records) verifies against
+the snapshots of the first it read.
 
 The stream runs with the streaming process's Django-free code (refresh.spark.streaming) in
 this test's Spark session; micro-batches are waited for with `processAllAvailable`."""
@@ -27,7 +30,7 @@ from pyspark.sql import SparkSession
 from refresh.core.definition import MERGE_ON_READ
 from refresh.core.refresh_state import read, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream
-from refresh.spark import streaming, verify
+from refresh.spark import changes, streaming, verify
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 
@@ -50,6 +53,7 @@ operation = st.one_of(
     st.tuples(st.just("manual refresh"), rows),
     st.tuples(st.just("delete"), st.integers(0, 2)),
     st.tuples(st.just("overwrite"), st.integers(0, 2)),
+    st.tuples(st.just("cascade refresh"), st.none()),
 )
 histories = st.lists(operation, min_size=3, max_size=8)
 #: A manual refresh while a writer keeps appending, then a delete the stream cannot follow.
@@ -59,9 +63,14 @@ TYPICAL = [
     ("manual refresh", [(3, 45)]),
     ("append", [(1, 90)]),
     ("batch", None),
+    ("cascade refresh", None),
     ("delete", 0),
     ("append", [(4, 60)]),
+    ("batch", None),
+    ("cascade refresh", None),
 ]
+#: The cascade: a FULL materialized table over the continuous one.
+ROLLUP = "SELECT count(*) AS keys, count(DISTINCT customer) AS customers FROM mt"
 _namespaces = itertools.count(1)
 
 
@@ -150,8 +159,26 @@ class Stream:
         if self.running is not None and self.running.isActive:
             self.running.stop()
 
-    def verify_every_snapshot(self) -> int:
-        rows_ = self.spark.sql(f"SELECT snapshot_id, summary FROM {self.name('mt')}.snapshots")
+    def cascade_refresh(self) -> None:
+        """The rollup recomputed over the continuous table at its snapshot now, recorded."""
+        table = self.spark.table(f"{self.name('mt')}.refs").where("name = 'main'").collect()
+        snapshot = table[0]["snapshot_id"] if table else None
+        state = refresh_state(
+            version=1, sources={f"{self.namespace}.mt": ("", snapshot)}, started_ms=0
+        )
+        changes.recompute(
+            self.spark,
+            query=ROLLUP,
+            target=[CATALOG, self.namespace, "rollup"],
+            catalog=CATALOG,
+            namespace=[self.namespace],
+            pins={(self.namespace, "mt"): snapshot},
+            properties=state.summary(),
+        )
+
+    def verify_every_snapshot(self, table: str = "mt", query: str | None = None) -> int:
+        query = query or self.query
+        rows_ = self.spark.sql(f"SELECT snapshot_id, summary FROM {self.name(table)}.snapshots")
         verified = 0
         for row in rows_.collect():
             state = read(row["summary"])
@@ -159,14 +186,14 @@ class Stream:
                 continue
             verdict = verify.verify_snapshot(
                 self.spark,
-                query=self.query,
-                target=[CATALOG, self.namespace, "mt"],
+                query=query,
+                target=[CATALOG, self.namespace, table],
                 snapshot_id=row["snapshot_id"],
                 pins={(*s.namespace, s.name): s.snapshot_id for s in state.source_states},
                 namespace=[self.namespace],
                 catalog=CATALOG,
             )
-            assert verdict.exact, (self.query, row["snapshot_id"], verdict)
+            assert verdict.exact, (query, row["snapshot_id"], verdict)
             verified += 1
         return verified
 
@@ -196,6 +223,9 @@ def _stream(session: SparkSession, shape: str, folder: Path) -> Stream:
         f"CREATE TABLE {CATALOG}.{namespace}.mt USING iceberg TBLPROPERTIES ({properties}) "
         f"AS SELECT * FROM ({query}) WHERE false"
     )
+    session.sql(
+        f"CREATE TABLE {CATALOG}.{namespace}.rollup (keys BIGINT, customers BIGINT) USING iceberg"
+    )
     plan = plan_stream(query, namespace=[namespace], catalog=CATALOG, primary_key=key)
     return Stream(session, query, plan, namespace, folder / namespace)
 
@@ -223,6 +253,8 @@ def test_every_snapshot_of_a_continuous_table_answers_what_it_records(
                     stream.append(argument)
                 elif kind == "batch":
                     stream.batches()
+                elif kind == "cascade refresh":
+                    stream.cascade_refresh()
                 elif kind == "manual refresh":
                     stream.append(argument)  # a writer keeps appending meanwhile
                     stream.manual_refresh()
@@ -230,7 +262,9 @@ def test_every_snapshot_of_a_continuous_table_answers_what_it_records(
                     stream.change(kind, argument)
             stream.append([(2, 99)])
             stream.batches()
+            stream.cascade_refresh()
             assert stream.verify_every_snapshot() >= 2
+            assert stream.verify_every_snapshot("rollup", ROLLUP) >= 1
             table = session.sql(f"SELECT * FROM {stream.name('mt')}").collect()
             expected = session.sql(stream.query).collect()
             assert sorted(map(tuple, table)) == sorted(map(tuple, expected))
