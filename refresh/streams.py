@@ -356,6 +356,7 @@ class Supervisor:
         if run is None:
             return
         mt = run.materialized_table
+        old_checkpoint = mt.stream_checkpoint
         beating = Heartbeat(run)
         beating.start()
         try:
@@ -409,6 +410,9 @@ class Supervisor:
             source_snapshots={k: (v[0] if v else None) for k, v in pins.items()},
             data_timestamp=run.started_at,
         )
+        # The old definition's stream never resumes: its checkpoint would only pile up.
+        if old_checkpoint:
+            _delete_checkpoint(old_checkpoint)
 
     def _stop(self, running: Running) -> None:
         try:
@@ -433,6 +437,8 @@ class Supervisor:
             return
         if error is not None and any(word in str(error) for word in _REWRITTEN_SOURCE):
             MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
+            # The recompute starts a new checkpoint; this one cannot be resumed.
+            _delete_checkpoint(running.checkpoint)
             history.record_change(
                 mt.table,
                 actor=None,

@@ -273,6 +273,7 @@ def test_a_manual_refresh_under_steady_appends_pauses_the_stream_and_every_snaps
             append(st, 2)
             time.sleep(0.5)
 
+    old_checkpoint = mt_row(stack, "filtered")["stream_checkpoint"]
     feeder = threading.Thread(target=feed, name="feeder")
     feeder.start()
     try:
@@ -292,6 +293,7 @@ def test_a_manual_refresh_under_steady_appends_pauses_the_stream_and_every_snaps
         run = stack.run(run_id)
         assert (run["state"], run["action"]) == ("SUCCEEDED", "FULL"), run
         assert "stream paused" in run["reason"] and run["worker"].startswith("streams:")
+        assert not Path(old_checkpoint).exists(), "the stream went on from a new checkpoint"
         time.sleep(3)  # the stream resumes under the same steady appends
     finally:
         stop.set()
@@ -329,8 +331,12 @@ def test_set_freshness_moves_a_table_to_a_schedule_and_back(stack, st):
 
 
 def test_alter_as_adding_a_column_and_a_rollback_give_the_rows_of_each_definition(stack, st):
+    old_checkpoint = mt_row(stack, "filtered")["stream_checkpoint"]
     ok(stack, f"ALTER MATERIALIZED TABLE filtered AS {WIDER}")
     follows(stack, st, "filtered", WIDER, "the new definition")
+    # The old definition's checkpoint is gone (it never resumes); the new one is there.
+    assert old_checkpoint and not Path(old_checkpoint).exists()
+    assert Path(mt_row(stack, "filtered")["stream_checkpoint"]).exists()
     append(st, 3)
     follows(stack, st, "filtered", WIDER, "the new definition to follow appends")
     assert mt_row(stack, "filtered")["current_version"] == 2
