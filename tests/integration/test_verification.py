@@ -84,6 +84,9 @@ def given_verdict(monkeypatch):
         return answer["verdict"]
 
     monkeypatch.setattr(analysis, "verify_snapshot", verify_snapshot)
+    # A job run here tags no Spark jobs: tagging would start this process's Spark session,
+    # which the Spark tests' own session (the same JVM when one pytest runs them all) reuses.
+    monkeypatch.setattr(analysis, "_spark_group", lambda group, description: None)
     return asked, answer
 
 
