@@ -105,27 +105,28 @@ def state_of(*, version: int, snapshots: dict[str, int | None], started_ms: int)
     """The refresh state a refresh of definition `version` records in its snapshot: every
     source table it read ("ns.table" -> snapshot, as `source_snapshots` found them) with
     its table UUID (one query)."""
-    uuids: dict[str, str] = {}
-    names = {tuple(q.rsplit(".", 1)) for q in snapshots}
-    if names:
-        rows = Table.objects.filter(
-            namespace__name__in={ns for ns, _ in names}, name__in={n for _, n in names}
-        ).values_list("namespace__name", "name", "uuid")
-        uuids = {f"{ns}.{name}": str(uuid) for ns, name, uuid in rows if (ns, name) in names}
+    uuids = source_uuids(snapshots)
     return refresh_state(
         version=version,
-        sources={q: (uuids.get(q, ""), snapshot) for q, snapshot in snapshots.items()},
+        sources={q: (uuids[q], snapshot) for q, snapshot in snapshots.items()},
         started_ms=started_ms,
     )
 
 
 def source_uuids(names: Iterable[str]) -> dict[str, str]:
-    """Each source table's UUID ("ns.table" -> uuid, "" for one not found), as `state_of`
-    records them: what the streaming process hands its Django-free Spark side, whose
-    micro-batches make their refresh states themselves."""
-    unread: dict[str, int | None] = dict.fromkeys(names)
-    state = state_of(version=0, snapshots=unread, started_ms=0)
-    return {source.qualified: source.uuid for source in state.source_states}
+    """Each source table's UUID ("ns.table" -> uuid, "" for one not found), in one query:
+    what `state_of` records, and what the streaming process hands its Django-free Spark
+    side, whose micro-batches make their refresh states themselves."""
+    wanted = {tuple(q.rsplit(".", 1)): q for q in names}
+    uuids = dict.fromkeys(wanted.values(), "")
+    if wanted:
+        rows = Table.objects.filter(
+            namespace__name__in={ns for ns, _ in wanted}, name__in={n for _, n in wanted}
+        ).values_list("namespace__name", "name", "uuid")
+        for ns, name, uuid in rows:
+            if (ns, name) in wanted:
+                uuids[wanted[(ns, name)]] = str(uuid)
+    return uuids
 
 
 def plan_of(mt: MaterializedTable) -> StreamPlan | str:
