@@ -7,6 +7,8 @@ it: the definition (query, freshness, mode, options), the state, and the schedul
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -72,6 +74,14 @@ class MaterializedTable(models.Model):
     stream_start = models.JSONField(default=dict, blank=True)
     #: RESUME WITH's options for the streaming query (until the next SUSPEND).
     stream_options = models.JSONField(default=dict, blank=True)
+    #: CONTINUOUS tables: the streaming host that holds the table's lease (only it runs the
+    #: table's query), since when it holds it, and until when the lease is valid unless
+    #: renewed (refresh.stream_hosts: claims are conditional updates on these three).
+    stream_host = models.ForeignKey(
+        "StreamHost", null=True, blank=True, on_delete=models.SET_NULL, related_name="tables"
+    )
+    stream_host_since = models.DateTimeField(null=True, blank=True)
+    stream_lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["table__namespace__name", "table__name"]
@@ -82,6 +92,26 @@ class MaterializedTable(models.Model):
     @property
     def freshness(self) -> Freshness:
         return Freshness(self.freshness_value, TimeUnit(self.freshness_unit))
+
+
+class StreamHost(models.Model):
+    """One streaming process (`manage.py run_streams`) while it lives: it beats every
+    `STREAM_LEASE_SECONDS / 3` and is live while its last beat is younger than
+    `STREAM_LEASE_SECONDS`. A process that stops cleanly deletes its row (its tables' leases
+    go free with it); a dead one's row is deleted by the live hosts later."""
+
+    #: Unique per process: a restarted process on the same host and pid is another host.
+    token = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    #: "hostname:pid", shown on the tables' pages.
+    name = models.TextField()
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class MaterializedTableVersion(models.Model):

@@ -212,6 +212,9 @@ MT_FAILURES_BEFORE_SUSPEND = int(env("MT_FAILURES_BEFORE_SUSPEND", "5"))
 # A running refresh reports every few seconds; one silent this long lost its worker.
 MT_HEARTBEAT_SECONDS = 5
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
+# Streaming hosts (manage.py run_streams) hold each continuous table on a lease this long,
+# renewed every third of it: a host silent this long loses its tables to the others.
+STREAM_LEASE_SECONDS = float(env("STREAM_LEASE_SECONDS", "30"))
 # A view column whose type sqlglot cannot derive is typed by a worker's Spark when one runs.
 VIEW_TYPES_FROM_SPARK = env("VIEW_TYPES_FROM_SPARK", "1") == "1"
 CELERY_BEAT_SCHEDULE["fail-abandoned-refreshes"] = {
