@@ -16,7 +16,6 @@ streaming process's CPU seconds (its Python and its JVM) per 1,000 rows.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -27,32 +26,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and all its descendants (from /proc)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks
-        pending.extend(children.get(current, []))
-    return total
 
 
 def main() -> None:
@@ -67,6 +40,7 @@ def main() -> None:
     from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.expressions import GreaterThan
 
+    from bench.processes import cpu_seconds
     from bench.refresh import _redis
     from tests.refresh_stack import refresh_stack
 

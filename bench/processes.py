@@ -1,0 +1,49 @@
+"""CPU and memory of a process with everything it started (its Spark JVM, gunicorn's
+workers), from /proc: what the benches charge to each of the stack's processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (which may hold spaces)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and all its descendants alive now."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(children.get(current, []))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and all its descendants."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for member in tree(pid):
+        if (fields := _stat(member)) is not None:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process and all its descendants."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for member in tree(pid):
+        if (fields := _stat(member)) is not None:
+            total += int(fields[21]) * page
+    return total
