@@ -287,11 +287,30 @@ def progress(job: SparkJob | None, body: dict[str, Any]) -> None:
         SparkJob.objects.filter(pk=job.pk, state=SparkJob.State.RUNNING).update(result=body)
 
 
-def run(job_id: int) -> str:
-    """Claim the job and run its operation with this worker's Spark."""
+def run(job_id: int, *, hops: int = 0) -> str:
+    """Claim the job and run its operation with this worker's Spark; or, when this worker
+    is busy and another idle, put it back on the queue for that one (catalog.workers)."""
+    if workers.hand_over(hops) and _hand_on(job_id, hops + 1):
+        return "handed to an idle worker"
     job = claim(job_id)
     if job is None:
         return "not claimed"
+    with workers.occupied():
+        return _run(job)
+
+
+def _hand_on(job_id: int, hops: int) -> bool:
+    from celery import current_app
+
+    try:
+        current_app.send_task("catalog.run_spark_job", args=[job_id], kwargs={"hops": hops})
+    except Exception:  # noqa: BLE001 - the broker is down: run it here instead
+        logger.warning("Spark job %s could not be handed on; running it here", job_id)
+        return False
+    return True
+
+
+def _run(job: SparkJob) -> str:
     group = f"lakeview-job-{job.pk}"
     watch = _Watch(job, group)
     watch.start()

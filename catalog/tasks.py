@@ -14,11 +14,12 @@ def purge_expired_tokens() -> int:
 
 
 @shared_task(name="catalog.run_spark_job")
-def run_spark_job(job_id: int) -> str:
-    """A Spark job a web request asked for (catalog.jobs): claim it and run it."""
+def run_spark_job(job_id: int, hops: int = 0) -> str:
+    """A Spark job a web request asked for (catalog.jobs): claim it and run it (`hops`:
+    how many busy workers handed it on already)."""
     from catalog import jobs
 
-    return jobs.run(job_id)
+    return jobs.run(job_id, hops=hops)
 
 
 @shared_task(name="catalog.fail_abandoned_jobs")

@@ -10,11 +10,13 @@ nothing could be queued."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
@@ -57,7 +59,81 @@ def forget(worker: str | None = None) -> None:
     pipe = _redis().pipeline()
     pipe.zrem(_key(), member)
     pipe.hdel(f"{settings.WORKERS_KEY}:started", member)
+    pipe.hdel(_busy_key(), member)
     pipe.execute()
+
+
+# -- several workers: work goes to an idle one --------------------------------------------
+#
+# Each worker process has its own Spark (a driver; on a cluster, its own executors), so a
+# worker already running a refresh or a job is not where the next one should go while
+# another sits idle: Spark would run the two side by side on one driver's cores. Celery
+# gives a message to whichever worker asks first, busy or not. So a worker that receives a
+# refresh or a Spark job while it runs one, and sees another alive worker running nothing,
+# puts the message back on the queue (at most MAX_HOPS times, then runs it itself): the
+# idle worker, blocked waiting on the queue for longer, is handed it next by Redis.
+# Claims stay conditional updates, so a message handed on twice still runs once.
+
+#: How many times one message may be handed on before a busy worker runs it anyway.
+MAX_HOPS = 3
+
+_running = 0
+_running_lock = threading.Lock()
+
+
+def _busy_key() -> str:
+    return f"{settings.WORKERS_KEY}:busy"
+
+
+def _publish(count: int, worker: str | None = None) -> None:
+    try:
+        _redis().hset(_busy_key(), worker or name(), count)
+    except Exception:  # noqa: BLE001 - then others take this worker as idle: a wasted hop
+        logger.warning("Redis cannot be reached to say how busy this worker is")
+
+
+@contextlib.contextmanager
+def occupied() -> Iterator[None]:
+    """This process runs a refresh or a Spark job while the block runs (said in Redis)."""
+    global _running
+    with _running_lock:
+        _running += 1
+        count = _running
+    _publish(count)
+    try:
+        yield
+    finally:
+        with _running_lock:
+            _running -= 1
+            count = _running
+        _publish(count)
+
+
+def running_here() -> int:
+    return _running
+
+
+def idle_elsewhere(*, me: str | None = None) -> bool:
+    """Whether another worker that said it is alive runs nothing now."""
+    me = me or name()
+    since = time.time() - settings.WORKER_SILENT_AFTER_SECONDS
+    client = _redis()
+    alive = [member.decode() for member in client.zrangebyscore(_key(), since, "+inf")]
+    busy = {key.decode(): int(value) for key, value in client.hgetall(_busy_key()).items()}
+    return any(member != me and busy.get(member, 0) == 0 for member in alive)
+
+
+def hand_over(hops: int) -> bool:
+    """Whether a message that reached this worker should go back to the queue for an idle
+    worker: this one runs something, another runs nothing, and it was not handed on
+    MAX_HOPS times already. False when Redis cannot be asked (then it runs here)."""
+    if hops >= MAX_HOPS or running_here() == 0:
+        return False
+    try:
+        return idle_elsewhere()
+    except Exception:  # noqa: BLE001 - no answer: run it here rather than lose it
+        logger.warning("Redis cannot be reached to find an idle worker")
+        return False
 
 
 def alive() -> bool:

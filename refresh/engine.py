@@ -42,6 +42,7 @@ def session_config(app_name: str = "lakeview-refresh-worker") -> SparkSessionCon
         },
         driver_memory=settings.SPARK_DRIVER_MEMORY,
         shuffle_partitions=settings.SPARK_SHUFFLE_PARTITIONS,
+        extra_conf={str(key): str(value) for key, value in settings.SPARK_CONF.items()},
     )
 
 

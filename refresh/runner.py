@@ -26,13 +26,15 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from catalog import workers
 from refresh import engine, leases, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
@@ -52,9 +54,29 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
 
 
-def run_scheduled(materialized_table_id: int, options: dict[str, str] | None = None) -> int | None:
-    """A tick of a table's schedule: a run for the planned tick (not the moment the worker
-    got the message), with the partition that tick refreshes; then run it here."""
+def run_scheduled(
+    materialized_table_id: int,
+    options: dict[str, str] | None = None,
+    *,
+    sent_at: float | None = None,
+    hops: int = 0,
+) -> int | None:
+    """A tick of a table's schedule: a run for the planned tick, the one at or before the
+    moment beat sent it (`sent_at`, seconds since the epoch: webapp.celery stamps it), not
+    the moment a worker got the message; so a tick that waited in the queue past the next
+    one is still its own run, and its start says how late it is. With the partition that
+    tick refreshes; then run here, or handed on to an idle worker (catalog.workers)."""
+    if workers.hand_over(hops):
+        try:
+            current_app.send_task(
+                "refresh.scheduled_refresh",
+                args=[materialized_table_id, options],
+                kwargs={"sent_at": sent_at or time.time(), "hops": hops + 1},
+            )
+        except Exception:  # noqa: BLE001 - the broker is down: run it here instead
+            logger.warning("A tick of table %s could not be handed on", materialized_table_id)
+        else:
+            return None
     mt = (
         MaterializedTable.objects.select_related("table__namespace")
         .filter(pk=materialized_table_id)
@@ -62,7 +84,8 @@ def run_scheduled(materialized_table_id: int, options: dict[str, str] | None = N
     )
     if mt is None or mt.state != MaterializedTable.State.ACTIVATED:
         return None
-    tick = planned_tick(timezone.now(), mt.freshness)
+    sent = datetime.fromtimestamp(sent_at, UTC) if sent_at else timezone.now()
+    tick = planned_tick(min(sent, timezone.now()), mt.freshness)
     try:
         partition = scheduled_partition(tick, mt.freshness, mt.options, table=str(mt))
         run = services.enqueue(
@@ -74,7 +97,7 @@ def run_scheduled(materialized_table_id: int, options: dict[str, str] | None = N
         )
     except services.AlreadyExists:
         return None  # this tick has its run already (a redelivered or doubled tick)
-    execute(run.pk)
+    execute(run.pk, hops=MAX_HOPS_DONE)
     return run.pk
 
 
@@ -95,9 +118,13 @@ _slots: threading.BoundedSemaphore | None = None
 _slots_lock = threading.Lock()
 
 
-def execute(run_id: int) -> str:
+def execute(run_id: int, *, hops: int = 0) -> str:
     """Claim and run one refresh; returns the run's final state (or why nothing ran). When
-    every refresh thread is busy, the run is sent again a moment later, still QUEUED."""
+    every refresh thread is busy, the run is sent again a moment later, still QUEUED; when
+    this worker runs something and another runs nothing, it is handed on to that one
+    (catalog.workers; `hops`: how many workers did so already)."""
+    if workers.hand_over(hops) and _hand_on(run_id, hops + 1):
+        return "handed to an idle worker"
     slots = refresh_slots()
     if not slots.acquire(blocking=False):
         run = RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).first()
@@ -105,9 +132,25 @@ def execute(run_id: int) -> str:
             services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
         return "waiting for a refresh thread"
     try:
-        return _execute(run_id)
+        with workers.occupied():
+            return _execute(run_id)
     finally:
         slots.release()
+
+
+#: A scheduled tick's run, made on a worker that already chose to run it, is not handed on.
+MAX_HOPS_DONE = workers.MAX_HOPS
+
+
+def _hand_on(run_id: int, hops: int) -> bool:
+    if not RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).exists():
+        return False  # taken or finished: the claim below says so
+    try:
+        current_app.send_task("refresh.run_refresh", args=[run_id], kwargs={"hops": hops})
+    except Exception:  # noqa: BLE001 - the broker is down: run it here instead
+        logger.warning("Refresh run %s could not be handed on; running it here", run_id)
+        return False
+    return True
 
 
 def _execute(run_id: int) -> str:

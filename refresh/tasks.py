@@ -4,25 +4,38 @@ function each (refresh.runner on the worker side, refresh.services for housekeep
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 
 
 @shared_task(name="refresh.run_refresh")
-def run_refresh(run_id: int) -> str:
-    """A queued run (CREATE, MANUAL, API): claim it and run it."""
+def run_refresh(run_id: int, hops: int = 0) -> str:
+    """A queued run (CREATE, MANUAL, API): claim it and run it (`hops`: how many busy
+    workers handed it on already)."""
     from refresh import runner
 
-    return runner.execute(run_id)
+    return runner.execute(run_id, hops=hops)
 
 
-@shared_task(name="refresh.scheduled_refresh")
-def scheduled_refresh(materialized_table_id: int, options: dict | None = None) -> int | None:
-    """A tick of a table's schedule (celery-beat sends it; refresh.schedules names it)."""
+@shared_task(name="refresh.scheduled_refresh", bind=True)
+def scheduled_refresh(
+    self: Any,
+    materialized_table_id: int,
+    options: dict | None = None,
+    sent_at: float | None = None,
+    hops: int = 0,
+) -> int | None:
+    """A tick of a table's schedule (celery-beat sends it; refresh.schedules names it). When
+    beat sent it is in the message's `lakeview_sent_at` header (webapp.celery stamps it),
+    or in `sent_at` once a busy worker handed it on."""
     from refresh import runner
 
-    return runner.run_scheduled(materialized_table_id, options)
+    stamped = sent_at or self.request.get("lakeview_sent_at")
+    return runner.run_scheduled(
+        materialized_table_id, options, sent_at=float(stamped) if stamped else None, hops=hops
+    )
 
 
 @shared_task(name="refresh.fail_abandoned_runs")

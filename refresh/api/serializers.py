@@ -228,6 +228,9 @@ class RefreshRunSerializer(serializers.ModelSerializer):
         source="requested_by.username", read_only=True, allow_null=True, default=None
     )
     duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
+    start_delay_seconds = serializers.SerializerMethodField(
+        help_text="A scheduled run: how long after its planned tick (schedule_time) it started"
+    )
     # Plain text, not an enum: two models have a "state" (drf-spectacular's enum names).
     state = serializers.CharField(help_text=", ".join(RefreshRun.State.values))
     namespace = serializers.SerializerMethodField()
@@ -253,6 +256,7 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "duration_seconds",
+            "start_delay_seconds",
             "worker",
             "heartbeat_at",
             "rows_written",
@@ -269,6 +273,14 @@ class RefreshRunSerializer(serializers.ModelSerializer):
     def _table(self, run: RefreshRun) -> Any:
         mt = run.materialized_table
         return mt.table if mt is not None else None
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_start_delay_seconds(self, run: RefreshRun) -> float | None:
+        """Started minus the planned tick: a tick that waited for a worker says how long
+        (a tick never waits unseen: webapp.celery stamps when beat sent it)."""
+        if run.schedule_time is None or run.started_at is None:
+            return None
+        return round((run.started_at - run.schedule_time).total_seconds(), 3)
 
     def get_namespace(self, run: RefreshRun) -> str | None:
         table = self._table(run)

@@ -182,6 +182,11 @@ VIEW_DIALECTS = env_list("VIEW_DIALECTS", "spark,trino")
 
 SPARK_MASTER = env("SPARK_MASTER", "local[2]")
 SPARK_JARS_DIR = env("SPARK_JARS_DIR", str(BASE_DIR / "var" / "jars"))
+# More Spark properties for every session the app starts (the workers', the streaming
+# hosts'), as a JSON object: what a cluster needs, such as
+# {"spark.cores.max": "1", "spark.executor.memory": "512m", "spark.driver.host": "10.0.0.5"}.
+# The sandbox's settings cannot be changed here (refresh/spark/session.py refuses).
+SPARK_CONF = json.loads(env("SPARK_CONF", "{}") or "{}")
 
 LOGGING = {
     "version": 1,
@@ -251,6 +256,9 @@ WORKER_INTERACTIVE_THREADS = int(env("WORKER_INTERACTIVE_THREADS", "1"))
 # The worker logs through LOGGING above (one line per record) instead of its own handlers.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_CONCURRENCY = int(env("CELERY_WORKER_CONCURRENCY", "4"))
+# A worker reserves no more messages than it has threads: with several workers, messages
+# a busy one would hold unstarted go to one that can start them (refreshes are long).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A refresh the worker died in is failed by heartbeat (above), never redelivered an hour
 # later by Redis's visibility timeout into a table that has moved on.
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
