@@ -24,5 +24,12 @@ class RefreshConfig(AppConfig):
         previews.SPARK_READER = analysis.preview_with_spark
         jobs.use_executor(analysis.EXECUTOR)
 
+        # A streaming host's micro-batch commits only while it holds the table's lease.
+        from catalog.services import kernel
+        from refresh import stream_hosts
+
+        if stream_hosts.check_commit not in kernel.COMMIT_GUARDS:
+            kernel.COMMIT_GUARDS.append(stream_hosts.check_commit)
+
         # This app's job kinds (catalog.jobs.KINDS).
         from refresh import operations  # noqa: F401

@@ -1,11 +1,15 @@
-"""The streaming process: one long-running process (`manage.py run_streams`) hosting the
-streaming query of every ACTIVATED continuous materialized table in one Spark session.
+"""The streaming process: a long-running process (`manage.py run_streams`) hosting the
+streaming queries of ACTIVATED continuous materialized tables in one Spark session. Any
+number of them share the tables through leases in the database (refresh.stream_hosts): each
+runs the queries of the tables it holds, at most its fair share, and takes over the tables
+of a host that died once their leases end, from their checkpoints.
 
-It reads the desired state from the database every few seconds and makes it so: it starts
-a query for each active continuous table, stops (between micro-batches, keeping the
-checkpoint) the query of a table suspended, dropped or switched to FULL, and restarts one
-whose definition, freshness, options or checkpoint changed. The only writer of the tables'
-`stream_*` columns.
+It reads the desired state from the database every few seconds and makes it so: it claims
+its share of the active continuous tables and starts a query for each table it holds, gives
+up tables above its share, stops (between micro-batches, keeping the checkpoint) the query
+of a table suspended, dropped or switched to FULL, given up or taken over, restarts one
+whose definition, freshness, options or checkpoint changed. The table's lease holder is the
+only writer of its `stream_*` columns.
 
 - A table with no checkpoint is loaded first (its sources pinned at their current
   snapshots, one overwrite), then streamed from just after those snapshots. That is how a
@@ -18,10 +22,13 @@ whose definition, freshness, options or checkpoint changed. The only writer of t
 - Every commit, load or micro-batch, records in its snapshot summary what it answers
   (refresh.core.refresh_state): the definition version it runs and each source's table
   UUID, which this process passes to the Django-free Spark side, with the snapshot read.
-- If the process dies, the next start resumes every query from its checkpoint."""
+- If the process dies, another host (or the next start) resumes its queries from their
+  checkpoints once their leases end; a micro-batch commits only while its host holds the
+  table's lease."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -40,10 +47,10 @@ from django.utils import timezone
 
 from catalog import history
 from catalog.core import metadata_io
-from refresh import leases, selectors, services
+from refresh import leases, selectors, services, stream_hosts
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, trigger_seconds
-from refresh.models import MaterializedTable, RefreshRun
+from refresh.models import MaterializedTable, RefreshRun, StreamHost
 from refresh.sources import check_streamable, source_uuids, state_of
 from refresh.spark import errors, jobs, streaming
 from refresh.spark.session import SparkSessionConfig
@@ -107,14 +114,23 @@ def _target(mt: MaterializedTable) -> list[str]:
 
 
 class Supervisor:
-    def __init__(self, config: SparkSessionConfig, *, poll_seconds: float = 2.0) -> None:
+    def __init__(
+        self,
+        config: SparkSessionConfig,
+        *,
+        poll_seconds: float = 2.0,
+        host_name: str | None = None,
+    ) -> None:
         self.config = config
         self.poll_seconds = poll_seconds
+        self.host_name = host_name
+        self.host: StreamHost | None = None
         self.running: dict[int, Running] = {}
         self.retry_after: dict[int, float] = {}
         self.last_compaction = 0.0
         self._spark: SparkSession | None = None
         self.stopping = threading.Event()
+        self._beating: threading.Thread | None = None
 
     @property
     def spark(self) -> SparkSession:
@@ -125,15 +141,54 @@ class Supervisor:
     # -- the loop ------------------------------------------------------------------------
 
     def run_forever(self) -> None:
-        logger.info("Streaming process %s started", os.getpid())
-        while not self.stopping.is_set():
+        self.join()
+        logger.info("Streaming host %s (%s) started", self.host, self.host.token)
+        try:
+            while not self.stopping.is_set():
+                close_old_connections()
+                try:
+                    self.sync_once()
+                except Exception:  # noqa: BLE001 - the process keeps serving the other tables
+                    logger.exception("A pass over the continuous tables failed")
+                self.stopping.wait(self.poll_seconds)
+        finally:
+            self.stop_all()
+            self.leave()
+
+    def join(self) -> StreamHost:
+        """Register this process as a streaming host and start its heartbeat thread."""
+        if self.host is None:
+            self.host = stream_hosts.register(self.host_name)
+            self._beating = threading.Thread(
+                target=self._beat_forever, name="stream-host-heartbeat", daemon=True
+            )
+            self._beating.start()
+        return self.host
+
+    def leave(self) -> None:
+        """A clean stop (streams already stopped): the leases end now, so the other hosts
+        take the tables at their next pass rather than after the lease time."""
+        if self.host is None:
+            return
+        try:
+            stream_hosts.leave(self.host)
+        except Exception:  # noqa: BLE001 - the leases then simply expire
+            logger.exception("Leaving as streaming host %s", self.host)
+
+    def _beat_forever(self) -> None:
+        """Renew this host's leases every third of the lease time, on a thread of its own:
+        a long load or rebuild in the loop never lets them lapse."""
+        assert self.host is not None
+        last_sweep = 0.0
+        while not self.stopping.wait(stream_hosts.lease_seconds() / 3):
             close_old_connections()
             try:
-                self.sync_once()
-            except Exception:  # noqa: BLE001 - the process keeps serving the other tables
-                logger.exception("A pass over the continuous tables failed")
-            self.stopping.wait(self.poll_seconds)
-        self.stop_all()
+                stream_hosts.beat(self.host)
+                if time.monotonic() - last_sweep > 60:
+                    stream_hosts.forget_dead()
+                    last_sweep = time.monotonic()
+            except Exception:  # noqa: BLE001 - a missed beat; the leases run on meanwhile
+                logger.exception("Heartbeat of streaming host %s failed", self.host)
 
     def stop_all(self) -> None:
         for running in list(self.running.values()):
@@ -141,17 +196,19 @@ class Supervisor:
         self.running.clear()
 
     def sync_once(self) -> None:
-        self._rebuild_pending()
+        host = self.join()
         desired = {
             mt.pk: mt
             for mt in MaterializedTable.objects.select_related("table__namespace").filter(
                 refresh_mode=RefreshMode.CONTINUOUS, state=MaterializedTable.State.ACTIVATED
             )
         }
+        held = self._assign(host, desired)
+        self._rebuild_pending(held)
         for mt_id, running in list(self.running.items()):
             mt = desired.get(mt_id)
             if not running.query.isActive:
-                self._ended(running, mt)
+                self._ended(running, mt, held=mt_id in held)
                 continue
             if mt is None or _signature(mt) != running.signature:
                 self._stop(running)
@@ -160,11 +217,53 @@ class Supervisor:
                 continue
             self._progress(running, mt)
         for mt_id, mt in desired.items():
-            if mt_id not in self.running and time.monotonic() >= self.retry_after.get(mt_id, 0):
+            if mt_id not in held or mt_id in self.running:
+                continue
+            if time.monotonic() >= self.retry_after.get(mt_id, 0):
                 self._start(mt)
         if time.monotonic() - self.last_compaction > COMPACT_EVERY_SECONDS:
             compact_history()
             self.last_compaction = time.monotonic()
+
+    # -- leases --------------------------------------------------------------------------
+
+    def _assign(self, host: StreamHost, desired: dict[int, MaterializedTable]) -> set[int]:
+        """Settle this pass's leases; returns the tables this host holds afterwards.
+
+        A running query whose lease another host took (this one was paused or cut off
+        longer than the lease) stops at once: its micro-batches could no longer commit
+        anyway. Tables above the fair share, or no longer active, stop between
+        micro-batches and are released; then free or expired ones are claimed up to the
+        share."""
+        plan = stream_hosts.plan_for(host, desired)
+        for mt_id in [m for m in self.running if m not in plan.keep and m not in plan.release]:
+            running = self.running.pop(mt_id)
+            logger.warning("Lost the lease of table %s to another host; stopping", mt_id)
+            with contextlib.suppress(Exception):
+                running.query.stop()
+        for mt_id in plan.release:
+            running = self.running.pop(mt_id, None)
+            if running is not None:
+                self._stop(running)
+                if mt_id not in desired:
+                    self._stopped(mt_id, running)
+            if mt_id in desired:
+                logger.info("Releasing table %s (above this host's share %s)", mt_id, plan.share)
+            stream_hosts.release(host, mt_id)
+        held = set(plan.keep)
+        for mt_id in plan.candidates:
+            if len(held) >= plan.share:
+                break
+            if stream_hosts.claim(host, mt_id):
+                logger.info("Claimed table %s", mt_id)
+                held.add(mt_id)
+        return held
+
+    def _may_commit(self, mt_id: int) -> bool:
+        """Asked by a micro-batch just before it commits (on Spark's thread)."""
+        assert self.host is not None
+        close_old_connections()
+        return stream_hosts.holds(self.host.pk, mt_id)
 
     # -- start, load, stop ---------------------------------------------------------------
 
@@ -202,8 +301,10 @@ class Supervisor:
                 trigger_seconds=trigger_seconds(mt.freshness),
                 start_after={k: tuple(v) for k, v in (mt.stream_start or {}).items() if v},
                 on_batch=lambda result, mt_id=mt.pk, version=mt.current_version: _record_batch(
-                    mt_id, version, result
+                    mt_id, version, result, worker=self._worker
                 ),
+                may_commit=lambda mt_id=mt.pk: self._may_commit(mt_id),
+                commit_properties=self._stamp,
                 version=mt.current_version,
                 uuids=uuids,
                 merge_turn=lambda table_id=mt.table_id: leases.rewriting(table_id),
@@ -217,6 +318,17 @@ class Supervisor:
         self.retry_after.pop(mt.pk, None)
         _set_status(mt.pk, "RUNNING")
         logger.info("Streaming %s from %s", mt, mt.stream_checkpoint)
+
+    @property
+    def _stamp(self) -> dict[str, str]:
+        """The snapshot-summary entry of this host's commits to a table: the catalog swaps
+        them only while this host holds the table's lease (stream_hosts.check_commit)."""
+        return {stream_hosts.HOST_PROPERTY: str(self.host.token)} if self.host else {}
+
+    @property
+    def _worker(self) -> str:
+        """How runs name this process: "streams:" and the host's name."""
+        return f"streams:{self.host.name if self.host else os.getpid()}"
 
     def _load(
         self,
@@ -239,7 +351,7 @@ class Supervisor:
                 state=RefreshRun.State.RUNNING,
                 started_at=timezone.now(),
                 heartbeat_at=timezone.now(),
-                worker=f"streams:{os.getpid()}",
+                worker=self._worker,
                 definition_version=mt.current_version,
             )
         sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
@@ -253,7 +365,10 @@ class Supervisor:
                 pins=pins,
                 namespace=_levels(mt),
                 catalog=settings.CATALOG_NAME,
-                snapshot_properties=_load_state(mt.current_version, pins, run.started_at),
+                snapshot_properties={
+                    **_load_state(mt.current_version, pins, run.started_at),
+                    **self._stamp,
+                },
             )
         except Exception as error:
             if not claimed:
@@ -293,19 +408,29 @@ class Supervisor:
         mt.refresh_from_db()
         return mt
 
-    def _rebuild_pending(self) -> None:
+    def _rebuild_pending(self, held: set[int]) -> None:
         """ALTER ... AS and rollbacks of continuous tables (rebuild runs), and their manual
         refreshes (by hand or through the API): each table's query stops first (between
         micro-batches), so that nothing the stream writes lands in the middle; then
         `_rebuild` or `_recompute`. The loop then starts the table's query again, just after
         the snapshots the rebuild or recompute read (or, if it failed, from the old
-        checkpoint): no moment where the stream and a batch job both write."""
+        checkpoint): no moment where the stream and a batch job both write.
+
+        Only for tables this host holds, or, for a table that is not streaming (suspended),
+        one it can claim for the run (released at the next pass)."""
         pending = RefreshRun.objects.filter(
             trigger__in=[RefreshRun.Trigger.REBUILD, *BY_HAND],
             state=RefreshRun.State.QUEUED,
             materialized_table__refresh_mode=RefreshMode.CONTINUOUS,
         ).order_by("queued_at", "id")
-        for run_id, mt_id, trigger in pending.values_list("pk", "materialized_table_id", "trigger"):
+        rows = pending.values_list(
+            "pk", "materialized_table_id", "trigger", "materialized_table__state"
+        )
+        for run_id, mt_id, trigger, state in rows:
+            if mt_id not in held:
+                streaming_now = state == MaterializedTable.State.ACTIVATED
+                if streaming_now or not stream_hosts.claim(self.host, mt_id):
+                    continue
             running = self.running.pop(mt_id, None)
             if running is not None:
                 self._stop(running)
@@ -321,7 +446,7 @@ class Supervisor:
         and the stream continues just after them from a new checkpoint."""
         from refresh.runner import Heartbeat
 
-        run = services.claim(run_id, worker=f"streams:{os.getpid()}")
+        run = services.claim(run_id, worker=self._worker)
         if run is None:
             return
         mt = run.materialized_table
@@ -352,7 +477,7 @@ class Supervisor:
         schema and rows in one commit; a new checkpoint and pins for the new stream."""
         from refresh.runner import Heartbeat
 
-        run = services.claim(run_id, worker=f"streams:{os.getpid()}")
+        run = services.claim(run_id, worker=self._worker)
         if run is None:
             return
         mt = run.materialized_table
@@ -385,9 +510,10 @@ class Supervisor:
                     "partitioned_by": definition.partitioned_by,
                     "properties": properties,
                 },
-                snapshot_properties=_load_state(
-                    run.definition_version, pins, run.started_at or timezone.now()
-                ),
+                snapshot_properties={
+                    **_load_state(run.definition_version, pins, run.started_at or timezone.now()),
+                    **self._stamp,
+                },
             )
         except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
             beating.stop()
@@ -427,14 +553,17 @@ class Supervisor:
         else:
             _delete_checkpoints(running.checkpoint)
 
-    def _ended(self, running: Running, mt: MaterializedTable | None) -> None:
-        """The query ended by itself: a rewritten source (recompute) or a failure."""
+    def _ended(self, running: Running, mt: MaterializedTable | None, *, held: bool) -> None:
+        """The query ended by itself: a rewritten source (recompute), a lease lost (its
+        micro-batch refused to commit), or a failure."""
         del self.running[running.mt_id]
         error = running.query.exception()
         message = _first_line(error) if error is not None else "the query stopped"
         if mt is None:
             _delete_checkpoints(running.checkpoint)
             return
+        if not held:
+            return  # another host runs it now; its status is that host's to write
         if error is not None and any(word in str(error) for word in _REWRITTEN_SOURCE):
             MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
             # The recompute starts a new checkpoint; this one cannot be resumed.
@@ -485,7 +614,9 @@ def _load_state(version: int, pins: dict[str, Any], started: datetime) -> dict[s
     ).summary()
 
 
-def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> None:
+def _record_batch(
+    mt_id: int, version: int, result: streaming.BatchResult, *, worker: str = ""
+) -> None:
     """A micro-batch's row in the history (called on Spark's foreachBatch thread)."""
     if result.replayed:
         return
@@ -512,7 +643,7 @@ def _record_batch(mt_id: int, version: int, result: streaming.BatchResult) -> No
         source_snapshots=dict(result.sources or {}),
         data_timestamp=started,
         definition_version=version,
-        worker=f"streams:{os.getpid()}",
+        worker=worker or f"streams:{os.getpid()}",
     )
 
 

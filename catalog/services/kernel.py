@@ -53,6 +53,12 @@ logger = logging.getLogger(__name__)
 
 Metadata = Any  # ViewMetadata | TableMetadata: whatever the kind's rules read and write
 
+#: Checks a table commit must pass inside its swap's transaction (the table's row locked):
+#: `guard(obj, metadata, base)` raises a CatalogError (a CommitConflict, 409) to refuse it.
+#: Other apps register theirs (refresh: a streaming host's micro-batch commits only while
+#: it holds the table's lease); the catalog itself imports none of them.
+COMMIT_GUARDS: list[Callable[[CatalogObject, Metadata, Metadata], None]] = []
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -459,6 +465,9 @@ def _swap(p: _Prepared, *, actor: Any, action: str) -> Committed:
                 "reload it and try again"
             )
         obj.refresh_from_db()
+        if kind is TABLE:
+            for guard in COMMIT_GUARDS:
+                guard(obj, p.metadata, p.base)
     if str(obj.uuid) != kind.uuid_of(p.metadata):
         # Only an attached table's followed files get here: a table recreated in place by
         # its writer, of which nothing carries over.

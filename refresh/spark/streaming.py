@@ -67,6 +67,10 @@ class BatchResult:
     sources: Mapping[str, int | None] | None = None
 
 
+class NotHolder(RuntimeError):
+    """A micro-batch whose host no longer holds its table: it must not commit."""
+
+
 def _view(index: int, kind: str) -> str:
     return f"__lakeview_{kind}_{index}"
 
@@ -146,6 +150,8 @@ def start(
     version: int,
     uuids: Mapping[str, str],
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    may_commit: Callable[[], bool] = lambda: True,
+    commit_properties: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
     """Start the table's streaming query (resuming from `checkpoint` when it holds one;
     otherwise each stream starts after its snapshot in `start_after`).
@@ -160,7 +166,13 @@ def start(
     the query over the sources for those keys only (the stream at the end of the batch, the
     others as they are at the batch), and merges that on the primary key. Every key's row is
     thus the query's answer over a whole snapshot of the sources, whatever the aggregate or
-    join."""
+    join.
+
+    Just before a micro-batch writes, `may_commit()` must say yes (the host still holds the
+    table), else the batch fails with `NotHolder` and the query ends, its checkpoint left at
+    the batch for whoever holds the table now; every commit also carries
+    `commit_properties` in its snapshot summary (the host's token, which the catalog checks
+    at the commit itself)."""
     streams = {}
     for index, stream in enumerate(plan.streams):
         reader = spark.readStream.format("iceberg")
@@ -217,8 +229,14 @@ def start(
             batch_id=batch_id,
             start_after=start_after,
         )
+        if not may_commit():
+            raise NotHolder(f"micro-batch {batch_id} of {key}: this host no longer holds the table")
         if plan.mode == "append":
-            properties = {BATCH_PROPERTY: marker, **summary(reads, started)}
+            properties = {
+                BATCH_PROPERTY: marker,
+                **summary(reads, started),
+                **(commit_properties or {}),
+            }
             append(batch, target=target, properties=properties)
         else:
             [stream] = plan.streams
@@ -244,7 +262,7 @@ def start(
                     namespace=namespace,
                     catalog=catalog,
                     merge_turn=merge_turn,
-                    properties=summary(reads, started),
+                    properties={**summary(reads, started), **(commit_properties or {})},
                 )
             finally:
                 for view in [new_rows, *whole.values()]:

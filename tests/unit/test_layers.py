@@ -16,7 +16,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pure rules", ("refresh.core",)),
     ("Spark jobs", ("refresh.spark.",)),
-    ("state", ("refresh.models", "refresh.credentials", "refresh.leases", "refresh.engine")),
+    ("state", ("refresh.models", "refresh.credentials", "refresh.leases", "refresh.engine",
+               "refresh.stream_hosts")),
     ("reads and decisions", ("refresh.selectors", "refresh.schedules", "refresh.sources",
                              "refresh.lineage", "refresh.monitoring", "refresh.analysis")),
     ("state changes", ("refresh.services",)),

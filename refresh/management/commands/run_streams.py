@@ -1,5 +1,6 @@
-"""`manage.py run_streams`: the streaming process of continuous materialized tables (see
-refresh.streams). `make run` starts it; docker-compose runs it as the `streams` service."""
+"""`manage.py run_streams`: a streaming host of continuous materialized tables (see
+refresh.streams and refresh.stream_hosts). `make run` starts one; docker-compose runs the
+`streams` service; any number of them share the tables through leases in the database."""
 
 from __future__ import annotations
 
@@ -13,15 +14,23 @@ from refresh.streams import Supervisor
 
 
 class Command(BaseCommand):
-    help = "Run the streaming queries of every active continuous materialized table."
+    help = (
+        "Host the streaming queries of active continuous materialized tables (this host's "
+        "fair share of them, through leases shared with the other streaming hosts)."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
             "--poll", type=float, default=2.0, help="seconds between looks at the database"
         )
+        parser.add_argument(
+            "--name", default=None, help="the host's name on pages (default hostname:pid)"
+        )
 
-    def handle(self, *args: Any, poll: float, **options: Any) -> None:
-        supervisor = Supervisor(engine.session_config("lakeview-streams"), poll_seconds=poll)
+    def handle(self, *args: Any, poll: float, name: str | None, **options: Any) -> None:
+        supervisor = Supervisor(
+            engine.session_config("lakeview-streams"), poll_seconds=poll, host_name=name
+        )
 
         def stop(signum: int, frame: Any) -> None:
             # Queries stop between micro-batches, keeping their checkpoints.

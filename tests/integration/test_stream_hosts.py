@@ -1,0 +1,210 @@
+"""Streaming hosts' leases on continuous tables (refresh.stream_hosts), on the database
+alone: claims are exclusive, an expired lease can be taken over, a host takes its fair
+share and gives up the surplus when another joins, a clean stop frees its tables at once,
+and the catalog refuses a micro-batch commit stamped by a host that no longer holds the
+table. The Supervisor's lease pass runs here as the streaming process runs it (no query is
+running, so no Spark is started)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from catalog import services
+from catalog.core.errors import CommitConflict
+from refresh import stream_hosts
+from refresh.models import MaterializedTable, StreamHost
+from refresh.streams import Supervisor
+from tests.integration.snapshots import commit_snapshot
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+}
+
+
+def continuous_tables(count: int, *, state: str = "ACTIVATED") -> list[int]:
+    services.create_namespace(name="live")
+    ids = []
+    for i in range(count):
+        table = services.create_table(namespace="live", name=f"t{i}", schema=SCHEMA).obj
+        mt = MaterializedTable.objects.create(
+            table=table,
+            query="SELECT id FROM live.s",
+            freshness_value=5,
+            freshness_unit="SECOND",
+            refresh_mode="CONTINUOUS",
+            state=state,
+        )
+        ids.append(mt.pk)
+    return ids
+
+
+def supervisor(name: str) -> Supervisor:
+    """A streaming host's supervisor whose lease pass runs by hand (no heartbeat thread)."""
+    host = Supervisor(config=None, host_name=name)  # type: ignore[arg-type]
+    host.host = stream_hosts.register(name)
+    return host
+
+
+def lease_pass(host: Supervisor) -> set[int]:
+    desired = {
+        mt.pk: mt
+        for mt in MaterializedTable.objects.filter(refresh_mode="CONTINUOUS", state="ACTIVATED")
+    }
+    return host._assign(host.host, desired)
+
+
+def silence(host: StreamHost, *, seconds: float = 3600) -> None:
+    """The host stopped beating `seconds` ago (SIGKILL): its beat and its leases are old."""
+    past = timezone.now() - timedelta(seconds=seconds)
+    StreamHost.objects.filter(pk=host.pk).update(heartbeat_at=past)
+    MaterializedTable.objects.filter(stream_host=host).update(stream_lease_until=past)
+
+
+def holders() -> dict[int, str | None]:
+    return dict(MaterializedTable.objects.values_list("pk", "stream_host__name"))
+
+
+def test_a_table_held_by_one_host_cannot_be_claimed_by_another_until_its_lease_expires():
+    [mt_id] = continuous_tables(1)
+    a, b = stream_hosts.register("a:1"), stream_hosts.register("b:2")
+
+    assert stream_hosts.claim(a, mt_id)
+    assert not stream_hosts.claim(b, mt_id)
+    assert stream_hosts.claim(a, mt_id), "the holder keeps (renews) its own lease"
+    assert holders() == {mt_id: "a:1"}
+
+    silence(a)
+    assert not stream_hosts.holds(a.pk, mt_id), "an expired lease is no longer held"
+    assert stream_hosts.claim(b, mt_id)
+    assert not stream_hosts.claim(a, mt_id), "the old holder cannot take it back"
+    assert holders() == {mt_id: "b:2"}
+    assert stream_hosts.holds(b.pk, mt_id)
+
+
+def test_a_takeover_starts_the_since_time_again_and_a_renewal_keeps_it():
+    [mt_id] = continuous_tables(1)
+    a, b = stream_hosts.register("a:1"), stream_hosts.register("b:2")
+    stream_hosts.claim(a, mt_id)
+    first = MaterializedTable.objects.get(pk=mt_id)
+
+    assert stream_hosts.beat(a) == {mt_id}
+    renewed = MaterializedTable.objects.get(pk=mt_id)
+    assert renewed.stream_host_since == first.stream_host_since
+    assert renewed.stream_lease_until >= first.stream_lease_until
+
+    MaterializedTable.objects.filter(pk=mt_id).update(
+        stream_host_since=timezone.now() - timedelta(hours=2)
+    )
+    silence(a)
+    stream_hosts.claim(b, mt_id)
+    taken = MaterializedTable.objects.get(pk=mt_id)
+    assert taken.stream_host_since > timezone.now() - timedelta(minutes=5)
+    assert stream_hosts.beat(a) == set(), "the silenced host's beat renews nothing of b's"
+
+
+def test_a_lease_lasts_the_configured_seconds_and_a_host_holds_only_with_time_to_spare(settings):
+    settings.STREAM_LEASE_SECONDS = 6
+    [mt_id] = continuous_tables(1)
+    a = stream_hosts.register("a:1")
+    stream_hosts.claim(a, mt_id)
+    until = MaterializedTable.objects.get(pk=mt_id).stream_lease_until
+    assert timedelta(seconds=4) < until - timezone.now() <= timedelta(seconds=6.5)
+    assert stream_hosts.holds(a.pk, mt_id)
+    # Two seconds left: less than a third of the lease to land a commit in.
+    MaterializedTable.objects.filter(pk=mt_id).update(
+        stream_lease_until=timezone.now() + timedelta(seconds=1.5)
+    )
+    assert not stream_hosts.holds(a.pk, mt_id)
+
+
+def test_hosts_take_at_most_their_fair_share_and_the_first_gives_up_the_surplus_to_a_newcomer():
+    ids = continuous_tables(6)
+    a = supervisor("a:1")
+    assert lease_pass(a) == set(ids), "alone, a host takes every active table"
+
+    b = supervisor("b:2")
+    assert lease_pass(b) == set(), "every table is held: the newcomer waits"
+    kept = lease_pass(a)
+    assert len(kept) == 3, "two live hosts: a keeps ceil(6 / 2)"
+    taken = lease_pass(b)
+    assert taken == set(ids) - kept
+    assert lease_pass(a) == kept and lease_pass(b) == taken, "stable once balanced"
+
+    c = supervisor("c:3")
+    lease_pass(a), lease_pass(b)
+    assert len(lease_pass(c)) == 2
+    counts = sorted(list(holders().values()).count(name) for name in ("a:1", "b:2", "c:3"))
+    assert counts == [2, 2, 2]
+    assert None not in holders().values()
+
+
+def test_the_tables_of_a_host_that_died_are_taken_over_once_its_leases_expire():
+    ids = continuous_tables(6)
+    a, b = supervisor("a:1"), supervisor("b:2")
+    lease_pass(a), lease_pass(b), lease_pass(a), lease_pass(b)
+    of_a = {mt_id for mt_id, name in holders().items() if name == "a:1"}
+    assert len(of_a) == 3
+
+    assert lease_pass(b) == set(ids) - of_a, "a's leases still run: b takes nothing of it"
+    silence(a.host)
+    assert stream_hosts.live_hosts() == 1
+    assert lease_pass(b) == set(ids), "a silent longer than its leases: b takes its tables"
+    assert set(holders().values()) == {"b:2"}
+
+
+def test_a_host_that_stops_cleanly_frees_its_tables_at_once():
+    ids = continuous_tables(4)
+    a, b = supervisor("a:1"), supervisor("b:2")
+    lease_pass(a), lease_pass(b), lease_pass(a), lease_pass(b)
+    a.leave()
+    assert not StreamHost.objects.filter(pk=a.host.pk).exists()
+    assert lease_pass(b) == set(ids)
+
+
+def test_tables_no_longer_active_are_released_and_dead_hosts_forgotten():
+    ids = continuous_tables(3)
+    a = supervisor("a:1")
+    lease_pass(a)
+    MaterializedTable.objects.filter(pk=ids[0]).update(state="SUSPENDED")
+    assert lease_pass(a) == set(ids[1:])
+    assert holders()[ids[0]] is None
+
+    silence(a.host, seconds=10 * 3600)
+    assert stream_hosts.forget_dead() == 1
+    assert set(holders().values()) == {None}, "a forgotten host's tables are free"
+
+
+def test_the_catalog_refuses_a_micro_batch_commit_from_a_host_that_lost_the_lease():
+    [mt_id] = continuous_tables(1)
+    a, b = stream_hosts.register("a:1"), stream_hosts.register("b:2")
+    stream_hosts.claim(a, mt_id)
+    stamp = {stream_hosts.HOST_PROPERTY: str(a.token)}
+    commit_snapshot("live", "t0", rows=5, summary=stamp)
+
+    silence(a)
+    with pytest.raises(CommitConflict, match="no longer holds"):
+        commit_snapshot("live", "t0", rows=5, summary=stamp)
+    stream_hosts.claim(b, mt_id)
+    with pytest.raises(CommitConflict, match="no longer holds"):
+        commit_snapshot("live", "t0", rows=5, summary=stamp)
+
+    commit_snapshot("live", "t0", rows=5, summary={stream_hosts.HOST_PROPERTY: str(b.token)})
+    # A commit without a host's stamp (any engine's, a refresh's) is not the guard's.
+    commit_snapshot("live", "t0", rows=5)
+    table = MaterializedTable.objects.get(pk=mt_id).table
+    assert table.snapshots.count() == 3, "the two refused commits left nothing"
+
+
+def test_fair_share_is_the_ceiling_of_tables_over_live_hosts():
+    assert stream_hosts.fair_share(6, 2) == 3
+    assert stream_hosts.fair_share(7, 3) == 3
+    assert stream_hosts.fair_share(1, 4) == 1
+    assert stream_hosts.fair_share(0, 2) == 0
+    assert stream_hosts.fair_share(5, 0) == 5
