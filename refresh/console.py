@@ -225,6 +225,11 @@ def _run(
         return _show(statement, namespace, result)
     if isinstance(statement, st.DescribeJob):
         return _describe(selectors.get_run(statement.job_id), result)
+    if isinstance(statement, st.ShowCreateMaterializedTable) or (
+        isinstance(statement, st.CreateMaterializedTable)
+        and (statement.or_alter or statement.columns or statement.distribution)
+    ):
+        raise InvalidInput(f"{type(statement).__name__} is read but not run yet")
     if isinstance(statement, st.CreateMaterializedTable):
         _editor(actor, "CREATE MATERIALIZED TABLE")
         ns, name = _resolve(statement.name, namespace)

@@ -13,7 +13,7 @@ into SQL builds a literal with sqlglot (`partition_predicate`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import NamedTuple, TypeVar
@@ -25,6 +25,13 @@ from sqlglot.errors import ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from catalog.core.errors import InvalidInput, SqlError
+from refresh.core.columns import (
+    ColumnDefinition,
+    declared_type,
+    quote_name,
+    quote_string,
+    render_type,
+)
 from refresh.core.freshness import (
     DEFAULT_THRESHOLD,
     UNSUPPORTED_UNIT,
@@ -35,9 +42,9 @@ from refresh.core.freshness import (
 from refresh.core.partitions import check_formatter_column, compile_pattern
 
 STATEMENTS = (
-    "CREATE MATERIALIZED TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, "
-    "DESCRIBE JOB, SHOW MATERIALIZED TABLES, or UPDATE, DELETE or MERGE of a materialized "
-    "table"
+    "CREATE [OR ALTER] MATERIALIZED TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, "
+    "DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW CREATE MATERIALIZED TABLE, or UPDATE, "
+    "DELETE or MERGE of a materialized table"
 )
 FRESHNESS_SYNTAX = "FRESHNESS = INTERVAL '<n>' <unit>"
 # Flink's messages (parserImpls.ftl, MaterializedTableUtils, SqlConstraintValidator).
@@ -60,6 +67,15 @@ _T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
+class Distribution:
+    """DISTRIBUTED BY [HASH] (columns) INTO n BUCKETS (FLIP-542): an Iceberg `bucket[n]`
+    partition field per column."""
+
+    columns: tuple[str, ...]
+    buckets: int
+
+
+@dataclass(frozen=True)
 class CreateMaterializedTable:
     name: Name
     freshness: Freshness
@@ -72,6 +88,11 @@ class CreateMaterializedTable:
     comment: str | None = None
     partitioned_by: tuple[str, ...] = ()
     options: dict[str, str] = field(default_factory=dict, hash=False)
+    #: CREATE OR ALTER (FLIP-546): create when absent, else change what differs.
+    or_alter: bool = False
+    #: The schema part (FLIP-550): names only, or names with types, NOT NULL and comments.
+    columns: tuple[ColumnDefinition, ...] = ()
+    distribution: Distribution | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +163,11 @@ class ShowMaterializedTables:
 
 
 @dataclass(frozen=True)
+class ShowCreateMaterializedTable:
+    name: Name
+
+
+@dataclass(frozen=True)
 class DataChange:
     """UPDATE, DELETE or MERGE on a materialized table (FLIP-435's GDPR case): run by Spark
     once its sandbox found the statement changes that table only; the next full refresh
@@ -155,7 +181,7 @@ class DataChange:
 Statement = (
     CreateMaterializedTable | Suspend | Resume | Refresh | SetFreshness | SetRefreshMode
     | SetOptions | ResetOptions | AlterQuery | DropMaterializedTable | DescribeJob
-    | ShowMaterializedTables | DataChange
+    | ShowMaterializedTables | ShowCreateMaterializedTable | DataChange
 )  # fmt: skip
 
 
@@ -499,7 +525,9 @@ class _Reader:
             if self.peek() is not None and _words(self.peek()):
                 self.next()
             return None
-        return words[0] if words[0] in ("SECOND", "MINUTE", "HOUR", "DAY") else None
+        # Flink's parser reads a plural unit as the singular (INTERVAL '3' DAYS is 3 DAY).
+        unit = words[0].removesuffix("S") if words[0].endswith("S") else words[0]
+        return unit if unit in ("SECOND", "MINUTE", "HOUR", "DAY") else None
 
     def refresh_mode(self) -> RefreshMode:
         self.take(TokenType.EQ, "'=' after REFRESH_MODE")
@@ -580,10 +608,12 @@ def _statement_end(text: str, tokens: list[Token]) -> int:
 
 
 def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializedTable:
-    """CREATE MATERIALIZED TABLE name [(constraint)] [COMMENT] [PARTITIONED BY] [WITH]
-    FRESHNESS [REFRESH_MODE] AS query, the clauses in that order as Flink's grammar has it."""
+    """CREATE [OR ALTER] MATERIALIZED TABLE name [(schema part)] [COMMENT] [DISTRIBUTED BY]
+    [PARTITIONED BY] [WITH] FRESHNESS [REFRESH_MODE] AS query, the clauses in that order as
+    Flink's grammar has it."""
     reader.next()
-    replace = reader.accept("OR REPLACE")
+    or_alter = reader.accept("OR ALTER")
+    replace = not or_alter and reader.accept("OR REPLACE")
     temporary = reader.accept("TEMPORARY")
     materialized = reader.peek()
     reader.expect("MATERIALIZED TABLE", "MATERIALIZED TABLE after CREATE")
@@ -593,9 +623,9 @@ def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializ
     if replace:
         raise reader.error("REPLACE MATERIALIZED TABLE is not supported.", materialized)
     name = reader.name()
-    constraint_name, primary_key = None, ()
+    constraint_name, primary_key, columns = None, (), ()
     if reader.at_type(TokenType.L_PAREN):
-        constraint_name, primary_key = _constraint(reader)
+        constraint_name, primary_key, columns = _schema_part(reader)
     clauses = _create_clauses(reader)
     freshness, freshness_token = clauses["FRESHNESS"]
     options, option_tokens = clauses.get("WITH", ({}, {}))
@@ -609,6 +639,9 @@ def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializ
         comment=clauses.get("COMMENT"),
         partitioned_by=clauses.get("PARTITIONED BY", ()),
         options=options,
+        or_alter=or_alter,
+        columns=columns,
+        distribution=clauses.get("DISTRIBUTED BY"),
     )
     _check_formatters(reader, statement, option_tokens)
     try:
@@ -618,10 +651,101 @@ def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializ
     return statement
 
 
-def _constraint(reader: _Reader) -> tuple[str | None, tuple[str, ...]]:
-    """( [CONSTRAINT name] PRIMARY KEY (columns) NOT ENFORCED ): the only thing a
-    materialized table takes in parentheses (FLIP-435: columns come from the query)."""
+def _schema_part(
+    reader: _Reader,
+) -> tuple[str | None, tuple[str, ...], tuple[ColumnDefinition, ...]]:
+    """( element, ... ): columns (names only, or each with its type, NOT NULL and COMMENT;
+    FLIP-550) and at most one [CONSTRAINT name] PRIMARY KEY (columns) NOT ENFORCED. Watermarks,
+    computed and metadata columns and UNIQUE are refused: Spark refreshes the table and it
+    has none of them."""
     reader.next()
+    constraint: tuple[str | None, tuple[str, ...]] | None = None
+    columns: list[ColumnDefinition] = []
+    where: list[Token] = []
+    while True:
+        start = reader.peek()
+        if reader.at("CONSTRAINT") or reader.at("PRIMARY KEY") or reader.at("UNIQUE"):
+            if constraint is not None:
+                raise reader.error("A materialized table has at most one PRIMARY KEY", start)
+            constraint = _constraint(reader)
+        elif reader.at("WATERMARK"):
+            raise reader.error(
+                "WATERMARK is not supported: Spark refreshes a materialized table here, "
+                "without event-time watermarks",
+                start,
+            )
+        else:
+            columns.append(_column(reader, columns))
+            where.append(start)
+        if reader.at_type(TokenType.COMMA):
+            reader.next()
+            continue
+        reader.take(TokenType.R_PAREN, "',' or ')'")
+        break
+    seen: list[str] = []
+    for token, column in zip(where, columns, strict=True):
+        if column.name in seen:
+            raise reader.error(f"Duplicate column '{column.name}'", token)
+        seen.append(column.name)
+    constraint_name, primary_key = constraint or (None, ())
+    return constraint_name, primary_key, tuple(columns)
+
+
+#: What may follow a column's name in the schema part, and what ends its type.
+_COLUMN_END = ("NOT NULL", "NULL", "COMMENT")
+
+
+def _column(reader: _Reader, before: list[ColumnDefinition]) -> ColumnDefinition:
+    """name [type [NOT NULL | NULL] [COMMENT 'text']]; every column typed, or none."""
+    name = reader.identifier("a column name, [CONSTRAINT name] PRIMARY KEY (...) NOT ENFORCED")
+    typed = bool(before) and before[0].type is not None
+    after = reader.peek()
+    if after is None or after.token_type in (TokenType.COMMA, TokenType.R_PAREN):
+        if typed:
+            raise reader.expected(f"a type for column '{name}' (every column is typed, or none)")
+        return ColumnDefinition(name)
+    if before and not typed:
+        raise reader.fail(
+            f"Expected ',' or ')', found {reader.shown(after)}: a list of column names gives "
+            "no types (every column is typed, or none)"
+        )
+    type_start, depth = after, 0
+    while True:
+        token = reader.peek()
+        if token is None:
+            break
+        kind = token.token_type
+        if depth == 0 and (
+            kind in (TokenType.COMMA, TokenType.R_PAREN)
+            or any(reader.at(word) for word in _COLUMN_END)
+        ):
+            break
+        if depth == 0 and _words(token)[:1] in (["AS"], ["METADATA"]):
+            what = "Computed" if _words(token)[0] == "AS" else "Metadata"
+            raise reader.error(
+                f"{what} columns are not supported: a materialized table's columns are its query's",
+                token,
+            )
+        if kind in (TokenType.L_PAREN, TokenType.LT):
+            depth += 1
+        elif kind in (TokenType.R_PAREN, TokenType.GT):
+            depth -= 1
+        reader.next()
+    last = reader.tokens[reader.index - 1]
+    type_text = reader.text[type_start.start : last.end + 1]
+    try:
+        declared_type(type_text)
+    except InvalidInput as error:
+        raise reader.error(f"{error.message} for column '{name}'", type_start) from None
+    not_null = reader.accept("NOT NULL")
+    if not not_null:
+        reader.accept("NULL")
+    comment = reader.string("a quoted comment") if reader.accept("COMMENT") else None
+    return ColumnDefinition(name, type_text, not_null, comment)
+
+
+def _constraint(reader: _Reader) -> tuple[str | None, tuple[str, ...]]:
+    """[CONSTRAINT name] PRIMARY KEY (columns) NOT ENFORCED."""
     start = reader.peek()
     constraint_name = None
     if reader.accept("CONSTRAINT"):
@@ -629,19 +753,47 @@ def _constraint(reader: _Reader) -> tuple[str | None, tuple[str, ...]]:
     if reader.at("UNIQUE"):  # SqlConstraintValidator
         raise reader.error("UNIQUE constraint is not supported yet", start)
     if not reader.accept("PRIMARY KEY"):
-        raise reader.expected(
-            "[CONSTRAINT name] PRIMARY KEY (...) NOT ENFORCED (a materialized table's columns "
-            "come from its query)"
-        )
+        raise reader.expected("PRIMARY KEY (...) NOT ENFORCED after the constraint's name")
     primary_key = reader.column_list("primary key column")
     if not reader.accept("NOT ENFORCED"):  # SqlConstraintValidator
         raise reader.error(ENFORCED_UNSUPPORTED, start)
-    reader.take(TokenType.R_PAREN, "')' after the primary key")
     return constraint_name, primary_key
 
 
+def _distribution(reader: _Reader) -> Distribution:
+    """[HASH] (columns) INTO n BUCKETS (FLIP-542); RANGE and a missing bucket count have no
+    Iceberg partition field to become."""
+    token = reader.peek()
+    if reader.accept("RANGE"):
+        raise reader.error(
+            "DISTRIBUTED BY RANGE is not supported: Iceberg buckets hash their columns; write "
+            "DISTRIBUTED BY HASH (...) INTO <n> BUCKETS",
+            token,
+        )
+    reader.accept("HASH")
+    if not reader.at_type(TokenType.L_PAREN):
+        raise reader.expected("HASH (columns) or (columns) after DISTRIBUTED BY")
+    columns = reader.column_list("distribution column")
+    if not reader.accept("INTO"):
+        raise reader.expected(
+            "INTO <n> BUCKETS (an Iceberg bucket partition field has a fixed number of buckets)"
+        )
+    count = reader.peek()
+    if count is None or count.token_type != TokenType.NUMBER or not count.text.isdigit():
+        raise reader.expected("a number of buckets")
+    reader.next()
+    if int(count.text) < 1 or int(count.text) > 2**31 - 1:
+        raise reader.error(
+            f"The number of buckets must be a positive integer, not {count.text}", count
+        )
+    reader.expect("BUCKETS", "BUCKETS")
+    return Distribution(columns, int(count.text))
+
+
 #: The optional clauses and FRESHNESS, in the one order Flink's grammar reads them.
-_CLAUSES = ("COMMENT", "PARTITIONED BY", "WITH", "FRESHNESS", "REFRESH_MODE", "AS")
+_CLAUSES = (
+    "COMMENT", "DISTRIBUTED BY", "PARTITIONED BY", "WITH", "FRESHNESS", "REFRESH_MODE", "AS"
+)  # fmt: skip
 _SHOWN = {"FRESHNESS": FRESHNESS_SYNTAX, "AS": "AS <query>"}
 
 
@@ -686,6 +838,8 @@ def _read_clause(reader: _Reader, clause: str) -> object:
         return reader.string("a quoted comment")
     if clause == "PARTITIONED BY":
         return reader.column_list("partition column")
+    if clause == "DISTRIBUTED BY":
+        return _distribution(reader)
     if clause == "WITH":
         return reader.options()
     if clause == "FRESHNESS":
@@ -771,9 +925,14 @@ def _describe_job(reader: _Reader) -> DescribeJob:
     return DescribeJob(token.text)
 
 
-def _show(reader: _Reader) -> ShowMaterializedTables:
+def _show(reader: _Reader) -> ShowMaterializedTables | ShowCreateMaterializedTable:
     reader.next()
-    reader.expect("MATERIALIZED TABLES", "MATERIALIZED TABLES after SHOW")
+    if reader.accept("CREATE"):
+        reader.expect("MATERIALIZED TABLE", "MATERIALIZED TABLE after SHOW CREATE")
+        show_create = ShowCreateMaterializedTable(reader.name())
+        reader.finish()
+        return show_create
+    reader.expect("MATERIALIZED TABLES", "MATERIALIZED TABLES or CREATE after SHOW")
     namespace: Name = ()
     if reader.accept("IN") or reader.accept("FROM"):
         namespace = reader.name("a namespace")
@@ -858,3 +1017,66 @@ def partition_predicate(partition: Mapping[str, str], *, dialect: str = "spark")
     backslashes, semicolons, comment markers stay inside it), never spliced text."""
     condition = partition_condition(partition)
     return condition.sql(dialect=dialect) if condition is not None else ""
+
+
+# -- SHOW CREATE MATERIALIZED TABLE ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """A column of the table as its Iceberg schema has it."""
+
+    name: str
+    #: The Iceberg type (REST JSON: a string, or a list/map/struct object).
+    type: object
+    required: bool = False
+    doc: str | None = None
+
+
+def show_create(
+    name: Name,
+    *,
+    columns: Sequence[TableColumn],
+    query: str,
+    freshness: Freshness,
+    refresh_mode: RefreshMode | None = None,
+    primary_key: Sequence[str] = (),
+    constraint_name: str | None = None,
+    comment: str | None = None,
+    distribution: Distribution | None = None,
+    partitioned_by: Sequence[str] = (),
+    options: Mapping[str, str] | None = None,
+) -> str:
+    """The CREATE OR ALTER statement that defines the table as it is: its schema part (every
+    column with its type, NOT NULL and comment, and the primary key), each clause in Flink's
+    order, the query as stored. Reading it back (`parse_statement`) gives this definition,
+    and applying it to the table changes nothing. Names are quoted, strings escaped."""
+    lines = [f"CREATE OR ALTER MATERIALIZED TABLE {'.'.join(quote_name(p) for p in name)} ("]
+    elements = []
+    for column in columns:
+        text = f"  {quote_name(column.name)} {render_type(column.type)}"
+        text += " NOT NULL" if column.required else ""
+        text += f" COMMENT {quote_string(column.doc)}" if column.doc else ""
+        elements.append(text)
+    if primary_key:
+        named = f"CONSTRAINT {quote_name(constraint_name)} " if constraint_name else ""
+        keys = ", ".join(quote_name(key) for key in primary_key)
+        elements.append(f"  {named}PRIMARY KEY ({keys}) NOT ENFORCED")
+    lines += [",\n".join(elements), ")"]
+    if comment:
+        lines.append(f"COMMENT {quote_string(comment)}")
+    if distribution is not None:
+        keys = ", ".join(quote_name(key) for key in distribution.columns)
+        lines.append(f"DISTRIBUTED BY HASH ({keys}) INTO {distribution.buckets} BUCKETS")
+    if partitioned_by:
+        lines.append(f"PARTITIONED BY ({', '.join(quote_name(key) for key in partitioned_by)})")
+    if options:
+        pairs = ",\n".join(
+            f"  {quote_string(key)} = {quote_string(value)}" for key, value in options.items()
+        )
+        lines.append(f"WITH (\n{pairs}\n)")
+    lines.append(f"FRESHNESS = {freshness}")
+    if refresh_mode is not None:
+        lines.append(f"REFRESH_MODE = {refresh_mode.value}")
+    lines.append(f"AS {query}")
+    return "\n".join(lines)

@@ -238,9 +238,10 @@ def test_update_delete_and_merge_keep_their_target_and_their_spark_sql():
 @pytest.mark.parametrize(
     ("sql", "message", "line", "column"),
     [
-        ("SELECT 1", "Unknown statement: 'SELECT 1'; expected CREATE MATERIALIZED TABLE, "
-         "ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW "
-         "MATERIALIZED TABLES, or UPDATE, DELETE or MERGE of a materialized table", 1, 1),
+        ("SELECT 1", "Unknown statement: 'SELECT 1'; expected CREATE [OR ALTER] MATERIALIZED "
+         "TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW "
+         "MATERIALIZED TABLES, SHOW CREATE MATERIALIZED TABLE, or UPDATE, DELETE or MERGE of a "
+         "materialized table", 1, 1),
         ("MERGE t USING s ON t.id = s.id", "Expected INTO after MERGE, found 't'", 1, 7),
         ("  \n  ", "The statement is empty", 1, 1),
         ("CREATE TABLE t AS SELECT 1", "Expected MATERIALIZED TABLE after CREATE, found "
@@ -251,13 +252,13 @@ def test_update_delete_and_merge_keep_their_target_and_their_spark_sql():
          "supported.", 1, 19),
         ("CREATE MATERIALIZED TABLE t\n  AS SELECT 1", "Expected FRESHNESS = INTERVAL '<n>' "
          "<unit> before AS", 2, 3),
-        ("CREATE MATERIALIZED TABLE t\nCOMMENT 'c'", "Expected PARTITIONED BY, WITH or "
-         "FRESHNESS = INTERVAL '<n>' <unit>, found the end of the statement", 2, 12),
+        ("CREATE MATERIALIZED TABLE t\nCOMMENT 'c'", "Expected DISTRIBUTED BY, PARTITIONED BY, "
+         "WITH or FRESHNESS = INTERVAL '<n>' <unit>, found the end of the statement", 2, 12),
         ("CREATE MATERIALIZED TABLE t REFRESH_MODE = FULL FRESHNESS = INTERVAL '1' DAY AS "
          "SELECT 1", "Expected FRESHNESS = INTERVAL '<n>' <unit> before REFRESH_MODE", 1, 29),
         ("CREATE MATERIALIZED TABLE t\nFRESHNESS = INTERVAL '1' DAY\nCOMMENT 'late' AS "
          "SELECT 1", "COMMENT must come before FRESHNESS: the clauses go in the order "
-         "COMMENT, PARTITIONED BY, WITH, FRESHNESS, REFRESH_MODE, AS", 3, 1),
+         "COMMENT, DISTRIBUTED BY, PARTITIONED BY, WITH, FRESHNESS, REFRESH_MODE, AS", 3, 1),
         ("CREATE MATERIALIZED TABLE t FRESHNESS = INTERVAL '1' DAY FRESHNESS = INTERVAL "
          "'2' DAY AS SELECT 1", "FRESHNESS is given twice", 1, 58),
         ("CREATE MATERIALIZED TABLE t FRESHNESS = INTERVAL '1' DAY AS", "Expected a query "
@@ -266,8 +267,8 @@ def test_update_delete_and_merge_keep_their_target_and_their_spark_sql():
          "SELECT 1", "Expected a SELECT (or a set operation, or WITH), found INSERT", 2, 3),
         ("CREATE MATERIALIZED TABLE t FRESHNESS = INTERVAL '1' DAY AS VALUES (1)",
          "Expected a SELECT (or a set operation, or WITH), found VALUES", 1, 61),
-        ("CREATE MATERIALIZED TABLE t (a INT) FRESHNESS = INTERVAL '1' DAY AS SELECT 1",
-         "Expected [CONSTRAINT name] PRIMARY KEY (...) NOT ENFORCED", 1, 30),
+        ("CREATE MATERIALIZED TABLE t (a INT FROM) FRESHNESS = INTERVAL '1' DAY AS SELECT 1",
+         "Unknown type 'INT FROM' for column 'a'", 1, 32),
         ("CREATE MATERIALIZED TABLE t (CONSTRAINT ct1 UNIQUE(a) NOT ENFORCED)\nFRESHNESS = "
          "INTERVAL '30' SECOND\nAS SELECT * FROM t1", "UNIQUE constraint is not supported "
          "yet", 1, 30),
@@ -306,7 +307,7 @@ def test_update_delete_and_merge_keep_their_target_and_their_spark_sql():
          "supported.", 1, 16),
         ("DESCRIBE JOB", "Expected a job id, as in DESCRIBE JOB '<id>'", 1, 13),
         ("DESCRIBE TABLE t", "Expected JOB after DESCRIBE, found 'TABLE'", 1, 10),
-        ("SHOW TABLES", "Expected MATERIALIZED TABLES after SHOW, found 'TABLES'", 1, 6),
+        ("SHOW TABLES", "Expected MATERIALIZED TABLES or CREATE after SHOW, found 'TABLES'", 1, 6),
         ("SHOW MATERIALIZED TABLES IN", "Expected a namespace, found the end of the "
          "statement", 1, 28),
         ("DELETE t", "Expected FROM after DELETE, found 't'", 1, 8),
@@ -376,7 +377,7 @@ INTERVAL_ONLY = (
         ("INTERVAL '30' YEAR", UNIT, (2, 27)),
         ("INTERVAL '3' WEEK", UNIT, (2, 26)),
         ("INTERVAL '30' DAY TO HOUR", UNIT, (2, 27)),
-        ("INTERVAL '30' DAYS", UNIT, (2, 27)),
+        ("INTERVAL '30' WEEKS", UNIT, (2, 27)),
         ("INTERVAL '30'", UNIT, (3, 1)),  # the unit is missing: AS is where it is not
         ("123", INTERVAL_ONLY, (2, 13)),
         ("INTERVAL 3 MINUTE", INTERVAL_ONLY, (2, 22)),
