@@ -28,7 +28,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.roles import can_edit
-from refresh import selectors, services
+from refresh import pipelines, selectors, services
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -55,6 +55,9 @@ class StatementResult:
     columns: list[str] = field(default_factory=list)
     rows: list[list[Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    #: What the statement does or would do (refresh.pipelines.Plan): create, alter with
+    #: the changes, nothing, refused...; set by a dry run and by CREATE [OR ALTER].
+    plan: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,7 +174,9 @@ def answer(results: list[StatementResult]) -> tuple[int, dict[str, Any]]:
     return 200, body
 
 
-def _failed(text: str, line: int, column: int, error: CatalogError) -> StatementResult:
+def _failed(
+    text: str, line: int, column: int, error: CatalogError, *, refused: bool = False
+) -> StatementResult:
     where = {"line": getattr(error, "line", None), "column": getattr(error, "column", None)}
     body = {
         "message": error.message,
@@ -180,24 +185,16 @@ def _failed(text: str, line: int, column: int, error: CatalogError) -> Statement
         "status": http_status(error),
     }
     body.update({k: v for k, v in where.items() if v is not None})
-    return StatementResult(
+    result = StatementResult(
         text, line, column, ok=False, message=error.message, error=body, kind="error"
     )
+    if refused:
+        result.plan = {"action": "refused", "table": None, "changes": [], "error": body}
+    return result
 
 
 def _resolve(name: st.Name, namespace: str | None) -> tuple[str, str]:
-    parts = list(name)
-    if len(parts) >= 3 and parts[0] == settings.CATALOG_NAME:
-        parts = parts[1:]
-    if len(parts) == 1:
-        if not namespace:
-            raise InvalidInput(
-                f"No namespace for {parts[0]}: qualify the name (namespace.name) or choose a "
-                "namespace",
-                field="namespace",
-            )
-        return namespace, parts[0]
-    return ".".join(parts[:-1]), parts[-1]
+    return pipelines.resolve(name, namespace)
 
 
 def _editor(actor: Any, what: str) -> None:
@@ -225,14 +222,20 @@ def _run(
         return _show(statement, namespace, result)
     if isinstance(statement, st.DescribeJob):
         return _describe(selectors.get_run(statement.job_id), result)
-    if isinstance(statement, st.ShowCreateMaterializedTable) or (
-        isinstance(statement, st.CreateMaterializedTable)
-        and (statement.or_alter or statement.columns or statement.distribution)
-    ):
-        raise InvalidInput(f"{type(statement).__name__} is read but not run yet")
-    if isinstance(statement, st.CreateMaterializedTable):
-        _editor(actor, "CREATE MATERIALIZED TABLE")
+    if isinstance(statement, st.ShowCreateMaterializedTable):
         ns, name = _resolve(statement.name, namespace)
+        mt = selectors.get_materialized_table(ns, name)
+        result.table, result.columns = f"{ns}.{name}", ["statement"]
+        result.rows = [[pipelines.show_create(mt)]]
+        result.message = f"The statement that defines {ns}.{name} as it is"
+        return result
+    if isinstance(statement, st.CreateMaterializedTable):
+        what = "CREATE OR ALTER" if statement.or_alter else "CREATE"
+        _editor(actor, f"{what} MATERIALIZED TABLE")
+        ns, name = _resolve(statement.name, namespace)
+        existing = pipelines.existing(ns, name, or_alter=statement.or_alter)
+        if existing is not None:
+            return _create_or_alter(existing, statement, text, ns, actor, result)
         try:
             mt = services.create_materialized_table(
                 namespace=ns,
@@ -245,6 +248,13 @@ def _run(
                 partitioned_by=statement.partitioned_by,
                 options=statement.options,
                 comment=statement.comment,
+                columns=statement.columns,
+                distribution=(
+                    (statement.distribution.columns, statement.distribution.buckets)
+                    if statement.distribution
+                    else None
+                ),
+                statement=what,
                 actor=actor,
             )
         except SqlError as error:
@@ -257,6 +267,7 @@ def _run(
             f"Materialized table {ns}.{name} created ({mt.refresh_mode}, {mt.freshness}); "
             f"its first refresh is job {result.run_id}"
         )
+        result.plan = pipelines.Plan("create", result.table, [result.message]).as_dict()
         return result
     if isinstance(statement, st.DataChange):
         return _data_change(statement, text, namespace, actor, result)
@@ -313,6 +324,86 @@ def _run(
         services.reset_options(mt, keys=statement.keys, actor=actor)
         result.message = f"{ns}.{name}: options reset ({', '.join(statement.keys)})"
     return result
+
+
+def _create_or_alter(
+    mt: MaterializedTable,
+    statement: st.CreateMaterializedTable,
+    text: str,
+    namespace: str,
+    actor: Any,
+    result: StatementResult,
+) -> StatementResult:
+    """CREATE OR ALTER on a table that exists: only what differs changes (refresh.pipelines);
+    the same definition changes nothing, and says so."""
+    qualified = str(mt)
+    result.table = qualified
+    try:
+        diff = pipelines.difference(mt, statement, namespace=namespace)
+        if diff.empty():
+            result.message = f"{qualified}: nothing to do, the definition is the table's"
+            result.plan = pipelines.Plan("nothing", qualified, []).as_dict()
+            return result
+        # A new query is checked by Spark first (services.check_query), before anything is
+        # written: in a web request that is NeedsWorker, and the statement becomes a job.
+        changes = diff.describe(mt)
+        mt, run = pipelines.apply_difference(mt, diff, statement, actor=actor)
+    except SqlError as error:
+        if error.field != "query":
+            raise
+        raise _in_script(error, text, statement.query) from None
+    result.run_id = run.pk if run is not None else None
+    result.plan = pipelines.Plan("alter", qualified, changes).as_dict()
+    result.message = f"{qualified} altered: " + "; ".join(changes)
+    if run is not None:
+        result.message += f" (the rebuild is job {run.pk})"
+    return result
+
+
+def plan(sql: str, *, namespace: str | None = None, actor: Any = None) -> list[StatementResult]:
+    """A dry run of a script: what each statement would do (refresh.pipelines.plan), every
+    statement planned even after a refusal, nothing written and no Spark asked. A statement
+    counts the tables the statements before it would create as there."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidInput("Write at least one statement", field="sql")
+    try:
+        located = st.located_statements(sql)
+    except SqlError as error:
+        return [_failed(sql.strip()[:200], 1, 1, error, refused=True)]
+    if not located:
+        raise InvalidInput("Write at least one statement", field="sql")
+    if len(located) > MAX_STATEMENTS:
+        raise InvalidInput(
+            f"A script runs at most {MAX_STATEMENTS} statements; this one has {len(located)}",
+            field="sql",
+        )
+    planned: set[str] = set()
+    results = []
+    for offset, padded in located:
+        text = padded[offset:].strip()
+        line, column = st.position(
+            sql, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
+        )
+        try:
+            statement = st.parse_statement(padded, threshold=services.threshold())
+            try:
+                planned_one = pipelines.plan(
+                    statement, namespace=namespace, actor=actor, planned=planned
+                )
+            except SqlError as error:
+                query = getattr(statement, "query", None)
+                if error.field != "query" or not query:
+                    raise
+                raise _in_script(error, padded, query) from None
+        except CatalogError as error:
+            results.append(_failed(text, line, column, error, refused=True))
+            continue
+        result = StatementResult(text, line, column, kind=type(statement).__name__)
+        result.table, result.plan = planned_one.table, planned_one.as_dict()
+        shown = "; ".join(change for change in planned_one.changes if change)
+        result.message = planned_one.action + (f": {shown}" if shown else "")
+        results.append(result)
+    return results
 
 
 def _show(

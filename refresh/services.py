@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,6 +52,7 @@ from catalog.core.inputs import check_name
 from catalog.models import Namespace, View
 from refresh import analysis, schedules
 from refresh.core import definition as defs
+from refresh.core.columns import ColumnDefinition, check_declared, with_comments
 from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
 from refresh.core.options import check_option_keys, check_run_options, check_table_options
 from refresh.core.partitions import check_formatter_option, check_partition_values
@@ -112,7 +113,14 @@ def _definition(mt: MaterializedTable) -> defs.Definition:
         partitioned_by=tuple(mt.partitioned_by),
         options=dict(mt.options),
         comment=mt.comment or None,
+        distribution=distribution(mt),
     )
+
+
+def distribution(mt: MaterializedTable) -> tuple[tuple[str, ...], int] | None:
+    """DISTRIBUTED BY, as the table's current partition spec has it (bucket fields)."""
+    names = {f.field_id: f.name for f in mt.table.schema_fields()}
+    return defs.distribution_of(mt.table.default_spec(), names)
 
 
 def _commit_properties(mt: MaterializedTable, *, actor: Any, removals: Sequence[str] = ()) -> None:
@@ -140,11 +148,14 @@ def _commit_properties(mt: MaterializedTable, *, actor: Any, removals: Sequence[
 # -- sources -------------------------------------------------------------------------------
 
 
-def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list[str]:
+def resolve_sources(
+    query: str, *, namespace: str, own: tuple[str, str], planned: Collection[str] = ()
+) -> list[str]:
     """["ns.name", ...] the query reads, each a table, view or materialized table of this
     catalog; an unknown one, one of another catalog, or one that (through views and other
     materialized tables) reads the table being defined is refused with its line and
-    column in the query."""
+    column in the query. `planned` names objects a plan's earlier statements create: they
+    count as there (a dry run changes nothing, so they are not)."""
     from sqlglot import exp
 
     from catalog.core.sql import parse_query
@@ -185,7 +196,7 @@ def resolve_sources(query: str, *, namespace: str, own: tuple[str, str]) -> list
             )
         in_namespace = Namespace.objects.filter(name=ns).first()
         holder = selectors.holder_of(in_namespace, parts[-1]) if in_namespace else None
-        if holder is None:
+        if holder is None and qualified not in planned:
             raise SqlError(
                 f"Table or view not found: {qualified}", line=line, column=column, field="query"
             )
@@ -275,10 +286,15 @@ def create_materialized_table(
     partitioned_by: Sequence[str] = (),
     options: Mapping[str, str] | None = None,
     comment: str | None = None,
+    columns: Sequence[ColumnDefinition] = (),
+    distribution: tuple[Sequence[str], int] | None = None,
+    statement: str = "CREATE",
     actor: Any = None,
 ) -> MaterializedTable:
     """CREATE MATERIALIZED TABLE: see the module's docstring. Returns the ACTIVATED table;
-    its first refresh (trigger CREATE) is queued."""
+    its first refresh (trigger CREATE) is queued. `columns`, the statement's schema part,
+    must be satisfied by the schema Spark derives (their comments become the columns'
+    docs); `distribution` (columns, n) adds a bucket[n] partition field per column."""
     name = check_name(name, field="name")
     if selectors.holder_of(selectors.get_namespace(namespace), name) is not None:
         raise AlreadyExists(
@@ -304,18 +320,24 @@ def create_materialized_table(
         partitioned_by=tuple(partitioned_by),
         options=options,
         comment=comment,
+        distribution=(tuple(distribution[0]), int(distribution[1])) if distribution else None,
     )
     spark_schema = analysis.query_schema(definition.query, namespace=namespace)
     schema = iceberg_schema(spark_schema)
+    check_declared(columns, schema, statement=statement)
     defs.check_against_schema(definition, schema)
-    schema = iceberg_schema(spark_schema, identifier_fields=definition.primary_key)
+    schema = with_comments(
+        iceberg_schema(spark_schema, identifier_fields=definition.primary_key), columns
+    )
 
     with transaction.atomic():
         loaded = catalog_services.create_table(
             namespace=namespace,
             name=name,
             schema=schema,
-            partition_spec=defs.partition_spec(schema, definition.partitioned_by),
+            partition_spec=defs.partition_spec(
+                schema, definition.partitioned_by, definition.distribution
+            ),
             properties=defs.table_properties(
                 definition, state=MaterializedTable.State.INITIALIZING, version=1
             ),
@@ -482,16 +504,20 @@ def set_freshness(
 
 
 def set_refresh_mode(
-    mt: MaterializedTable, *, refresh_mode: RefreshMode, actor: Any = None
+    mt: MaterializedTable, *, refresh_mode: RefreshMode | None, actor: Any = None
 ) -> MaterializedTable:
+    """SET REFRESH_MODE; None (a CREATE OR ALTER without REFRESH_MODE) lets the freshness
+    decide the mode again, as at a CREATE without it (Flink's AUTOMATIC)."""
     with transaction.atomic():
         mt = _locked(mt)
         _refuse_while_pending(mt, "change its refresh mode")
-        mode = _replan(mt, mt.freshness, RefreshMode(refresh_mode))
-        mt.refresh_mode, mt.mode_is_explicit = mode.value, True
+        explicit = RefreshMode(refresh_mode) if refresh_mode is not None else None
+        mode = _replan(mt, mt.freshness, explicit)
+        mt.refresh_mode, mt.mode_is_explicit = mode.value, explicit is not None
         mt.save(update_fields=["refresh_mode", "mode_is_explicit", "updated_at"])
         _reschedule(mt)
-        _record(mt, actor=actor, action="set_refresh_mode", message=mode.value)
+        message = mode.value if explicit is not None else f"automatic ({mode.value})"
+        _record(mt, actor=actor, action="set_refresh_mode", message=message)
         _commit_properties(mt, actor=actor)
     return mt
 
@@ -544,12 +570,94 @@ def reset_options(
     return mt
 
 
-def alter_query(mt: MaterializedTable, *, query: str, actor: Any = None) -> RefreshRun:
+def set_comment(
+    mt: MaterializedTable, *, comment: str | None, actor: Any = None
+) -> MaterializedTable:
+    """The table's COMMENT (CREATE OR ALTER): in the row and the table's `comment` property."""
+    with transaction.atomic():
+        mt = _locked(mt)
+        mt.comment = comment or ""
+        mt.save(update_fields=["comment", "updated_at"])
+        _record(mt, actor=actor, action="set_comment", message=comment or "")
+        _commit_properties(mt, actor=actor, removals=() if comment else ["comment"])
+    return mt
+
+
+def set_column_comments(
+    mt: MaterializedTable, *, comments: Mapping[str, str | None], actor: Any = None
+) -> MaterializedTable:
+    """Columns' COMMENTs (CREATE OR ALTER's schema part): their docs in a new current schema
+    of the table (a schema-only commit; the rows stay); None removes a doc."""
+    from catalog.core.tables import read_table_metadata
+
+    with transaction.atomic():
+        mt = _locked(mt)
+        _refuse_while_pending(mt, "change its columns' comments")
+        metadata = read_table_metadata(mt.table.metadata_location)
+        schema = json.loads(metadata.schema().model_dump_json(by_alias=True, exclude_none=True))
+        known = {f["name"] for f in schema["fields"]}
+        for name in comments:
+            if name not in known:
+                raise InvalidInput(f"Column '{name}' not found in {mt}", field="columns")
+        for column in schema["fields"]:
+            if column["name"] in comments:
+                column.pop("doc", None)
+                if comments[column["name"]]:
+                    column["doc"] = comments[column["name"]]
+        _commit_schema(mt, metadata, schema, actor=actor)
+        _record(mt, actor=actor, action="set_column_comments", message=", ".join(comments))
+    return mt
+
+
+def _commit_schema(mt: MaterializedTable, metadata: Any, schema: dict, *, actor: Any) -> None:
+    """`schema` (the current one, changed) as the table's new current schema."""
+    schema["schema-id"] = max(s.schema_id for s in metadata.schemas) + 1
+    catalog_services.commit_table(
+        namespace=mt.table.namespace.name,
+        name=mt.table.name,
+        requirements=[
+            {"type": "assert-current-schema-id", "current-schema-id": metadata.current_schema_id}
+        ],
+        updates=[
+            {"action": "add-schema", "schema": schema, "last-column-id": metadata.last_column_id},
+            {"action": "set-current-schema", "schema-id": -1},
+        ],
+        actor=actor,
+    )
+    mt.table.refresh_from_db()
+
+
+def alter_query(
+    mt: MaterializedTable,
+    *,
+    query: str,
+    columns: Sequence[ColumnDefinition] = (),
+    actor: Any = None,
+) -> RefreshRun:
     """ALTER MATERIALIZED TABLE ... AS <query>: a new definition version, applied by a
-    rebuild (see `_redefine`). Returns the rebuild's run."""
+    rebuild (see `_redefine`). Returns the rebuild's run. `columns` (CREATE OR ALTER's
+    schema part) must be satisfied by the new query's schema."""
     if not query or not query.strip():
         raise InvalidInput("A materialized table needs a query", field="query")
-    return _redefine(mt, query=query.strip(), version_id=None, operation="alter", actor=actor)
+    return _redefine(
+        mt, query=query.strip(), version_id=None, operation="alter", actor=actor, columns=columns
+    )
+
+
+def check_query(
+    mt: MaterializedTable, *, query: str, columns: Sequence[ColumnDefinition] = ()
+) -> None:
+    """What ALTER ... AS checks before it writes (sources, the stream's shape, Spark's schema
+    against the schema part and Flink's rules), writing nothing: CREATE OR ALTER asks it
+    before changing anything else, so that a refused query leaves the table as it was."""
+    table = mt.table
+    namespace = mt.default_namespace or table.namespace.name
+    resolve_sources(query, namespace=namespace, own=(table.namespace.name, table.name))
+    if mt.refresh_mode == RefreshMode.CONTINUOUS:
+        check_streamable(query, namespace=namespace, primary_key=mt.primary_key)
+    schema = iceberg_schema(analysis.query_schema(query, namespace=namespace))
+    check_declared(columns, schema, statement="CREATE OR ALTER")
+    defs.check_against_schema(dataclasses.replace(_definition(mt), query=query), schema)
 
 
 def rollback_definition(mt: MaterializedTable, *, version_id: int, actor: Any = None) -> RefreshRun:
@@ -586,7 +694,13 @@ def _refuse_while_pending(mt: MaterializedTable, what: str) -> None:
 
 
 def _redefine(
-    mt: MaterializedTable, *, query: str, version_id: int | None, operation: str, actor: Any
+    mt: MaterializedTable,
+    *,
+    query: str,
+    version_id: int | None,
+    operation: str,
+    actor: Any,
+    columns: Sequence[ColumnDefinition] = (),
 ) -> RefreshRun:
     """A new definition (alter: `version_id` None, the next id is taken under the lock) or
     an older one again (rollback). Checked now as CREATE checks (sources, Spark's schema,
@@ -605,6 +719,7 @@ def _redefine(
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=mt.primary_key)
     spark_schema = analysis.query_schema(query, namespace=namespace)
+    check_declared(columns, iceberg_schema(spark_schema), statement="CREATE OR ALTER")
     defs.check_against_schema(definition, iceberg_schema(spark_schema))
     derived = iceberg_schema(spark_schema, identifier_fields=definition.primary_key)
     metadata = read_table_metadata(table.metadata_location)
@@ -752,35 +867,40 @@ def fail_rebuild(run: RefreshRun, *, error: str) -> RefreshRun:
 
 
 def _set_identifier_fields(mt: MaterializedTable, *, actor: Any) -> None:
-    """The table's schema with the primary key as its identifier fields, unless it has them."""
+    """What REPLACE TABLE cannot carry, set again on the rebuilt schema (one schema-only
+    commit, when anything is missing): the primary key as identifier fields, and each
+    column's comment, which a column keeps across a redefinition (taken from the newest
+    earlier schema that has a column of that name)."""
     from catalog.core.tables import read_table_metadata
 
-    if not mt.primary_key:
-        return
     metadata = read_table_metadata(mt.table.metadata_location)
-    schema = json.loads(metadata.schema().model_dump_json(by_alias=True))
-    ids = {f["name"]: f["id"] for f in schema["fields"]}
-    wanted = sorted(ids[name] for name in mt.primary_key if name in ids)
-    if sorted(schema.get("identifier-field-ids") or []) == wanted:
-        return
-    for field in schema["fields"]:
-        if field["id"] in wanted:
-            field["required"] = True
-    schema["identifier-field-ids"] = wanted
-    schema["schema-id"] = max(s.schema_id for s in metadata.schemas) + 1
-    catalog_services.commit_table(
-        namespace=mt.table.namespace.name,
-        name=mt.table.name,
-        requirements=[
-            {"type": "assert-current-schema-id", "current-schema-id": metadata.current_schema_id}
-        ],
-        updates=[
-            {"action": "add-schema", "schema": schema, "last-column-id": metadata.last_column_id},
-            {"action": "set-current-schema", "schema-id": -1},
-        ],
-        actor=actor,
+    schema = json.loads(metadata.schema().model_dump_json(by_alias=True, exclude_none=True))
+    changed = False
+    if mt.primary_key:
+        ids = {f["name"]: f["id"] for f in schema["fields"]}
+        wanted = sorted(ids[name] for name in mt.primary_key if name in ids)
+        if sorted(schema.get("identifier-field-ids") or []) != wanted:
+            for field in schema["fields"]:
+                if field["id"] in wanted:
+                    field["required"] = True
+            schema["identifier-field-ids"] = wanted
+            changed = True
+    earlier = sorted(
+        (s for s in metadata.schemas if s.schema_id != metadata.current_schema_id),
+        key=lambda s: s.schema_id,
+        reverse=True,
     )
-    mt.table.refresh_from_db()
+    for field in schema["fields"]:
+        if field.get("doc"):
+            continue
+        for older in earlier:
+            match = next((f for f in older.fields if f.name == field["name"]), None)
+            if match is not None:
+                if match.doc:
+                    field["doc"], changed = match.doc, True
+                break
+    if changed:
+        _commit_schema(mt, metadata, schema, actor=actor)
 
 
 def drop_materialized_table(mt: MaterializedTable, *, actor: Any = None) -> None:

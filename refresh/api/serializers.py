@@ -130,6 +130,14 @@ class StatementRequestSerializer(StrictSerializer):
         default=None,
         help_text="The namespace unqualified names resolve in.",
     )
+    dry_run = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "Plan only: say per statement what it would do (create, alter with the changes, "
+            "nothing, refused...), changing nothing and starting no Spark job."
+        ),
+    )
 
 
 class MaterializedTableCreateSerializer(StrictSerializer):
@@ -202,6 +210,16 @@ class RefreshRequestSerializer(StrictSerializer):
 # -- responses ----------------------------------------------------------------------------
 
 
+class StatementPlanSerializer(serializers.Serializer):
+    action = serializers.CharField(
+        help_text="create, alter, nothing, refused, or the statement's own verb (drop, "
+        "suspend, resume, refresh, change data, read)"
+    )
+    table = serializers.CharField(allow_null=True)
+    changes = _names()
+    error = serializers.DictField(allow_null=True)
+
+
 class StatementResultSerializer(serializers.Serializer):
     statement = serializers.CharField()
     line = serializers.IntegerField()
@@ -214,12 +232,22 @@ class StatementResultSerializer(serializers.Serializer):
     columns = _names()
     rows = serializers.ListField(child=serializers.ListField())
     error = serializers.DictField(allow_null=True)
+    plan = StatementPlanSerializer(
+        allow_null=True,
+        help_text="What the statement does or would do (a dry run; CREATE [OR ALTER]).",
+    )
 
 
 class StatementsResponseSerializer(serializers.Serializer):
     results = StatementResultSerializer(many=True)
     error = serializers.DictField(
         required=False, help_text="The failing statement's error (message, type, line, column)."
+    )
+    dry_run = serializers.BooleanField(
+        required=False, help_text="True: a plan; nothing was changed."
+    )
+    refused = serializers.IntegerField(
+        required=False, help_text="A plan: how many statements would be refused."
     )
 
 

@@ -113,12 +113,22 @@ class StatementsView(APIView):
             "script. A statement that needs a worker's Spark (CREATE, ALTER ... AS, a data "
             "change) and the rest of the script run as a job: 202 with the results so far "
             "and `job`, whose URL gives the remaining results as they come. 503 when no "
-            "worker is running, 429 when too many jobs are waiting."
+            'worker is running, 429 when too many jobs are waiting. With `"dry_run": '
+            "true`, a plan: 200 with what each statement would do (`plan`: create, alter and "
+            "its changes, nothing, refused with the error's line and column), every "
+            "statement planned, nothing changed and no Spark job started."
         ),
         tags=["statements"],
     )
     def post(self, request: Request) -> Response:
         data = _validated(s.StatementRequestSerializer, request)
+        if data["dry_run"]:
+            results = console.plan(
+                data["sql"], namespace=data["namespace"] or None, actor=request.user
+            )
+            refused = sum(1 for result in results if not result.ok)
+            body = {"results": [r.as_dict() for r in results], "dry_run": True}
+            return Response({**body, "refused": refused}, status=status.HTTP_200_OK)
         results, job = console.run(
             data["sql"], namespace=data["namespace"] or None, actor=request.user
         )

@@ -8,6 +8,8 @@ Django-free."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +35,9 @@ METADATA_HOUSEKEEPING = {
 #: The prefix of the table properties that describe the materialized table.
 PROPERTY_PREFIX = "lakeview.materialized-table."
 VERSION_PROPERTY = f"{PROPERTY_PREFIX}version"
+#: DISTRIBUTED BY as JSON ({"columns": [...], "buckets": n}): engines see it, and a rebuild's
+#: REPLACE TABLE reads it back to keep the bucket partition fields (spark/batch.py).
+DISTRIBUTION_PROPERTY = f"{PROPERTY_PREFIX}distribution"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,9 @@ class Definition:
     partitioned_by: tuple[str, ...] = ()
     options: Mapping[str, str] = field(default_factory=dict, hash=False)
     comment: str | None = None
+    #: DISTRIBUTED BY [HASH] (columns) INTO n BUCKETS: (columns, n), one Iceberg bucket[n]
+    #: partition field per column.
+    distribution: tuple[tuple[str, ...], int] | None = None
 
 
 def _available(columns: Sequence[str]) -> str:
@@ -80,6 +88,13 @@ def check_against_schema(definition: Definition, schema: Mapping) -> None:
                 f"Could not create a PRIMARY KEY with nullable column '{key}'.\n"
                 "A PRIMARY KEY column must be declared on non-nullable physical columns.",
                 field="primary_key",
+            )
+    for key in definition.distribution[0] if definition.distribution else ():
+        if key not in fields:
+            raise InvalidInput(
+                f"Distribution column '{key}' not defined in the query schema. Available "
+                f"columns: [{_available(names)}].",
+                field="distribution",
             )
     for column in formatter_columns(definition.options):
         column_type = fields[column]["type"] if column in fields else None
@@ -112,6 +127,11 @@ def table_properties(
         properties[VERSION_PROPERTY] = str(version)
     if definition.primary_key:
         properties[f"{PROPERTY_PREFIX}primary-key"] = ",".join(definition.primary_key)
+    if definition.distribution:
+        columns, buckets = definition.distribution
+        properties[DISTRIBUTION_PROPERTY] = json.dumps(
+            {"columns": list(columns), "buckets": buckets}
+        )
     # Row-level changes (a continuous table's MERGE INTO, the console's UPDATE and DELETE)
     # write delete files instead of rewriting data files: a micro-batch stays small.
     properties.update(MERGE_ON_READ)
@@ -122,21 +142,49 @@ def table_properties(
     return properties
 
 
-def partition_spec(schema: Mapping, partitioned_by: Sequence[str]) -> dict:
-    """An identity partition spec over the partition keys (REST JSON)."""
+def partition_spec(
+    schema: Mapping,
+    partitioned_by: Sequence[str],
+    distribution: tuple[Sequence[str], int] | None = None,
+) -> dict:
+    """An identity partition field per partition key, then a `bucket[n]` field per
+    distribution column (named `<col>_bucket`, as Spark names them) (REST JSON)."""
     ids = {f["name"]: f["id"] for f in schema["fields"]}
+    fields = [(name, name, "identity") for name in partitioned_by]
+    if distribution:
+        columns, buckets = distribution
+        fields += [(name, f"{name}_bucket", f"bucket[{buckets}]") for name in columns]
     return {
         "spec-id": 0,
         "fields": [
             {
-                "source-id": ids[name],
+                "source-id": ids[source],
                 "field-id": 1000 + index,
                 "name": name,
-                "transform": "identity",
+                "transform": transform,
             }
-            for index, name in enumerate(partitioned_by)
+            for index, (source, name, transform) in enumerate(fields)
         ],
     }
+
+
+_BUCKET = re.compile(r"^bucket\[(\d+)\]$")
+
+
+def distribution_of(
+    spec: Mapping, schema_fields: Mapping[int, str]
+) -> tuple[tuple[str, ...], int] | None:
+    """DISTRIBUTED BY from a partition spec's bucket fields (all with one bucket count; a
+    spec an engine wrote with several counts has no DISTRIBUTED BY form and gives None)."""
+    columns, counts = [], set()
+    for spec_field in spec.get("fields", []):
+        match = _BUCKET.match(str(spec_field.get("transform", "")))
+        if match and spec_field.get("source-id") in schema_fields:
+            columns.append(schema_fields[spec_field["source-id"]])
+            counts.add(int(match[1]))
+    if not columns or len(counts) != 1:
+        return None
+    return tuple(columns), counts.pop()
 
 
 # -- a new definition's schema ------------------------------------------------------------

@@ -12,9 +12,12 @@ worker passes plain values in."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from refresh.core.definition import DISTRIBUTION_PROPERTY
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -104,8 +107,17 @@ def replace(
     from refresh.spark.commits import with_properties
 
     writer = with_properties(frame.writeTo(quote(target)), snapshot_properties or {})
-    if partitioned_by:
-        writer = writer.partitionedBy(*[F.col(quote([column])) for column in partitioned_by])
+    transforms = [F.col(quote([column])) for column in partitioned_by]
+    # DISTRIBUTED BY: a bucket[n] field per column, after the partition keys, as CREATE made
+    # them (refresh.core.definition.partition_spec).
+    distribution = json.loads(properties.get(DISTRIBUTION_PROPERTY) or "null")
+    if distribution:
+        transforms += [
+            F.bucket(int(distribution["buckets"]), F.col(quote([column])))
+            for column in distribution["columns"]
+        ]
+    if transforms:
+        writer = writer.partitionedBy(*transforms)
     for key, value in properties.items():
         writer = writer.tableProperty(key, value)
     writer.createOrReplace()

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("reads and decisions", ("refresh.selectors", "refresh.schedules", "refresh.sources",
                              "refresh.lineage", "refresh.monitoring", "refresh.analysis")),
     ("state changes", ("refresh.services",)),
-    ("workers' and the console's work", ("refresh.runner", "refresh.streams",
+    ("workers' and the console's work", ("refresh.runner", "refresh.streams", "refresh.pipelines",
                                          "refresh.console", "refresh.verification")),
     ("Celery adapters", ("refresh.tasks",)),
     ("API, pages, admin", ("refresh.api", "refresh.pages", "refresh.operations",
