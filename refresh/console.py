@@ -378,32 +378,46 @@ def plan(sql: str, *, namespace: str | None = None, actor: Any = None) -> list[S
             field="sql",
         )
     planned: set[str] = set()
-    results = []
-    for offset, padded in located:
-        text = padded[offset:].strip()
-        line, column = st.position(
-            sql, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
-        )
+    return [
+        plan_statement(sql, offset, padded, namespace=namespace, actor=actor, planned=planned)
+        for offset, padded in located
+    ]
+
+
+def plan_statement(
+    script: str,
+    offset: int,
+    padded: str,
+    *,
+    namespace: str | None,
+    actor: Any,
+    planned: set[str],
+) -> StatementResult:
+    """The plan of the statement at `offset` of `script` (`padded`: the statement with what
+    precedes it blanked, as `st.located_statements` gives it), a refusal at its line and
+    column in the script; `planned` is shared by the statements of one plan."""
+    text = padded[offset:].strip()
+    line, column = st.position(
+        script, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
+    )
+    try:
+        statement = st.parse_statement(padded, threshold=services.threshold())
         try:
-            statement = st.parse_statement(padded, threshold=services.threshold())
-            try:
-                planned_one = pipelines.plan(
-                    statement, namespace=namespace, actor=actor, planned=planned
-                )
-            except SqlError as error:
-                query = getattr(statement, "query", None)
-                if error.field != "query" or not query:
-                    raise
-                raise _in_script(error, padded, query) from None
-        except CatalogError as error:
-            results.append(_failed(text, line, column, error, refused=True))
-            continue
-        result = StatementResult(text, line, column, kind=type(statement).__name__)
-        result.table, result.plan = planned_one.table, planned_one.as_dict()
-        shown = "; ".join(change for change in planned_one.changes if change)
-        result.message = planned_one.action + (f": {shown}" if shown else "")
-        results.append(result)
-    return results
+            planned_one = pipelines.plan(
+                statement, namespace=namespace, actor=actor, planned=planned
+            )
+        except SqlError as error:
+            query = getattr(statement, "query", None)
+            if error.field != "query" or not query:
+                raise
+            raise _in_script(error, padded, query) from None
+    except CatalogError as error:
+        return _failed(text, line, column, error, refused=True)
+    result = StatementResult(text, line, column, kind=type(statement).__name__)
+    result.table, result.plan = planned_one.table, planned_one.as_dict()
+    shown = "; ".join(change for change in planned_one.changes if change)
+    result.message = planned_one.action + (f": {shown}" if shown else "")
+    return result
 
 
 def _show(

@@ -453,6 +453,14 @@ def _plan_create(
     return Plan("create", qualified, changes)
 
 
+class DependencyCycle(InvalidInput):
+    """Definitions that read each other: `indexes` are the units left waiting."""
+
+    def __init__(self, message: str, indexes: list[int]) -> None:
+        super().__init__(message, field="sql")
+        self.indexes = indexes
+
+
 def order_by_dependencies(
     units: Sequence[tuple[Collection[str], Collection[str]]],
 ) -> list[int]:
@@ -472,11 +480,65 @@ def order_by_dependencies(
     while left:
         ready = next((i for i in left if not needs[i] - set(order)), None)
         if ready is None:
-            raise InvalidInput(
-                "These definitions read each other in a cycle: "
-                + ", ".join(str(i) for i in left if needs[i] - set(order)),
-                field="sql",
+            stuck = [i for i in left if needs[i] - set(order)]
+            raise DependencyCycle(
+                "These definitions read each other in a cycle: " + ", ".join(map(str, stuck)),
+                stuck,
             )
         order.append(ready)
         left.remove(ready)
     return order
+
+
+def query_sources(query: str, *, namespace: str) -> set[str]:
+    """ "ns.name" of the tables, views and materialized tables a query names (CTEs and
+    table functions left out, names of other catalogs too): what a definition reads, to
+    order definitions; read by sqlglot alone (a query it cannot read reads nothing here, and
+    its plan says why)."""
+    from sqlglot import exp
+
+    from catalog.core.errors import CatalogError
+    from catalog.core.sql import parse_query
+
+    try:
+        parsed = parse_query(query, "spark")
+    except CatalogError:
+        return set()
+    ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
+    found = set()
+    for table in parsed.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue
+        parts = [part.name for part in table.parts]
+        if len(parts) == 1 and parts[0] in ctes:
+            continue
+        if len(parts) >= 3:
+            if parts[0] != settings.CATALOG_NAME:
+                continue
+            parts = parts[1:]
+        found.add(f"{'.'.join(parts[:-1]) if len(parts) > 1 else namespace}.{parts[-1]}")
+    return found
+
+
+def defines_and_reads(
+    statement: st.Statement, *, namespace: str | None
+) -> tuple[set[str], set[str]]:
+    """What a statement defines and what it reads or acts on ("ns.name"), to order the
+    statements of a folder: a definition after what it reads, any other statement after
+    the definition of its table."""
+    if isinstance(statement, st.CreateMaterializedTable | st.AlterQuery):
+        try:
+            ns, name = resolve(statement.name, namespace)
+        except InvalidInput:
+            return set(), set()
+        reads = query_sources(statement.query, namespace=ns) - {f"{ns}.{name}"}
+        if isinstance(statement, st.AlterQuery):
+            return set(), reads | {f"{ns}.{name}"}
+        return {f"{ns}.{name}"}, reads
+    target = getattr(statement, "target", None) or getattr(statement, "name", None)
+    if not target or not isinstance(target, tuple):
+        return set(), set()
+    try:
+        return set(), {".".join(resolve(target, namespace))}
+    except InvalidInput:
+        return set(), set()
