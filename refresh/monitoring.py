@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import (
     Case,
     Count,
@@ -39,7 +40,7 @@ from catalog.core.errors import InvalidInput
 from maintenance.models import MaintenanceRun
 from refresh import selectors
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
-from refresh.models import MaterializedTable, RefreshRun
+from refresh.models import MaterializedTable, RefreshRun, StreamHost
 
 #: Rows per page of both lists.
 PAGE_SIZE = 50
@@ -366,3 +367,25 @@ def history_row(row: Mapping[str, Any]) -> dict[str, Any]:
 def _text(params: Mapping[str, Any], name: str) -> str:
     value = params.get(name)
     return value.strip() if isinstance(value, str) else ""
+
+
+# -- streaming hosts -------------------------------------------------------------------------
+
+
+def streaming_hosts(*, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Every registered streaming host (manage.py run_streams), oldest first: its name,
+    start, last beat, whether it is live (a beat within STREAM_LEASE_SECONDS) and how many
+    continuous tables it holds. One query."""
+    now = now or timezone.now()
+    lease = timedelta(seconds=float(settings.STREAM_LEASE_SECONDS))
+    hosts = StreamHost.objects.annotate(held=Count("tables")).order_by("started_at", "id")
+    return [
+        {
+            "name": host.name,
+            "started_at": host.started_at,
+            "heartbeat_at": host.heartbeat_at,
+            "live": now - host.heartbeat_at < lease,
+            "tables": host.held,
+        }
+        for host in hosts
+    ]

@@ -15,8 +15,8 @@ through the database, and each table's query runs on exactly one of them at a ti
   and a newcomer claims them.
 - A holder that stops beating (SIGKILL, a pause, a partition) keeps its tables until their
   leases end; then any live host claims them and resumes their streams from their
-  checkpoints. A micro-batch commits only while its host's lease still has a third of its
-  time left (`holds`), and the catalog refuses a micro-batch commit stamped by a host that
+  checkpoints. A micro-batch commits only if its host still holds the table, renewing the
+  lease just before (`renew`), and the catalog refuses a micro-batch commit stamped by a host that
   no longer holds the table (`check_commit`, the kernel's commit guard): a host that comes
   back after its tables were taken over writes nothing more to them."""
 
@@ -122,6 +122,18 @@ def release(host: StreamHost, mt_id: int) -> bool:
     return bool(
         MaterializedTable.objects.filter(pk=mt_id, stream_host=host).update(
             stream_host=None, stream_host_since=None, stream_lease_until=None
+        )
+    )
+
+
+def renew(host: StreamHost, mt_id: int) -> bool:
+    """Renew table `mt_id`'s lease if `host` still holds it (expired or not: while no other
+    host claimed it, nobody else wrote the table). Asked just before each micro-batch
+    commits: the commit then has a whole lease time to land in, however late the last
+    heartbeat was. Whether `host` holds it."""
+    return bool(
+        MaterializedTable.objects.filter(pk=mt_id, stream_host=host).update(
+            stream_lease_until=_in(lease_seconds())
         )
     )
 

@@ -424,8 +424,17 @@ class VersionLogEntrySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class StreamHostSerializer(serializers.Serializer):
+    """The streaming host that holds a continuous table's lease (refresh.stream_hosts)."""
+
+    name = serializers.CharField(help_text='"hostname:pid" of the run_streams process')
+    since = serializers.DateTimeField(help_text="when it took the table")
+    lease_until = serializers.DateTimeField(help_text="when its lease ends unless renewed")
+
+
 class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
     schedule = serializers.SerializerMethodField()
+    stream_host = serializers.SerializerMethodField()
     schema = serializers.SerializerMethodField()
     data_timestamp = serializers.SerializerMethodField()
 
@@ -449,12 +458,26 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
             "stream_error",
             "stream_heartbeat_at",
             "stream_checkpoint",
+            "stream_host",
             "pending_change",
             "created_at",
         ]
         read_only_fields = fields
 
     pending_change = serializers.SerializerMethodField()
+
+    @extend_schema_field(StreamHostSerializer(allow_null=True))
+    def get_stream_host(self, mt: MaterializedTable) -> dict[str, Any] | None:
+        """Which streaming host runs the table's query, since when (null: none holds it)."""
+        if mt.stream_host is None:
+            return None
+        return StreamHostSerializer(
+            {
+                "name": mt.stream_host.name,
+                "since": mt.stream_host_since,
+                "lease_until": mt.stream_lease_until,
+            }
+        ).data
 
     @extend_schema_field(VersionLogEntrySerializer(allow_null=True))
     def get_pending_change(self, mt: MaterializedTable) -> dict[str, Any] | None:

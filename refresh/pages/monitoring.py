@@ -82,5 +82,6 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
         "run_states": monitoring.RUN_STATES,
         "errors": errors,
         "since_help": monitoring.SINCE_HELP,
+        "stream_hosts": monitoring.streaming_hosts(now=now),
     }
     return render(request, "refresh/monitoring.html", context, status=400 if errors else 200)

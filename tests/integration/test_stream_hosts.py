@@ -7,7 +7,7 @@ running, so no Spark is started)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.utils import timezone
@@ -82,8 +82,11 @@ def test_a_table_held_by_one_host_cannot_be_claimed_by_another_until_its_lease_e
 
     silence(a)
     assert not stream_hosts.holds(a.pk, mt_id), "an expired lease is no longer held"
+    assert stream_hosts.renew(a, mt_id), "nobody claimed it yet: a's micro-batch may commit"
+    silence(a)
     assert stream_hosts.claim(b, mt_id)
     assert not stream_hosts.claim(a, mt_id), "the old holder cannot take it back"
+    assert not stream_hosts.renew(a, mt_id), "nor commit a micro-batch"
     assert holders() == {mt_id: "b:2"}
     assert stream_hosts.holds(b.pk, mt_id)
 
@@ -208,3 +211,33 @@ def test_fair_share_is_the_ceiling_of_tables_over_live_hosts():
     assert stream_hosts.fair_share(1, 4) == 1
     assert stream_hosts.fair_share(0, 2) == 0
     assert stream_hosts.fair_share(5, 0) == 5
+
+
+def test_the_table_page_the_api_and_monitoring_say_which_host_streams_a_table_since_when(
+    client, viewer
+):
+    from rest_framework.test import APIClient
+
+    [mt_id] = continuous_tables(1)
+    a = stream_hosts.register("node-7:4242")
+    client.force_login(viewer)
+    api = APIClient()
+    api.force_authenticate(viewer)
+
+    page = client.get("/namespaces/live/materialized-tables/t0/").content.decode()
+    assert "no streaming host holds it" in page
+    assert api.get("/api/namespaces/live/materialized-tables/t0/").json()["stream_host"] is None
+
+    stream_hosts.claim(a, mt_id)
+    mt = MaterializedTable.objects.get(pk=mt_id)
+    since = mt.stream_host_since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    page = client.get("/namespaces/live/materialized-tables/t0/").content.decode()
+    assert f"Streamed by <code>node-7:4242</code> since {since} UTC" in page
+    detail = api.get("/api/namespaces/live/materialized-tables/t0/").json()["stream_host"]
+    assert detail["name"] == "node-7:4242"
+    assert detail["since"].startswith(since.replace(" ", "T"))
+    assert detail["lease_until"] > detail["since"]
+
+    monitoring = client.get("/monitoring/").content.decode()
+    assert 'id="stream-hosts"' in monitoring and "<code>node-7:4242</code>" in monitoring
+    assert '<span class="badge ok">live</span>' in monitoring
