@@ -522,15 +522,24 @@ def console_page(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("You have no role in this catalog.")
     namespaces = list(Namespace.objects.order_by("name").values_list("name", flat=True))
     results: list[dict[str, Any]] = []
+    # "Plan": what each statement would do, nothing changed (refresh.console.plan).
+    planning = request.method == "POST" and request.POST.get("action") == "plan"
     if request.method == "POST":
         form = ConsoleForm(request.POST, namespaces=namespaces)
         if form.is_valid():
             try:
-                ran, _ = console.run(
-                    form.cleaned_data["sql"],
-                    namespace=form.cleaned_data["namespace"] or None,
-                    actor=request.user,
-                )
+                if planning:
+                    ran = console.plan(
+                        form.cleaned_data["sql"],
+                        namespace=form.cleaned_data["namespace"] or None,
+                        actor=request.user,
+                    )
+                else:
+                    ran, _ = console.run(
+                        form.cleaned_data["sql"],
+                        namespace=form.cleaned_data["namespace"] or None,
+                        actor=request.user,
+                    )
             except CatalogError as error:
                 form.add_catalog_error(error)
             else:
@@ -539,6 +548,9 @@ def console_page(request: HttpRequest) -> HttpResponse:
         form = ConsoleForm(
             initial={"namespace": request.GET.get("namespace", "")}, namespaces=namespaces
         )
+    if planning:
+        context = {"form": form, "results": results, "failed": False, "planning": True}
+        return render(request, "refresh/console.html", context, status=400 if form.errors else 200)
     failed = bool(results) and not results[-1]["result"].ok
     status = 400 if failed or (request.method == "POST" and form.errors) else 200
     if not failed and results and results[-1]["result"].spark_job:

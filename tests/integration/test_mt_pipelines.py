@@ -311,3 +311,19 @@ def test_a_dry_run_plans_every_statement_and_changes_nothing(api, sales, viewer)
     as_viewer = run_sql(viewer_api, DAILY, dry_run=True).json()["results"][0]
     assert as_viewer["plan"]["action"] == "refused"
     assert "editor role" in as_viewer["error"]["message"]
+
+
+def test_the_console_pages_plan_button_shows_each_statements_plan_and_changes_nothing(
+    client, editor, sales
+):
+    client.force_login(editor)
+    before = counts()
+    response = client.post(
+        "/console/", {"sql": f"{DAILY};\nSHOW MATERIALIZED TABLES", "namespace": "sales",
+                      "action": "plan"},
+    )  # fmt: skip
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'id="console-plan-results"' in page and 'data-action="create"' in page
+    assert 'data-action="read"' in page
+    assert counts() == before and not MaterializedTable.objects.exists()
