@@ -1,5 +1,6 @@
 """docker-compose.yml describes the production shape; Docker itself is not run in CI."""
 
+import json
 from pathlib import Path
 
 import yaml
@@ -54,6 +55,18 @@ def test_web_worker_and_beat_read_the_same_settings_from_the_environment() -> No
         assert env["DATABASE_URL"].startswith("postgres")
         assert env["REDIS_URL"].startswith("redis://redis:6379")
         assert env["SPARK_MASTER"] == "spark://spark-master:7077"
+        # Each driver takes one core of the cluster, never all of them (README).
+        assert json.loads(env["SPARK_CONF"])["spark.cores.max"] == "1"
+
+
+def test_the_spark_worker_holds_an_executor_for_a_refresh_worker_and_a_streaming_host() -> None:
+    services = load_compose()["services"]
+    conf = json.loads(environment_of(services["worker"])["SPARK_CONF"])
+    worker = environment_of(services["spark-worker"])
+    cores = int(worker["SPARK_WORKER_CORES"].split(":-")[-1].rstrip("}"))
+    memory = worker["SPARK_WORKER_MEMORY"].split(":-")[-1].rstrip("}")
+    assert cores >= 2 * int(conf["spark.cores.max"])
+    assert int(memory.rstrip("g")) >= 2 * int(conf["spark.executor.memory"].rstrip("g"))
 
 
 def test_the_app_and_spark_share_one_warehouse_volume() -> None:
