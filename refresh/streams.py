@@ -241,12 +241,19 @@ class Supervisor:
             logger.warning("Lost the lease of table %s to another host; stopping", mt_id)
             with contextlib.suppress(Exception):
                 running.query.stop()
+        # Stopped together, each between its micro-batches, within a third of the lease
+        # (a busy query whose batches run back to back is stopped then anyway).
+        giving_up = {m: self.running.pop(m) for m in plan.release if m in self.running}
+        try:
+            streaming.stop_all_between_batches(
+                [running.query for running in giving_up.values()],
+                timeout=stream_hosts.lease_seconds() / 3,
+            )
+        except Exception:  # noqa: BLE001 - a query that fails to stop is gone anyway
+            logger.exception("Stopping streams %s", sorted(giving_up))
         for mt_id in plan.release:
-            running = self.running.pop(mt_id, None)
-            if running is not None:
-                self._stop(running)
-                if mt_id not in desired:
-                    self._stopped(mt_id, running)
+            if mt_id in giving_up and mt_id not in desired:
+                self._stopped(mt_id, giving_up[mt_id])
             if mt_id in desired:
                 logger.info("Releasing table %s (above this host's share %s)", mt_id, plan.share)
             stream_hosts.release(host, mt_id)
@@ -260,10 +267,11 @@ class Supervisor:
         return held
 
     def _may_commit(self, mt_id: int) -> bool:
-        """Asked by a micro-batch just before it commits (on Spark's thread)."""
+        """Asked by a micro-batch just before it commits (on Spark's thread): whether this
+        host still holds the table, its lease renewed for the commit."""
         assert self.host is not None
         close_old_connections()
-        return stream_hosts.holds(self.host.pk, mt_id)
+        return stream_hosts.renew(self.host, mt_id)
 
     # -- start, load, stop ---------------------------------------------------------------
 

@@ -30,6 +30,8 @@ STACK_ENV = {
     "MT_ABANDONED_AFTER_SECONDS": "12",
     "SPARK_DRIVER_MEMORY": "1g",
     "CELERY_WORKER_CONCURRENCY": "4",
+    # A streaming process killed and started again takes its tables back within seconds.
+    "STREAM_LEASE_SECONDS": "6",
 }
 
 

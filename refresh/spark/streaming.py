@@ -487,9 +487,22 @@ def _has_batch(spark: SparkSession, target: Sequence[str], marker: str) -> bool:
 def stop_between_batches(query: StreamingQuery, *, timeout: float = 60.0) -> None:
     """Stop the query when no micro-batch is running (Flink's stop with savepoint: the
     checkpoint then holds exactly what was committed)."""
+    stop_all_between_batches([query], timeout=timeout)
+
+
+def stop_all_between_batches(queries: Sequence[StreamingQuery], *, timeout: float) -> None:
+    """Stop each query as soon as no micro-batch of it runs, all of them within `timeout`
+    seconds: one that is still in a micro-batch then is stopped anyway (a batch cut short
+    did not commit, or committed without Spark's commit log: either way its replay finds
+    its marker or merges the same keys again)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and query.isActive:
-        if not query.status.get("isTriggerActive"):
-            break
-        time.sleep(0.1)
-    query.stop()
+    waiting = list(queries)
+    while waiting and time.monotonic() < deadline:
+        for query in list(waiting):
+            if not query.isActive or not query.status.get("isTriggerActive"):
+                query.stop()
+                waiting.remove(query)
+        if waiting:
+            time.sleep(0.1)
+    for query in waiting:
+        query.stop()

@@ -241,3 +241,56 @@ def test_the_table_page_the_api_and_monitoring_say_which_host_streams_a_table_si
     monitoring = client.get("/monitoring/").content.decode()
     assert 'id="stream-hosts"' in monitoring and "<code>node-7:4242</code>" in monitoring
     assert '<span class="badge ok">live</span>' in monitoring
+
+
+class FakeQuery:
+    """A streaming query as the supervisor sees it (no Spark)."""
+
+    def __init__(self) -> None:
+        self.isActive = True
+        self.status = {"isTriggerActive": False}
+        self.stopped = 0
+
+    def stop(self) -> None:
+        self.isActive = False
+        self.stopped += 1
+
+
+def test_a_host_that_comes_back_after_a_takeover_stops_the_stream_it_lost_at_once():
+    from refresh.streams import Running
+
+    ids = continuous_tables(2)
+    a, b = supervisor("a:1"), supervisor("b:2")
+    lease_pass(a)
+    queries = {mt_id: FakeQuery() for mt_id in ids}
+    for mt_id, query in queries.items():
+        a.running[mt_id] = Running(mt_id, query, (), "/nowhere")
+
+    silence(a.host)  # paused longer than its leases
+    assert lease_pass(b) == set(ids)
+    # a's heartbeat thread wakes first: it renews nothing of b's.
+    assert stream_hosts.beat(a.host) == set()
+    assert not stream_hosts.renew(a.host, ids[0]), "a's next micro-batch may not commit"
+    assert lease_pass(a) == set(), "two live hosts, every table held by b"
+    assert a.running == {}
+    assert [q.stopped for q in queries.values()] == [1, 1]
+    assert set(holders().values()) == {"b:2"}
+
+
+def test_a_host_above_its_share_stops_the_surplus_streams_before_releasing_them():
+    from refresh.streams import Running
+
+    ids = continuous_tables(4)
+    a = supervisor("a:1")
+    lease_pass(a)
+    queries = {mt_id: FakeQuery() for mt_id in ids}
+    for mt_id, query in queries.items():
+        a.running[mt_id] = Running(mt_id, query, (), "/nowhere")
+    supervisor("b:2")
+
+    kept = lease_pass(a)
+    assert len(kept) == 2 and set(a.running) == kept
+    released = set(ids) - kept
+    assert all(queries[m].stopped == 1 for m in released)
+    assert all(queries[m].stopped == 0 and queries[m].isActive for m in kept)
+    assert all(holders()[m] is None for m in released)
