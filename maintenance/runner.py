@@ -11,6 +11,7 @@ from contextlib import nullcontext
 
 from django.conf import settings
 
+from catalog import workers
 from catalog.models import Table
 from maintenance import selectors, services
 from maintenance.core.policy import Action, Policy
@@ -31,23 +32,29 @@ def execute(run_ids: list[int]) -> list[str]:
         services.dispatch(run_ids, countdown=BUSY_RETRY_SECONDS)
         return ["waiting for a worker thread"]
     try:
-        outcomes = []
-        for index, run_id in enumerate(run_ids):
-            run = services.claim(run_id, worker=runner.worker_name())
-            if run is None:
-                still_queued = MaintenanceRun.objects.filter(
-                    pk=run_id, state=MaintenanceRun.State.QUEUED
-                ).exists()
-                if still_queued:  # another run of the table is running: later, in order
-                    services.dispatch(run_ids[index:], countdown=BUSY_RETRY_SECONDS)
-                    outcomes.append("table busy, sent again")
-                    break
-                outcomes.append("not claimed")
-                continue
-            outcomes.append(_run(run))
-        return outcomes
+        # Counted as this worker's work: refreshes and jobs go to an idle worker meanwhile.
+        with workers.occupied():
+            return _execute(run_ids)
     finally:
         slots.release()
+
+
+def _execute(run_ids: list[int]) -> list[str]:
+    outcomes: list[str] = []
+    for index, run_id in enumerate(run_ids):
+        run = services.claim(run_id, worker=runner.worker_name())
+        if run is None:
+            still_queued = MaintenanceRun.objects.filter(
+                pk=run_id, state=MaintenanceRun.State.QUEUED
+            ).exists()
+            if still_queued:  # another run of the table is running: later, in order
+                services.dispatch(run_ids[index:], countdown=BUSY_RETRY_SECONDS)
+                outcomes.append("table busy, sent again")
+                break
+            outcomes.append("not claimed")
+            continue
+        outcomes.append(_run(run))
+    return outcomes
 
 
 #: Actions that replace data, delete or manifest files: they take the table's rewrite lease
