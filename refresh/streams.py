@@ -238,6 +238,11 @@ class Supervisor:
         plan = stream_hosts.plan_for(host, desired)
         for mt_id in [m for m in self.running if m not in plan.keep and m not in plan.release]:
             running = self.running.pop(mt_id)
+            if not MaterializedTable.objects.filter(pk=mt_id).exists():
+                # Dropped (its lease went with its row): its checkpoints go too.
+                self._stop(running)
+                self._stopped(mt_id, running)
+                continue
             logger.warning("Lost the lease of table %s to another host; stopping", mt_id)
             with contextlib.suppress(Exception):
                 running.query.stop()

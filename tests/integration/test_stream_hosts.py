@@ -294,3 +294,21 @@ def test_a_host_above_its_share_stops_the_surplus_streams_before_releasing_them(
     assert all(queries[m].stopped == 1 for m in released)
     assert all(queries[m].stopped == 0 and queries[m].isActive for m in kept)
     assert all(holders()[m] is None for m in released)
+
+
+def test_the_stream_of_a_dropped_table_stops_and_its_checkpoints_go(warehouse):
+    from refresh.streams import Running
+
+    [mt_id] = continuous_tables(1)
+    a = supervisor("a:1")
+    lease_pass(a)
+    mt = MaterializedTable.objects.get(pk=mt_id)
+    checkpoint = warehouse / "live" / "t0.checkpoints" / "v1-1"
+    checkpoint.mkdir(parents=True)
+    query = FakeQuery()
+    a.running[mt_id] = Running(mt_id, query, (), str(checkpoint))
+
+    mt.delete()
+    assert lease_pass(a) == set()
+    assert a.running == {} and query.stopped == 1
+    assert not checkpoint.parent.exists(), "a dropped table's checkpoints are deleted"
