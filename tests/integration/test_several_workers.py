@@ -151,3 +151,18 @@ def test_a_tick_without_a_stamp_is_the_tick_of_the_moment_it_is_taken(hourly, mo
     assert (
         RefreshRunSerializer(RefreshRun.objects.get(pk=run_id)).data["start_delay_seconds"] is None
     ), "not started yet"
+
+
+def test_spark_conf_reaches_every_session_the_app_starts_but_never_undoes_the_sandbox(settings):
+    from refresh import engine
+
+    settings.SPARK_MASTER = "spark://spark-master:7077"
+    settings.SPARK_CONF = {"spark.cores.max": "1", "spark.executor.memory": "512m"}
+    conf = engine.session_config().spark_conf()
+    assert (conf["spark.cores.max"], conf["spark.executor.memory"]) == ("1", "512m")
+    assert "spark.driver.host" not in conf, "a cluster's driver is found by its host name"
+    assert conf["spark.jars"].count(".jar") >= 2, "the jars reach the executors"
+
+    settings.SPARK_CONF = {"spark.sql.runSQLOnFiles": "true"}
+    with pytest.raises(ValueError, match="fixed by the Spark sandbox"):
+        engine.session_config("lakeview-streams").spark_conf()
