@@ -246,16 +246,21 @@ class Supervisor:
             logger.warning("Lost the lease of table %s to another host; stopping", mt_id)
             with contextlib.suppress(Exception):
                 running.query.stop()
-        # Stopped together, each between its micro-batches, within a third of the lease
-        # (a busy query whose batches run back to back is stopped then anyway).
+        # Stopped together, each between its micro-batches: a table suspended, dropped or
+        # switched to FULL within the usual minute; a surplus one within a third of the
+        # lease (a busy query whose batches run back to back is stopped then anyway; its
+        # next holder replays the batch cut short, which finds its own commit if it made one).
         giving_up = {m: self.running.pop(m) for m in plan.release if m in self.running}
-        try:
-            streaming.stop_all_between_batches(
-                [running.query for running in giving_up.values()],
-                timeout=stream_hosts.lease_seconds() / 3,
-            )
-        except Exception:  # noqa: BLE001 - a query that fails to stop is gone anyway
-            logger.exception("Stopping streams %s", sorted(giving_up))
+        for ending, timeout in (
+            ([m for m in giving_up if m not in desired], 60.0),
+            ([m for m in giving_up if m in desired], stream_hosts.lease_seconds() / 3),
+        ):
+            try:
+                streaming.stop_all_between_batches(
+                    [giving_up[m].query for m in ending], timeout=timeout
+                )
+            except Exception:  # noqa: BLE001 - a query that fails to stop is gone anyway
+                logger.exception("Stopping streams %s", sorted(ending))
         for mt_id in plan.release:
             if mt_id in giving_up and mt_id not in desired:
                 self._stopped(mt_id, giving_up[mt_id])
