@@ -292,10 +292,10 @@ def run(job_id: int, *, hops: int = 0) -> str:
     is busy and another idle, put it back on the queue for that one (catalog.workers)."""
     if workers.hand_over(hops) and _hand_on(job_id, hops + 1):
         return "handed to an idle worker"
-    job = claim(job_id)
-    if job is None:
-        return "not claimed"
-    with workers.occupied():
+    with workers.occupied():  # from the claim on: a job arriving meanwhile goes elsewhere
+        job = claim(job_id)
+        if job is None:
+            return "not claimed"
         return _run(job)
 
 
