@@ -312,3 +312,12 @@ def test_the_stream_of_a_dropped_table_stops_and_its_checkpoints_go(warehouse):
     assert lease_pass(a) == set()
     assert a.running == {} and query.stopped == 1
     assert not checkpoint.parent.exists(), "a dropped table's checkpoints are deleted"
+
+
+def test_operators_see_the_hosts_and_each_table_s_host_in_the_admin(admin_client):
+    [mt_id] = continuous_tables(1)
+    stream_hosts.claim(stream_hosts.register("node-9:77"), mt_id)
+    for model in ("streamhost", "materializedtable"):
+        response = admin_client.get(f"/admin/refresh/{model}/")
+        assert response.status_code == 200
+        assert "node-9:77" in response.content.decode(), model
