@@ -93,15 +93,15 @@ def quote_string(text: str) -> str:
 def declared_type(text: str) -> object:
     """The canonical Iceberg form (see `canonical`) of a type as written in a CREATE, or
     InvalidInput naming it."""
-    # Read as the type of a CAST, strictly: DataType.build would ignore what follows a type.
-    # The text is only read here; it is never put into SQL.
+    # sqlglot's parser reads the text as one type, all of it (DataType.build would ignore
+    # what follows a type); the text is only read, never put into SQL.
     try:
-        cast = sqlglot.parse_one(f"CAST(NULL AS {text})", read="spark")
+        data_type = sqlglot.parse_one(text, read="spark", into=exp.DataType)
     except (SqlglotError, ValueError, TypeError, AttributeError, RecursionError):
         raise InvalidInput(f"Unknown type {text!r}", field="columns") from None
-    if not isinstance(cast, exp.Cast) or not isinstance(cast.to, exp.DataType):
+    if not isinstance(data_type, exp.DataType):
         raise InvalidInput(f"Unknown type {text!r}", field="columns")
-    return _from_sqlglot(cast.to, text)
+    return _from_sqlglot(data_type, text)
 
 
 def _from_sqlglot(data_type: exp.DataType, text: str) -> object:

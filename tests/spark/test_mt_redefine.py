@@ -293,3 +293,84 @@ def test_a_switch_from_full_to_continuous_is_one_step_for_readers(stack, rs, cat
     assert readers.reads
     for reader, cols, rows in readers.reads:
         assert cols == columns and rows in (before, after), (reader, cols, rows)
+
+
+# -- pipelines as code (issue 22), on the same stack --------------------------------------------
+
+PIPELINE = """CREATE OR ALTER MATERIALIZED TABLE totals (
+  g STRING COMMENT 'the group',
+  total DOUBLE,
+  n BIGINT NOT NULL
+)
+DISTRIBUTED BY HASH (g) INTO 4 BUCKETS
+FRESHNESS = INTERVAL '1' HOUR
+AS SELECT g, sum(x) AS total, count(*) AS n FROM pipes_src GROUP BY g"""
+
+
+def plan(stack: RefreshStack, sql: str) -> list[str]:
+    response = stack.api.post(
+        f"{stack.server.base_url}/api/statements/",
+        json={"sql": sql, "namespace": NS, "dry_run": True},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    return [result["plan"]["action"] for result in response.json()["results"]]
+
+
+def layout(catalog: RestCatalog) -> tuple[list, dict]:
+    """(partition fields as (name, transform, source column), {column: doc}) as pyiceberg
+    reads the table through the catalog."""
+    table = catalog.load_table(f"{NS}.totals")
+    schema = table.schema()
+    spec = [
+        (f.name, str(f.transform), schema.find_column_name(f.source_id))
+        for f in table.spec().fields
+    ]
+    return spec, {f.name: f.doc for f in schema.fields}
+
+
+def show_create(stack: RefreshStack) -> str:
+    return ok(stack, "SHOW CREATE MATERIALIZED TABLE totals")["rows"][0][0]
+
+
+def test_a_definition_with_a_schema_part_and_buckets_round_trips_through_spark(stack, rs, catalog):
+    """CREATE OR ALTER with a schema part and DISTRIBUTED BY, checked against the schema
+    Spark derives (a mismatch names the column), makes bucket partition fields and column
+    docs engines read; SHOW CREATE's text applied back changes nothing; a new query rebuilds
+    the table with its buckets and docs kept."""
+    rs.sql(f"CREATE TABLE rs.{NS}.pipes_src (id BIGINT, g STRING, x DOUBLE)")
+    values = ", ".join(f"({i}, 'g{i % 5}', {i}.0)" for i in range(1, 51))
+    rs.sql(f"INSERT INTO rs.{NS}.pipes_src VALUES {values}")
+
+    refused = stack.statements(PIPELINE.replace("n BIGINT NOT NULL", "n INT"), namespace=NS)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"].startswith(
+        "Incompatible types for sink column 'n' at position 3. The source column has type "
+        "'BIGINT NOT NULL', while the target column has type 'INT'."
+    )
+
+    assert rebuild(stack, ok(stack, PIPELINE))["state"] == "SUCCEEDED"
+    spec, docs = layout(catalog)
+    assert spec == [("g_bucket", "bucket[4]", "g")]
+    assert docs == {"g": "the group", "total": None, "n": None}
+    rows = rs.sql(f"SELECT g, total, n FROM rs.{NS}.totals").collect()
+    assert sorted(tuple(r) for r in rows) == [
+        (f"g{k}", float(sum(i for i in range(1, 51) if i % 5 == k)), 10) for k in range(5)
+    ]
+
+    text = show_create(stack)
+    assert "`n` BIGINT NOT NULL" in text and "INTO 4 BUCKETS" in text
+    assert plan(stack, text) == ["nothing"]
+    assert ok(stack, text)["plan"]["action"] == "nothing"
+
+    wider = PIPELINE.replace("count(*) AS n", "count(*) AS n, max(x) AS top").replace(
+        "n BIGINT NOT NULL\n", "n BIGINT NOT NULL,\n  top DOUBLE\n"
+    )
+    assert plan(stack, wider) == ["alter"]
+    assert rebuild(stack, ok(stack, wider))["state"] == "SUCCEEDED"
+    spec, docs = layout(catalog)
+    assert spec == [("g_bucket", "bucket[4]", "g")]  # the rebuild kept the buckets
+    assert docs["g"] == "the group"  # and the column's comment
+    again = show_create(stack)
+    assert "`top` DOUBLE" in again
+    assert plan(stack, again) == ["nothing"]
