@@ -16,9 +16,9 @@ through the database, and each table's query runs on exactly one of them at a ti
 - A holder that stops beating (SIGKILL, a pause, a partition) keeps its tables until their
   leases end; then any live host claims them and resumes their streams from their
   checkpoints. A micro-batch commits only if its host still holds the table, renewing the
-  lease just before (`renew`), and the catalog refuses a micro-batch commit stamped by a host that
-  no longer holds the table (`check_commit`, the kernel's commit guard): a host that comes
-  back after its tables were taken over writes nothing more to them."""
+  lease just before (`renew`), and the catalog refuses a micro-batch commit stamped by a
+  host that no longer holds the table (`check_commit`, the kernel's commit guard): a host
+  that comes back after its tables were taken over writes nothing more to them."""
 
 from __future__ import annotations
 
@@ -157,17 +157,13 @@ def fair_share(active: int, live: int) -> int:
 @dataclass
 class Assignment:
     """What one host does in a pass: tables to give up (not active any more, or above its
-    fair share), tables to keep, and tables it may try to claim (in this order, up to
-    `room`)."""
+    fair share), tables to keep, and tables it may try to claim (in this order, until it
+    holds `share`)."""
 
     share: int
     release: list[int] = field(default_factory=list)
     keep: list[int] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
-
-    @property
-    def room(self) -> int:
-        return max(self.share - len(self.keep), 0)
 
 
 def assign(
@@ -205,10 +201,6 @@ def plan_for(host: StreamHost, active: Iterable[int]) -> Assignment:
 
 
 # -- the catalog's commit guard ------------------------------------------------------------
-
-
-class LeaseLost(Exception):
-    """A micro-batch about to commit for a host that no longer holds its table."""
 
 
 def check_commit(obj: Any, metadata: Any, base: Any) -> None:
