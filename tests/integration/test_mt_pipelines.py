@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from catalog import services, workers
 from catalog.core.metadata_io import read_json
-from catalog.models import CatalogEvent, SparkJob
+from catalog.models import CatalogEvent, SparkJob, Table
 from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun
 
 pytestmark = pytest.mark.django_db
@@ -327,3 +327,25 @@ def test_the_console_pages_plan_button_shows_each_statements_plan_and_changes_no
     assert 'id="console-plan-results"' in page and 'data-action="create"' in page
     assert 'data-action="read"' in page
     assert counts() == before and not MaterializedTable.objects.exists()
+
+
+def test_hostile_text_in_comments_and_options_round_trips_as_data(api, sales):
+    hostile = "it's \\'; DROP TABLE orders; --\n`x` /* y */ \u202e"
+    escaped = hostile.replace("\\", "\\\\").replace("'", "\\'")
+    sql = (
+        f"CREATE OR ALTER MATERIALIZED TABLE `we'ird``t` (ds STRING COMMENT '{escaped}')\n"
+        f"COMMENT '{escaped}'\nWITH ('write.target-file-size-bytes' = '{escaped}')\n"
+        "FRESHNESS = INTERVAL '1' HOUR AS SELECT ds FROM orders"
+    )
+    ok(api, sql)
+    mt = MaterializedTable.objects.get()
+    assert (mt.table.name, mt.comment, mt.options["write.target-file-size-bytes"]) == (
+        "we'ird`t",
+        hostile,
+        hostile,
+    )
+    text = ok(api, "SHOW CREATE MATERIALIZED TABLE `we'ird``t`")["rows"][0][0]
+    before = counts()
+    assert ok(api, text)["plan"]["action"] == "nothing"
+    assert counts() == before
+    assert Table.objects.filter(namespace__name="sales", name="orders").exists()
