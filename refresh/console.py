@@ -139,7 +139,7 @@ def run(
 
     # A script that will need a worker is refused before anything runs when none can take
     # it (503) or its user has too many jobs (429): cheaply, and all or nothing.
-    needing = st.first_needing_spark(sql) if isinstance(sql, str) else None
+    needing = _first_needing_spark(sql, namespace) if isinstance(sql, str) else None
     if needing is not None:
         try:
             jobs.admit(actor, summary="a console script")
@@ -162,6 +162,34 @@ def run(
 
     results = execute(sql, namespace=namespace, actor=actor, defer=defer)
     return results, started[0] if started else None
+
+
+def _first_needing_spark(sql: str, namespace: str | None) -> int | None:
+    """The index of the first statement that needs a worker's Spark, from its keywords
+    (st.first_needing_spark), except a CREATE OR ALTER of an existing table with the same
+    query: applying a folder's unchanged definitions needs no worker."""
+    try:
+        located = st.located_statements(sql)
+    except SqlError:
+        return None
+    for index, (offset, padded) in enumerate(located):
+        if st.first_needing_spark(padded[offset:]) is None:
+            continue
+        if not _same_query_as_the_table(padded, namespace):
+            return index
+    return None
+
+
+def _same_query_as_the_table(padded: str, namespace: str | None) -> bool:
+    try:
+        statement = st.parse_statement(padded, threshold=services.threshold())
+        if not isinstance(statement, st.CreateMaterializedTable) or not statement.or_alter:
+            return False
+        ns, name = _resolve(statement.name, namespace)
+        mt = MaterializedTable.objects.filter(table__namespace__name=ns, table__name=name).first()
+        return mt is not None and (pipelines.difference(mt, statement, namespace=ns).query is None)
+    except CatalogError:
+        return False
 
 
 def answer(results: list[StatementResult]) -> tuple[int, dict[str, Any]]:

@@ -349,3 +349,19 @@ def test_hostile_text_in_comments_and_options_round_trips_as_data(api, sales):
     assert ok(api, text)["plan"]["action"] == "nothing"
     assert counts() == before
     assert Table.objects.filter(namespace__name="sales", name="orders").exists()
+
+
+def test_an_unchanged_definition_applies_with_no_worker_running_and_a_new_query_needs_one(
+    api, sales, monkeypatch
+):
+    ok(api, DAILY)
+    monkeypatch.setattr("catalog.workers.alive", lambda: False)
+    before = counts()
+
+    assert ok(api, DAILY.replace("INTERVAL '1' HOUR", "INTERVAL '2' HOUR"))["plan"]["action"] == (
+        "alter"
+    )
+    error = refused(api, DAILY.replace("sum(amount)", "max(amount)"))
+
+    assert error["status"] == 503 and "No refresh worker is running" in error["message"]
+    assert counts()[1:] == before[1:]  # the freshness changed; no version, run or job
