@@ -100,6 +100,12 @@ class Freshness:
         return f"INTERVAL '{self.value}' {self.unit.value}"
 
 
+#: A CREATE without FRESHNESS: Flink's `materialized-table.default-freshness.full` (for
+#: REFRESH_MODE = FULL) and `.continuous` (otherwise, which that freshness makes CONTINUOUS).
+DEFAULT_FULL_FRESHNESS = Freshness(1, TimeUnit.HOUR)
+DEFAULT_CONTINUOUS_FRESHNESS = Freshness(3, TimeUnit.MINUTE)
+
+
 def _time_unit(unit: str) -> TimeUnit:
     try:
         return TimeUnit(unit.upper())

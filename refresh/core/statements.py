@@ -33,6 +33,8 @@ from refresh.core.columns import (
     render_type,
 )
 from refresh.core.freshness import (
+    DEFAULT_CONTINUOUS_FRESHNESS,
+    DEFAULT_FULL_FRESHNESS,
     DEFAULT_THRESHOLD,
     UNSUPPORTED_UNIT,
     Freshness,
@@ -627,13 +629,19 @@ def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializ
     if reader.at_type(TokenType.L_PAREN):
         constraint_name, primary_key, columns = _schema_part(reader)
     clauses = _create_clauses(reader)
-    freshness, freshness_token = clauses["FRESHNESS"]
+    refresh_mode = clauses.get("REFRESH_MODE")
+    # Flink 2.x: FRESHNESS may be left out; the defaults are Flink's
+    # (materialized-table.default-freshness.full / .continuous).
+    default = DEFAULT_FULL_FRESHNESS if refresh_mode is RefreshMode.FULL else (
+        DEFAULT_CONTINUOUS_FRESHNESS
+    )  # fmt: skip
+    freshness, freshness_token = clauses.get("FRESHNESS", (default, None))
     options, option_tokens = clauses.get("WITH", ({}, {}))
     statement = CreateMaterializedTable(
         name=name,
         freshness=freshness,
         query=_query(reader, end),
-        refresh_mode=clauses.get("REFRESH_MODE"),
+        refresh_mode=refresh_mode,
         primary_key=primary_key,
         constraint_name=constraint_name,
         comment=clauses.get("COMMENT"),
@@ -806,7 +814,7 @@ def _create_clauses(reader: _Reader) -> dict:
         token = reader.peek()
         clause = next((c for c in _CLAUSES if reader.at(c)), None)
         if clause is None:
-            raise reader.expected(_clause_choices(allowed_from, "FRESHNESS" in values))
+            raise reader.expected(_clause_choices(allowed_from))
         if clause in values:
             raise reader.error(f"{clause} is given twice", token)
         if _CLAUSES.index(clause) < allowed_from:
@@ -816,8 +824,6 @@ def _create_clauses(reader: _Reader) -> dict:
                 f"{', '.join(_CLAUSES[:-1])}, AS",
                 token,
             )
-        if clause in ("REFRESH_MODE", "AS") and "FRESHNESS" not in values:
-            raise reader.error(f"Expected {FRESHNESS_SYNTAX} before {clause}", token)
         reader.accept(clause)
         allowed_from = _CLAUSES.index(clause) + 1
         if clause == "AS":
@@ -825,10 +831,8 @@ def _create_clauses(reader: _Reader) -> dict:
         values[clause] = _read_clause(reader, clause)
 
 
-def _clause_choices(allowed_from: int, have_freshness: bool) -> str:
+def _clause_choices(allowed_from: int) -> str:
     choices = list(_CLAUSES[allowed_from:])
-    if not have_freshness:
-        choices = choices[: choices.index("FRESHNESS") + 1]
     shown = [_SHOWN.get(choice, choice) for choice in choices]
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
 

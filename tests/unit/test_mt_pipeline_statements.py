@@ -103,6 +103,24 @@ def test_flinks_primary_key_and_no_constraint_examples_are_read(operation):
     assert without.or_alter == (operation == "CREATE OR ALTER ")
 
 
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize(
+    ("mode", "freshness"),
+    [("", Freshness(3, TimeUnit.MINUTE)), ("REFRESH_MODE = FULL\n", Freshness(1, TimeUnit.HOUR)),
+     ("REFRESH_MODE = CONTINUOUS\n", Freshness(3, TimeUnit.MINUTE))],
+)  # fmt: skip
+def test_without_freshness_flinks_defaults_apply(operation, mode, freshness):
+    """Flink's withoutFreshness case, and the converter's defaults: one hour for FULL, three
+    minutes otherwise (which makes an automatic mode CONTINUOUS)."""
+    statement = parse_statement(
+        operation + "MATERIALIZED TABLE tbl1\n(\n   PRIMARY KEY (a, b) NOT ENFORCED\n)\n"
+        "WITH (\n  'group.id' = 'latest', \n  'kafka.topic' = 'log.test'\n)\n"
+        f"{mode}AS {QUERY}"
+    )
+    assert statement.freshness == freshness
+    assert statement.options == {"group.id": "latest", "kafka.topic": "log.test"}
+
+
 def test_columns_with_not_null_comments_nested_types_and_a_named_key_are_read():
     statement = parse_statement(
         "create or alter materialized table s.t (\n"

@@ -250,12 +250,11 @@ def test_update_delete_and_merge_keep_their_target_and_their_spark_sql():
          "supported.", 1, 18),
         ("CREATE OR REPLACE MATERIALIZED TABLE t", "REPLACE MATERIALIZED TABLE is not "
          "supported.", 1, 19),
-        ("CREATE MATERIALIZED TABLE t\n  AS SELECT 1", "Expected FRESHNESS = INTERVAL '<n>' "
-         "<unit> before AS", 2, 3),
         ("CREATE MATERIALIZED TABLE t\nCOMMENT 'c'", "Expected DISTRIBUTED BY, PARTITIONED BY, "
-         "WITH or FRESHNESS = INTERVAL '<n>' <unit>, found the end of the statement", 2, 12),
+         "WITH, FRESHNESS = INTERVAL '<n>' <unit>, REFRESH_MODE or AS <query>, found the end "
+         "of the statement", 2, 12),
         ("CREATE MATERIALIZED TABLE t REFRESH_MODE = FULL FRESHNESS = INTERVAL '1' DAY AS "
-         "SELECT 1", "Expected FRESHNESS = INTERVAL '<n>' <unit> before REFRESH_MODE", 1, 29),
+         "SELECT 1", "FRESHNESS must come before REFRESH_MODE", 1, 49),
         ("CREATE MATERIALIZED TABLE t\nFRESHNESS = INTERVAL '1' DAY\nCOMMENT 'late' AS "
          "SELECT 1", "COMMENT must come before FRESHNESS: the clauses go in the order "
          "COMMENT, DISTRIBUTED BY, PARTITIONED BY, WITH, FRESHNESS, REFRESH_MODE, AS", 3, 1),
