@@ -95,6 +95,16 @@ class Running:
     last_progress_batch: int = -1
 
 
+def _desired() -> dict[int, MaterializedTable]:
+    """The tables whose streams should run (on some host): ACTIVATED continuous ones."""
+    return {
+        mt.pk: mt
+        for mt in MaterializedTable.objects.select_related("table__namespace").filter(
+            refresh_mode=RefreshMode.CONTINUOUS, state=MaterializedTable.State.ACTIVATED
+        )
+    }
+
+
 def _signature(mt: MaterializedTable) -> tuple:
     return (
         mt.current_version,
@@ -197,14 +207,11 @@ class Supervisor:
 
     def sync_once(self) -> None:
         host = self.join()
-        desired = {
-            mt.pk: mt
-            for mt in MaterializedTable.objects.select_related("table__namespace").filter(
-                refresh_mode=RefreshMode.CONTINUOUS, state=MaterializedTable.State.ACTIVATED
-            )
-        }
-        held = self._assign(host, desired)
+        held = self._assign(host, _desired())
         self._rebuild_pending(held)
+        # Read again: a rebuild or manual refresh just gave its table a new checkpoint and
+        # new pins, which its stream must start from.
+        desired = _desired()
         for mt_id, running in list(self.running.items()):
             mt = desired.get(mt_id)
             if not running.query.isActive:

@@ -16,7 +16,7 @@ from catalog import services
 from catalog.core.errors import CommitConflict
 from refresh import stream_hosts
 from refresh.models import MaterializedTable, StreamHost
-from refresh.streams import Supervisor
+from refresh.streams import Supervisor, _desired
 from tests.integration.snapshots import commit_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -53,11 +53,7 @@ def supervisor(name: str) -> Supervisor:
 
 
 def lease_pass(host: Supervisor) -> set[int]:
-    desired = {
-        mt.pk: mt
-        for mt in MaterializedTable.objects.filter(refresh_mode="CONTINUOUS", state="ACTIVATED")
-    }
-    return host._assign(host.host, desired)
+    return host._assign(host.host, _desired())
 
 
 def silence(host: StreamHost, *, seconds: float = 3600) -> None:
@@ -321,3 +317,27 @@ def test_operators_see_the_hosts_and_each_table_s_host_in_the_admin(admin_client
         response = admin_client.get(f"/admin/refresh/{model}/")
         assert response.status_code == 200
         assert "node-9:77" in response.content.decode(), model
+
+
+def test_a_stream_restarts_from_the_checkpoint_its_manual_refresh_just_made(monkeypatch):
+    """The pass reads the tables again after the refreshes it made: a stream started from the
+    checkpoint read before them would resume the old one, which the refresh deletes."""
+    from refresh.models import RefreshRun
+
+    [mt_id] = continuous_tables(1)
+    MaterializedTable.objects.filter(pk=mt_id).update(stream_checkpoint="/warehouse/old")
+    mt = MaterializedTable.objects.get(pk=mt_id)
+    RefreshRun.objects.create(
+        materialized_table=mt, table_name=str(mt.table), trigger=RefreshRun.Trigger.MANUAL
+    )
+    a = supervisor("a:1")
+    started: list[str] = []
+
+    def recompute(run_id: int) -> None:  # what _recompute leaves: a new checkpoint
+        RefreshRun.objects.filter(pk=run_id).update(state=RefreshRun.State.SUCCEEDED)
+        MaterializedTable.objects.filter(pk=mt_id).update(stream_checkpoint="/warehouse/new")
+
+    monkeypatch.setattr(a, "_recompute", recompute)
+    monkeypatch.setattr(a, "_start", lambda table: started.append(table.stream_checkpoint))
+    a.sync_once()
+    assert started == ["/warehouse/new"]
