@@ -374,3 +374,47 @@ def test_a_definition_with_a_schema_part_and_buckets_round_trips_through_spark(s
     again = show_create(stack)
     assert "`top` DOUBLE" in again
     assert plan(stack, again) == ["nothing"]
+
+
+def test_apply_sql_runs_its_own_spark_and_a_second_run_changes_nothing(stack, rs, tmp_path):
+    """`manage.py apply_sql` in a process of its own (its own Spark, as a worker's): a
+    reader's file sorted before its source's is applied after it; applied again, every
+    statement plans as nothing; a refusal exits 1 with its file, line and column."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "1_reader.sql").write_text(
+        "CREATE OR ALTER MATERIALIZED TABLE pipe_reader FRESHNESS = INTERVAL '1' HOUR\n"
+        "AS SELECT g, total FROM pipe_source WHERE total > 100"
+    )
+    (tmp_path / "2_source.sql").write_text(
+        "CREATE OR ALTER MATERIALIZED TABLE pipe_source FRESHNESS = INTERVAL '1' HOUR\n"
+        "AS SELECT g, sum(x) AS total FROM src GROUP BY g"
+    )
+    command = [sys.executable, "manage.py", "apply_sql", str(tmp_path), "--namespace", NS,
+               "--user", stack.server.username]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+
+    def apply() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            command, env=stack.server.env, capture_output=True, text=True, cwd=root
+        )
+
+    first = apply()
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stdout.index("2_source.sql") < first.stdout.index("1_reader.sql")
+    assert "2 create" in first.stdout
+    second = apply()
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "2 nothing" in second.stdout
+
+    (tmp_path / "3_broken.sql").write_text(
+        "CREATE OR ALTER MATERIALIZED TABLE pipe_broken FRESHNESS = INTERVAL '1' HOUR\n"
+        "AS SELECT nope FROM missing_table"
+    )
+    third = apply()
+    assert third.returncode == 1
+    assert "3_broken.sql:2:21: refused: Table or view not found: redef.missing_table" in (
+        third.stderr
+    )
