@@ -106,16 +106,17 @@ class StatementsView(APIView):
             503: s.StatementsResponseSerializer,
         },
         description=(
-            "Run a script of FLIP-435 statements (CREATE/ALTER/DROP MATERIALIZED TABLE, "
-            "DESCRIBE JOB, SHOW MATERIALIZED TABLES, UPDATE/DELETE/MERGE of a materialized "
-            "table) in order. The first error stops the script (what ran before it stays "
-            "done); the answer's status is that error's, with its line and column in the "
-            "script. A statement that needs a worker's Spark (CREATE, ALTER ... AS, a data "
-            "change) and the rest of the script run as a job: 202 with the results so far "
-            "and `job`, whose URL gives the remaining results as they come. 503 when no "
+            "Run a script of FLIP-435 and Flink 2.x statements (CREATE [OR ALTER] / ALTER"
+            " / DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW "
+            "CREATE MATERIALIZED TABLE, UPDATE/DELETE/MERGE of a materialized table) in "
+            "order. The first error stops the script (what ran before it stays done); the"
+            " answer's status is that error's, with its line and column in the script. A "
+            "statement that needs a worker's Spark (CREATE, ALTER ... AS, a data change) "
+            "and the rest of the script run as a job: 202 with the results so far and "
+            "`job`, whose URL gives the remaining results as they come. 503 when no "
             'worker is running, 429 when too many jobs are waiting. With `"dry_run": '
-            "true`, a plan: 200 with what each statement would do (`plan`: create, alter and "
-            "its changes, nothing, refused with the error's line and column), every "
+            "true`, a plan: 200 with what each statement would do (`plan`: create, alter "
+            "and its changes, nothing, refused with the error's line and column), every "
             "statement planned, nothing changed and no Spark job started."
         ),
         tags=["statements"],
