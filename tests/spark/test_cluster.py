@@ -200,11 +200,13 @@ def cs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
         )
         first = stack.worker
         assert first is not None
-        second = _start_second_worker(stack)
-        resources.callback(_stop_group, second)
+        second = _start_second_worker(stack, resources)
         cluster.wait_registered()
         catalog = RestCatalog(
-            "cl", uri=stack.server.iceberg_uri, credential=stack.server.credential
+            "cl",
+            uri=stack.server.iceberg_uri,
+            credential=stack.server.credential,
+            **{"oauth2-server-uri": f"{stack.server.iceberg_uri}/v1/oauth/tokens"},
         )
         print(f"\ncluster stack up in {time.monotonic() - started:.1f}s")
         warm_up = _warm_up(stack, catalog)
@@ -212,12 +214,13 @@ def cs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
         yield ClusterStack(stack, cluster, catalog, (first.pid, second.pid), warm_up)
 
 
-def _start_second_worker(stack: RefreshStack) -> subprocess.Popen:
+def _start_second_worker(stack: RefreshStack, resources: ExitStack) -> subprocess.Popen:
     """Another Celery worker on the same broker and database (its own node name, as each
-    worker on one machine needs), once it says it is alive."""
+    worker on one machine needs), once it says it is alive; stopped with `resources`."""
     started = time.time()
     command = (sys.executable, "-m", "celery", "-A", "webapp", "worker", "-l", "info")
     process = stack._spawn("worker2", command=(*command, "--pool", "threads", "-n", "w2@%h"))
+    resources.callback(_stop_group, process)
 
     def alive() -> bool:
         listed = stack.api.get(f"{stack.server.base_url}/api/workers/", timeout=30).json()
