@@ -1,10 +1,11 @@
 """Two streaming hosts share six continuous tables and one takes over when the other dies
 (issue 21): the whole stack (the app, a worker, beat) with two `manage.py run_streams`
 processes on leases of 6 seconds. The hosts take three tables each; appends land every
-second; the first host is SIGKILLed (its Spark JVM with it); within the lease time plus a
-trigger its tables' leases and their new micro-batches are the other host's; at the end
-every table equals its query over the source, and no append-plan table holds a row
-twice."""
+second. The first host is frozen (SIGSTOP) past its leases: the other takes its tables,
+and once woken it writes nothing to them and takes its share back. Then it is SIGKILLed
+(its Spark JVM with it): within the lease time plus a trigger its tables' leases and their
+new micro-batches are the other host's. At the end every table equals its query over the
+source, no append-plan table holds a row twice, and no micro-batch committed twice."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -118,6 +120,32 @@ def batches_since(stack: RefreshStack, moment: float) -> dict[str, set[str]]:
     return found
 
 
+def since_by_table(stack: RefreshStack, host: str) -> dict[str, float]:
+    """The tables `host` holds, and since when (epoch seconds)."""
+    return {
+        row["name"]: datetime.fromisoformat(row["since"]).replace(tzinfo=UTC).timestamp()
+        for row in query_db(
+            stack,
+            "SELECT o.name AS name, mt.stream_host_since AS since "
+            "FROM refresh_materializedtable mt "
+            "JOIN catalog_catalogobject o ON o.id = mt.table_id "
+            "JOIN refresh_streamhost h ON h.id = mt.stream_host_id WHERE h.name = ?",
+            host,
+        )
+    }
+
+
+def stamped_commits(spark: SparkSession, name: str, token: str) -> list[float]:
+    """When (epoch seconds) each commit to the table stamped with a host's token landed."""
+    return [
+        row[0]
+        for row in spark.sql(
+            f"SELECT CAST(committed_at AS DOUBLE) FROM st.{NS}.{name}.snapshots "
+            f"WHERE summary['lakeview.stream-host'] = '{token}'"
+        ).collect()
+    ]
+
+
 def rows(spark: SparkSession, sql: str) -> list[tuple]:
     return sorted(tuple(row) for row in spark.sql(sql).collect())
 
@@ -162,7 +190,7 @@ def second_process(stack: RefreshStack) -> Iterator[subprocess.Popen]:
                 process.wait(timeout=10)
 
 
-def test_a_sigkilled_streaming_host_s_tables_continue_on_the_other_exactly(
+def test_a_frozen_then_sigkilled_host_s_tables_continue_on_the_other_exactly(
     stack, st, second_process
 ):
     first = f"{os.uname().nodename}:{stack.streams.pid}"
@@ -207,7 +235,47 @@ def test_a_sigkilled_streaming_host_s_tables_continue_on_the_other_exactly(
             hosts == {spread[name]} for name, hosts in batches_since(stack, joined).items()
         ), "each table's micro-batches come from its lease holder only"
 
-        of_first = {name for name, host in spread.items() if host == first}
+        # A zombie: the first host (its JVM too) frozen longer than its leases. The second
+        # takes its tables over; woken, it stops the streams it lost without committing
+        # (a micro-batch in flight either landed before the takeover, and its replay on the
+        # second host finds it, or is refused), then takes its share back.
+        frozen_tables = {name for name, host in spread.items() if host == first}
+        os.killpg(stack.streams.pid, signal.SIGSTOP)
+        frozen = time.time()
+        try:
+            stack.wait_for(
+                lambda: set(holders(stack).values()) == {second},
+                timeout=LEASE + 30,
+                what="the second host to take over the frozen host's leases",
+            )
+            paused = time.time()
+            stack.wait_for(
+                lambda: frozen_tables
+                <= {n for n, h in batches_since(stack, paused).items() if h == {second}},
+                timeout=LEASE + TRIGGER + 90,
+                what="micro-batches of the frozen host's tables on the second host",
+            )
+        finally:
+            os.killpg(stack.streams.pid, signal.SIGCONT)
+        print(f"\nfrozen host's leases taken {paused - frozen:.1f}s after SIGSTOP")
+        stack.wait_for(
+            lambda: Counter(holders(stack).values()) == {first: 3, second: 3},
+            timeout=120,
+            what="the tables to spread again once the frozen host woke",
+        )
+        # Between the takeover and its taking a table back, the woken host committed
+        # nothing to it (its commits carry its token in their snapshot summaries).
+        [(token,)] = query_db(stack, "SELECT token FROM refresh_streamhost WHERE name = ?", first)
+        back = since_by_table(stack, first)
+        for name in frozen_tables:
+            late = [
+                when
+                for when in stamped_commits(st, name, str(uuid.UUID(token)))
+                if when > paused and (name not in back or when < back[name])
+            ]
+            assert late == [], f"{name}: the frozen host committed after the takeover"
+
+        of_first = {name for name, host in holders(stack).items() if host == first}
         stack.kill_streams()
         killed = time.time()
 
@@ -245,3 +313,11 @@ def test_a_sigkilled_streaming_host_s_tables_continue_on_the_other_exactly(
     for name in APPENDED:
         [(count, distinct)] = rows(st, f"SELECT count(*), count(DISTINCT id) FROM st.{NS}.{name}")
         assert count == distinct, f"{name}: no micro-batch was written twice"
+        markers = [
+            row[0]
+            for row in st.sql(
+                f"SELECT summary['lakeview.stream-batch'] FROM st.{NS}.{name}.snapshots "
+                "WHERE summary['lakeview.stream-batch'] IS NOT NULL"
+            ).collect()
+        ]
+        assert len(markers) == len(set(markers)), f"{name}: a micro-batch committed twice"
