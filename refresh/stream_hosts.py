@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Q
+from django.db.models import BooleanField, DateTimeField, ExpressionWrapper, Q
 from django.db.models.functions import Now
 
 from refresh.models import MaterializedTable, StreamHost
@@ -224,12 +224,20 @@ def check_commit(obj: Any, metadata: Any, base: Any) -> None:
         return
     # The row locked: a takeover (an UPDATE of it) waits for this commit, or this waits
     # for the takeover and reads its holder.
-    holder_ids = list(
+    leases = list(
         MaterializedTable.objects.select_for_update()
-        .filter(table_id=obj.pk, stream_lease_until__gt=Now())
+        .filter(table_id=obj.pk)
         .order_by()
-        .values_list("stream_host_id", flat=True)
+        .annotate(
+            live=ExpressionWrapper(Q(stream_lease_until__gt=Now()), output_field=BooleanField())
+        )
+        .values_list("stream_host_id", "live")
     )
+    if not leases:
+        # Not a materialized table: no host streams into it, and an engine's commit is
+        # stored as sent, whatever its summary says (never stricter than the engines).
+        return
+    holder_ids = [host_id for host_id, live in leases if live]
     current = {
         str(token)
         for token in StreamHost.objects.filter(pk__in=holder_ids).values_list("token", flat=True)

@@ -201,6 +201,17 @@ def test_the_catalog_refuses_a_micro_batch_commit_from_a_host_that_lost_the_leas
     assert table.snapshots.count() == 3, "the two refused commits left nothing"
 
 
+def test_an_ordinary_table_s_commit_is_stored_as_sent_whatever_host_stamp_its_summary_has():
+    services.create_namespace(name="plain")
+    table = services.create_table(namespace="plain", name="t", schema=SCHEMA).obj
+    stamp = {stream_hosts.HOST_PROPERTY: "not-a-host"}
+
+    commit_snapshot("plain", "t", rows=5, summary=stamp)
+    commit_snapshot("plain", "t", rows=5, summary=stamp)
+
+    assert table.snapshots.count() == 2
+
+
 def test_fair_share_is_the_ceiling_of_tables_over_live_hosts():
     assert stream_hosts.fair_share(6, 2) == 3
     assert stream_hosts.fair_share(7, 3) == 3
