@@ -127,6 +127,10 @@ class MaterializedTableVersion(models.Model):
     sources = models.JSONField(default=list, blank=True)
     #: The Iceberg schema id the table had with this definition.
     schema_id = models.IntegerField(null=True, blank=True)
+    #: {column: {"comment": str or None, "not_null": bool}} a CREATE OR ALTER's schema part
+    #: declared with this query: set on the rebuilt schema, whose REPLACE TABLE drops docs
+    #: and NOT NULL (columns not declared keep the comments they had).
+    declared_columns = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -741,6 +741,11 @@ def _redefine(
                 query=query,
                 default_namespace=namespace,
                 sources=sources,
+                declared_columns={
+                    c.name: {"comment": c.comment or None, "not_null": c.not_null}
+                    for c in columns
+                    if c.type is not None
+                },
                 created_by=_user(actor),
             )
         elif version_id == mt.current_version:
@@ -827,7 +832,7 @@ def apply_rebuild(
             fields += ["stream_checkpoint", "stream_start"]
         mt.save(update_fields=fields)
         mt.table.refresh_from_db()
-        _set_identifier_fields(mt, actor=run.requested_by)
+        _set_identifier_fields(mt, declared=version.declared_columns, actor=run.requested_by)
         if version.schema_id is None:
             version.schema_id = mt.table.current_schema_id
             version.save(update_fields=["schema_id"])
@@ -866,9 +871,12 @@ def fail_rebuild(run: RefreshRun, *, error: str) -> RefreshRun:
     return run
 
 
-def _set_identifier_fields(mt: MaterializedTable, *, actor: Any) -> None:
+def _set_identifier_fields(
+    mt: MaterializedTable, *, declared: Mapping[str, Mapping[str, Any]], actor: Any
+) -> None:
     """What REPLACE TABLE cannot carry, set again on the rebuilt schema (one schema-only
-    commit, when anything is missing): the primary key as identifier fields, and each
+    commit, when anything is missing): the primary key as identifier fields; NOT NULL and
+    comments as the version's schema part declared them (`declared`); and each other
     column's comment, which a column keeps across a redefinition (taken from the newest
     earlier schema that has a column of that name)."""
     from catalog.core.tables import read_table_metadata
@@ -891,6 +899,17 @@ def _set_identifier_fields(mt: MaterializedTable, *, actor: Any) -> None:
         reverse=True,
     )
     for field in schema["fields"]:
+        if field["name"] in declared:  # declared with this query: as declared
+            column = declared[field["name"]]
+            if column["not_null"] and not field.get("required"):
+                # Spark's schema for the query had it NOT NULL too (checked at ALTER).
+                field["required"], changed = True, True
+            if (field.get("doc") or None) != column["comment"]:
+                field.pop("doc", None)
+                if column["comment"]:
+                    field["doc"] = column["comment"]
+                changed = True
+            continue
         if field.get("doc"):
             continue
         for older in earlier:

@@ -363,16 +363,21 @@ def test_a_definition_with_a_schema_part_and_buckets_round_trips_through_spark(s
     assert plan(stack, text) == ["nothing"]
     assert ok(stack, text)["plan"]["action"] == "nothing"
 
-    wider = PIPELINE.replace("count(*) AS n", "count(*) AS n, max(x) AS top").replace(
-        "n BIGINT NOT NULL\n", "n BIGINT NOT NULL,\n  top DOUBLE\n"
+    # A new query with comments on a column it keeps and on the column it adds: one apply.
+    wider = (
+        PIPELINE.replace("count(*) AS n", "count(*) AS n, max(x) AS top")
+        .replace("n BIGINT NOT NULL\n", "n BIGINT NOT NULL,\n  top DOUBLE COMMENT 'the top'\n")
+        .replace("total DOUBLE,", "total DOUBLE COMMENT 'the sum',")
     )
     assert plan(stack, wider) == ["alter"]
     assert rebuild(stack, ok(stack, wider))["state"] == "SUCCEEDED"
     spec, docs = layout(catalog)
     assert spec == [("g_bucket", "bucket[4]", "g")]  # the rebuild kept the buckets
     assert docs["g"] == "the group"  # and the column's comment
+    assert docs["total"] == "the sum" and docs["top"] == "the top"  # and set the new ones
+    assert plan(stack, wider) == ["nothing"]  # NOT NULL kept as declared, too
     again = show_create(stack)
-    assert "`top` DOUBLE" in again
+    assert "`top` DOUBLE COMMENT 'the top'" in again
     assert plan(stack, again) == ["nothing"]
 
 
