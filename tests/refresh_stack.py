@@ -211,12 +211,13 @@ def _lower_session(pid: int, nice: int) -> None:
 STACK_REDIS_DB = int(os.environ.get("LAKEVIEW_STACK_REDIS_DB", "3"))
 
 
-def _stack_redis_url() -> str:
-    """REDIS_URL with the stack's database, emptied of what an earlier stack left."""
+def stack_redis_url(db: int = STACK_REDIS_DB) -> str:
+    """REDIS_URL with the stack's database (`db`: a module's own, so that its messages never
+    cross another stack's), emptied of what an earlier stack left."""
     import redis
 
     base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    url = base.rsplit("/", 1)[0] + f"/{STACK_REDIS_DB}"
+    url = base.rsplit("/", 1)[0] + f"/{db}"
     redis.Redis.from_url(url).flushdb()
     return url
 
@@ -236,7 +237,7 @@ def refresh_stack(
     (root / "external").mkdir(exist_ok=True)
     extra = {
         **STACK_ENV,
-        "REDIS_URL": _stack_redis_url(),
+        "REDIS_URL": stack_redis_url(),
         "ATTACH_LOCATIONS": str(root / "external"),
         **(extra_env or {}),
     }

@@ -37,7 +37,7 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from tests.live_server import free_port
-from tests.refresh_stack import RefreshStack, refresh_stack
+from tests.refresh_stack import RefreshStack, refresh_stack, stack_redis_url
 
 NS = "cl"
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -171,15 +171,6 @@ class ClusterStack:
 REDIS_DB = 7
 
 
-def _redis_url() -> str:
-    import redis
-
-    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    url = base.rsplit("/", 1)[0] + f"/{REDIS_DB}"
-    redis.Redis.from_url(url).flushdb()
-    return url
-
-
 @pytest.fixture(scope="module")
 def cs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
     root = tmp_path_factory.mktemp("cluster")
@@ -190,7 +181,7 @@ def cs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
             refresh_stack(
                 root / "stack",
                 extra_env={
-                    "REDIS_URL": _redis_url(),
+                    "REDIS_URL": stack_redis_url(REDIS_DB),
                     "SPARK_MASTER": cluster.url,
                     "SPARK_CONF": json.dumps(SPARK_CONF),
                     # No maintenance sweep in these few minutes: only what the tests ask runs.

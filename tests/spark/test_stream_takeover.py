@@ -26,7 +26,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.live_server import REPO_ROOT
-from tests.refresh_stack import RefreshStack, refresh_stack
+from tests.refresh_stack import RefreshStack, refresh_stack, stack_redis_url
 from tests.spark.conftest import rest_catalog_conf
 
 NS = "fleet"
@@ -50,20 +50,11 @@ APPENDED = ("positive", "negative", "doubled", "keyed_a")
 REDIS_DB = 9
 
 
-def own_redis_url() -> str:
-    import redis
-
-    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    url = base.rsplit("/", 1)[0] + f"/{REDIS_DB}"
-    redis.Redis.from_url(url).flushdb()
-    return url
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
     env = {
         "STREAM_LEASE_SECONDS": str(LEASE),
-        "REDIS_URL": own_redis_url(),
+        "REDIS_URL": stack_redis_url(REDIS_DB),
         # The hosts' claims and releases in their logs.
         "LOG_LEVEL": "INFO",
         # No compaction competes with six streams for the two cores (maintenance of
