@@ -12,7 +12,10 @@ from sqlglot import exp
 
 _T = exp.DataType.Type
 
-_TO_ICEBERG: dict[exp.DataType.Type, str] = {
+#: sqlglot types -> Iceberg primitives, for view columns. refresh.core.columns derives the
+#: map for materialized tables' declared columns from this one (TIMESTAMP differs there,
+#: TIME and UUID are left out).
+TO_ICEBERG: dict[exp.DataType.Type, str] = {
     _T.BOOLEAN: "boolean",
     _T.TINYINT: "int",
     _T.SMALLINT: "int",
@@ -67,7 +70,7 @@ def iceberg_type_from_sqlglot(data_type: exp.DataType | None) -> tuple[str, bool
         if len(params) == 1:
             scale = "0"
         return f"decimal({precision}, {scale})", False
-    mapped = _TO_ICEBERG.get(data_type.this)
+    mapped = TO_ICEBERG.get(data_type.this)
     if mapped is None:
         return "string", True
     return mapped, False

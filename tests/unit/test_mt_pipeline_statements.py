@@ -10,9 +10,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlglot import exp
 
 from catalog.core.errors import InvalidInput, SqlError
-from refresh.core.columns import ColumnDefinition, canonical, check_declared, declared_type
+from catalog.core.types import iceberg_type_from_sqlglot
+from refresh.core.columns import (
+    ColumnDefinition,
+    _from_sqlglot,
+    canonical,
+    check_declared,
+    declared_type,
+)
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 from refresh.core.statements import (
     CreateMaterializedTable,
@@ -305,6 +313,29 @@ def test_not_null_over_a_column_the_query_may_leave_null_is_refused():
 )  # fmt: skip
 def test_a_declared_type_means_the_iceberg_type_spark_gives_such_a_column(written, iceberg):
     assert declared_type(written) == canonical(iceberg)
+
+
+def test_declared_types_use_the_views_type_map_but_timestamp_is_timestamptz():
+    timestamp = exp.DataType.build("TIMESTAMP")  # sqlglot's own TIMESTAMP, not Spark's reading
+    assert timestamp.this == exp.DataType.Type.TIMESTAMP
+    assert iceberg_type_from_sqlglot(timestamp) == ("timestamp", False)
+    assert _from_sqlglot(timestamp, "TIMESTAMP") == "timestamptz"
+    for written, iceberg in (
+        ("BIGINT", "long"),
+        ("NVARCHAR", "string"),
+        ("VARBINARY", "binary"),
+        ("TIMESTAMP_NTZ", "timestamp"),
+        ("DATETIME", "timestamp"),
+    ):
+        assert iceberg_type_from_sqlglot(exp.DataType.build(written)) == (iceberg, False)
+        assert declared_type(written) == iceberg
+
+
+@pytest.mark.parametrize("written", ["TIME", "UUID"])
+def test_a_type_spark_has_not_is_refused_though_views_map_it(written):
+    assert not iceberg_type_from_sqlglot(exp.DataType.build(written))[1]
+    with pytest.raises(InvalidInput, match=f"Type '{written}' is not one a Spark query gives"):
+        declared_type(written)
 
 
 # -- SHOW CREATE reads back as the definition it shows -----------------------------------------
