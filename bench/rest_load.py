@@ -46,6 +46,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.processes import group_cpu_seconds  # noqa: E402
+
 HOST = "127.0.0.1"
 VENV_BIN = Path(sys.executable).parent
 
@@ -148,19 +152,6 @@ def cpu_busy(seconds: float = 1.0) -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return 1 - (idle1 - idle0) / max(total1 - total0, 1)
-
-
-def group_cpu_seconds(pgid: int) -> float:
-    """CPU seconds (user + system) the processes of process group `pgid` have used so far."""
-    ticks = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid:
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def machine_cpu_seconds() -> float:
