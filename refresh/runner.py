@@ -14,8 +14,9 @@
    thread keeps the run's heartbeat fresh; record rows, bytes and the snapshot from the
    snapshot's summary.
 
-Source snapshots are read before the job: if a source changes during it, the next tick
-sees a change and refreshes again (the safe side)."""
+Source snapshots are read from the mirror before the job, and the job reads every table
+the query reads (views expanded) at exactly those snapshots: a source that changes during
+it changes nothing the commit answers, and the next tick sees the change."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from catalog import workers
+from catalog.core.errors import CatalogError
 from refresh import engine, leases, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
@@ -220,7 +222,7 @@ def _execute(run_id: int) -> str:
                 session, mt, run, plan, decision, snapshots, target, namespace, spark_timings, state
             )
         else:
-            _full(session, mt, run, plan, snapshots, target, namespace, spark_timings, state)
+            _full(session, mt, run, snapshots, target, namespace, spark_timings, state)
         clock["written"] = time.perf_counter()
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
@@ -275,27 +277,51 @@ def _full(
     session: Any,
     mt: MaterializedTable,
     run: RefreshRun,
-    plan: StreamPlan | None,
     snapshots: dict[str, int | None],
     target: list[str],
     namespace: str,
     timings: dict[str, float],
     state: dict[str, str],
 ) -> None:
-    """Recompute the query (or a partition of it); when a later refresh may apply appends
-    to this one (`plan`), at the snapshots the run records (changes.recompute). The commit's
-    summary records `state`."""
+    """Recompute the query (or a partition of it) with every table it reads, through
+    views, pinned at the snapshot the run records (changes.recompute), whatever its shape:
+    the commit's summary records `state`, and that is then exactly what it answers."""
+    query, pins = pinned(mt.query, namespace, snapshots, what=f"Refresh run {run.pk} of {mt}")
     changes.recompute(
         session,
-        query=mt.query,
+        query=query,
         target=target,
         catalog=settings.CATALOG_NAME,
         namespace=namespace.split("."),
-        pins=_pins(plan, snapshots) if plan is not None else None,
+        pins=pins,
         partition=run.partition or None,
         timings=timings,
         properties=state,
     )
+
+
+def pinned(
+    query: str, namespace: str, snapshots: dict[str, int | None], *, what: str
+) -> tuple[str, dict[tuple[str, ...], int | None]]:
+    """The query with its views expanded (sources.expanded_query) and each table it reads
+    at its snapshot in `snapshots` (the ones the run records). A view that cannot be
+    expanded is read as it is when Spark reads it, said in the log, as is a table the
+    recorded snapshots do not name; neither fails the refresh."""
+    try:
+        expanded = sources.expanded_query(query, namespace)
+    except CatalogError as error:  # the query itself does not parse: Spark will say why
+        logger.warning("%s reads its sources unpinned: %s", what, error)
+        return query, {}
+    for reason in expanded.unexpanded:
+        logger.warning("%s reads the view %s unpinned", what, reason)
+    pins = {}
+    for table in expanded.tables:
+        name = ".".join(table)
+        if name in snapshots:
+            pins[table] = snapshots[name]
+        else:
+            logger.warning("%s reads %s unpinned: its snapshot was not recorded", what, name)
+    return expanded.query, pins
 
 
 def _ms(moment: datetime) -> int:

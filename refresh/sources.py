@@ -19,6 +19,7 @@ from catalog.models import Table, TableSnapshot, View
 from refresh.core.freshness import RefreshMode
 from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
 from refresh.core.incremental import decide as decide_refresh
+from refresh.core.pinning import Expanded, ViewText, expand_views
 from refresh.core.refresh_state import RefreshState, refresh_state
 from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream
 from refresh.models import MaterializedTable, RefreshRun
@@ -62,6 +63,49 @@ def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | No
             continue
         pending.extend(tuple(d) for d in view.dependencies)
     return snapshots, unknown
+
+
+def view_text(name: tuple[str, ...]) -> ViewText | str | None:
+    """The current version of the view `name` ((namespace levels..., name)) as Spark reads
+    it, or why it cannot be expanded, or None when no view has that name (a table)."""
+    view = View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).first()
+    if view is None:
+        return None
+    version = (
+        view.versions.with_sql().filter(version_id=view.current_version_id).first()
+        if view.current_version_id
+        else None
+    )
+    if version is None:
+        return "it has no current version"
+    spark = next((r for r in version.representations.all() if r.dialect.lower() == "spark"), None)
+    if spark is None:
+        return f"it has no Spark SQL (its dialect is {version.original_dialect})"
+    columns = view.schema_fields(version.schema_id).values_list("name", flat=True)
+    return ViewText(
+        sql=spark.sql,
+        namespace=tuple(version.default_namespace),
+        catalog=version.default_catalog,
+        columns=tuple(columns),
+    )
+
+
+def expanded_query(query: str, namespace: str) -> Expanded:
+    """`query` with the views it reads expanded into their SQL (refresh.core.pinning), so
+    that a refresh or the verifier can pin every table it reads."""
+    return expand_views(
+        query, namespace=namespace.split("."), catalog=settings.CATALOG_NAME, view=view_text
+    )
+
+
+def view_changed_since(name: tuple[str, ...], moment_ms: int) -> bool:
+    """Whether the view `name` got its current version after `moment_ms` (its version log's
+    newest entry is later): its text then is not the one a refresh at that moment read."""
+    view = View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).first()
+    if view is None:
+        return False
+    newest = view.log_entries.order_by("-position").values_list("timestamp_ms", flat=True)
+    return (newest.first() or 0) > moment_ms
 
 
 def _steps(table: Table | int | None) -> dict[int, Step]:

@@ -5,10 +5,13 @@ refresh.spark.verify), and the verdict is kept with the table's history
 (services.record_verification). Runs where Spark is: a job on a worker (the API and the
 page), or `manage.py verify_materialized_table` in a process of its own.
 
+A query that reads views is recomputed with each view expanded into its current SQL
+(refresh.core.pinning, as the refresh did), its tables at the recorded snapshots.
+
 A snapshot is UNVERIFIABLE, with the reason, when what it answers can no longer be
 recomputed: its definition version is gone, a source's recorded snapshot was expired or its
-table replaced (another UUID), or the query reads a view (its tables are recorded, but the
-view's own text would be read as it is now)."""
+table replaced (another UUID), or a view it reads cannot be expanded or got a new version
+after the refresh started (its tables are recorded, not its text)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ import time
 from typing import Any
 
 from catalog.core.errors import CommitConflict, InvalidInput
-from catalog.models import Table, TableSnapshot, View
+from catalog.models import Table, TableSnapshot
 from refresh import analysis, selectors, services, sources
+from refresh.core.pinning import Expanded
 from refresh.core.refresh_state import RefreshState, read, read_partition
 from refresh.models import MaterializedTable, Verification
 
@@ -57,18 +61,18 @@ def _verify_one(
         "actor": actor,
     }
     version = mt.versions.filter(version_id=state.view_version_id).first()
-    reason = (
-        f"definition version {state.view_version_id} is gone"
-        if version is None
-        else _unverifiable(version.query, version.default_namespace, state)
-    )
+    if version is None:
+        reason = f"definition version {state.view_version_id} is gone"
+    else:
+        expanded = sources.expanded_query(version.query, version.default_namespace)
+        reason = _unverifiable(expanded, state)
     if reason:
         return services.record_verification(
             mt, verdict=Verification.Verdict.UNVERIFIABLE, reason=reason, **common
         )
     started = time.perf_counter()
     verdict = analysis.verify_snapshot(
-        query=version.query,
+        query=expanded.query,
         namespace=version.default_namespace,
         target=[*mt.table.namespace.name.split("."), mt.table.name],
         snapshot_id=snapshot_id,
@@ -90,12 +94,16 @@ def _verify_one(
     )
 
 
-def _unverifiable(query: str, namespace: str, state: RefreshState) -> str:
+def _unverifiable(expanded: Expanded, state: RefreshState) -> str:
     """Why the state cannot be recomputed any more ("" when it can)."""
-    for _catalog, *levels, name in sources.query_sources(query, namespace):
-        qualified = ".".join((*levels, name))
-        if View.objects.filter(namespace__name=".".join(levels), name=name).exists():
-            return f"the query reads the view {qualified}, whose text would be read as it is now"
+    if expanded.unexpanded:
+        return f"the query reads a view that cannot be expanded ({expanded.unexpanded[0]})"
+    for view in expanded.views:
+        if sources.view_changed_since(view, state.refresh_start_timestamp_ms):
+            return (
+                f"the view {'.'.join(view)} has a new version since the refresh, whose text "
+                "would be read instead of the one the refresh read"
+            )
     for source in state.source_states:
         table = Table.objects.filter(
             namespace__name=".".join(source.namespace), name=source.name

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.optimizer.scope import traverse_scope
 
 from catalog.core.errors import InvalidInput
 from catalog.core.sql import parse_query
@@ -142,19 +143,34 @@ def rewrite_sources(
     """`query` with each table in `replacements` read from the named temporary view instead
     (its alias kept, or its own name as the alias, so qualified columns still resolve)."""
     parsed = parse_query(query, "spark")
-
-    def swap(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Table):
-            view = replacements.get(_name(node, namespace, catalog))
-            if view is not None:
-                alias = node.alias or node.name
-                return exp.Table(
+    for node in real_tables(parsed):  # a CTE of the same name is the query's own: kept
+        view = replacements.get(_name(node, namespace, catalog))
+        if view is not None:
+            alias = node.alias or node.name
+            node.replace(
+                exp.Table(
                     this=exp.to_identifier(view),
                     alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
                 )
-        return node
+            )
+    return parsed.sql(dialect="spark")
 
-    return parsed.transform(swap).sql(dialect="spark")
+
+def real_tables(parsed: exp.Expression) -> list[exp.Table]:
+    """The nodes of `parsed` that name a table or view of a catalog: not a reference to a
+    CTE, not a table-valued function (`range(3)`)."""
+    try:
+        found = [
+            source
+            for scope in traverse_scope(parsed)
+            for source in scope.sources.values()
+            if isinstance(source, exp.Table)
+        ]
+    except Exception:  # noqa: BLE001 - sqlglot's scopes fail on some shapes: names decide
+        ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
+        found = [t for t in parsed.find_all(exp.Table) if t.db or t.name not in ctes]
+    unique = {id(t): t for t in found if isinstance(t.this, exp.Identifier)}
+    return list(unique.values())
 
 
 def qualify_all(query: str, *, namespace: Sequence[str], catalog: str) -> str:

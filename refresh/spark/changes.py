@@ -273,11 +273,12 @@ def recompute(
     timings: dict[str, float] | None = None,
     properties: Mapping[str, str] | None = None,
 ) -> None:
-    """A FULL refresh (batch.full_refresh), its snapshot summary with `properties`. With
-    `pins` (a query whose later refreshes may apply appends to this one), every source is
-    read at its snapshot there, the ones the run records, not at whatever a concurrent
-    writer committed meanwhile: the next refresh's appended rows start exactly where this
-    one's reads ended."""
+    """A FULL refresh (batch.full_refresh), its snapshot summary with `properties`. Each
+    table in `pins` (the runner gives every table the query reads, its views expanded:
+    refresh.core.pinning) is read at its snapshot there, the one the run records, not at
+    whatever a concurrent writer committed meanwhile: the commit answers exactly the
+    snapshots it records, and the next refresh's appended rows start where its reads
+    ended."""
     views = pin_sources(session, pins=pins, catalog=catalog) if pins is not None else {}
     if views:
         query = rewrite_sources(query, views, namespace=namespace, catalog=catalog)

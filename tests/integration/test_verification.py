@@ -5,14 +5,18 @@ verdict is given."""
 
 from __future__ import annotations
 
+import logging
+import time
+
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from catalog import services, workers
 from catalog.jobs import run
-from catalog.models import CatalogEvent, SparkJob, Table
-from refresh import analysis, verification
+from catalog.models import CatalogEvent, SparkJob, Table, ViewRepresentation
+from refresh import analysis, runner, verification
 from refresh.core.refresh_state import partition_entry, refresh_state, user_change
 from refresh.models import MaterializedTable, Verification
 from refresh.spark.verify import Verdict
@@ -261,3 +265,75 @@ def test_the_command_prints_each_verdict_and_fails_when_one_differs(mt, given_ve
     assert "extra: ['q', '9']" in out
     with pytest.raises(CommandError, match="namespace.name"):
         call_command("verify_materialized_table", "daily")
+
+
+BIG = "SELECT ds, amount FROM orders WHERE amount > 10"
+OVER_VIEW = "SELECT ds, sum(amount) AS total FROM sales.big GROUP BY ds"
+
+
+@pytest.fixture
+def over_view(mt) -> MaterializedTable:
+    """`mt` redefined over the view sales.big (on sales.orders)."""
+    services.create_view(namespace="sales", name="big", sql=BIG)
+    mt.versions.filter(version_id=1).update(query=OVER_VIEW)
+    mt.query = OVER_VIEW
+    mt.save(update_fields=["query"])
+    return mt
+
+
+def test_a_refresh_pins_a_views_tables_and_an_empty_table_through_the_expanded_view(
+    over_view, caplog
+):
+    services.create_table(namespace="sales", name="empty", schema=ORDERS)
+    query = f"{OVER_VIEW.replace(' GROUP BY', ' UNION ALL SELECT ds, amount FROM empty GROUP BY')}"
+    source = commit_snapshot("sales", "orders", "append", 10)
+    expanded, pins = runner.pinned(
+        query, "sales", {"sales.orders": source, "sales.empty": None}, what="run 1"
+    )
+    # The view is read as its SQL, its table at the recorded snapshot; the empty one as empty.
+    assert pins == {("sales", "orders"): source, ("sales", "empty"): None}
+    assert "`lv`.`sales`.`orders`" in expanded.replace(settings.CATALOG_NAME, "lv")
+    assert ".big" not in expanded and "amount > 10" in expanded
+    assert not [r for r in caplog.records if "unpinned" in r.getMessage()]
+
+
+def test_a_view_with_no_spark_sql_is_read_unpinned_and_the_log_says_so(mt, caplog):
+    services.create_view(namespace="sales", name="trino_big", sql=BIG, dialect="trino")
+    # Only the trino text: as an engine that writes one dialect would leave it.
+    ViewRepresentation.objects.filter(version__view__name="trino_big").exclude(
+        dialect="trino"
+    ).delete()
+    query = "SELECT ds, amount FROM sales.trino_big"
+    with caplog.at_level(logging.WARNING, logger="refresh.runner"):
+        expanded, pins = runner.pinned(query, "sales", {"sales.orders": 7}, what="Run 9")
+    assert (expanded, pins) == (query, {})
+    assert "Run 9 reads the view sales.trino_big: it has no Spark SQL" in caplog.text
+
+
+def test_a_snapshot_of_a_table_over_a_view_is_verified_through_the_views_sql(
+    over_view, given_verdict
+):
+    asked, _ = given_verdict
+    source = commit_snapshot("sales", "orders", "append", 10)
+    uuid = str(Table.objects.get(namespace__name="sales", name="orders").uuid)
+    # A refresh that started after the view got its version.
+    state = refresh_state(
+        version=1, sources={"sales.orders": (uuid, source)}, started_ms=int(time.time() * 1000)
+    )
+    commit_snapshot("sales", "daily", "overwrite", 3, summary=state.summary())
+    with analysis.on_worker():
+        [result] = verification.verify(over_view)
+    assert result.verdict == "EXACT"
+    assert asked[0]["pins"] == {("sales", "orders"): source}
+    assert "amount > 10" in asked[0]["query"] and ".big" not in asked[0]["query"]
+
+
+def test_a_snapshot_over_a_view_that_changed_since_its_refresh_is_unverifiable(
+    over_view, given_verdict
+):
+    asked, _ = given_verdict
+    refreshed(over_view)  # a refresh started in 2023: the view's version is newer
+    with analysis.on_worker():
+        [result] = verification.verify(over_view)
+    assert result.verdict == "UNVERIFIABLE" and not asked
+    assert result.reason.startswith("the view sales.big has a new version since the refresh")

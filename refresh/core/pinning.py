@@ -1,0 +1,170 @@
+"""What a refresh must pin so that it reads exactly the source snapshots it records: every
+table its query reads, for any query shape (outer joins, windows, subqueries, CTEs), with
+the views it reads expanded into their SQL so that their tables can be pinned too.
+
+- `table_references`: the catalog tables and views a query names (CTEs and table-valued
+  functions excluded), as (namespace levels..., name).
+- `expand_views`: the query with each view replaced by its Spark SQL as a subquery (the
+  view's tables qualified with the view's default catalog and namespace, its CTEs renamed so
+  that they cannot meet the query's, its columns named as the view's schema names them),
+  recursively. A view that cannot be expanded (no Spark SQL, SQL sqlglot cannot read, a
+  cycle) stays as it is, read by Spark as it is when read, and the reason is returned for
+  the caller to log.
+
+The expanded SQL is the user's SQL still: it reaches Spark only through the sandbox, as the
+query does. Django-free."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from catalog.core.errors import CatalogError
+from catalog.core.sql import parse_query
+from refresh.core.streaming import _name, real_tables
+
+Source = tuple[str, ...]
+#: Views inside views inside views...: deeper than this is taken as a cycle.
+MAX_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class ViewText:
+    """A view's current version as Spark reads it: its Spark SQL, the default catalog and
+    namespace its unqualified names resolve in, and its schema's column names."""
+
+    sql: str
+    namespace: tuple[str, ...]
+    catalog: str | None = None
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """A query with its views expanded: the SQL, every table it reads (views' tables
+    included, first-seen order), the views expanded, and why a view was left as it is (one
+    line per view)."""
+
+    query: str
+    tables: tuple[Source, ...]
+    views: tuple[Source, ...] = ()
+    unexpanded: tuple[str, ...] = ()
+
+
+#: What a view name resolves to: its text, a reason it cannot be expanded, or None when the
+#: name is not a view (a table).
+ViewLookup = Callable[[Source], "ViewText | str | None"]
+
+
+def table_references(query: str, *, namespace: Sequence[str], catalog: str) -> list[Source]:
+    """The tables and views `query` names, CTEs excluded, in first-seen order."""
+    parsed = parse_query(query, "spark")
+    found: list[Source] = []
+    for table in real_tables(parsed):
+        name = _name(table, namespace, catalog)
+        if name not in found:
+            found.append(name)
+    return found
+
+
+def expand_views(
+    query: str, *, namespace: Sequence[str], catalog: str, view: ViewLookup
+) -> Expanded:
+    """`query` with every view it reads (through views too) replaced by the view's SQL (see
+    the module); tables stay as they are."""
+    parsed = parse_query(query, "spark")
+    found = _Found()
+    _expand(parsed, namespace, catalog, view, found, itertools.count(1), ())
+    return Expanded(
+        parsed.sql(dialect="spark") if found.views else query,  # nothing expanded: as written
+        tuple(found.tables),
+        tuple(found.views),
+        tuple(found.unexpanded),
+    )
+
+
+@dataclass
+class _Found:
+    tables: list[Source] = field(default_factory=list)
+    views: list[Source] = field(default_factory=list)
+    unexpanded: list[str] = field(default_factory=list)
+
+
+def _expand(
+    parsed: exp.Expression,
+    namespace: Sequence[str],
+    catalog: str,
+    view: ViewLookup,
+    seen: _Found,
+    ctes: itertools.count,
+    path: tuple[Source, ...],
+) -> None:
+    for node in real_tables(parsed):
+        name = _name(node, namespace, catalog)
+        text = view(name)
+        if text is None:
+            if name not in seen.tables:
+                seen.tables.append(name)
+            continue
+        shown = ".".join(name)
+        if isinstance(text, str):
+            seen.unexpanded.append(f"{shown}: {text}")
+            continue
+        if name in path or len(path) >= MAX_DEPTH:
+            seen.unexpanded.append(f"{shown}: it reads itself through views")
+            continue
+        try:
+            body = _view_query(text, catalog, ctes)
+        except (CatalogError, ValueError) as error:
+            seen.unexpanded.append(f"{shown}: {getattr(error, 'message', None) or error}")
+            continue
+        # Names inside are qualified now: the view's default namespace no longer matters.
+        if name not in seen.views:
+            seen.views.append(name)
+        _expand(body, namespace, catalog, view, seen, ctes, (*path, name))
+        alias = exp.TableAlias(
+            this=exp.to_identifier(node.alias or node.name, quoted=True),
+            columns=[exp.to_identifier(c, quoted=True) for c in text.columns],
+        )
+        node.replace(exp.Subquery(this=body, alias=alias))
+
+
+def _view_query(found: ViewText, catalog: str, ctes: itertools.count) -> exp.Query:
+    """The view's SQL, parsed, with each table it names fully qualified (the view's default
+    catalog and namespace fill in what a name leaves out) and its CTEs renamed: Spark's SQL
+    keeps CTEs at the top of a statement, where the view's would meet the query's own."""
+    if found.catalog not in (None, "", catalog):
+        raise ValueError(f"its default catalog {found.catalog} is not this catalog")
+    body = parse_query(found.sql, "spark")
+    renamed: dict[str, str] = {}
+    for cte in body.find_all(exp.CTE):
+        old = cte.alias_or_name
+        if old in renamed:
+            raise ValueError(f"it defines the CTE {old} twice")
+        renamed[old] = f"__lakeview_cte_{next(ctes)}_{old}"
+    for node in real_tables(body):
+        parts = [part.name for part in node.parts]
+        if len(parts) == 1:
+            if len(found.namespace) != 1:
+                raise ValueError("its default namespace has nested levels")
+            parts = [found.namespace[0], *parts]
+        if len(parts) == 2:
+            parts = [catalog, *parts]
+        if len(parts) != 3:
+            raise ValueError(f"{'.'.join(parts)} names nested namespaces")
+        node.set("catalog", exp.to_identifier(parts[0], quoted=True))
+        node.set("db", exp.to_identifier(parts[1], quoted=True))
+        node.set("this", exp.to_identifier(parts[2], quoted=True))
+        if not node.alias:  # qualified columns (`orders.id`) still resolve
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(parts[2], quoted=True)))
+    for cte in body.find_all(exp.CTE):
+        cte.set("alias", exp.TableAlias(this=exp.to_identifier(renamed[cte.alias_or_name])))
+    for node in body.find_all(exp.Table):
+        if not node.args.get("db") and node.name in renamed:
+            alias = node.alias or node.name
+            node.set("this", exp.to_identifier(renamed[node.name]))
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    return body
