@@ -35,12 +35,13 @@ import os
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import Count, Max, Min, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
@@ -73,6 +74,8 @@ MANUAL_REASON = (
     "the query recomputed at pinned source snapshots, the stream resumed just after them)"
 )
 COMPACT_EVERY_SECONDS = 300.0
+#: Queries started side by side in one pass (each start waits mostly on Spark's JVM).
+START_THREADS = 4
 #: Errors that mean the stream cannot continue from its checkpoint but a load at the
 #: sources' current snapshots can: a source rewritten (overwrite, delete), or the snapshot
 #: the checkpoint stands at expired (the stream was stopped longer than the retention).
@@ -223,11 +226,15 @@ class Supervisor:
                 self._stopped(mt_id, running)
                 continue
             self._progress(running, mt)
-        for mt_id, mt in desired.items():
-            if mt_id not in held or mt_id in self.running:
-                continue
-            if time.monotonic() >= self.retry_after.get(mt_id, 0):
-                self._start(mt)
+        self._start_all(
+            [
+                mt
+                for mt_id, mt in desired.items()
+                if mt_id in held
+                and mt_id not in self.running
+                and time.monotonic() >= self.retry_after.get(mt_id, 0)
+            ]
+        )
         if time.monotonic() - self.last_compaction > COMPACT_EVERY_SECONDS:
             compact_history()
             self.last_compaction = time.monotonic()
@@ -304,6 +311,30 @@ class Supervisor:
             settings=mt.stream_options or {},
         )
         return plan, session
+
+    def _start_all(self, tables: list[MaterializedTable]) -> None:
+        """Start the queries of `tables` side by side: a start is mostly waiting (Spark's
+        analysis, the catalog's loads, the checkpoint's replay), so the tables a host takes
+        over from a dead one all run within about one start's time rather than one after
+        another (issue 21: within the lease time plus a trigger)."""
+        if len(tables) <= 1:
+            for mt in tables:
+                self._start(mt)
+            return
+
+        _ = self.spark  # built once, here, not by two threads at once
+
+        def start(mt: MaterializedTable) -> None:
+            try:
+                self._start(mt)
+            finally:
+                # Each thread's database connection is its own; it ends with the thread.
+                connection.close()
+
+        with ThreadPoolExecutor(
+            max_workers=min(len(tables), START_THREADS), thread_name_prefix="stream-start"
+        ) as pool:
+            list(pool.map(start, tables))
 
     def _start(self, mt: MaterializedTable) -> None:
         try:
