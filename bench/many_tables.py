@@ -32,9 +32,7 @@ freshness (`--keep-going` runs every step).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,7 +43,6 @@ sys.path.insert(0, str(REPO))
 
 from bench.processes import cpu_seconds, rss_bytes  # noqa: E402
 from bench.soak import (  # noqa: E402
-    NS,
     figure,
     moment,
     percentile,
@@ -53,6 +50,7 @@ from bench.soak import (  # noqa: E402
     table_row,
     total_records,
 )
+from bench.stack import NS, events_source, whole_stack  # noqa: E402
 
 FULL_QUERY = "SELECT k, count(*) AS n, sum(v) AS total FROM events WHERE v >= {i} GROUP BY k"
 CONTINUOUS_QUERY = "SELECT id, k, v FROM events WHERE v > -{j}"  # every row passes
@@ -134,29 +132,12 @@ def main() -> None:
     args = parser.parse_args()
 
     import pyarrow as pa
-    from pyiceberg.catalog.rest import RestCatalog
 
-    from bench.refresh import _redis
-    from tests.refresh_stack import refresh_stack
-
-    root = Path(tempfile.mkdtemp(prefix="lakeview-bench-many-"))
-    redis = _redis(root)
     stop = threading.Event()
     try:
-        with refresh_stack(root / "stack") as stack:
+        with whole_stack("lakeview-bench-many-", keep=args.keep) as (stack, redis):
             db_path = Path(stack.server.db_path)
-            catalog = RestCatalog(
-                "lv", uri=stack.server.iceberg_uri, credential=stack.server.credential
-            )
-            catalog.create_namespace(NS)
-            schema = pa.schema(
-                [
-                    pa.field("id", pa.int64(), nullable=False),
-                    pa.field("k", pa.string(), nullable=False),
-                    pa.field("v", pa.float64(), nullable=False),
-                ]
-            )
-            events = catalog.create_table(f"{NS}.events", schema=schema)
+            _, schema, events = events_source(stack)
             appends, visible = Appends(), Visible()
             continuous: list[str] = []
             table_ids: dict[str, int] = {}
@@ -303,12 +284,6 @@ def main() -> None:
                 thread.join(timeout=30)
     finally:
         stop.set()
-        if redis is not None:
-            redis.terminate()
-        if args.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

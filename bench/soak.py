@@ -36,11 +36,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -53,7 +51,8 @@ from urllib.parse import unquote, urlparse
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-NS = "bench"
+from bench.stack import NS, events_source, whole_stack  # noqa: E402
+
 FILTER = "SELECT id, k, v FROM events WHERE v > 0"
 TOTALS = "SELECT k, sum(v) AS total, count(*) AS n FROM events GROUP BY k"
 GROUPS = 10
@@ -213,10 +212,6 @@ def main() -> None:
 
     import pyarrow as pa
     import pyarrow.compute as pc
-    from pyiceberg.catalog.rest import RestCatalog
-
-    from bench.refresh import _redis
-    from tests.refresh_stack import refresh_stack
 
     duration = args.minutes * 60
     first = min(600.0, duration / 3)  # the first report, and the length of a window
@@ -225,393 +220,370 @@ def main() -> None:
     full_seconds = 60
     names = {"filtered": f"CONTINUOUS, {args.freshness} s", "totals": "FULL, 1 min"}
 
-    root = Path(tempfile.mkdtemp(prefix="lakeview-bench-soak-"))
-    redis = _redis(root)
-    try:
-        with refresh_stack(root / "stack", extra_env={"MAINTENANCE_SWEEP_SECONDS": "30"}) as stack:
-            db_path = Path(stack.server.db_path)
-            catalog = RestCatalog(
-                "lv", uri=stack.server.iceberg_uri, credential=stack.server.credential
-            )
-            catalog.create_namespace(NS)
-            schema = pa.schema(
-                [
-                    pa.field("id", pa.int64(), nullable=False),
-                    pa.field("k", pa.string(), nullable=False),
-                    pa.field("v", pa.float64(), nullable=False),
-                ]
-            )
-            properties = {}
-            if args.maintain_source:
-                properties = {
-                    "lakeview.maintenance.enabled": "true",
-                    "history.expire.max-snapshot-age-ms": str(600_000),
-                    "write.metadata.delete-after-commit.enabled": "true",
-                    "write.metadata.previous-versions-max": "10",
-                }
-            events = catalog.create_table(f"{NS}.events", schema=schema, properties=properties)
-            for sql in (
-                f"CREATE MATERIALIZED TABLE {NS}.filtered "
-                f"FRESHNESS = INTERVAL '{args.freshness}' SECOND AS {FILTER}",
-                f"CREATE MATERIALIZED TABLE {NS}.totals FRESHNESS = INTERVAL '1' MINUTE "
-                f"REFRESH_MODE = FULL AS {TOTALS}",
-            ):
-                answer = stack.statements(sql)
-                assert answer.status_code == 200, answer.text
-            print("waiting for the stream to start ...", flush=True)
-            detail = f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/filtered/"
-            stack.wait_for(
-                lambda: stack.api.get(detail, timeout=30).json().get("stream_status") == "RUNNING",
-                timeout=300,
-                what="the stream",
-            )
-            with reading(db_path) as connection:
-                filtered_id = table_row(connection, "filtered")["id"]
-            batch = int(args.rate * args.every)
+    with whole_stack(
+        "lakeview-bench-soak-", keep=args.keep, extra_env={"MAINTENANCE_SWEEP_SECONDS": "30"}
+    ) as (stack, _redis):
+        db_path = Path(stack.server.db_path)
+        properties = {}
+        if args.maintain_source:
+            properties = {
+                "lakeview.maintenance.enabled": "true",
+                "history.expire.max-snapshot-age-ms": str(600_000),
+                "write.metadata.delete-after-commit.enabled": "true",
+                "write.metadata.previous-versions-max": "10",
+            }
+        catalog, schema, events = events_source(stack, properties=properties)
+        for sql in (
+            f"CREATE MATERIALIZED TABLE {NS}.filtered "
+            f"FRESHNESS = INTERVAL '{args.freshness}' SECOND AS {FILTER}",
+            f"CREATE MATERIALIZED TABLE {NS}.totals FRESHNESS = INTERVAL '1' MINUTE "
+            f"REFRESH_MODE = FULL AS {TOTALS}",
+        ):
+            answer = stack.statements(sql)
+            assert answer.status_code == 200, answer.text
+        print("waiting for the stream to start ...", flush=True)
+        detail = f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/filtered/"
+        stack.wait_for(
+            lambda: stack.api.get(detail, timeout=30).json().get("stream_status") == "RUNNING",
+            timeout=300,
+            what="the stream",
+        )
+        with reading(db_path) as connection:
+            filtered_id = table_row(connection, "filtered")["id"]
+        batch = int(args.rate * args.every)
 
-            def rows(first_id: int) -> pa.Table:
-                ids = pa.array(range(first_id, first_id + batch), pa.int64())
-                return pa.table(
-                    {
-                        "id": ids,
-                        "k": pc.binary_join_element_wise(
-                            "k", pc.cast(pc.remainder(ids, GROUPS), pa.string()), ""
-                        ),
-                        "v": pc.subtract(pc.cast(pc.remainder(ids, 7), pa.float64()), 1.0),
-                    },
-                    schema=schema,
-                )
-
-            # Warm-up, not measured: the stream's first micro-batch with rows (its Spark's
-            # first write) takes seconds more than the next ones.
-            events.append(rows(0))
-
-            def warmed_up() -> bool:
-                with reading(db_path) as connection:
-                    return total_records(connection, filtered_id) >= passing_below(batch)
-
-            stack.wait_for(warmed_up, timeout=120, what="the first micro-batch")
-
-            appended: list[tuple[int, float]] = []  # (rows of filtered it needs, commit time)
-            seen: dict[int, float] = {}  # index in appended -> first look that saw it
-            samples: list[tuple[float, str, dict]] = []  # (elapsed, table, sizes)
-            history: dict[int, dict] = {}  # run id -> run
-            done = threading.Event()
-            lock = threading.Lock()
-            started = time.time()
-
-            def poll() -> None:
-                connection = connect(db_path)
-                waiting = 0
-                try:
-                    while True:
-                        with lock:
-                            count = len(appended)
-                        if done.is_set() and waiting >= count:
-                            return
-                        try:
-                            total = total_records(connection, filtered_id)
-                        except sqlite3.OperationalError:
-                            time.sleep(0.25)
-                            continue
-                        now = time.time()
-                        while waiting < count and appended[waiting][0] <= total:
-                            seen[waiting] = now
-                            waiting += 1
-                        time.sleep(0.25)
-                finally:
-                    connection.close()
-
-            def take_sample(connection: sqlite3.Connection) -> None:
-                elapsed = time.time() - started
-                for name in names:
-                    try:
-                        samples.append((elapsed, name, sizes(connection, name)))
-                    except (OSError, ValueError, sqlite3.OperationalError) as error:
-                        print(f"  (no sample of {name}: {error})", flush=True)
-                for run in runs(connection):
-                    history[run["id"]] = run
-
-            def sample() -> None:
-                connection = connect(db_path)
-                try:
-                    while not done.wait(every_sample):
-                        take_sample(connection)
-                finally:
-                    connection.close()
-
-            poller = threading.Thread(target=poll, daemon=True)
-            sampler = threading.Thread(target=sample, daemon=True)
-            poller.start()
-            sampler.start()
-
-            def lags_between(start: float, end: float) -> list[float]:
-                """Lag of each append committed in [start, end) seconds into the run."""
-                return [
-                    seen[i] - at
-                    for i, (_, at) in enumerate(appended)
-                    if start <= at - started < end and i in seen
-                ]
-
-            def window_runs(name: str, start: float, end: float) -> list[dict]:
-                chosen = []
-                for run in history.values():
-                    if run["table_name"] != f"{NS}.{name}" or run["state"] != "SUCCEEDED":
-                        continue
-                    if run["trigger"] not in ("CONTINUOUS", "SCHEDULED"):
-                        continue
-                    finished = moment(run["finished_at"]) - started
-                    if start <= finished < end:
-                        chosen.append(run)
-                return chosen
-
-            def full_lag_peaks(start: float, end: float) -> list[float]:
-                """The FULL table's lag just before each refresh finished (the sawtooth's
-                peaks): its finish minus the previous refresh's data timestamp."""
-                done_runs = sorted(
-                    (
-                        r
-                        for r in history.values()
-                        if r["table_name"] == f"{NS}.totals"
-                        and r["state"] in ("SUCCEEDED", "SKIPPED")
-                        and r["data_timestamp"]
+        def rows(first_id: int) -> pa.Table:
+            ids = pa.array(range(first_id, first_id + batch), pa.int64())
+            return pa.table(
+                {
+                    "id": ids,
+                    "k": pc.binary_join_element_wise(
+                        "k", pc.cast(pc.remainder(ids, GROUPS), pa.string()), ""
                     ),
-                    key=lambda r: moment(r["finished_at"]),
-                )
-                peaks = []
-                for previous, run in zip(done_runs, done_runs[1:], strict=False):
-                    finished = moment(run["finished_at"])
-                    if start <= finished - started < end:
-                        peaks.append(finished - moment(previous["data_timestamp"]))
-                return peaks
-
-            def peak(name: str, key: str, start: float, end: float) -> int | None:
-                values = [s[key] for t, n, s in samples if n == name and start <= t <= end + 1]
-                return max(values) if values else None
-
-            reports: dict[float, dict] = {}
-
-            def report(at: float) -> None:
-                with reading(db_path) as connection:
-                    take_sample(connection)
-                start = max(0.0, at - first)
-                print()
-                print(
-                    f"at {at / 60:.1f} min (sizes now / peak, the rest over the last "
-                    f"{(at - start) / 60:.1f} min)"
-                )
-                print(f"{'':28}" + "".join(f"{n + ' (' + m + ')':>30}" for n, m in names.items()))
-                figures: dict[str, dict] = {}
-                for name in names:
-                    now = next(s for t, n, s in reversed(samples) if n == name)
-                    figures[name] = {
-                        key: (now[key], peak(name, key, start, at)) for key, _ in SIZES
-                    }
-                for key, label in SIZES:
-                    cells = [
-                        f"{figures[n][key][0]:,} / {figures[n][key][1]:,}"
-                        if figures[n][key][1] is not None
-                        else "-"
-                        for n in names
-                    ]
-                    print(f"{label:28}" + "".join(f"{c:>30}" for c in cells))
-                cells = []
-                for name in names:
-                    durations = [
-                        moment(r["finished_at"]) - moment(r["started_at"])
-                        for r in window_runs(name, start, at)
-                    ]
-                    p50 = statistics.median(durations) if durations else None
-                    p99 = percentile(durations, 0.99)
-                    figures[name]["commits"] = len(durations)
-                    cells.append(f"{figure(p50)} / {figure(p99)} s ({len(durations)})")
-                print(f"{'commit time p50 / p99':28}" + "".join(f"{c:>30}" for c in cells))
-                lags = lags_between(start, at)
-                lag = percentile(lags, 0.99)
-                full = percentile(full_lag_peaks(start, at), 0.99)
-                figures["filtered"]["lag"] = None if lag is None else lag / args.freshness
-                figures["totals"]["lag"] = None if full is None else full / full_seconds
-                cells = [
-                    f"{figure(figures['filtered']['lag'])} (appends)",
-                    f"{figure(figures['totals']['lag'])} (before refreshes)",
-                ]
-                print(f"{'lag p99 / freshness':28}" + "".join(f"{c:>30}" for c in cells))
-                with reading(db_path) as connection:
-                    source = sizes(connection, "events")
-                print(
-                    f"source events (info)        {source['rows']:,} rows, "
-                    f"{source['metadata_bytes']:,} metadata bytes, {source['snapshots']} "
-                    f"snapshots, {source['data_files']} data files"
-                )
-                sys.stdout.flush()
-                reports[at] = figures
-
-            print(
-                f"appending {args.rate} rows/s ({args.rate * args.every:,.0f} every "
-                f"{args.every:g} s) for {args.minutes:g} min ...",
-                flush=True,
+                    "v": pc.subtract(pc.cast(pc.remainder(ids, 7), pa.float64()), 1.0),
+                },
+                schema=schema,
             )
-            next_id = batch  # after the warm-up's rows
-            tick = 0
-            pending = list(checkpoints)
-            progress_every = max(60.0, first / 2)
-            next_progress = progress_every
-            while True:
-                elapsed = time.time() - started
-                if pending and elapsed >= pending[0]:
-                    report(pending.pop(0))
-                    if not pending:
-                        break
-                if elapsed >= next_progress:
-                    lags = lags_between(0, elapsed)
-                    print(
-                        f"  [{elapsed / 60:.1f} min] {next_id:,} rows appended, "
-                        f"{len(lags)}/{len(appended)} appends seen, lag p99 "
-                        f"{figure(percentile(lags, 0.99))} s",
-                        flush=True,
-                    )
-                    next_progress += progress_every
-                events.append(rows(next_id))
-                next_id += batch
-                with lock:
-                    appended.append((passing_below(next_id), time.time()))
-                tick += 1
-                time.sleep(max(0.0, started + tick * args.every - time.time()))
-            last_commit = appended[-1][1]
 
-            # The end: the tables catch up with the last append, then are checked.
-            print()
-            print("waiting for both tables to catch up with the last append ...", flush=True)
-            done.set()
-            poller.join(timeout=180)
-            sampler.join(timeout=30)
-            caught_up = len(seen) == len(appended)
+        # Warm-up, not measured: the stream's first micro-batch with rows (its Spark's
+        # first write) takes seconds more than the next ones.
+        events.append(rows(0))
 
-            def totals_refreshed() -> bool:
-                with reading(db_path) as connection:
-                    return any(
-                        r["state"] == "SUCCEEDED" and moment(r["data_timestamp"]) > last_commit
-                        for r in runs(connection)
-                        if r["table_name"] == f"{NS}.totals" and r["data_timestamp"]
-                    )
-
-            try:
-                stack.wait_for(
-                    totals_refreshed, timeout=3 * full_seconds, what="a refresh of totals"
-                )
-            except AssertionError:
-                print("  totals was not refreshed after the last append", flush=True)
-
-            source = events.scan().to_arrow().sort_by("id")
-            filtered = catalog.load_table(f"{NS}.filtered").scan().to_arrow().sort_by("id")
-            expected = source.filter(pc.greater(source["v"], 0.0))
-            distinct = len(pc.unique(filtered["id"]))
-            filtered_exact = (
-                filtered.num_rows == expected.num_rows == passing_below(next_id)
-                and distinct == filtered.num_rows
-                and all(
-                    filtered[c].combine_chunks().equals(expected[c].combine_chunks())
-                    for c in ("id", "k", "v")
-                )
-            )
-            grouped = source.group_by("k").aggregate([("v", "sum"), ("v", "count")])
-            want = {
-                k: (total, n)
-                for k, total, n in zip(
-                    grouped["k"].to_pylist(),
-                    grouped["v_sum"].to_pylist(),
-                    grouped["v_count"].to_pylist(),
-                    strict=True,
-                )
-            }
-            totals = catalog.load_table(f"{NS}.totals").scan().to_arrow()
-            got = {
-                k: (total, n)
-                for k, total, n in zip(
-                    totals["k"].to_pylist(),
-                    totals["total"].to_pylist(),
-                    totals["n"].to_pylist(),
-                    strict=True,
-                )
-            }
-            totals_exact = got == want and totals.num_rows == len(want)
-
-            ten, end = reports[checkpoints[0]], reports[checkpoints[1]]
-            print()
-            print(
-                f"end ({args.minutes:g} min) / {first / 60:.1f} min, peaks "
-                f"(goal: sizes at most {SIZE_GOAL}, lag p99 at most {LAG_GOAL} x freshness)"
-            )
-            print(f"{'':28}" + "".join(f"{n:>30}" for n in names))
-            verdicts = []
-            for key, label in SIZES:
-                cells = []
-                for name in names:
-                    before, after = ten[name][key][1], end[name][key][1]
-                    if not before or after is None:
-                        cells.append(f"{before} -> {after}")
-                        continue
-                    ratio = after / before
-                    verdicts.append(ratio <= SIZE_GOAL)
-                    verdict = "PASS" if ratio <= SIZE_GOAL else "FAIL"
-                    cells.append(f"{before:,} -> {after:,} {ratio:.2f} {verdict}")
-                print(f"{label:28}" + "".join(f"{c:>30}" for c in cells))
-            windows = []
-            at = 0.0
-            while at < duration - 1:
-                lags = lags_between(at, min(duration, at + first))
-                windows.append(percentile(lags, 0.99))
-                at += first
-            worst = max((w for w in windows if w is not None), default=None)
-            worst_ratio = None if worst is None else worst / args.freshness
-            lag_ok = worst_ratio is not None and worst_ratio <= LAG_GOAL and caught_up
-            verdicts.append(lag_ok)
-            full_worst = percentile(full_lag_peaks(0, duration + 1), 0.99)
-            full_ratio = None if full_worst is None else full_worst / full_seconds
-            print(
-                f"{'lag p99 / freshness, worst':28}"
-                f"{figure(worst_ratio) + (' PASS' if lag_ok else ' FAIL'):>30}"
-                f"{figure(full_ratio) + ' (info)':>30}"
-            )
-            print(
-                "  filtered, per window: "
-                + ", ".join(figure(None if w is None else w / args.freshness) for w in windows)
-                + f"; appends never seen: {len(appended) - len(seen)} of {len(appended)}"
-            )
-            print(
-                f"exact at the end: filtered {'yes' if filtered_exact else 'NO'} "
-                f"({filtered.num_rows:,} rows, {filtered.num_rows - distinct} duplicates, "
-                f"{expected.num_rows:,} expected of {source.num_rows:,} source rows); "
-                f"totals {'yes' if totals_exact else 'NO'} ({totals.num_rows} groups)"
-            )
-            verdicts += [filtered_exact, totals_exact]
+        def warmed_up() -> bool:
             with reading(db_path) as connection:
-                counts = maintenance_runs(connection)
-                errors = maintenance_errors(connection)
-                failed = [r for r in runs(connection) if r["state"] == "FAILED"]
-            print(
-                "maintenance runs: "
-                + (
-                    ", ".join(
-                        f"{table.split('.')[-1]} {action} {state} x{n}"
-                        for (table, action, state), n in sorted(counts.items())
-                    )
-                    or "none"
-                )
+                return total_records(connection, filtered_id) >= passing_below(batch)
+
+        stack.wait_for(warmed_up, timeout=120, what="the first micro-batch")
+
+        appended: list[tuple[int, float]] = []  # (rows of filtered it needs, commit time)
+        seen: dict[int, float] = {}  # index in appended -> first look that saw it
+        samples: list[tuple[float, str, dict]] = []  # (elapsed, table, sizes)
+        history: dict[int, dict] = {}  # run id -> run
+        done = threading.Event()
+        lock = threading.Lock()
+        started = time.time()
+
+        def poll() -> None:
+            connection = connect(db_path)
+            waiting = 0
+            try:
+                while True:
+                    with lock:
+                        count = len(appended)
+                    if done.is_set() and waiting >= count:
+                        return
+                    try:
+                        total = total_records(connection, filtered_id)
+                    except sqlite3.OperationalError:
+                        time.sleep(0.25)
+                        continue
+                    now = time.time()
+                    while waiting < count and appended[waiting][0] <= total:
+                        seen[waiting] = now
+                        waiting += 1
+                    time.sleep(0.25)
+            finally:
+                connection.close()
+
+        def take_sample(connection: sqlite3.Connection) -> None:
+            elapsed = time.time() - started
+            for name in names:
+                try:
+                    samples.append((elapsed, name, sizes(connection, name)))
+                except (OSError, ValueError, sqlite3.OperationalError) as error:
+                    print(f"  (no sample of {name}: {error})", flush=True)
+            for run in runs(connection):
+                history[run["id"]] = run
+
+        def sample() -> None:
+            connection = connect(db_path)
+            try:
+                while not done.wait(every_sample):
+                    take_sample(connection)
+            finally:
+                connection.close()
+
+        poller = threading.Thread(target=poll, daemon=True)
+        sampler = threading.Thread(target=sample, daemon=True)
+        poller.start()
+        sampler.start()
+
+        def lags_between(start: float, end: float) -> list[float]:
+            """Lag of each append committed in [start, end) seconds into the run."""
+            return [
+                seen[i] - at
+                for i, (_, at) in enumerate(appended)
+                if start <= at - started < end and i in seen
+            ]
+
+        def window_runs(name: str, start: float, end: float) -> list[dict]:
+            chosen = []
+            for run in history.values():
+                if run["table_name"] != f"{NS}.{name}" or run["state"] != "SUCCEEDED":
+                    continue
+                if run["trigger"] not in ("CONTINUOUS", "SCHEDULED"):
+                    continue
+                finished = moment(run["finished_at"]) - started
+                if start <= finished < end:
+                    chosen.append(run)
+            return chosen
+
+        def full_lag_peaks(start: float, end: float) -> list[float]:
+            """The FULL table's lag just before each refresh finished (the sawtooth's
+            peaks): its finish minus the previous refresh's data timestamp."""
+            done_runs = sorted(
+                (
+                    r
+                    for r in history.values()
+                    if r["table_name"] == f"{NS}.totals"
+                    and r["state"] in ("SUCCEEDED", "SKIPPED")
+                    and r["data_timestamp"]
+                ),
+                key=lambda r: moment(r["finished_at"]),
             )
-            for (table, action), error in sorted(errors.items()):
-                first_line = (error.strip().splitlines() or [""])[0]
-                print(f"  last {action} error of {table.split('.')[-1]}: {first_line[:300]}")
-            if failed:
-                print(f"failed refreshes: {len(failed)}, the last: {failed[-1]['error'][:300]}")
-            print("ALL PASS" if all(verdicts) else "NOT ALL PASS")
-    finally:
-        if redis is not None:
-            redis.terminate()
-        if args.keep:
-            print(f"kept {root} (the stack's logs in {root / 'stack'})")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+            peaks = []
+            for previous, run in zip(done_runs, done_runs[1:], strict=False):
+                finished = moment(run["finished_at"])
+                if start <= finished - started < end:
+                    peaks.append(finished - moment(previous["data_timestamp"]))
+            return peaks
+
+        def peak(name: str, key: str, start: float, end: float) -> int | None:
+            values = [s[key] for t, n, s in samples if n == name and start <= t <= end + 1]
+            return max(values) if values else None
+
+        reports: dict[float, dict] = {}
+
+        def report(at: float) -> None:
+            with reading(db_path) as connection:
+                take_sample(connection)
+            start = max(0.0, at - first)
+            print()
+            print(
+                f"at {at / 60:.1f} min (sizes now / peak, the rest over the last "
+                f"{(at - start) / 60:.1f} min)"
+            )
+            print(f"{'':28}" + "".join(f"{n + ' (' + m + ')':>30}" for n, m in names.items()))
+            figures: dict[str, dict] = {}
+            for name in names:
+                now = next(s for t, n, s in reversed(samples) if n == name)
+                figures[name] = {key: (now[key], peak(name, key, start, at)) for key, _ in SIZES}
+            for key, label in SIZES:
+                cells = [
+                    f"{figures[n][key][0]:,} / {figures[n][key][1]:,}"
+                    if figures[n][key][1] is not None
+                    else "-"
+                    for n in names
+                ]
+                print(f"{label:28}" + "".join(f"{c:>30}" for c in cells))
+            cells = []
+            for name in names:
+                durations = [
+                    moment(r["finished_at"]) - moment(r["started_at"])
+                    for r in window_runs(name, start, at)
+                ]
+                p50 = statistics.median(durations) if durations else None
+                p99 = percentile(durations, 0.99)
+                figures[name]["commits"] = len(durations)
+                cells.append(f"{figure(p50)} / {figure(p99)} s ({len(durations)})")
+            print(f"{'commit time p50 / p99':28}" + "".join(f"{c:>30}" for c in cells))
+            lags = lags_between(start, at)
+            lag = percentile(lags, 0.99)
+            full = percentile(full_lag_peaks(start, at), 0.99)
+            figures["filtered"]["lag"] = None if lag is None else lag / args.freshness
+            figures["totals"]["lag"] = None if full is None else full / full_seconds
+            cells = [
+                f"{figure(figures['filtered']['lag'])} (appends)",
+                f"{figure(figures['totals']['lag'])} (before refreshes)",
+            ]
+            print(f"{'lag p99 / freshness':28}" + "".join(f"{c:>30}" for c in cells))
+            with reading(db_path) as connection:
+                source = sizes(connection, "events")
+            print(
+                f"source events (info)        {source['rows']:,} rows, "
+                f"{source['metadata_bytes']:,} metadata bytes, {source['snapshots']} "
+                f"snapshots, {source['data_files']} data files"
+            )
+            sys.stdout.flush()
+            reports[at] = figures
+
+        print(
+            f"appending {args.rate} rows/s ({args.rate * args.every:,.0f} every "
+            f"{args.every:g} s) for {args.minutes:g} min ...",
+            flush=True,
+        )
+        next_id = batch  # after the warm-up's rows
+        tick = 0
+        pending = list(checkpoints)
+        progress_every = max(60.0, first / 2)
+        next_progress = progress_every
+        while True:
+            elapsed = time.time() - started
+            if pending and elapsed >= pending[0]:
+                report(pending.pop(0))
+                if not pending:
+                    break
+            if elapsed >= next_progress:
+                lags = lags_between(0, elapsed)
+                print(
+                    f"  [{elapsed / 60:.1f} min] {next_id:,} rows appended, "
+                    f"{len(lags)}/{len(appended)} appends seen, lag p99 "
+                    f"{figure(percentile(lags, 0.99))} s",
+                    flush=True,
+                )
+                next_progress += progress_every
+            events.append(rows(next_id))
+            next_id += batch
+            with lock:
+                appended.append((passing_below(next_id), time.time()))
+            tick += 1
+            time.sleep(max(0.0, started + tick * args.every - time.time()))
+        last_commit = appended[-1][1]
+
+        # The end: the tables catch up with the last append, then are checked.
+        print()
+        print("waiting for both tables to catch up with the last append ...", flush=True)
+        done.set()
+        poller.join(timeout=180)
+        sampler.join(timeout=30)
+        caught_up = len(seen) == len(appended)
+
+        def totals_refreshed() -> bool:
+            with reading(db_path) as connection:
+                return any(
+                    r["state"] == "SUCCEEDED" and moment(r["data_timestamp"]) > last_commit
+                    for r in runs(connection)
+                    if r["table_name"] == f"{NS}.totals" and r["data_timestamp"]
+                )
+
+        try:
+            stack.wait_for(totals_refreshed, timeout=3 * full_seconds, what="a refresh of totals")
+        except AssertionError:
+            print("  totals was not refreshed after the last append", flush=True)
+
+        source = events.scan().to_arrow().sort_by("id")
+        filtered = catalog.load_table(f"{NS}.filtered").scan().to_arrow().sort_by("id")
+        expected = source.filter(pc.greater(source["v"], 0.0))
+        distinct = len(pc.unique(filtered["id"]))
+        filtered_exact = (
+            filtered.num_rows == expected.num_rows == passing_below(next_id)
+            and distinct == filtered.num_rows
+            and all(
+                filtered[c].combine_chunks().equals(expected[c].combine_chunks())
+                for c in ("id", "k", "v")
+            )
+        )
+        grouped = source.group_by("k").aggregate([("v", "sum"), ("v", "count")])
+        want = {
+            k: (total, n)
+            for k, total, n in zip(
+                grouped["k"].to_pylist(),
+                grouped["v_sum"].to_pylist(),
+                grouped["v_count"].to_pylist(),
+                strict=True,
+            )
+        }
+        totals = catalog.load_table(f"{NS}.totals").scan().to_arrow()
+        got = {
+            k: (total, n)
+            for k, total, n in zip(
+                totals["k"].to_pylist(),
+                totals["total"].to_pylist(),
+                totals["n"].to_pylist(),
+                strict=True,
+            )
+        }
+        totals_exact = got == want and totals.num_rows == len(want)
+
+        ten, end = reports[checkpoints[0]], reports[checkpoints[1]]
+        print()
+        print(
+            f"end ({args.minutes:g} min) / {first / 60:.1f} min, peaks "
+            f"(goal: sizes at most {SIZE_GOAL}, lag p99 at most {LAG_GOAL} x freshness)"
+        )
+        print(f"{'':28}" + "".join(f"{n:>30}" for n in names))
+        verdicts = []
+        for key, label in SIZES:
+            cells = []
+            for name in names:
+                before, after = ten[name][key][1], end[name][key][1]
+                if not before or after is None:
+                    cells.append(f"{before} -> {after}")
+                    continue
+                ratio = after / before
+                verdicts.append(ratio <= SIZE_GOAL)
+                verdict = "PASS" if ratio <= SIZE_GOAL else "FAIL"
+                cells.append(f"{before:,} -> {after:,} {ratio:.2f} {verdict}")
+            print(f"{label:28}" + "".join(f"{c:>30}" for c in cells))
+        windows = []
+        at = 0.0
+        while at < duration - 1:
+            lags = lags_between(at, min(duration, at + first))
+            windows.append(percentile(lags, 0.99))
+            at += first
+        worst = max((w for w in windows if w is not None), default=None)
+        worst_ratio = None if worst is None else worst / args.freshness
+        lag_ok = worst_ratio is not None and worst_ratio <= LAG_GOAL and caught_up
+        verdicts.append(lag_ok)
+        full_worst = percentile(full_lag_peaks(0, duration + 1), 0.99)
+        full_ratio = None if full_worst is None else full_worst / full_seconds
+        print(
+            f"{'lag p99 / freshness, worst':28}"
+            f"{figure(worst_ratio) + (' PASS' if lag_ok else ' FAIL'):>30}"
+            f"{figure(full_ratio) + ' (info)':>30}"
+        )
+        print(
+            "  filtered, per window: "
+            + ", ".join(figure(None if w is None else w / args.freshness) for w in windows)
+            + f"; appends never seen: {len(appended) - len(seen)} of {len(appended)}"
+        )
+        print(
+            f"exact at the end: filtered {'yes' if filtered_exact else 'NO'} "
+            f"({filtered.num_rows:,} rows, {filtered.num_rows - distinct} duplicates, "
+            f"{expected.num_rows:,} expected of {source.num_rows:,} source rows); "
+            f"totals {'yes' if totals_exact else 'NO'} ({totals.num_rows} groups)"
+        )
+        verdicts += [filtered_exact, totals_exact]
+        with reading(db_path) as connection:
+            counts = maintenance_runs(connection)
+            errors = maintenance_errors(connection)
+            failed = [r for r in runs(connection) if r["state"] == "FAILED"]
+        print(
+            "maintenance runs: "
+            + (
+                ", ".join(
+                    f"{table.split('.')[-1]} {action} {state} x{n}"
+                    for (table, action, state), n in sorted(counts.items())
+                )
+                or "none"
+            )
+        )
+        for (table, action), error in sorted(errors.items()):
+            first_line = (error.strip().splitlines() or [""])[0]
+            print(f"  last {action} error of {table.split('.')[-1]}: {first_line[:300]}")
+        if failed:
+            print(f"failed refreshes: {len(failed)}, the last: {failed[-1]['error'][:300]}")
+        print("ALL PASS" if all(verdicts) else "NOT ALL PASS")
 
 
 if __name__ == "__main__":
