@@ -380,14 +380,29 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
         state = sources.state_of(
             version=run.definition_version, snapshots=snapshots, started_ms=_ms(now)
         )
-        batch.rebuild(
-            session,
-            target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
-            query=definition.query,
-            partitioned_by=definition.partitioned_by,
-            properties=properties,
-            snapshot_properties=state.summary(),
+        # Read at the snapshots the state records, as a refresh reads them.
+        query, pins = pinned(
+            definition.query,
+            definition.default_namespace,
+            snapshots,
+            what=f"Rebuild run {run.pk} of {mt}",
         )
+        with changes.pinned_reads(
+            session,
+            query=query,
+            pins=pins,
+            namespace=definition.default_namespace.split("."),
+            catalog=settings.CATALOG_NAME,
+        ) as (sql, views):
+            batch.rebuild(
+                session,
+                target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
+                query=sql,
+                partitioned_by=definition.partitioned_by,
+                properties=properties,
+                snapshot_properties=state.summary(),
+                trusted_views=views,
+            )
     except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
         beating.stop()
         logger.warning("Rebuild run %s of %s failed: %s", run.pk, mt, error)

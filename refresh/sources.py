@@ -16,6 +16,7 @@ from catalog import services
 from catalog.core.errors import CatalogError
 from catalog.core.sql import dependencies, parse_query
 from catalog.models import Table, TableSnapshot, View
+from refresh.core.columns import render_type
 from refresh.core.freshness import RefreshMode
 from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
 from refresh.core.incremental import decide as decide_refresh
@@ -81,13 +82,23 @@ def view_text(name: tuple[str, ...]) -> ViewText | str | None:
     spark = next((r for r in version.representations.all() if r.dialect.lower() == "spark"), None)
     if spark is None:
         return f"it has no Spark SQL (its dialect is {version.original_dialect})"
-    columns = view.schema_fields(version.schema_id).values_list("name", flat=True)
+    fields = list(view.schema_fields(version.schema_id).values_list("name", "type"))
     return ViewText(
         sql=spark.sql,
         namespace=tuple(version.default_namespace),
         catalog=version.default_catalog,
-        columns=tuple(columns),
+        columns=tuple(name for name, _ in fields),
+        types=tuple(_spark_type(kind) for _, kind in fields),
     )
+
+
+def _spark_type(iceberg_type: str) -> str | None:
+    """A primitive Iceberg type (as the mirror keeps it: `long`, `decimal(10, 2)`) as Spark
+    SQL; None for a nested one, left as the view's query gives it."""
+    try:
+        return render_type(iceberg_type)
+    except CatalogError:
+        return None
 
 
 def expanded_query(query: str, namespace: str) -> Expanded:

@@ -6,10 +6,10 @@ the views it reads expanded into their SQL so that their tables can be pinned to
   functions excluded), as (namespace levels..., name).
 - `expand_views`: the query with each view replaced by its Spark SQL as a subquery (the
   view's tables qualified with the view's default catalog and namespace, its CTEs renamed so
-  that they cannot meet the query's, its columns named as the view's schema names them),
-  recursively. A view that cannot be expanded (no Spark SQL, SQL sqlglot cannot read, a
-  cycle) stays as it is, read by Spark as it is when read, and the reason is returned for
-  the caller to log.
+  that they cannot meet the query's, its columns named and cast as the view's schema says,
+  as Spark reads a view), recursively. A view that cannot be expanded (no Spark SQL, SQL
+  sqlglot cannot read, a cycle) stays as it is, read by Spark as it is when read, and the
+  reason is returned for the caller to log.
 
 The expanded SQL is the user's SQL still: it reaches Spark only through the sandbox, as the
 query does. Django-free."""
@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from catalog.core.errors import CatalogError
 from catalog.core.sql import parse_query
@@ -34,12 +35,14 @@ MAX_DEPTH = 16
 @dataclass(frozen=True)
 class ViewText:
     """A view's current version as Spark reads it: its Spark SQL, the default catalog and
-    namespace its unqualified names resolve in, and its schema's column names."""
+    namespace its unqualified names resolve in, its schema's column names and their Spark
+    SQL types (None: no cast), which Spark gives the query's columns by position."""
 
     sql: str
     namespace: tuple[str, ...]
     catalog: str | None = None
     columns: tuple[str, ...] = ()
+    types: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,19 +120,39 @@ def _expand(
             seen.unexpanded.append(f"{shown}: it reads itself through views")
             continue
         try:
-            body = _view_query(text, catalog, ctes)
-        except (CatalogError, ValueError) as error:
+            body = _as_schema(_view_query(text, catalog, ctes), text)
+        except (CatalogError, SqlglotError, ValueError) as error:
             seen.unexpanded.append(f"{shown}: {getattr(error, 'message', None) or error}")
             continue
         # Names inside are qualified now: the view's default namespace no longer matters.
         if name not in seen.views:
             seen.views.append(name)
         _expand(body, namespace, catalog, view, seen, ctes, (*path, name))
-        alias = exp.TableAlias(
-            this=exp.to_identifier(node.alias or node.name, quoted=True),
+        alias = exp.to_identifier(node.alias or node.name, quoted=True)
+        node.replace(exp.Subquery(this=body, alias=exp.TableAlias(this=alias)))
+
+
+def _as_schema(body: exp.Query, text: ViewText) -> exp.Query:
+    """The view's query with its columns as Spark reads a view: named by the schema, by
+    position, and cast to the schema's types (Spark up-casts a view's columns to them)."""
+    if not text.columns:
+        return body
+    inner = exp.Subquery(
+        this=body,
+        alias=exp.TableAlias(
+            this=exp.to_identifier("__lakeview_view", quoted=True),
             columns=[exp.to_identifier(c, quoted=True) for c in text.columns],
-        )
-        node.replace(exp.Subquery(this=body, alias=alias))
+        ),
+    )
+    projections = []
+    for position, column in enumerate(text.columns):
+        value: exp.Expression = exp.column(column, quoted=True)
+        kind = text.types[position] if position < len(text.types) else None
+        if kind:
+            value = exp.Cast(this=value, to=exp.DataType.build(kind, dialect="spark"))
+            value = exp.alias_(value, column, quoted=True)
+        projections.append(value)
+    return exp.select(*projections).from_(inner)
 
 
 def _view_query(found: ViewText, catalog: str, ctes: itertools.count) -> exp.Query:

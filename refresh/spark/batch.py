@@ -131,12 +131,14 @@ def rebuild(
     partitioned_by: Sequence[str],
     properties: Mapping[str, str],
     snapshot_properties: Mapping[str, str] | None = None,
+    trusted_views: Sequence[str] = (),
 ) -> None:
     """A FULL table's redefinition: the new query's result (once the sandbox allowed its
-    plan) replaces the table with its schema, in one commit (`replace`)."""
+    plan) replaces the table with its schema, in one commit (`replace`). `trusted_views`
+    are the caller's temporary views the query may read (pinned sources)."""
     from refresh.spark import sandbox
 
-    frame = sandbox.query(spark, query, catalog=target[0])
+    frame = sandbox.query(spark, query, catalog=target[0], trusted_views=trusted_views)
     replace(
         frame,
         target=target,

@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from refresh.core.incremental import combinable
@@ -279,20 +279,39 @@ def recompute(
     whatever a concurrent writer committed meanwhile: the commit answers exactly the
     snapshots it records, and the next refresh's appended rows start where its reads
     ended."""
-    views = pin_sources(session, pins=pins, catalog=catalog) if pins is not None else {}
-    if views:
-        query = rewrite_sources(query, views, namespace=namespace, catalog=catalog)
-    try:
+    with pinned_reads(
+        session, query=query, pins=pins or {}, namespace=namespace, catalog=catalog
+    ) as (sql, views):
         full_refresh(
             session,
             target=target,
-            query=query,
+            query=sql,
             partition=partition,
             report=False,
             timings=timings,
-            trusted_views=list(views.values()),
+            trusted_views=views,
             snapshot_properties=properties,
         )
+
+
+@contextmanager
+def pinned_reads(
+    session: SparkSession,
+    *,
+    query: str,
+    pins: Mapping[Source, int | None],
+    namespace: Sequence[str],
+    catalog: str,
+) -> Iterator[tuple[str, list[str]]]:
+    """`query` reading each table in `pins` at its snapshot (`pin_sources`), and the
+    temporary views it reads them through (the only ones the sandbox lets it read), which
+    are dropped afterwards."""
+    views = pin_sources(session, pins=pins, catalog=catalog)
+    try:
+        sql = (
+            rewrite_sources(query, views, namespace=namespace, catalog=catalog) if views else query
+        )
+        yield sql, list(views.values())
     finally:
         for view in views.values():
             session.catalog.dropTempView(view)

@@ -294,6 +294,8 @@ def test_a_refresh_pins_a_views_tables_and_an_empty_table_through_the_expanded_v
     assert pins == {("sales", "orders"): source, ("sales", "empty"): None}
     assert "`lv`.`sales`.`orders`" in expanded.replace(settings.CATALOG_NAME, "lv")
     assert ".big" not in expanded and "amount > 10" in expanded
+    # Its columns as the view's schema types them, as Spark reads a view.
+    assert "CAST(`amount` AS DOUBLE) AS `amount`" in expanded
     assert not [r for r in caplog.records if "unpinned" in r.getMessage()]
 
 

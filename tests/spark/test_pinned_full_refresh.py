@@ -60,7 +60,10 @@ def test_a_full_refresh_raced_by_a_writer_answers_exactly_the_snapshots_it_recor
     session.sql(f"CREATE TABLE {name('mt')} USING iceberg AS SELECT * FROM ({QUERY}) WHERE false")
     views = {
         (namespace, "big"): ViewText(
-            sql=BIG, namespace=(namespace,), columns=("id", "customer", "amount")
+            sql=BIG,
+            namespace=(namespace,),
+            columns=("id", "customer", "amount"),
+            types=("BIGINT",) * 3,
         )
     }
     expanded = expand_views(QUERY, namespace=[namespace], catalog=CATALOG, view=views.get)

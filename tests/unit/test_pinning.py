@@ -68,6 +68,7 @@ def test_a_view_is_replaced_by_its_sql_with_its_names_qualified_in_its_own_names
         namespace=("shop",),
         catalog=None,
         columns=("order_id", "amount"),
+        types=("BIGINT", None),
     )
     expanded = expand_views(
         "SELECT b.order_id, c.region FROM big_orders b LEFT JOIN customers c ON b.order_id = c.id",
@@ -80,8 +81,12 @@ def test_a_view_is_replaced_by_its_sql_with_its_names_qualified_in_its_own_names
     assert expanded.views == (("sales", "big_orders"),)
     assert expanded.unexpanded == ()
     assert tables_of(expanded.query) == {"lv.shop.orders", "customers"}
-    # The view's columns keep the names its schema gives them, under the view's alias.
-    assert "AS `b`(`order_id`, `amount`)" in expanded.query
+    # The view's columns are named by its schema, by position, and cast to its types, as
+    # Spark reads a view; the query still calls it by its alias.
+    assert "AS `__lakeview_view`(`order_id`, `amount`)" in expanded.query
+    assert "SELECT CAST(`order_id` AS BIGINT) AS `order_id`, `amount` FROM" in expanded.query
+    assert expanded.query.startswith("SELECT b.order_id, c.region FROM (SELECT CAST(")
+    assert ") AS `b` LEFT JOIN customers AS c" in expanded.query
 
 
 def test_views_over_views_are_expanded_down_to_tables_and_their_ctes_cannot_meet_the_querys():
