@@ -50,11 +50,11 @@ from catalog import history
 from catalog.core import metadata_io
 from refresh import leases, selectors, services, stream_hosts
 from refresh.core.freshness import RefreshMode
-from refresh.core.streaming import StreamPlan, trigger_seconds
+from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
-from refresh.sources import check_streamable, source_uuids, state_of
+from refresh.sources import check_streamable, source_snapshots, source_uuids, state_of
 from refresh.spark import errors, jobs, streaming
-from refresh.spark.session import SparkSessionConfig
+from refresh.spark.session import SparkSessionConfig, activate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,6 +95,10 @@ class Running:
     query: StreamingQuery
     signature: tuple
     checkpoint: str
+    plan: StreamPlan
+    #: time.monotonic() at the start: a static source's move recomputes the table at most
+    #: once per trigger interval, so the stream makes progress between recomputes.
+    started: float = 0.0
     last_progress_batch: int = -1
 
 
@@ -226,6 +230,7 @@ class Supervisor:
                 self._stopped(mt_id, running)
                 continue
             self._progress(running, mt)
+            self._follow_static(running, mt)
         self._start_all(
             [
                 mt
@@ -326,6 +331,7 @@ class Supervisor:
 
         def start(mt: MaterializedTable) -> None:
             try:
+                activate(self.spark)  # as on the thread that built it
                 self._start(mt)
             finally:
                 # Each thread's database connection is its own; it ends with the thread.
@@ -370,7 +376,9 @@ class Supervisor:
             self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
             _set_status(mt.pk, "FAILED", error=_first_line(error))
             return
-        self.running[mt.pk] = Running(mt.pk, query, _signature(mt), mt.stream_checkpoint)
+        self.running[mt.pk] = Running(
+            mt.pk, query, _signature(mt), mt.stream_checkpoint, plan, time.monotonic()
+        )
         self.retry_after.pop(mt.pk, None)
         _set_status(mt.pk, "RUNNING")
         logger.info("Streaming %s from %s", mt, mt.stream_checkpoint)
@@ -634,6 +642,33 @@ class Supervisor:
             return
         self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
         _set_status(mt.pk, "FAILED", error=message)
+
+    def _follow_static(self, running: Running, mt: MaterializedTable) -> None:
+        """A static source (the other side of a stream-static join) moved on since the
+        table's load: the micro-batches read it at the load's snapshot (every key answers
+        the same one), so the table is recomputed at the sources' snapshots now (the query
+        stopped between micro-batches, its checkpoint dropped: the next pass loads the
+        table and streams on from there), at most once per trigger interval."""
+        if not running.plan.static:
+            return
+        if time.monotonic() - running.started < trigger_seconds(mt.freshness):
+            return
+        current, _ = source_snapshots([(settings.CATALOG_NAME, *s) for s in running.plan.static])
+        moved = static_moved(running.plan, mt.stream_start or {}, current)
+        if not moved:
+            return
+        streaming.stop_between_batches(running.query)
+        del self.running[mt.pk]
+        MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
+        _delete_checkpoint(running.checkpoint)
+        changes = ", ".join(f"{name} {was} -> {now}" for name, (was, now) in moved.items())
+        history.record_change(
+            mt.table,
+            actor=None,
+            action="recompute_materialized_table",
+            message=f"A static source of the join moved on ({changes}); recomputing",
+        )
+        _set_status(mt.pk, "RECOMPUTING")
 
     def _progress(self, running: Running, mt: MaterializedTable) -> None:
         """Source offsets onto the batches' rows; the time the stream was last caught up."""

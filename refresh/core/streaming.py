@@ -7,10 +7,11 @@ maintain exactly is refused at CREATE with the reason and the suggestion to use 
   queries): every source is read as an Iceberg stream of appended snapshots, and each
   micro-batch's rows are appended to the table in one commit.
 - **merge**: an aggregation (GROUP BY) over one source table, or a join of one source
-  table (the first in FROM: the stream) with other tables (read as they are at each
-  micro-batch): the query runs in Spark's update mode and each micro-batch's changed rows
-  are written with `MERGE INTO` on the primary key, so the table holds exactly what the
-  query gives. A primary key is required.
+  table (the first in FROM: the stream) with other tables (static: read at the snapshot
+  the table's load read, and the table recomputed when one moves on, `static_moved`):
+  each micro-batch recomputes the keys its new rows touch and writes them with `MERGE
+  INTO` on the primary key, so the table holds exactly what the query gives. A primary
+  key is required.
 
 Refused: ORDER BY, LIMIT, window functions, DISTINCT, a UNION that removes duplicates,
 subqueries in expressions, aggregations without GROUP BY, joins of two streams, and
@@ -18,7 +19,7 @@ sources that are views (a view is not a stream). Django-free."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -193,6 +194,28 @@ def qualify_all(query: str, *, namespace: Sequence[str], catalog: str) -> str:
         return node
 
     return parsed.transform(qualify).sql(dialect="spark")
+
+
+def static_moved(
+    plan: StreamPlan,
+    start: Mapping[str, Sequence[int] | None],
+    current: Mapping[str, int | None],
+) -> dict[str, tuple[int | None, int | None]]:
+    """The static sources of a merge plan that moved on since the table's load: "ns.table"
+    -> (the snapshot its micro-batches read, its current one). `start` is the load's pins
+    ("ns.table" -> (snapshot id, ms), or None for a source empty then); a source the pins
+    do not name at all counts as moved (the load predates it), so the table is recomputed
+    and pins it. The micro-batches read every static source at its pin (every key answers
+    the same snapshot of it); a recompute is how a change of one reaches the table."""
+    moved: dict[str, tuple[int | None, int | None]] = {}
+    for source in plan.static:
+        name = ".".join(source)
+        pin = start.get(name)
+        pinned = int(pin[0]) if pin else None
+        now = current.get(name)
+        if name not in start or now != pinned:
+            moved[name] = (pinned, now)
+    return moved
 
 
 def trigger_seconds(freshness: Freshness) -> float:

@@ -198,3 +198,13 @@ def build_spark_session(
         app_name=app_name,
         extra_conf=dict(extra_conf or {}),
     ).build()
+
+
+def activate(spark: SparkSession) -> None:
+    """Make `spark` the JVM's active session on the calling thread. Iceberg's stream source
+    finds its catalog through the active session (IcebergSource), which the JVM keeps per
+    thread: a Python thread other than the one that built the session (py4j gives each its
+    own JVM thread) has none, and the source then falls back to a catalog that does not
+    exist ("Catalog 'default_iceberg' plugin class not found")."""
+    jvm = spark._jvm  # noqa: SLF001
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # noqa: SLF001

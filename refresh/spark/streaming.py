@@ -243,9 +243,9 @@ def start(
             # Every source is read at the snapshot the state records. The stream at the one
             # its end offset reads through: read as it is now, the keys this batch touches
             # would also count rows appended since, whose other keys only the next batch
-            # recomputes, and the table would answer no snapshot. The others at the one
-            # batch_reads found (the keys query and the rows query then read the same).
-            # Not known exactly: every source read as it is, and no state.
+            # recomputes, and the table would answer no snapshot. The others at their pins
+            # (static_pins), for the same reason. Not known exactly: every source read as it
+            # is, and no state.
             whole = pin_sources(session, pins=reads, catalog=catalog) if reads else {}
             new_rows = f"__lakeview_new_{abs(hash(key)) % 10**8}_{batch_id}"
             batch.createOrReplaceTempView(new_rows)
@@ -399,7 +399,7 @@ class _Tables:
             )
             # A catalog that caches tables (Iceberg's default; the app's own turns it off)
             # hands back the metadata of its first load: a snapshot committed since would
-            # be unknown and a static source's current snapshot an old one.
+            # be unknown.
             table.refresh()
             self.loaded[source] = table
         return self.loaded[source]
@@ -421,9 +421,20 @@ class _Tables:
         )
         return bool(rest.tasks().isEmpty())
 
-    def current(self, source: Source) -> int | None:
-        snapshot = self.table(source).currentSnapshot()
-        return None if snapshot is None else int(snapshot.snapshotId())
+
+def static_pins(plan: StreamPlan, start_after: Mapping[str, Any]) -> dict[Source, int | None]:
+    """The snapshot each of a merge plan's other (static) sources is read at for the whole
+    life of a checkpoint: the one the load read (`start_after`, "ns.table" -> (snapshot id,
+    ms); absent: empty then). Pinned rather than read as they are at each batch: a batch
+    recomputes only the keys its new rows touch, so a static source read anew would leave
+    every other key at its older snapshot and the table would answer no snapshot at all.
+    When a static source moves on, the streaming process recomputes the table (a new load,
+    a new checkpoint: refresh.core.streaming.static_moved)."""
+    pins: dict[Source, int | None] = {}
+    for source in plan.static:
+        pin = start_after.get(".".join(source))
+        pins[tuple(source)] = int(pin[0]) if pin else None
+    return pins
 
 
 def batch_reads(
@@ -439,12 +450,9 @@ def batch_reads(
     known (the batch then records no refresh state, and a merge reads as before).
 
     Streamed sources: the snapshot the batch's end offset reads through (`read_through`).
-    A merge plan's other sources are read as they are at the batch: at their current
-    snapshot now, at which the caller pins them, so that what the state records is what the
-    batch read. Recorded rather than left out: the batch's keys are exact at it, while keys
-    no batch touched since keep the values an earlier snapshot of that source gave them (a
-    stream-static join's meaning); a verifier recomputing at the recorded snapshots then
-    reports that drift instead of its being hidden."""
+    A merge plan's other sources: their pins (`static_pins`), at which the caller reads
+    them, so that every key of the table, touched by this batch or not, answers the same
+    snapshot of them."""
     try:
         offsets = [
             parse_offset(text)
@@ -464,7 +472,7 @@ def batch_reads(
                 offsets,
             )
             return None
-        return {**through, **{tuple(s): tables.current(tuple(s)) for s in plan.static}}
+        return {**through, **static_pins(plan, start_after)}
     except Exception:  # noqa: BLE001 - the batch's rows are still right; only the state is unknown
         logger.warning(
             "Micro-batch %s of %s: the snapshots it reads are unknown; no refresh state",

@@ -15,12 +15,15 @@ from django.utils import timezone
 from catalog import services
 from catalog.core.errors import CommitConflict
 from refresh import stream_hosts
+from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, StreamHost
 from refresh.streams import Supervisor, _desired
 from tests.integration.snapshots import commit_snapshot
 
 pytestmark = pytest.mark.django_db
 
+#: A running query's plan where the test needs none (no static sources to follow).
+NO_PLAN = StreamPlan("append", (), ())
 SCHEMA = {
     "type": "struct",
     "schema-id": 0,
@@ -271,7 +274,7 @@ def test_a_host_that_comes_back_after_a_takeover_stops_the_stream_it_lost_at_onc
     lease_pass(a)
     queries = {mt_id: FakeQuery() for mt_id in ids}
     for mt_id, query in queries.items():
-        a.running[mt_id] = Running(mt_id, query, (), "/nowhere")
+        a.running[mt_id] = Running(mt_id, query, (), "/nowhere", NO_PLAN)
 
     silence(a.host)  # paused longer than its leases
     assert lease_pass(b) == set(ids)
@@ -292,7 +295,7 @@ def test_a_host_above_its_share_stops_the_surplus_streams_before_releasing_them(
     lease_pass(a)
     queries = {mt_id: FakeQuery() for mt_id in ids}
     for mt_id, query in queries.items():
-        a.running[mt_id] = Running(mt_id, query, (), "/nowhere")
+        a.running[mt_id] = Running(mt_id, query, (), "/nowhere", NO_PLAN)
     supervisor("b:2")
 
     kept = lease_pass(a)
@@ -313,7 +316,7 @@ def test_the_stream_of_a_dropped_table_stops_and_its_checkpoints_go(warehouse):
     checkpoint = warehouse / "live" / "t0.checkpoints" / "v1-1"
     checkpoint.mkdir(parents=True)
     query = FakeQuery()
-    a.running[mt_id] = Running(mt_id, query, (), str(checkpoint))
+    a.running[mt_id] = Running(mt_id, query, (), str(checkpoint), NO_PLAN)
 
     mt.delete()
     assert lease_pass(a) == set()

@@ -2,7 +2,8 @@
 the streaming process (`manage.py run_streams`, its own Spark), with FRESHNESS = INTERVAL
 '5' SECOND over an append-only source. A filter query (appended micro-batches) and an
 aggregation with a primary key (MERGE INTO) follow appends, each checked against the same
-query run by Spark over the source; SUSPEND/RESUME and a SIGKILL of the streaming process
+query run by Spark over the source; a stream-static join is recomputed when its static side
+moves on; SUSPEND/RESUME and a SIGKILL of the streaming process
 lose and duplicate nothing; SET FRESHNESS moves a table to a schedule and back; ALTER ... AS
 and a rollback give the rows of the right definition. Every load and micro-batch commit
 says what it answers (a refresh-state in its snapshot summary, read through the catalog).
@@ -405,3 +406,54 @@ def _runs(stack: RefreshStack, name: str) -> list[dict]:
         ]
     finally:
         connection.close()
+
+
+LABELLED = (
+    "SELECT e.k, count(*) AS n, max(l.label) AS label "
+    "FROM events e JOIN labels l ON e.k = l.k GROUP BY e.k"
+)
+
+
+def test_a_stream_static_join_is_recomputed_when_its_static_side_moves_and_every_snapshot_verifies(
+    stack, st
+):
+    """The static side of a join is read at the load's snapshot by every micro-batch (each
+    key answers the same snapshot of it); when it moves on, the streaming process recomputes
+    the table: rows of keys no new event touched take the new labels too."""
+    st.sql(f"CREATE TABLE st.{NS}.labels (k STRING NOT NULL, label STRING)")
+    st.sql(f"INSERT INTO st.{NS}.labels VALUES ('k0', 'zero'), ('k1', 'one'), ('k2', 'two')")
+    ok(
+        stack,
+        "CREATE MATERIALIZED TABLE labelled (PRIMARY KEY (k) NOT ENFORCED) "
+        f"FRESHNESS = INTERVAL '5' SECOND AS {LABELLED}",
+    )
+    over_sources = LABELLED.replace("FROM events", f"FROM st.{NS}.events").replace(
+        "JOIN labels", f"JOIN st.{NS}.labels"
+    )
+
+    def follows_join(what: str) -> None:
+        stack.wait_for(
+            lambda: rows(st, f"SELECT * FROM st.{NS}.labelled") == rows(st, over_sources),
+            timeout=120,
+            what=what,
+            every=1.0,
+        )
+
+    follows_join("the join's load")
+    append(st, 3)
+    follows_join("the join to follow appends")
+    loads_before = [b for b in _runs(stack, "labelled") if b["action"] == "FULL"]
+
+    # k2's label changes; the next events touch k0 and k1 only (ids 3n+1, 3n+2).
+    st.sql(f"UPDATE st.{NS}.labels SET label = 'TWO' WHERE k = 'k2'")
+    _next_id[0] += -_next_id[0] % 3  # the next id is 3n + 1
+    append(st, 2)
+    follows_join("the table recomputed over the new labels")
+    loads = [b for b in _runs(stack, "labelled") if b["action"] == "FULL"]
+    assert len(loads) > len(loads_before), "the recompute is a load in the history"
+    labels = {(row[0], row[2]) for row in rows(st, f"SELECT * FROM st.{NS}.labelled")}
+    assert ("k2", "TWO") in labels, labels
+    # Each micro-batch and load answers the snapshots it records, the static side included.
+    verdicts = verify(stack, "labelled", snapshots=10, namespace=NS)
+    assert "DIFFERS" not in {v["verdict"] for v in verdicts}, verdicts
+    assert any(v["verdict"] == "EXACT" for v in verdicts), verdicts

@@ -141,14 +141,13 @@ class FakeTables:
     def holds(self, source: tuple[str, ...], at: StreamOffset) -> bool | None:
         return {(EVENTS, 81): True, (EVENTS, 82): False}.get((source, at.snapshot_id))
 
-    def current(self, source: tuple[str, ...]) -> int | None:
-        return {DIM: 7}.get(source)
-
 
 MERGE = StreamPlan("merge", (EVENTS,), (DIM,), ("k",))
 
 
-def reads(monkeypatch: pytest.MonkeyPatch, logged: Any) -> dict | None:
+def reads(
+    monkeypatch: pytest.MonkeyPatch, logged: Any, start_after: dict | None = None
+) -> dict | None:
     def offsets(session: Any, *, checkpoint: str, batch_id: int) -> list[str | None]:
         if isinstance(logged, Exception):
             raise logged
@@ -157,14 +156,27 @@ def reads(monkeypatch: pytest.MonkeyPatch, logged: Any) -> dict | None:
     monkeypatch.setattr(streaming, "logged_offsets", offsets)
     monkeypatch.setattr(streaming, "_Tables", FakeTables)
     return streaming.batch_reads(
-        object(), plan=MERGE, catalog="lv", checkpoint="/c", batch_id=3, start_after={}
+        object(),
+        plan=MERGE,
+        catalog="lv",
+        checkpoint="/c",
+        batch_id=3,
+        start_after=start_after or {},
     )
 
 
-def test_a_merge_batch_reads_the_stream_through_its_offset_and_the_others_as_they_are(
+def test_a_merge_batch_reads_the_stream_through_its_offset_and_the_others_at_the_load_s_pins(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    assert reads(monkeypatch, [offset(81, 2)]) == {EVENTS: 81, DIM: 7}
+    # The stream's own pin is where it started; the static side stays at the load's.
+    pinned = {"live.events": (70, 1), "live.dim": (7, 1)}
+    assert reads(monkeypatch, [offset(81, 2)], pinned) == {EVENTS: 81, DIM: 7}
+
+
+def test_a_static_source_empty_at_the_load_is_read_empty_until_the_table_is_recomputed(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    assert reads(monkeypatch, [offset(81, 2)], {"live.events": (70, 1)}) == {EVENTS: 81, DIM: None}
 
 
 def test_a_batch_whose_reads_are_unknown_records_none_and_still_runs(

@@ -7,7 +7,13 @@ import pytest
 
 from catalog.core.errors import InvalidInput
 from refresh.core.freshness import Freshness
-from refresh.core.streaming import plan_stream, rewrite_sources, trigger_seconds
+from refresh.core.streaming import (
+    StreamPlan,
+    plan_stream,
+    rewrite_sources,
+    static_moved,
+    trigger_seconds,
+)
 
 
 def plan(sql: str, **kwargs):
@@ -32,7 +38,7 @@ def test_an_aggregation_with_a_primary_key_merges_on_it():
     assert (result.mode, result.streams, result.key) == ("merge", (("ns", "orders"),), ("ds",))
 
 
-def test_a_join_streams_its_first_table_and_reads_the_others_as_they_are():
+def test_a_join_streams_its_first_table_and_reads_the_others_as_static_sources():
     result = plan(
         "SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer = c.id",
         primary_key=["id"],
@@ -79,3 +85,27 @@ def test_sources_are_swapped_for_views_keeping_their_names_as_aliases():
 def test_the_trigger_is_half_the_freshness_and_at_least_a_second():
     assert trigger_seconds(Freshness(10, "SECOND")) == 5
     assert trigger_seconds(Freshness(1, "SECOND")) == 1
+
+
+JOIN = StreamPlan(
+    "merge", (("shop", "orders"),), (("shop", "customers"), ("shop", "zones")), ("k",)
+)
+
+
+def test_a_join_whose_static_sources_stayed_at_the_load_s_snapshots_is_not_recomputed():
+    start = {"shop.orders": [70, 1], "shop.customers": [7, 1], "shop.zones": None}
+    current = {"shop.orders": 75, "shop.customers": 7, "shop.zones": None}
+    # The stream moving on is what micro-batches are for; only a static source counts.
+    assert static_moved(JOIN, start, current) == {}
+
+
+def test_a_static_source_that_moved_on_or_was_filled_or_was_never_pinned_is_named():
+    start = {"shop.orders": [70, 1], "shop.customers": [7, 1], "shop.zones": None}
+    assert static_moved(JOIN, start, {"shop.customers": 9}) == {"shop.customers": (7, 9)}
+    assert static_moved(JOIN, start, {"shop.customers": 7, "shop.zones": 3}) == {
+        "shop.zones": (None, 3)
+    }
+    # A load that predates the source (its pins do not name it) cannot say what was read.
+    assert static_moved(JOIN, {"shop.customers": [7, 1]}, {"shop.customers": 7}) == {
+        "shop.zones": (None, None)
+    }
