@@ -629,16 +629,12 @@ class Supervisor:
         if not held:
             return  # another host runs it now; its status is that host's to write
         if error is not None and any(word in str(error) for word in _REWRITTEN_SOURCE):
-            MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
-            # The recompute starts a new checkpoint; this one cannot be resumed.
-            _delete_checkpoint(running.checkpoint)
-            history.record_change(
-                mt.table,
-                actor=None,
-                action="recompute_materialized_table",
-                message=f"A source snapshot deleted or overwrote rows; recomputing ({message})",
+            _recompute_next(
+                mt,
+                running.checkpoint,
+                why=f"A source snapshot deleted or overwrote rows; recomputing ({message})",
+                error=message,
             )
-            _set_status(mt.pk, "RECOMPUTING", error=message)
             return
         self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
         _set_status(mt.pk, "FAILED", error=message)
@@ -659,16 +655,12 @@ class Supervisor:
             return
         streaming.stop_between_batches(running.query)
         del self.running[mt.pk]
-        MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
-        _delete_checkpoint(running.checkpoint)
         changes = ", ".join(f"{name} {was} -> {now}" for name, (was, now) in moved.items())
-        history.record_change(
-            mt.table,
-            actor=None,
-            action="recompute_materialized_table",
-            message=f"A static source of the join moved on ({changes}); recomputing",
+        _recompute_next(
+            mt,
+            running.checkpoint,
+            why=f"A static source of the join moved on ({changes}); recomputing",
         )
-        _set_status(mt.pk, "RECOMPUTING")
 
     def _progress(self, running: Running, mt: MaterializedTable) -> None:
         """Source offsets onto the batches' rows; the time the stream was last caught up."""
@@ -736,6 +728,16 @@ def _record_batch(
         definition_version=version,
         worker=worker or f"streams:{os.getpid()}",
     )
+
+
+def _recompute_next(mt: MaterializedTable, checkpoint: str, *, why: str, error: str = "") -> None:
+    """The table's stream cannot go on from `checkpoint` (stopped): it is dropped, and the
+    next pass loads the table at the sources' snapshots then and streams on from a new one
+    (a start without a checkpoint); `why` goes into the table's history."""
+    MaterializedTable.objects.filter(pk=mt.pk).update(stream_checkpoint="")
+    _delete_checkpoint(checkpoint)
+    history.record_change(mt.table, actor=None, action="recompute_materialized_table", message=why)
+    _set_status(mt.pk, "RECOMPUTING", error=error)
 
 
 def _set_status(mt_id: int, status: str, *, error: str = "") -> None:

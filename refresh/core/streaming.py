@@ -196,22 +196,35 @@ def qualify_all(query: str, *, namespace: Sequence[str], catalog: str) -> str:
     return parsed.transform(qualify).sql(dialect="spark")
 
 
+def static_pins(
+    plan: StreamPlan, start: Mapping[str, Sequence[int] | None]
+) -> dict[tuple[str, ...], int | None]:
+    """The snapshot each of a merge plan's other (static) sources is read at for the whole
+    life of a checkpoint: the one the load read (`start`, the load's pins: "ns.table" ->
+    (snapshot id, ms), or None or absent for a source empty then). Pinned rather than read
+    as they are at each batch: a batch recomputes only the keys its new rows touch, so a
+    static source read anew would leave every other key at its older snapshot and the table
+    would answer no snapshot at all. When one moves on, the table is recomputed
+    (`static_moved`)."""
+    pins: dict[tuple[str, ...], int | None] = {}
+    for source in plan.static:
+        pin = start.get(".".join(source))
+        pins[tuple(source)] = int(pin[0]) if pin else None
+    return pins
+
+
 def static_moved(
     plan: StreamPlan,
     start: Mapping[str, Sequence[int] | None],
     current: Mapping[str, int | None],
 ) -> dict[str, tuple[int | None, int | None]]:
     """The static sources of a merge plan that moved on since the table's load: "ns.table"
-    -> (the snapshot its micro-batches read, its current one). `start` is the load's pins
-    ("ns.table" -> (snapshot id, ms), or None for a source empty then); a source the pins
-    do not name at all counts as moved (the load predates it), so the table is recomputed
-    and pins it. The micro-batches read every static source at its pin (every key answers
-    the same snapshot of it); a recompute is how a change of one reaches the table."""
+    -> (the snapshot its micro-batches read, `static_pins`, and its current one). A source
+    the load's pins do not name at all counts as moved (the load predates it), so the table
+    is recomputed and pins it; a recompute is how a change of one reaches the table."""
     moved: dict[str, tuple[int | None, int | None]] = {}
-    for source in plan.static:
+    for source, pinned in static_pins(plan, start).items():
         name = ".".join(source)
-        pin = start.get(name)
-        pinned = int(pin[0]) if pin else None
         now = current.get(name)
         if name not in start or now != pinned:
             moved[name] = (pinned, now)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from refresh.core.refresh_state import refresh_state
-from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
+from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources, static_pins
 from refresh.spark import sandbox
 from refresh.spark.batch import RefreshResult, latest_snapshot, quote, replace
 from refresh.spark.changes import Source, append, merge_changes, pin_sources
@@ -422,21 +422,6 @@ class _Tables:
         return bool(rest.tasks().isEmpty())
 
 
-def static_pins(plan: StreamPlan, start_after: Mapping[str, Any]) -> dict[Source, int | None]:
-    """The snapshot each of a merge plan's other (static) sources is read at for the whole
-    life of a checkpoint: the one the load read (`start_after`, "ns.table" -> (snapshot id,
-    ms); absent: empty then). Pinned rather than read as they are at each batch: a batch
-    recomputes only the keys its new rows touch, so a static source read anew would leave
-    every other key at its older snapshot and the table would answer no snapshot at all.
-    When a static source moves on, the streaming process recomputes the table (a new load,
-    a new checkpoint: refresh.core.streaming.static_moved)."""
-    pins: dict[Source, int | None] = {}
-    for source in plan.static:
-        pin = start_after.get(".".join(source))
-        pins[tuple(source)] = int(pin[0]) if pin else None
-    return pins
-
-
 def batch_reads(
     session: SparkSession,
     *,
@@ -450,9 +435,9 @@ def batch_reads(
     known (the batch then records no refresh state, and a merge reads as before).
 
     Streamed sources: the snapshot the batch's end offset reads through (`read_through`).
-    A merge plan's other sources: their pins (`static_pins`), at which the caller reads
-    them, so that every key of the table, touched by this batch or not, answers the same
-    snapshot of them."""
+    A merge plan's other sources: their pins (core.streaming.static_pins), at which the
+    caller reads them, so that every key of the table, touched by this batch or not,
+    answers the same snapshot of them."""
     try:
         offsets = [
             parse_offset(text)
