@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from catalog import services
 from catalog.core.errors import CatalogError
@@ -66,10 +67,15 @@ def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | No
     return snapshots, unknown
 
 
+def _views_named(name: tuple[str, ...]) -> QuerySet[View]:
+    """The view (namespace levels..., name), if there is one."""
+    return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1])
+
+
 def view_text(name: tuple[str, ...]) -> ViewText | str | None:
     """The current version of the view `name` ((namespace levels..., name)) as Spark reads
     it, or why it cannot be expanded, or None when no view has that name (a table)."""
-    view = View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).first()
+    view = _views_named(name).first()
     if view is None:
         return None
     version = (
@@ -112,7 +118,7 @@ def expanded_query(query: str, namespace: str) -> Expanded:
 def view_changed_since(name: tuple[str, ...], moment_ms: int) -> bool:
     """Whether the view `name` got its current version after `moment_ms` (its version log's
     newest entry is later): its text then is not the one a refresh at that moment read."""
-    view = View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).first()
+    view = _views_named(name).first()
     if view is None:
         return False
     newest = view.log_entries.order_by("-position").values_list("timestamp_ms", flat=True)
@@ -145,7 +151,7 @@ def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) 
     ask the same question)."""
 
     def is_view(name: tuple[str, ...]) -> bool:
-        return View.objects.filter(namespace__name=".".join(name[:-1]), name=name[-1]).exists()
+        return _views_named(name).exists()
 
     return plan_stream(
         query,
