@@ -161,6 +161,30 @@ def test_the_tables_of_a_host_that_died_are_taken_over_once_its_leases_expire():
     assert set(holders().values()) == {"b:2"}
 
 
+def test_a_host_looks_again_as_another_host_s_lease_ends_rather_than_at_its_next_pass(settings):
+    settings.STREAM_LEASE_SECONDS = 6
+    ids = continuous_tables(2)
+    a, b = supervisor("a:1"), supervisor("b:2")
+    lease_pass(a), lease_pass(b)
+    assert stream_hosts.next_expiry(b.host, ids) == pytest.approx(6, abs=1), "a's lease ends"
+    assert stream_hosts.next_expiry(a.host, ids) == pytest.approx(6, abs=1), "b's lease ends"
+    assert stream_hosts.next_expiry(a.host, []) is None
+
+    # a stopped beating 5 s ago: its lease ends in about a second, and b's pass comes then
+    # (not after its poll interval of 2 s).
+    MaterializedTable.objects.filter(stream_host=a.host).update(
+        stream_lease_until=timezone.now() + timedelta(seconds=1)
+    )
+    b._start_all = lambda tables: None  # the pass's leases only: no Spark here
+    b.sync_once()
+    assert 0.5 < b._pause() < 1.2
+    silence(a.host)
+    assert stream_hosts.next_expiry(b.host, ids) is None, "an ended lease is the pass's to take"
+    b.sync_once()
+    assert b._pause() == b.poll_seconds
+    assert set(holders().values()) == {"b:2"}
+
+
 def test_a_host_that_stops_cleanly_frees_its_tables_at_once():
     ids = continuous_tables(4)
     a, b = supervisor("a:1"), supervisor("b:2")
