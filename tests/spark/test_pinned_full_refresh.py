@@ -121,3 +121,48 @@ def test_a_full_refresh_raced_by_a_writer_answers_exactly_the_snapshots_it_recor
     unpinned = refresh(QUERY, {})
     found = verdict(unpinned)
     assert not found.exact and found.missing > 0, found
+
+
+def test_a_view_replaced_with_sql_that_reads_a_file_fails_the_refresh_in_the_sandbox(
+    session: SparkSession, tmp_path
+):
+    # Engines store a view's SQL as sent: a writer replaces a view a materialized table
+    # reads with SQL that reads a file the worker can read. The refresh expands the view
+    # into its query, and Spark's plan of it is what the sandbox checks: it is refused, and
+    # the table keeps its rows.
+    secret = tmp_path / "admin-password.txt"
+    secret.write_text("s3cret-L4keview\n")
+    namespace = f"pinned{next(_namespaces)}"
+    name = lambda table: f"{CATALOG}.{namespace}.{table}"  # noqa: E731
+    session.sql(f"CREATE NAMESPACE {CATALOG}.{namespace}")
+    session.sql(f"CREATE TABLE {name('orders')} (id BIGINT, customer BIGINT, amount BIGINT)")
+    session.sql(f"INSERT INTO {name('orders')} VALUES (1, 1, 50)")
+    session.sql(f"CREATE TABLE {name('mt')} (id BIGINT, note STRING)")
+    session.sql(f"INSERT INTO {name('mt')} VALUES (7, 'kept')")
+    hostile = ViewText(
+        sql=f"SELECT o.id, f.value AS note FROM orders o JOIN text.`{secret}` f ON true",
+        namespace=(namespace,),
+        columns=("id", "note"),
+        types=("BIGINT", "STRING"),
+    )
+    expanded = expand_views(
+        "SELECT id, note FROM notes",
+        namespace=[namespace],
+        catalog=CATALOG,
+        view={(namespace, "notes"): hostile}.get,
+    )
+    assert str(secret) in expanded.query, "the view's SQL is in the refresh's query"
+    pins = {t: current(session, f"{CATALOG}.{'.'.join(t)}") for t in expanded.tables
+            if t == (namespace, "orders")}  # fmt: skip
+
+    with pytest.raises(Exception, match="cannot be found|not allowed|refused") as refused:
+        changes.recompute(
+            session,
+            query=expanded.query,
+            target=[CATALOG, namespace, "mt"],
+            catalog=CATALOG,
+            namespace=[namespace],
+            pins=pins,
+        )
+    assert "s3cret" not in str(refused.value)
+    assert sorted(tuple(r) for r in session.table(name("mt")).collect()) == [(7, "kept")]

@@ -3,31 +3,37 @@
 processes on leases of 6 seconds. The hosts take three tables each; appends land every
 second. The first host is frozen (SIGSTOP) past its leases: the other takes its tables,
 and once woken it writes nothing to them and takes its share back. Then it is SIGKILLed
-(its Spark JVM with it): within the lease time plus a trigger its tables' leases and their
-new micro-batches are the other host's. At the end every table equals its query over the
-source, no append-plan table holds a row twice, and no micro-batch committed twice."""
+(its Spark JVM with it): its tables' leases move to the other host as they end, and their
+new micro-batches run there (how soon, against the lease time plus a trigger, is
+bench/takeover.py's). At the end every table equals its query over the source, no
+append-plan table holds a row twice, and no micro-batch committed twice."""
 
 from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.live_server import REPO_ROOT
 from tests.refresh_stack import RefreshStack, refresh_stack, stack_redis_url
 from tests.spark.conftest import rest_catalog_conf
+from tests.stream_fleet import (
+    batches_since,
+    first_batch_since,
+    holders,
+    host_name,
+    query_db,
+    start_host,
+    stop_host,
+)
 
 NS = "fleet"
 LEASE = 6.0
@@ -74,60 +80,6 @@ def st(spark: SparkSession, stack: RefreshStack) -> SparkSession:
     return session
 
 
-def query_db(stack: RefreshStack, sql: str, *args: object) -> list[sqlite3.Row]:
-    connection = sqlite3.connect(f"file:{Path(stack.server.db_path)}?mode=ro", uri=True)
-    connection.row_factory = sqlite3.Row
-    try:
-        return connection.execute(sql, args).fetchall()
-    finally:
-        connection.close()
-
-
-def holders(stack: RefreshStack) -> dict[str, str | None]:
-    """Each table's lease holder ("hostname:pid"), as the lease rows say."""
-    return {
-        row["name"]: row["host"]
-        for row in query_db(
-            stack,
-            "SELECT o.name AS name, h.name AS host FROM refresh_materializedtable mt "
-            "JOIN catalog_catalogobject o ON o.id = mt.table_id "
-            "LEFT JOIN refresh_streamhost h ON h.id = mt.stream_host_id",
-        )
-    }
-
-
-def batches_since(stack: RefreshStack, moment: float) -> dict[str, set[str]]:
-    """Tables -> the hosts whose micro-batches of them started after `moment`."""
-    found: dict[str, set[str]] = {}
-    for name, host, _ in _batches_after(stack, moment):
-        found.setdefault(name, set()).add(host)
-    return found
-
-
-def first_batch_since(stack: RefreshStack, moment: float, host: str) -> dict[str, float]:
-    """Tables -> when (epoch seconds) the first micro-batch `host` ran of them after `moment`
-    started (its run's started_at: when the batch began to write)."""
-    first: dict[str, float] = {}
-    for name, by, started in _batches_after(stack, moment):
-        if by == host:
-            first[name] = min(started, first.get(name, started))
-    return first
-
-
-def _batches_after(stack: RefreshStack, moment: float) -> list[tuple[str, str, float]]:
-    found = []
-    for row in query_db(
-        stack,
-        "SELECT table_name, worker, started_at FROM refresh_refreshrun "
-        "WHERE trigger = 'CONTINUOUS' AND action = 'INCREMENTAL'",
-    ):
-        started = datetime.fromisoformat(row["started_at"]).replace(tzinfo=UTC).timestamp()
-        if started > moment:
-            name = row["table_name"].split(".")[-1]
-            found.append((name, row["worker"].removeprefix("streams:"), started))
-    return found
-
-
 def since_by_table(stack: RefreshStack, host: str) -> dict[str, float]:
     """The tables `host` holds, and since when (epoch seconds)."""
     return {
@@ -170,18 +122,6 @@ def append(spark: SparkSession, count: int) -> None:
     spark.sql(f"INSERT INTO st.{NS}.events VALUES {', '.join(values)}")
 
 
-def start_host(stack: RefreshStack, label: str) -> subprocess.Popen:
-    log = (stack.root / f"{label}.log").open("ab")
-    return subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "manage.py"), "run_streams", "--poll", "1"],
-        cwd=REPO_ROOT,
-        env=stack.server.env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
 @pytest.fixture
 def second_process(stack: RefreshStack) -> Iterator[subprocess.Popen]:
     """A second streaming host on the same stack (its own Spark)."""
@@ -189,20 +129,13 @@ def second_process(stack: RefreshStack) -> Iterator[subprocess.Popen]:
     try:
         yield process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        stop_host(process)
 
 
 def test_a_frozen_then_sigkilled_host_s_tables_continue_on_the_other_exactly(
     stack, st, second_process
 ):
-    first = f"{os.uname().nodename}:{stack.streams.pid}"
-    second = f"{os.uname().nodename}:{second_process.pid}"
+    first, second = host_name(stack.streams), host_name(second_process)
     st.sql(f"CREATE NAMESPACE IF NOT EXISTS st.{NS}")
     st.sql(f"CREATE TABLE st.{NS}.events (id BIGINT NOT NULL, k STRING NOT NULL, v DOUBLE)")
     append(st, 9)
@@ -306,10 +239,11 @@ def test_a_frozen_then_sigkilled_host_s_tables_continue_on_the_other_exactly(
             f"on the other host started within {resumed:.1f}s "
             f"({', '.join(f'{firsts[n] - killed:.1f}' for n in sorted(of_first))})"
         )
-        # The leases move within the lease time and the second host's next pass (1 s; the
-        # pass itself is a few queries). The micro-batches then follow within the wait's
-        # timeout above: each stream's start in the second host's Spark (analysis, the
-        # catalog's loads, the replayed batch) is the bulk of it on this 2-core machine.
+        # The leases move within the lease time (the dead host renewed them at most a
+        # third of a lease before the kill) and the second host's look as they end. How
+        # soon the first micro-batches follow (the bar: the lease time plus one trigger)
+        # is measured over several kills by bench/takeover.py, not asserted here: on two
+        # shared cores it moves with whatever else runs.
         assert taken <= LEASE + 4, taken
     finally:
         stop.set()
