@@ -25,7 +25,7 @@ from sqlglot.errors import SqlglotError
 
 from catalog.core.errors import CatalogError
 from catalog.core.sql import parse_query
-from refresh.core.streaming import _name, real_tables
+from refresh.core.streaming import real_tables, table_name
 
 Source = tuple[str, ...]
 #: Views inside views inside views...: deeper than this is taken as a cycle.
@@ -67,7 +67,7 @@ def table_references(query: str, *, namespace: Sequence[str], catalog: str) -> l
     parsed = parse_query(query, "spark")
     found: list[Source] = []
     for table in real_tables(parsed):
-        name = _name(table, namespace, catalog)
+        name = table_name(table, namespace, catalog)
         if name not in found:
             found.append(name)
     return found
@@ -106,7 +106,7 @@ def _expand(
     path: tuple[Source, ...],
 ) -> None:
     for node in real_tables(parsed):
-        name = _name(node, namespace, catalog)
+        name = table_name(node, namespace, catalog)
         text = view(name)
         if text is None:
             if name not in seen.tables:

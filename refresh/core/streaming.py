@@ -51,7 +51,9 @@ def _refuse(reason: str) -> InvalidInput:
     )
 
 
-def _name(table: exp.Table, default: Sequence[str], catalog: str) -> tuple[str, ...]:
+def table_name(table: exp.Table, default: Sequence[str], catalog: str) -> tuple[str, ...]:
+    """A table reference's name without the catalog (`catalog` leading it is dropped), one
+    part names a table of the `default` namespace."""
     parts = [part.name for part in table.parts]
     if len(parts) >= 3 and parts[0] == catalog:
         parts = parts[1:]
@@ -97,7 +99,7 @@ def plan_stream(
         ):
             raise _refuse("subqueries in FROM are not supported")
     tables = [t for t in parsed.find_all(exp.Table)]
-    names = [_name(t, namespace, catalog) for t in tables]
+    names = [table_name(t, namespace, catalog) for t in tables]
     for name in names:
         if is_view(name):
             raise _refuse(
@@ -145,7 +147,7 @@ def rewrite_sources(
     (its alias kept, or its own name as the alias, so qualified columns still resolve)."""
     parsed = parse_query(query, "spark")
     for node in real_tables(parsed):  # a CTE of the same name is the query's own: kept
-        view = replacements.get(_name(node, namespace, catalog))
+        view = replacements.get(table_name(node, namespace, catalog))
         if view is not None:
             alias = node.alias or node.name
             node.replace(
@@ -182,7 +184,7 @@ def qualify_all(query: str, *, namespace: Sequence[str], catalog: str) -> str:
 
     def qualify(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table) and not (not node.db and node.name in ctes):
-            parts = _name(node, namespace, catalog)
+            parts = table_name(node, namespace, catalog)
             if len(parts) != 2:  # nested namespaces: left to the session's USE
                 return node
             return exp.Table(
