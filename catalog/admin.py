@@ -244,7 +244,7 @@ class AccessTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(models.CatalogEvent)
 class CatalogEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["occurred_at", "actor", "action", "object_type", "object_name", "result"]
+    list_display = ["occurred_at", "actor", "action_shown", "object_type", "object_name", "result"]
     list_filter = ["result", "action", "object_type"]
     search_fields = [
         "object_name",
@@ -256,3 +256,8 @@ class CatalogEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["actor"]
     date_hierarchy = "occurred_at"
     readonly_fields = [f.name for f in models.CatalogEvent._meta.fields if f.name != "id"]
+
+    @admin.display(description="action", ordering="action")
+    def action_shown(self, event: models.CatalogEvent) -> str:
+        """A folded row's action with its count, "commit_table ×720" (history.fold_commits)."""
+        return event.action_display

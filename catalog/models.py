@@ -467,6 +467,12 @@ class CatalogEvent(models.Model):
     metadata_location = models.TextField(blank=True, default="")
     result = models.CharField(max_length=16, choices=Result.choices, default=Result.OK)
     message = models.TextField(blank=True, default="")
+    #: Events this row stands for: successful commits older than HISTORY_FOLD_COMMITS_AFTER
+    #: are folded per object, actor, action and hour (catalog.history.fold_commits) into
+    #: the newest of them, which keeps its time and metadata location.
+    count = models.PositiveIntegerField(default=1)
+    #: A folded row's oldest event (null for a single event: `occurred_at`).
+    first_occurred_at = models.DateTimeField(null=True, blank=True)
 
     objects = CatalogEventQuerySet.as_manager()
 
@@ -475,6 +481,11 @@ class CatalogEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_name}: {self.result}"
+
+    @property
+    def action_display(self) -> str:
+        """The action as lists show it: "commit_table ×720" for a folded row."""
+        return f"{self.action} ×{self.count}" if self.count > 1 else self.action
 
 
 class FailedLogin(models.Model):

@@ -36,3 +36,12 @@ def prune_spark_jobs() -> int:
     from catalog import jobs
 
     return jobs.prune()
+
+
+@shared_task(name="catalog.fold_commit_events")
+def fold_commit_events() -> int:
+    """Old successful commit events folded per object and hour (celery-beat,
+    HISTORY_FOLD_EVERY_SECONDS)."""
+    from catalog import history
+
+    return history.fold_commits(periodic=True)

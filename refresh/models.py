@@ -251,7 +251,9 @@ class RefreshRun(models.Model):
     #: A micro-batch's id in its streaming query, and the source offsets it read up to.
     batch_id = models.BigIntegerField(null=True, blank=True)
     source_offsets = models.JSONField(default=dict, blank=True)
-    #: Micro-batches this row stands for: older ones are aggregated per hour.
+    #: Runs this row stands for: micro-batches (refresh.streams.compact_history) and
+    #: scheduled NO_DATA skips (services.fold_skipped_runs) older than an hour are folded
+    #: per table and hour, the first's start and the last's finish kept.
     batches = models.PositiveIntegerField(default=1)
     #: The definition version the run refreshed.
     definition_version = models.PositiveIntegerField(null=True, blank=True)

@@ -288,11 +288,12 @@ _COLUMNS = (
     "h_started_at",
     "h_finished_at",
     "h_error",
+    "h_count",
 )
 
 
 def _history_of(
-    queryset: QuerySet, kind: str, table_path: str, filters: HistoryFilters
+    queryset: QuerySet, kind: str, table_path: str, filters: HistoryFilters, count: Any
 ) -> QuerySet:
     if filters.state is not None:
         queryset = queryset.filter(state=filters.state)
@@ -322,6 +323,7 @@ def _history_of(
             h_started_at=F("started_at"),
             h_finished_at=F("finished_at"),
             h_error=F("error"),
+            h_count=count,
         )
         .values(*_COLUMNS)
     )
@@ -334,10 +336,16 @@ def history(filters: HistoryFilters | None = None) -> QuerySet:
     parts = []
     if filters.kind in (None, REFRESH):
         refreshes = RefreshRun.objects.all()
-        parts.append(_history_of(refreshes, REFRESH, "materialized_table__table", filters))
+        # A folded row stands for several runs of an hour (micro-batches, NO_DATA ticks).
+        parts.append(
+            _history_of(
+                refreshes, REFRESH, "materialized_table__table", filters, count=F("batches")
+            )
+        )
     if filters.kind in (None, MAINTENANCE):
         maintenance = MaintenanceRun.objects.all()
-        parts.append(_history_of(maintenance, MAINTENANCE, "table", filters))
+        one = Cast(Value(1), output_field=IntegerField())
+        parts.append(_history_of(maintenance, MAINTENANCE, "table", filters, count=one))
     combined = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
     return combined.order_by("-h_queued_at", "-h_id", "h_kind")
 
@@ -361,6 +369,7 @@ def history_row(row: Mapping[str, Any]) -> dict[str, Any]:
             (finished - started).total_seconds() if started is not None and finished else None
         ),
         "error": row["h_error"],
+        "count": row["h_count"],
     }
 
 

@@ -1182,6 +1182,37 @@ def fail_abandoned(*, silent_for: timedelta) -> int:
     return count
 
 
+def fold_skipped_runs(
+    *, now: datetime | None = None, older_than: timedelta | None = None, periodic: bool = False
+) -> int:
+    """Fold the scheduled ticks skipped as NO_DATA (no source changed) that finished more
+    than `older_than` ago (HISTORY_FOLD_SKIPPED_RUNS_AFTER_SECONDS) into one run per table
+    and hour, as the streaming process folds micro-batches (refresh.streams.compact_history):
+    the newest tick's run stays, with `batches` the ticks it stands for and its queued and
+    start times the first tick's; its schedule time, reason, source snapshots and data
+    timestamp (what lag is measured from) are the newest tick's. An idle table at one
+    minute would otherwise keep 1,440 rows a day. Manual refreshes, failures and runs
+    that did something are never folded. `periodic` (celery-beat's pass) reads only what
+    the previous pass left (catalog.history.fold_per_hour). Returns how many runs were
+    folded away."""
+    if older_than is None:
+        older_than = timedelta(seconds=settings.HISTORY_FOLD_SKIPPED_RUNS_AFTER_SECONDS)
+    skipped = RefreshRun.objects.filter(
+        trigger=RefreshRun.Trigger.SCHEDULED,
+        state=RefreshRun.State.SKIPPED,
+        action=RefreshRun.Action.NO_DATA,
+    )
+    return history.fold_per_hour(
+        skipped,
+        at="finished_at",
+        before=(now or timezone.now()) - older_than,
+        keys=("materialized_table_id", "table_name"),
+        count="batches",
+        earliest={"queued_at": ("queued_at",), "started_at": ("started_at",)},
+        resume="NO_DATA ticks" if periodic else None,
+    )
+
+
 def _settle_abandoned_rebuild(run: RefreshRun) -> None:
     """A rebuild whose worker died: if its commit landed (the table's properties name its
     version), the version is current; otherwise nothing changed and the change failed."""

@@ -46,3 +46,12 @@ def fail_abandoned_runs() -> int:
     return services.fail_abandoned(
         silent_for=timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS)
     )
+
+
+@shared_task(name="refresh.fold_skipped_runs")
+def fold_skipped_runs() -> int:
+    """Old NO_DATA ticks folded per table and hour (celery-beat, HISTORY_FOLD_EVERY_SECONDS):
+    FULL tables run with no streaming process too."""
+    from refresh import services
+
+    return services.fold_skipped_runs(periodic=True)

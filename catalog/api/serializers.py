@@ -300,6 +300,17 @@ class CatalogEventSerializer(serializers.ModelSerializer):
     actor = serializers.CharField(
         source="actor.username", read_only=True, allow_null=True, default=None
     )
+    count = serializers.IntegerField(
+        read_only=True,
+        help_text="Events this row stands for: successful commits older than a day "
+        "(HISTORY_FOLD_COMMITS_AFTER_SECONDS) are folded per object, actor, action and hour "
+        "into the newest, whose time and metadata location the row keeps.",
+    )
+    first_occurred_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="A folded row's first event (null for a single event).",
+    )
 
     class Meta:
         model = CatalogEvent
@@ -314,6 +325,8 @@ class CatalogEventSerializer(serializers.ModelSerializer):
             "metadata_location",
             "result",
             "message",
+            "count",
+            "first_occurred_at",
         ]
         read_only_fields = fields
 

@@ -145,6 +145,10 @@ class HistoryEntrySerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
     duration_seconds = serializers.FloatField(allow_null=True)
     error = serializers.CharField(allow_blank=True)
+    count = serializers.IntegerField(
+        help_text="Runs this row stands for (micro-batches and NO_DATA ticks older than an "
+        "hour are folded per table and hour); 1 otherwise."
+    )
     url = serializers.CharField(allow_null=True, help_text="The run in the API.")
 
 

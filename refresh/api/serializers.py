@@ -263,6 +263,12 @@ class RefreshRunSerializer(serializers.ModelSerializer):
     state = serializers.CharField(help_text=", ".join(RefreshRun.State.values))
     namespace = serializers.SerializerMethodField()
     name = serializers.SerializerMethodField()
+    batches = serializers.IntegerField(
+        read_only=True,
+        help_text="Runs this row stands for: micro-batches and scheduled NO_DATA skips older "
+        "than an hour are folded per table and hour (queued and started: the first's; "
+        "finished and the rest: the newest's).",
+    )
 
     class Meta:
         model = RefreshRun
@@ -293,6 +299,7 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "source_snapshots",
             "data_timestamp",
             "definition_version",
+            "batches",
             "error",
             "requested_by",
         ]

@@ -275,3 +275,22 @@ CELERY_BEAT_SCHEDULE["maintenance-sweep"] = {
     "schedule": MAINTENANCE_SWEEP_SECONDS,
 }
 CELERY_BEAT_SCHEDULE["maintenance-prune"] = {"task": "maintenance.prune", "schedule": 3600.0}
+
+# History kept bounded for months: every HISTORY_FOLD_EVERY_SECONDS, celery-beat folds
+# scheduled refreshes skipped as NO_DATA older than HISTORY_FOLD_SKIPPED_RUNS_AFTER_SECONDS
+# into one run per table and hour (refresh.services.fold_skipped_runs), and successful
+# commit events older than HISTORY_FOLD_COMMITS_AFTER_SECONDS into one event per object,
+# actor, action and hour (catalog.history.fold_commits), each with its count.
+HISTORY_FOLD_EVERY_SECONDS = float(env("HISTORY_FOLD_EVERY_SECONDS", "300"))
+HISTORY_FOLD_SKIPPED_RUNS_AFTER_SECONDS = int(
+    env("HISTORY_FOLD_SKIPPED_RUNS_AFTER_SECONDS", "3600")
+)
+HISTORY_FOLD_COMMITS_AFTER_SECONDS = int(env("HISTORY_FOLD_COMMITS_AFTER_SECONDS", "86400"))
+CELERY_BEAT_SCHEDULE["fold-skipped-runs"] = {
+    "task": "refresh.fold_skipped_runs",
+    "schedule": HISTORY_FOLD_EVERY_SECONDS,
+}
+CELERY_BEAT_SCHEDULE["fold-commit-events"] = {
+    "task": "catalog.fold_commit_events",
+    "schedule": HISTORY_FOLD_EVERY_SECONDS,
+}
