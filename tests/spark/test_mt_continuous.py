@@ -177,6 +177,11 @@ def test_continuous_tables_are_loaded_then_follow_appends(stack, st):
     assert mt_row(stack, "totals")["stream_status"] == "RUNNING"
 
 
+#: The compaction test's feed (seconds) and when its maintenance rounds start (seconds in).
+FEED_SECONDS = 38
+MAINTAIN_AT = (0, 15, 31)
+
+
 def test_compaction_and_expiry_while_fed_lose_and_duplicate_nothing(stack, st):
     """Maintenance on both tables and on their source while rows keep coming: compaction
     commits `replace` snapshots the stream skips, a MERGE that meets one is run again, and
@@ -195,11 +200,16 @@ def test_compaction_and_expiry_while_fed_lose_and_duplicate_nothing(stack, st):
         response = stack.api.patch(f"{base}/{table}/maintenance", json=policy, timeout=30)
         assert response.status_code == 200, response.text
     started: list[int] = []
-    deadline = time.time() + 60
-    rounds = 0
-    while time.time() < deadline:
+    # Rows come every second for FEED_SECONDS; maintenance starts at each of MAINTAIN_AT
+    # (seconds in). The last is past the 30 s age limit, so every table then has snapshots
+    # to expire (those of the test before, and of the first seconds here), and rows keep
+    # coming while it runs.
+    began = time.monotonic()
+    due = list(MAINTAIN_AT)
+    while (elapsed := time.monotonic() - began) < FEED_SECONDS:
         append(st, 10)
-        if rounds % 10 == 0:
+        if due and elapsed >= due[0]:
+            due.pop(0)
             for table in tables:
                 response = stack.api.post(
                     f"{base}/{table}/maintenance/runs/",
@@ -208,8 +218,8 @@ def test_compaction_and_expiry_while_fed_lose_and_duplicate_nothing(stack, st):
                 )
                 assert response.status_code == 202, response.text
                 started += [run["id"] for run in response.json()]
-        rounds += 1
         time.sleep(1)
+    assert not due, "every maintenance round started while rows came"
 
     def run(run_id: int) -> dict:
         url = f"{stack.server.base_url}/api/maintenance-runs/{run_id}/"
