@@ -1,6 +1,7 @@
 """Materialized tables end to end, as a deployment runs them: the app under gunicorn, a real
 Redis, a real Celery worker (its own Spark, kept across refreshes) and a real celery-beat,
-a FULL table with FRESHNESS = INTERVAL '10' SECOND over a source table.
+a FULL table with FRESHNESS = INTERVAL '10' SECOND over a source table (and tables with
+shorter freshness where a test counts ticks: fewer seconds of waiting, the same ticks).
 
 The tests run in order on one stack (a module fixture); each checks one behaviour users
 rely on. What the stack did is read from its database (the refresh history) and from the
@@ -25,6 +26,10 @@ from tests.spark.conftest import rest_catalog_conf
 NS = "e2e"
 DAILY_QUERY = "SELECT ds, sum(amount) AS total, count(*) AS n FROM orders GROUP BY ds"
 TICK = 10  # seconds
+#: The freshness of the tables whose tests count their ticks (skips, suspension, failures):
+#: a FULL table may tick every few seconds, so those tests wait as many ticks, fewer seconds.
+QUICK_TICK = 3
+SLOW_TICK = 5
 
 
 @pytest.fixture(scope="module")
@@ -175,34 +180,49 @@ def test_it_follows_appends_to_the_source_within_two_ticks(stack, st):
 
 
 def test_ticks_with_no_change_are_skipped_without_a_spark_job(stack, st):
-    before = snapshot_ids(st, "st.e2e.daily")
-    last = runs(stack, "e2e.daily")[-1]["id"]
+    # A table of its own that ticks every QUICK_TICK seconds (the next test uses it too).
+    [created] = ok(
+        stack,
+        f"CREATE MATERIALIZED TABLE quick FRESHNESS = INTERVAL '{QUICK_TICK}' SECOND "
+        f"REFRESH_MODE = FULL AS {DAILY_QUERY}",
+    )
+    stack.wait_for(
+        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
+        timeout=120,
+        what="quick's first refresh",
+    )
+    before = snapshot_ids(st, "st.e2e.quick")
+    assert before, "the first refresh committed"
+    last = runs(stack, "e2e.quick")[-1]["id"]
 
     def skipped():
-        later = [r for r in runs(stack, "e2e.daily") if r["id"] > last and r["finished_at"]]
+        later = [r for r in runs(stack, "e2e.quick") if r["id"] > last and r["finished_at"]]
         return later if len(later) >= 2 else None
 
-    later = stack.wait_for(skipped, timeout=4 * TICK + 30, what="two more ticks")
+    later = stack.wait_for(skipped, timeout=4 * QUICK_TICK + 30, what="two more ticks")
+    assert all(r["trigger"] == "SCHEDULED" for r in later), later
     assert all(r["state"] == "SKIPPED" and r["action"] == "NO_DATA" for r in later), later
     assert all(r["snapshot_id"] is None for r in later)
-    assert snapshot_ids(st, "st.e2e.daily") == before, "no job, no commit"
+    assert snapshot_ids(st, "st.e2e.quick") == before, "no job, no commit"
 
 
 def test_after_suspend_no_run_happens_for_three_ticks_and_after_resume_runs_happen(stack):
-    ok(stack, "ALTER MATERIALIZED TABLE daily SUSPEND")
-    assert mt_row(stack, "e2e.daily")["state"] == "SUSPENDED"
+    ok(stack, "ALTER MATERIALIZED TABLE quick SUSPEND")
+    assert mt_row(stack, "e2e.quick")["state"] == "SUSPENDED"
     time.sleep(2)  # a tick already sent before the suspend may still finish
-    last = runs(stack, "e2e.daily")[-1]["id"]
-    time.sleep(3 * TICK + 2)
-    assert [r["id"] for r in runs(stack, "e2e.daily") if r["id"] > last] == []
+    last = runs(stack, "e2e.quick")[-1]["id"]
+    time.sleep(3 * QUICK_TICK + 2)
+    assert [r["id"] for r in runs(stack, "e2e.quick") if r["id"] > last] == []
 
-    ok(stack, "ALTER MATERIALIZED TABLE daily RESUME")
-    assert mt_row(stack, "e2e.daily")["state"] == "ACTIVATED"
+    ok(stack, "ALTER MATERIALIZED TABLE quick RESUME")
+    assert mt_row(stack, "e2e.quick")["state"] == "ACTIVATED"
     stack.wait_for(
-        lambda: [r for r in runs(stack, "e2e.daily") if r["id"] > last],
-        timeout=2 * TICK + 30,
+        lambda: [r for r in runs(stack, "e2e.quick") if r["id"] > last],
+        timeout=2 * QUICK_TICK + 30,
         what="a run after RESUME",
     )
+    # Its ticks are done with: suspended again, it adds no load to the tests after.
+    ok(stack, "ALTER MATERIALIZED TABLE quick SUSPEND")
 
 
 def _files_by_partition(spark: SparkSession, table: str) -> dict[str, set[str]]:
@@ -257,10 +277,10 @@ def test_spark_and_pyiceberg_read_the_same_rows_through_the_catalog(stack, st):
     assert properties["lakeview.materialized-table.freshness"] == f"INTERVAL '{TICK}' SECOND"
 
 
-# A refresh that takes long enough to be killed in: Spark sums 800 million numbers per row
-# of `pauses` (about 4 s a row on two cores; the sandbox allows no sleep by reflection).
+# A refresh that takes long enough to be killed in: Spark sums 600 million numbers per row
+# of `pauses` (about 3 s a row on two cores; the sandbox allows no sleep by reflection).
 SLOW_QUERY = (
-    "SELECT p.id, sum(r.id % 7) AS slept FROM pauses p CROSS JOIN range(800000000) r GROUP BY p.id"
+    "SELECT p.id, sum(r.id % 7) AS slept FROM pauses p CROSS JOIN range(600000000) r GROUP BY p.id"
 )
 
 
@@ -269,7 +289,7 @@ def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds
     st.sql(f"INSERT INTO st.{NS}.pauses VALUES (1)")
     [created] = ok(
         stack,
-        f"CREATE MATERIALIZED TABLE slow FRESHNESS = INTERVAL '{TICK}' SECOND "
+        f"CREATE MATERIALIZED TABLE slow FRESHNESS = INTERVAL '{SLOW_TICK}' SECOND "
         f"REFRESH_MODE = FULL AS {SLOW_QUERY}",
     )
     stack.wait_for(
@@ -278,15 +298,21 @@ def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds
         what="the slow table's first refresh",
     )
     good = snapshot_ids(st, "st.e2e.slow")
+    inserting = datetime.now(UTC).replace(tzinfo=None)
     st.sql(f"INSERT INTO st.{NS}.pauses VALUES (2)")
 
+    # A run started since the insert (not a tick with no change, RUNNING for an instant).
     running = stack.wait_for(
-        lambda: [r for r in runs(stack, "e2e.slow") if r["state"] == "RUNNING"],
-        timeout=3 * TICK + 30,
+        lambda: [
+            r
+            for r in runs(stack, "e2e.slow")
+            if r["state"] == "RUNNING" and r["started_at"] >= inserting
+        ],
+        timeout=3 * SLOW_TICK + 30,
         what="a running refresh",
         every=0.2,
     )[0]
-    time.sleep(1.5)  # well inside the 8 s the job takes over two rows
+    time.sleep(1.5)  # well inside the 6 s the job takes over two rows
     stack.kill_worker()
     assert snapshot_ids(st, "st.e2e.slow") == good, "the table stays at its last good snapshot"
     stack.start_worker()
@@ -308,7 +334,7 @@ def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds
             for r in runs(stack, "e2e.slow")
             if r["id"] > running["id"] and r["state"] == "SUCCEEDED"
         ],
-        timeout=4 * TICK + 120,
+        timeout=4 * SLOW_TICK + 120,
         what="a tick after the kill to succeed",
     )
     assert succeeded[0]["trigger"] == "SCHEDULED"
@@ -320,7 +346,7 @@ def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(stack, s
     st.sql(f"DROP TABLE st.{NS}.pauses")
     row = stack.wait_for(
         lambda: (lambda r: r if r["state"] == "SUSPENDED" else None)(mt_row(stack, "e2e.slow")),
-        timeout=7 * TICK + 120,
+        timeout=7 * SLOW_TICK + 120,
         what="the table to suspend itself",
     )
     failures = [r for r in runs(stack, "e2e.slow") if r["state"] == "FAILED"]
