@@ -13,10 +13,10 @@ import hmac
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import check_password, make_password
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from catalog.iceberg_rest.auth import SECRET_HASH_PREFIX, hash_secret, secret_matches
 from catalog.models import CatalogClient
 from catalog.roles import EDITOR
 
@@ -52,10 +52,13 @@ def service_credential() -> str:
         CatalogClient.objects.create(
             name="Refresh workers (materialized tables)",
             client_id=CLIENT_ID,
-            secret_hash=make_password(secret),
+            secret_hash=hash_secret(secret),
             user=service_user(),
         )
-    elif not check_password(secret, client.secret_hash):
-        client.secret_hash = make_password(secret)
+    elif not client.secret_hash.startswith(SECRET_HASH_PREFIX) or not secret_matches(
+        secret, client.secret_hash
+    ):
+        # Re-keyed (a new SECRET_KEY), or stored as a password hash before.
+        client.secret_hash = hash_secret(secret)
         client.save(update_fields=["secret_hash"])
     return f"{CLIENT_ID}:{secret}"

@@ -3,11 +3,17 @@
 Iceberg's clients (Spark, pyiceberg, Trino...) are configured with
 `credential=<client_id>:<secret>` and call POST /v1/oauth/tokens; they then send
 `Authorization: Bearer <token>` on every request, and refresh the token before it expires
-with a token exchange. Secrets are stored as password hashes, tokens as SHA-256 digests."""
+with a token exchange. Tokens are stored as SHA-256 digests; secrets as salted SHA-256
+(`hash_secret`), not as password hashes: every secret is made here with 256 random bits,
+which no stolen hash can be searched back from, and a password hash's deliberate slowness
+(Django's PBKDF2, about 0.3 s of the web process's CPU) was paid by every Spark session an
+engine, a refresh or a stream start opens. A client whose secret was stored as a password
+hash before is checked with it once and moved to the new form."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import threading
 import time
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.hashers import check_password, make_password
+from django.contrib.auth.hashers import check_password
 from django.db import transaction
 from django.db.models import Exists, QuerySet
 from django.utils import timezone
@@ -49,6 +55,27 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+#: How `hash_secret` marks its hashes (anything else is a Django password hash).
+SECRET_HASH_PREFIX = "lakeview-sha256$"
+
+
+def hash_secret(secret: str, *, salt: str | None = None) -> str:
+    """A client secret as it is stored: salted SHA-256 (the module's docstring says why not
+    a password hash)."""
+    salt = salt if salt is not None else secrets.token_hex(16)
+    digest = hashlib.sha256(f"{salt}${secret}".encode()).hexdigest()
+    return f"{SECRET_HASH_PREFIX}{salt}${digest}"
+
+
+def secret_matches(secret: str, stored: str) -> bool:
+    """Whether `secret` is the one `stored` (hash_secret's form, or an older password
+    hash) was made from, in constant time."""
+    if not stored.startswith(SECRET_HASH_PREFIX):
+        return check_password(secret, stored)
+    salt = stored[len(SECRET_HASH_PREFIX) :].partition("$")[0]
+    return hmac.compare_digest(hash_secret(secret, salt=salt), stored)
+
+
 def digest_of(token: str) -> str:
     """How a token is stored and looked up: its SHA-256 hex digest."""
     return _digest(token)
@@ -63,7 +90,7 @@ def create_client(*, name: str, user: Any, actor: Any = None) -> tuple[CatalogCl
     client = CatalogClient.objects.create(
         name=name.strip(),
         client_id=secrets.token_hex(8),
-        secret_hash=make_password(secret),
+        secret_hash=hash_secret(secret),
         user=user,
     )
     history.record(
@@ -83,10 +110,18 @@ def _issue(client: CatalogClient) -> IssuedToken:
 def issue_token(*, client_id: str, client_secret: str) -> IssuedToken:
     client = CatalogClient.objects.filter(client_id=client_id, active=True).first()
     # Hash even for an unknown client, so that timing does not tell which ids exist.
-    valid = check_password(client_secret, client.secret_hash if client else make_password(None))
+    valid = secret_matches(client_secret, client.secret_hash if client else _UNKNOWN_CLIENT)
     if client is None or not valid or not client.user.is_active:
         raise InvalidCredentials("Credentials for the client are invalid")
+    if not client.secret_hash.startswith(SECRET_HASH_PREFIX):
+        CatalogClient.objects.filter(pk=client.pk, secret_hash=client.secret_hash).update(
+            secret_hash=hash_secret(client_secret)
+        )
     return _issue(client)
+
+
+#: What an unknown client id's secret is checked against (it matches no secret).
+_UNKNOWN_CLIENT = hash_secret(secrets.token_urlsafe(32))
 
 
 def exchange_token(*, subject_token: str) -> IssuedToken:

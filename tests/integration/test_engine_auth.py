@@ -143,3 +143,58 @@ def test_failed_page_logins_are_throttled_and_other_addresses_are_not(
     assert blocked.status_code == 429
     assert b"Too many failed sign-ins" in blocked.content
     assert elsewhere.status_code == 200  # the form again, with its own error
+
+
+def test_a_client_secret_is_stored_salted_and_hashed_and_checked_without_a_password_hash(editor):
+    from catalog.iceberg_rest import auth
+    from catalog.models import CatalogClient
+
+    client, secret = create_client(name="spark", user=editor)
+    other, _ = create_client(name="trino", user=editor)
+    stored = CatalogClient.objects.get(pk=client.pk).secret_hash
+    assert stored.startswith(auth.SECRET_HASH_PREFIX) and secret not in stored
+    assert stored != auth.hash_secret(secret), "salted: the same secret hashes differently"
+    assert auth.secret_matches(secret, stored)
+    assert not auth.secret_matches(secret + "x", stored)
+    assert not auth.secret_matches(secret, other.secret_hash)
+    assert auth.issue_token(client_id=client.client_id, client_secret=secret).access_token
+    with pytest.raises(auth.InvalidCredentials):
+        auth.issue_token(client_id=client.client_id, client_secret=secret[:-1])
+
+
+def test_a_secret_stored_as_a_password_hash_before_still_works_and_moves_to_the_new_form(editor):
+    from django.contrib.auth.hashers import make_password
+
+    from catalog.iceberg_rest import auth
+    from catalog.models import CatalogClient
+
+    client, secret = create_client(name="spark", user=editor)
+    CatalogClient.objects.filter(pk=client.pk).update(secret_hash=make_password(secret))
+    with pytest.raises(auth.InvalidCredentials):
+        auth.issue_token(client_id=client.client_id, client_secret="wrong")
+    assert not CatalogClient.objects.get(pk=client.pk).secret_hash.startswith(
+        auth.SECRET_HASH_PREFIX
+    ), "a wrong secret changes nothing"
+
+    assert auth.issue_token(client_id=client.client_id, client_secret=secret).access_token
+    moved = CatalogClient.objects.get(pk=client.pk).secret_hash
+    assert moved.startswith(auth.SECRET_HASH_PREFIX)
+    assert auth.issue_token(client_id=client.client_id, client_secret=secret).access_token
+
+
+def test_the_refresh_workers_credential_is_stored_in_the_new_form_and_re_keyed_from_an_old_one():
+    from django.contrib.auth.hashers import make_password
+
+    from catalog.iceberg_rest import auth
+    from catalog.models import CatalogClient
+    from refresh import credentials
+
+    client_id, _, secret = credentials.service_credential().partition(":")
+    assert CatalogClient.objects.get(client_id=client_id).secret_hash.startswith(
+        auth.SECRET_HASH_PREFIX
+    )
+    CatalogClient.objects.filter(client_id=client_id).update(secret_hash=make_password(secret))
+    assert credentials.service_credential() == f"{client_id}:{secret}"
+    stored = CatalogClient.objects.get(client_id=client_id).secret_hash
+    assert stored.startswith(auth.SECRET_HASH_PREFIX) and auth.secret_matches(secret, stored)
+    assert auth.issue_token(client_id=client_id, client_secret=secret).access_token
