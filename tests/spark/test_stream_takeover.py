@@ -3,10 +3,10 @@
 processes on leases of 6 seconds. The hosts take three tables each; appends land every
 second. The first host is frozen (SIGSTOP) past its leases: the other takes its tables,
 and once woken it writes nothing to them and takes its share back. Then it is SIGKILLed
-(its Spark JVM with it): its tables' leases move to the other host as they end, and their
-new micro-batches run there (how soon, against the lease time plus a trigger, is
-bench/takeover.py's). At the end every table equals its query over the source, no
-append-plan table holds a row twice, and no micro-batch committed twice."""
+(its Spark JVM with it): within the lease time plus a trigger its tables' leases and their
+new micro-batches are the other host's (bench/takeover.py measures it over several kills).
+At the end every table equals its query over the source, no append-plan table holds a row
+twice, and no micro-batch committed twice."""
 
 from __future__ import annotations
 
@@ -239,12 +239,14 @@ def test_a_frozen_then_sigkilled_host_s_tables_continue_on_the_other_exactly(
             f"on the other host started within {resumed:.1f}s "
             f"({', '.join(f'{firsts[n] - killed:.1f}' for n in sorted(of_first))})"
         )
-        # The leases move within the lease time (the dead host renewed them at most a
-        # third of a lease before the kill) and the second host's look as they end. How
-        # soon the first micro-batches follow (the bar: the lease time plus one trigger)
-        # is measured over several kills by bench/takeover.py, not asserted here: on two
-        # shared cores it moves with whatever else runs.
+        # The leases end within the lease time of the kill (the dead host renewed them at
+        # most a third of a lease before it, or as a micro-batch began to write); the
+        # second host looks again as they end, starts the three queries side by side
+        # (about 0.2 s: a session's token costs milliseconds), and Spark plans their first
+        # micro-batches. The issue's bar: the lease time plus one trigger. Measured over
+        # several kills by bench/takeover.py: 5-7 s of the 11 on this 2-core machine.
         assert taken <= LEASE + 4, taken
+        assert resumed <= LEASE + TRIGGER, (resumed, firsts)
     finally:
         stop.set()
         feeder.join()
