@@ -1182,6 +1182,43 @@ def fail_abandoned(*, silent_for: timedelta) -> int:
     return count
 
 
+def resend_stranded(*, queued_for: timedelta) -> int:
+    """Send the QUEUED runs no worker took for `queued_for` to a worker again; returns how
+    many. A message a worker held (a run waiting for a free thread is sent again with a
+    countdown, and the worker keeps that message until then) goes down with the worker
+    when it is SIGKILLed, and Redis gives it back only after its visibility timeout, an
+    hour: the run would say QUEUED all that time. Sending one again is safe, since a run
+    is claimed once (`claim`): whichever message comes second finds it taken. Each run is
+    sent again at most once per `queued_for` (a key in Redis), so a long queue behind busy
+    workers is not flooded. Continuous tables' runs by hand wait for the streaming
+    process, not for a worker, and are left alone."""
+    stranded = RefreshRun.objects.filter(
+        state=RefreshRun.State.QUEUED, queued_at__lt=timezone.now() - queued_for
+    ).exclude(materialized_table__refresh_mode=RefreshMode.CONTINUOUS)
+    sent = 0
+    for run in stranded.only("pk"):
+        if _first_resend(run.pk, seconds=queued_for.total_seconds()):
+            logger.warning("Refresh run %s queued for over %s: sent again", run.pk, queued_for)
+            dispatch(run)
+            sent += 1
+    return sent
+
+
+def _first_resend(run_id: int, *, seconds: float) -> bool:
+    """Whether this is the first resend of run `run_id` in `seconds` (a Redis key that
+    expires); False when Redis cannot be reached (nor could the message be sent)."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
+        )
+        key = f"lakeview:resent-run:{run_id}"
+        return bool(client.set(key, "1", nx=True, ex=max(1, int(seconds))))
+    except redis.RedisError:
+        return False
+
+
 def fold_skipped_runs(
     *, now: datetime | None = None, older_than: timedelta | None = None, periodic: bool = False
 ) -> int:

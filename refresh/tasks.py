@@ -40,9 +40,11 @@ def scheduled_refresh(
 
 @shared_task(name="refresh.fail_abandoned_runs")
 def fail_abandoned_runs() -> int:
-    """Runs whose worker died (celery-beat calls this every 15 s: settings)."""
+    """Runs whose worker died (celery-beat calls this every 15 s: settings): RUNNING ones
+    are failed, QUEUED ones whose message went down with it are sent again."""
     from refresh import services
 
+    services.resend_stranded(queued_for=timedelta(seconds=settings.MT_STRANDED_AFTER_SECONDS))
     return services.fail_abandoned(
         silent_for=timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS)
     )

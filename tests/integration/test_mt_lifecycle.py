@@ -122,6 +122,43 @@ def test_five_failed_refreshes_suspend_the_table_with_the_reason(settings):
     assert not PeriodicTask.objects.get(pk=mt.periodic_task_id).enabled
 
 
+def test_a_run_queued_too_long_is_sent_again_once_per_interval_and_claimed_once(monkeypatch):
+    # A worker SIGKILLed while it held a run's message (a run waiting for a thread is sent
+    # again with a countdown) leaves the run QUEUED until Redis's visibility timeout.
+    import redis
+    from django.conf import settings
+
+    mt = make_mt()
+    stranded = mts.enqueue(mt, trigger="SCHEDULED")
+    fresh = mts.enqueue(mt, trigger="MANUAL")
+    RefreshRun.objects.filter(pk=stranded.pk).update(
+        queued_at=timezone.now() - timedelta(minutes=11)
+    )
+    redis.Redis.from_url(settings.REDIS_URL).delete(f"lakeview:resent-run:{stranded.pk}")
+    sent: list[int] = []
+    monkeypatch.setattr(mts, "dispatch", lambda run, countdown=None: sent.append(run.pk))
+
+    assert mts.resend_stranded(queued_for=timedelta(minutes=10)) == 1
+    assert sent == [stranded.pk], "only the run queued too long, not the one just queued"
+    assert mts.resend_stranded(queued_for=timedelta(minutes=10)) == 0, "once per interval"
+
+    # Two messages for one run: the first claims it, the second finds it taken.
+    assert mts.claim(stranded.pk, worker="w:1") is not None
+    assert mts.claim(stranded.pk, worker="w:2") is None
+    assert RefreshRun.objects.get(pk=fresh.pk).state == "QUEUED"
+
+
+def test_a_continuous_table_s_run_by_hand_waits_for_the_streaming_process_not_a_resend(
+    monkeypatch,
+):
+    mt = make_mt()
+    MaterializedTable.objects.filter(pk=mt.pk).update(refresh_mode="CONTINUOUS")
+    run = mts.enqueue(mt, trigger="MANUAL")
+    RefreshRun.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(hours=1))
+    monkeypatch.setattr(mts, "dispatch", lambda run, countdown=None: pytest.fail("sent"))
+    assert mts.resend_stranded(queued_for=timedelta(minutes=10)) == 0
+
+
 def test_a_success_resets_the_failure_count():
     mt = make_mt()
     for state in ("FAILED", "FAILED", "SUCCEEDED"):

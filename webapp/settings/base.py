@@ -217,6 +217,9 @@ MT_FAILURES_BEFORE_SUSPEND = int(env("MT_FAILURES_BEFORE_SUSPEND", "5"))
 # A running refresh reports every few seconds; one silent this long lost its worker.
 MT_HEARTBEAT_SECONDS = 5
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
+# A run QUEUED this long is sent to a worker again (once per this long): its message may
+# have gone down with a SIGKILLed worker (refresh.services.resend_stranded).
+MT_STRANDED_AFTER_SECONDS = int(env("MT_STRANDED_AFTER_SECONDS", "600"))
 # Streaming hosts (manage.py run_streams) hold each continuous table on a lease this long,
 # renewed every third of it: a host silent this long loses its tables to the others.
 STREAM_LEASE_SECONDS = float(env("STREAM_LEASE_SECONDS", "30"))
