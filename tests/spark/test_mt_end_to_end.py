@@ -32,9 +32,15 @@ QUICK_TICK = 3
 SLOW_TICK = 5
 
 
+#: A run QUEUED this long is sent to a worker again (a message may have gone down with the
+#: worker the kill test SIGKILLs).
+STRANDED_AFTER = 20
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
-    with refresh_stack(tmp_path_factory.mktemp("refresh-stack")) as running:
+    env = {"MT_STRANDED_AFTER_SECONDS": str(STRANDED_AFTER)}
+    with refresh_stack(tmp_path_factory.mktemp("refresh-stack"), extra_env=env) as running:
         yield running
 
 
@@ -339,6 +345,17 @@ def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds
     )
     assert succeeded[0]["trigger"] == "SCHEDULED"
     assert rows_of(st, "SELECT id FROM st.e2e.slow") == [(1,), (2,)]
+    # A tick the killed worker held (waiting for a thread, its message with it) is sent
+    # again once QUEUED for STRANDED_AFTER: none stays QUEUED until Redis gives it back.
+    stack.wait_for(
+        lambda: not [
+            r
+            for r in runs(stack, "e2e.slow")
+            if r["state"] == "QUEUED" and r["id"] < succeeded[0]["id"]
+        ],
+        timeout=STRANDED_AFTER + 60,
+        what="no run from before the kill left QUEUED",
+    )
 
 
 def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(stack, st):
