@@ -39,16 +39,6 @@ if TYPE_CHECKING:
 
     from tests.refresh_stack import RefreshStack
 
-QUERIES = {
-    "positive": "SELECT id, k, v FROM events WHERE v > 0",
-    "negative": "SELECT id, k, v FROM events WHERE v < 0",
-    "doubled": "SELECT id, v * 2 AS v2 FROM events",
-    "keyed_a": "SELECT id, k FROM events WHERE k = 'k1'",
-    "totals": "SELECT k, sum(v) AS total, count(*) AS n FROM events GROUP BY k",
-    "counts": "SELECT k, count(*) AS n, max(id) AS top FROM events GROUP BY k",
-}
-PRIMARY_KEYS = {"totals": "k", "counts": "k"}
-
 
 def kill_and_measure(
     stack: RefreshStack, victim: subprocess.Popen, survivor: subprocess.Popen, bar: float
@@ -93,7 +83,15 @@ def main() -> None:
 
     from refresh.core.freshness import Freshness, TimeUnit
     from refresh.core.streaming import trigger_seconds
-    from tests.stream_fleet import batches_since, holders, host_name, start_host, stop_host
+    from tests.stream_fleet import (
+        QUERIES,
+        batches_since,
+        create_statements,
+        holders,
+        host_name,
+        start_host,
+        stop_host,
+    )
 
     trigger = trigger_seconds(Freshness(args.freshness, TimeUnit.SECOND))
     bar = args.lease + trigger
@@ -122,13 +120,8 @@ def main() -> None:
             )
 
         append(9)
-        for name, query in QUERIES.items():
-            key = PRIMARY_KEYS.get(name)
-            constraint = f" (CONSTRAINT pk PRIMARY KEY ({key}) NOT ENFORCED)" if key else ""
-            answer = stack.statements(
-                f"CREATE MATERIALIZED TABLE {NS}.{name}{constraint} "
-                f"FRESHNESS = INTERVAL '{args.freshness}' SECOND AS {query}"
-            )
+        for statement in create_statements(freshness_seconds=args.freshness):
+            answer = stack.statements(statement, namespace=NS)
             assert answer.status_code == 200, answer.text
 
         stop = threading.Event()

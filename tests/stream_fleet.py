@@ -16,6 +16,31 @@ from pathlib import Path
 from tests.live_server import REPO_ROOT
 from tests.refresh_stack import RefreshStack
 
+#: Six continuous tables over a source `events` (id, k, v): four append plans and two
+#: GROUP BYs kept by primary key, what the takeover test and bench spread over two hosts.
+QUERIES = {
+    "positive": "SELECT id, k, v FROM events WHERE v > 0",
+    "negative": "SELECT id, k, v FROM events WHERE v < 0",
+    "doubled": "SELECT id, v * 2 AS v2 FROM events",
+    "keyed_a": "SELECT id, k FROM events WHERE k = 'k1'",
+    "totals": "SELECT k, sum(v) AS total, count(*) AS n FROM events GROUP BY k",
+    "counts": "SELECT k, count(*) AS n, max(id) AS top FROM events GROUP BY k",
+}
+PRIMARY_KEYS = {"totals": "k", "counts": "k"}
+
+
+def create_statements(*, freshness_seconds: int) -> list[str]:
+    """CREATE MATERIALIZED TABLE for each of QUERIES (in the session's namespace)."""
+    statements = []
+    for name, query in QUERIES.items():
+        key = PRIMARY_KEYS.get(name)
+        constraint = f" (CONSTRAINT pk PRIMARY KEY ({key}) NOT ENFORCED)" if key else ""
+        statements.append(
+            f"CREATE MATERIALIZED TABLE {name}{constraint} "
+            f"FRESHNESS = INTERVAL '{freshness_seconds}' SECOND AS {query}"
+        )
+    return statements
+
 
 def host_name(process: subprocess.Popen) -> str:
     """How a streaming host started by `start_host` (or the stack) names itself."""

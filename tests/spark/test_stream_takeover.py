@@ -26,7 +26,9 @@ from pyspark.sql import SparkSession
 from tests.refresh_stack import RefreshStack, refresh_stack, stack_redis_url
 from tests.spark.conftest import rest_catalog_conf
 from tests.stream_fleet import (
+    QUERIES,
     batches_since,
+    create_statements,
     first_batch_since,
     holders,
     host_name,
@@ -39,15 +41,6 @@ NS = "fleet"
 LEASE = 6.0
 #: FRESHNESS '10' SECOND: a trigger every 5 seconds.
 TRIGGER = 5.0
-QUERIES = {
-    "positive": "SELECT id, k, v FROM events WHERE v > 0",
-    "negative": "SELECT id, k, v FROM events WHERE v < 0",
-    "doubled": "SELECT id, v * 2 AS v2 FROM events",
-    "keyed_a": "SELECT id, k FROM events WHERE k = 'k1'",
-    "totals": "SELECT k, sum(v) AS total, count(*) AS n FROM events GROUP BY k",
-    "counts": "SELECT k, count(*) AS n, max(id) AS top FROM events GROUP BY k",
-}
-PRIMARY_KEYS = {"totals": "k", "counts": "k"}
 APPENDED = ("positive", "negative", "doubled", "keyed_a")
 
 
@@ -139,13 +132,7 @@ def test_a_frozen_then_sigkilled_host_s_tables_continue_on_the_other_exactly(
     st.sql(f"CREATE NAMESPACE IF NOT EXISTS st.{NS}")
     st.sql(f"CREATE TABLE st.{NS}.events (id BIGINT NOT NULL, k STRING NOT NULL, v DOUBLE)")
     append(st, 9)
-    script = ";\n".join(
-        f"CREATE MATERIALIZED TABLE {name}"
-        + (f" (CONSTRAINT pk PRIMARY KEY ({PRIMARY_KEYS[name]}) NOT ENFORCED)" if name in
-           PRIMARY_KEYS else "")
-        + f" FRESHNESS = INTERVAL '10' SECOND AS {query}"
-        for name, query in QUERIES.items()
-    )  # fmt: skip
+    script = ";\n".join(create_statements(freshness_seconds=10))
     created = stack.statements(script, namespace=NS)
     assert created.status_code == 200, created.text
     stop = threading.Event()
