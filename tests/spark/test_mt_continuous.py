@@ -389,18 +389,27 @@ def test_alter_as_adding_a_column_and_a_rollback_give_the_rows_of_each_definitio
 
 
 def test_a_source_snapshot_that_deletes_rows_makes_the_table_recompute(stack, st):
-    loads_before = [
-        b for b in _runs(stack, "filtered") if b["action"] == "FULL" and b["state"] == "SUCCEEDED"
-    ]
+    loads_before = len(_loads(stack, "filtered"))
     st.sql(f"DELETE FROM st.{NS}.events WHERE id <= 3")
     append(st, 3)
     follows(stack, st, "filtered", FILTER, "the table to be recomputed without the deleted rows")
-    loads = [
-        b for b in _runs(stack, "filtered") if b["action"] == "FULL" and b["state"] == "SUCCEEDED"
-    ]
-    assert len(loads) > len(loads_before), "the recompute is a load in the history"
+    _wait_for_a_new_load(stack, "filtered", loads_before)
     append(st, 3)
     follows(stack, st, "filtered", FILTER, "the stream after the recompute")
+
+
+def _loads(stack: RefreshStack, name: str) -> list[dict]:
+    return [b for b in _runs(stack, name) if b["action"] == "FULL" and b["state"] == "SUCCEEDED"]
+
+
+def _wait_for_a_new_load(stack: RefreshStack, name: str, loads_before: int) -> None:
+    """The recompute is a load in the history. Its run is marked SUCCEEDED just after its
+    commit, so a reader can see the new rows a moment before the row says so: wait a little."""
+    stack.wait_for(
+        lambda: len(_loads(stack, name)) > loads_before,
+        timeout=30,
+        what="the recompute to be a succeeded load in the history",
+    )
 
 
 def _runs(stack: RefreshStack, name: str) -> list[dict]:
@@ -452,15 +461,14 @@ def test_a_stream_static_join_is_recomputed_when_its_static_side_moves_and_every
     follows_join("the join's load")
     append(st, 3)
     follows_join("the join to follow appends")
-    loads_before = [b for b in _runs(stack, "labelled") if b["action"] == "FULL"]
+    loads_before = len(_loads(stack, "labelled"))
 
     # k2's label changes; the next events touch k0 and k1 only (ids 3n+1, 3n+2).
     st.sql(f"UPDATE st.{NS}.labels SET label = 'TWO' WHERE k = 'k2'")
     _next_id[0] += -_next_id[0] % 3  # the next id is 3n + 1
     append(st, 2)
     follows_join("the table recomputed over the new labels")
-    loads = [b for b in _runs(stack, "labelled") if b["action"] == "FULL"]
-    assert len(loads) > len(loads_before), "the recompute is a load in the history"
+    _wait_for_a_new_load(stack, "labelled", loads_before)
     labels = {(row[0], row[2]) for row in rows(st, f"SELECT * FROM st.{NS}.labelled")}
     assert ("k2", "TWO") in labels, labels
     # Each micro-batch and load answers the snapshots it records, the static side included.
