@@ -18,11 +18,12 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
+
+from webapp.broker import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +34,6 @@ def name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-@cache
-def _redis() -> Any:
-    import redis
-
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-
-
 def _key() -> str:
     return f"{settings.WORKERS_KEY}:seen"
 
@@ -48,7 +42,7 @@ def beat(worker: str | None = None, *, at: float | None = None) -> None:
     """Say this process (or `worker`) is alive now (or `at`, seconds since the epoch)."""
     moment = time.time() if at is None else at
     member = worker or name()
-    pipe = _redis().pipeline()
+    pipe = redis_client().pipeline()
     pipe.zadd(_key(), {member: moment})
     pipe.hsetnx(f"{settings.WORKERS_KEY}:started", member, moment)
     pipe.execute()
@@ -56,7 +50,7 @@ def beat(worker: str | None = None, *, at: float | None = None) -> None:
 
 def forget(worker: str | None = None) -> None:
     member = worker or name()
-    pipe = _redis().pipeline()
+    pipe = redis_client().pipeline()
     pipe.zrem(_key(), member)
     pipe.hdel(f"{settings.WORKERS_KEY}:started", member)
     pipe.hdel(_busy_key(), member)
@@ -87,7 +81,7 @@ def _busy_key() -> str:
 
 def _publish(count: int, worker: str | None = None) -> None:
     try:
-        _redis().hset(_busy_key(), worker or name(), count)
+        redis_client().hset(_busy_key(), worker or name(), count)
     except Exception:  # noqa: BLE001 - then others take this worker as idle: a wasted hop
         logger.warning("Redis cannot be reached to say how busy this worker is")
 
@@ -117,7 +111,7 @@ def idle_elsewhere(*, me: str | None = None) -> bool:
     """Whether another worker that said it is alive runs nothing now."""
     me = me or name()
     since = time.time() - settings.WORKER_SILENT_AFTER_SECONDS
-    client = _redis()
+    client = redis_client()
     alive = [member.decode() for member in client.zrangebyscore(_key(), since, "+inf")]
     busy = {key.decode(): int(value) for key, value in client.hgetall(_busy_key()).items()}
     return any(member != me and busy.get(member, 0) == 0 for member in alive)
@@ -141,7 +135,7 @@ def alive() -> bool:
     nothing could be queued then either)."""
     since = time.time() - settings.WORKER_SILENT_AFTER_SECONDS
     try:
-        return bool(_redis().zcount(_key(), since, "+inf"))
+        return bool(redis_client().zcount(_key(), since, "+inf"))
     except Exception:  # noqa: BLE001 - the broker is down: no worker can take anything
         logger.warning("Redis cannot be reached to see which workers are alive")
         return False
@@ -151,7 +145,7 @@ def listed() -> list[dict[str, Any]]:
     """Every worker that said it was alive in the last hour: name, started_at, seen_at,
     alive. Older entries are dropped (so the set stays as small as the fleet)."""
     now = time.time()
-    client = _redis()
+    client = redis_client()
     client.zremrangebyscore(_key(), "-inf", now - 3600)
     seen = {
         member.decode(): score for member, score in client.zrange(_key(), 0, -1, withscores=True)

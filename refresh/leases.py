@@ -21,15 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from django.conf import settings
+from webapp.broker import redis_client
 
 logger = logging.getLogger(__name__)
-
-
-def _redis() -> Any:
-    import redis
-
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
 
 
 @contextmanager
@@ -39,7 +33,7 @@ def rewriting(table_id: int, *, wait: float = 120.0, hold: float = 15.0) -> Iter
     import redis
 
     # Not thread-local: the renewing thread must see the holder's token.
-    lock = _redis().lock(
+    lock = redis_client(timeout=5).lock(
         f"lakeview:rewrite-lease:{table_id}",
         timeout=hold,
         blocking_timeout=wait,

@@ -65,6 +65,7 @@ from refresh.models import (
 )
 from refresh.sources import check_streamable
 from refresh.spark.schema import iceberg_schema
+from webapp.broker import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -1210,11 +1211,8 @@ def _first_resend(run_id: int, *, seconds: float) -> bool:
     import redis
 
     try:
-        client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
-        )
         key = f"lakeview:resent-run:{run_id}"
-        return bool(client.set(key, "1", nx=True, ex=max(1, int(seconds))))
+        return bool(redis_client().set(key, "1", nx=True, ex=max(1, int(seconds))))
     except redis.RedisError:
         return False
 
