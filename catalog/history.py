@@ -141,12 +141,14 @@ def fold_per_hour(
     keys: Sequence[str],
     count: str,
     earliest: Mapping[str, Sequence[str]],
+    sums: Sequence[str] = (),
     resume: str | None = None,
 ) -> int:
     """Fold the `rows` whose `at` is before `before` into one row per value of `keys` and
     hour of `at`: the newest row of each group (by `at`, then id) stays, with `count` the
-    sum of the group's counts and each field of `earliest` the group's earliest value of its
-    sources (the first of them that is set, row by row); the others are deleted. A folded
+    sum of the group's counts, each field of `sums` the group's sum (unset where no row set
+    it) and each field of `earliest` the group's earliest value of its sources (the first
+    of them that is set, row by row); the others are deleted. A folded
     row folds again with rows of its hour that pass `before` later, so each group ends as
     one row, and a second pass over the same rows changes nothing. Returns how many rows
     were deleted.
@@ -172,7 +174,7 @@ def fold_per_hour(
         .filter(fold_rows__gt=1)
         .order_by("fold_hour")
     )
-    sources = sorted({field for fields in earliest.values() for field in fields})
+    sources = sorted({field for fields in earliest.values() for field in fields} | set(sums))
     deleted = 0
     for group in groups:
         hour = group["fold_hour"]
@@ -191,6 +193,9 @@ def fold_per_hour(
                     continue
                 newest, others = found[0], found[1:]
                 changes: dict[str, Any] = {count: sum(row[count] for row in found)}
+                for field in sums:
+                    values = [row[field] for row in found if row[field] is not None]
+                    changes[field] = sum(values) if values else None
                 for field, candidates in earliest.items():
                     moments = [_first_set(row, candidates) for row in found]
                     changes[field] = min((m for m in moments if m is not None), default=None)

@@ -42,8 +42,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, Max, Min, Sum
-from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from catalog import history
@@ -260,7 +258,7 @@ class Supervisor:
             ]
         )
         if time.monotonic() - self.last_compaction > COMPACT_EVERY_SECONDS:
-            compact_history()
+            compact_history(periodic=True)
             self.last_compaction = time.monotonic()
 
     # -- leases --------------------------------------------------------------------------
@@ -815,58 +813,26 @@ def _remove_checkpoints(path: str, *, depth: int) -> None:
     shutil.rmtree(normalized, ignore_errors=True)
 
 
-def compact_history(*, older_than: timedelta = KEEP_BATCHES) -> int:
-    """Aggregate micro-batch rows older than `older_than` into one row per table and hour;
-    returns how many rows were folded."""
-    cutoff = timezone.now() - older_than
-    old = RefreshRun.objects.filter(
+def compact_history(*, older_than: timedelta = KEEP_BATCHES, periodic: bool = False) -> int:
+    """Fold micro-batch rows that finished more than `older_than` ago into one row per table
+    and hour (catalog.history.fold_per_hour): the hour's newest batch stays, with `batches`
+    the batches it stands for, the sums of their rows and bytes written, and the first one's
+    queued and start times; its batch id, snapshot, source offsets and data timestamp are
+    the newest batch's. Safe beside another host's pass (each hour is one locked
+    transaction). `periodic` (this process's own pass) reads only what its previous pass
+    left. Returns how many rows were folded away."""
+    batches = RefreshRun.objects.filter(
         trigger=RefreshRun.Trigger.CONTINUOUS,
         action=RefreshRun.Action.INCREMENTAL,
-        batches=1,
-        finished_at__lt=cutoff,
+        state=RefreshRun.State.SUCCEEDED,
     )
-    groups = (
-        old.annotate(hour=TruncHour("finished_at"))
-        .values("materialized_table_id", "table_name", "hour")
-        .annotate(
-            n=Count("id"),
-            rows=Sum("rows_written"),
-            size=Sum("bytes_written"),
-            first=Min("started_at"),
-            last=Max("finished_at"),
-            batch=Max("batch_id"),
-            as_of=Max("data_timestamp"),
-            version=Max("definition_version"),
-        )
-        .filter(n__gt=1)
+    return history.fold_per_hour(
+        batches,
+        at="finished_at",
+        before=timezone.now() - older_than,
+        keys=("materialized_table_id", "table_name"),
+        count="batches",
+        sums=("rows_written", "bytes_written"),
+        earliest={"queued_at": ("queued_at",), "started_at": ("started_at",)},
+        resume="micro-batches" if periodic else None,
     )
-    folded = 0
-    for group in groups:
-        with transaction.atomic():
-            rows = old.filter(
-                materialized_table_id=group["materialized_table_id"],
-                finished_at__gte=group["hour"],
-                finished_at__lt=group["hour"] + timedelta(hours=1),
-            )
-            last = rows.order_by("-finished_at").first()
-            RefreshRun.objects.create(
-                materialized_table_id=group["materialized_table_id"],
-                table_name=group["table_name"],
-                trigger=RefreshRun.Trigger.CONTINUOUS,
-                action=RefreshRun.Action.INCREMENTAL,
-                state=RefreshRun.State.SUCCEEDED,
-                queued_at=group["first"],
-                started_at=group["first"],
-                finished_at=group["last"],
-                batch_id=group["batch"],
-                batches=group["n"],
-                rows_written=group["rows"],
-                bytes_written=group["size"],
-                snapshot_id=last.snapshot_id if last else None,
-                source_offsets=last.source_offsets if last else {},
-                source_snapshots=last.source_snapshots if last else {},
-                data_timestamp=group["as_of"],
-                definition_version=group["version"],
-            )
-            folded += rows.delete()[0]
-    return folded

@@ -58,10 +58,18 @@ def test_micro_batches_older_than_an_hour_are_folded_per_hour_and_recent_ones_ke
 
     folded = compact_history()
 
-    assert folded == 120
+    assert folded == 118, "each old hour's newest batch stays and stands for the others"
     old = list(mt.runs.filter(batches__gt=1).order_by("started_at"))
     assert [run.batches for run in old] == [60, 60]
     assert [run.rows_written for run in old] == [120, 120]
     assert old[1].batch_id == 119 and old[0].bytes_written == 1200
+    assert old[0].started_at == hour and old[1].started_at == hour + timedelta(minutes=60)
     assert mt.runs.filter(batches=1).count() == 5
     assert compact_history() == 0, "folded rows are not folded again"
+
+    # A batch of a folded hour that passes the age later joins that hour's row.
+    batch(hour + timedelta(minutes=30, seconds=30), 500, 7)
+    assert compact_history() == 1
+    first_hour = mt.runs.filter(batches__gt=1).order_by("started_at").first()
+    assert (first_hour.batches, first_hour.rows_written) == (61, 127)
+    assert mt.runs.filter(batches__gt=1).count() == 2
