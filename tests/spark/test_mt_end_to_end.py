@@ -130,6 +130,21 @@ def source_state(stack: RefreshStack, table: str) -> dict:
     }
 
 
+def created_and_refreshed(stack: RefreshStack, statement: str) -> dict:
+    """Run a CREATE MATERIALIZED TABLE through the console and wait for its first refresh,
+    which must succeed (a failure ends the wait at once, with the run). The created row."""
+    [created] = ok(stack, statement)
+    assert created["run_id"] is not None, created
+    stack.wait_for(
+        lambda: stack.run(created["run_id"])["state"] in ("SUCCEEDED", "FAILED"),
+        timeout=180,
+        what="the first refresh",
+    )
+    run = stack.run(created["run_id"])
+    assert run["state"] == "SUCCEEDED", run
+    return created
+
+
 def test_a_full_table_is_created_and_populated_by_its_first_refresh(stack, st):
     st.sql(f"CREATE NAMESPACE IF NOT EXISTS st.{NS}")
     st.sql(f"CREATE TABLE st.{NS}.orders (id BIGINT NOT NULL, ds STRING, amount DOUBLE)")
@@ -137,18 +152,12 @@ def test_a_full_table_is_created_and_populated_by_its_first_refresh(stack, st):
         f"INSERT INTO st.{NS}.orders VALUES (1, 'a', 1.0), (2, 'a', 2.0), (3, 'b', 5.0), "
         "(4, 'c', 7.5)"
     )
-    [created] = ok(
+    created = created_and_refreshed(
         stack,
         "CREATE MATERIALIZED TABLE daily PARTITIONED BY (ds) "
         f"FRESHNESS = INTERVAL '{TICK}' SECOND REFRESH_MODE = FULL AS {DAILY_QUERY}",
     )
-    first = created["run_id"]
-    assert first is not None
-
-    stack.wait_for(
-        lambda: stack.run(first)["state"] == "SUCCEEDED", timeout=180, what="the first refresh"
-    )
-    run = stack.run(first)
+    run = stack.run(created["run_id"])
     assert (run["trigger"], run["action"]) == ("CREATE", "FULL")
     assert run["rows_written"] == 3 and run["snapshot_id"] in snapshot_ids(st, "st.e2e.daily")
     assert rows_of(st, "SELECT * FROM st.e2e.daily") == rows_of(
@@ -187,15 +196,10 @@ def test_it_follows_appends_to_the_source_within_two_ticks(stack, st):
 
 def test_ticks_with_no_change_are_skipped_without_a_spark_job(stack, st):
     # A table of its own that ticks every QUICK_TICK seconds (the next test uses it too).
-    [created] = ok(
+    created_and_refreshed(
         stack,
         f"CREATE MATERIALIZED TABLE quick FRESHNESS = INTERVAL '{QUICK_TICK}' SECOND "
         f"REFRESH_MODE = FULL AS {DAILY_QUERY}",
-    )
-    stack.wait_for(
-        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
-        timeout=120,
-        what="quick's first refresh",
     )
     before = snapshot_ids(st, "st.e2e.quick")
     assert before, "the first refresh committed"
@@ -293,15 +297,10 @@ SLOW_QUERY = (
 def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds(stack, st):
     st.sql(f"CREATE TABLE st.{NS}.pauses (id BIGINT)")
     st.sql(f"INSERT INTO st.{NS}.pauses VALUES (1)")
-    [created] = ok(
+    created_and_refreshed(
         stack,
         f"CREATE MATERIALIZED TABLE slow FRESHNESS = INTERVAL '{SLOW_TICK}' SECOND "
         f"REFRESH_MODE = FULL AS {SLOW_QUERY}",
-    )
-    stack.wait_for(
-        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
-        timeout=120,
-        what="the slow table's first refresh",
     )
     good = snapshot_ids(st, "st.e2e.slow")
     inserting = datetime.now(UTC).replace(tzinfo=None)
@@ -494,16 +493,11 @@ def test_the_console_runs_update_and_delete_on_a_materialized_table_with_spark(s
 
 
 def test_a_scheduled_run_refreshes_only_the_partition_its_tick_minus_freshness_falls_in(stack, st):
-    [created] = ok(
+    created_and_refreshed(
         stack,
         "CREATE MATERIALIZED TABLE by_day PARTITIONED BY (ds) "
         "WITH ('partition.fields.ds.date-formatter' = 'yyyy-MM-dd') "
         f"FRESHNESS = INTERVAL '{TICK}' SECOND REFRESH_MODE = FULL AS {DAILY_QUERY}",
-    )
-    stack.wait_for(
-        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
-        timeout=120,
-        what="by_day's first refresh",
     )
     before = _files_by_partition(st, "st.e2e.by_day")
     today = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -555,15 +549,10 @@ def _refresh(stack: RefreshStack, table: str, **body) -> dict:
 
 
 def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(stack, st):
-    [created] = ok(
+    created = created_and_refreshed(
         stack,
         "CREATE MATERIALIZED TABLE keyed (PRIMARY KEY (day) NOT ENFORCED) "
         f"FRESHNESS = INTERVAL '1' DAY REFRESH_MODE = FULL AS {KEYED_QUERY}",
-    )
-    stack.wait_for(
-        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
-        timeout=120,
-        what="keyed's first refresh",
     )
     assert stack.run(created["run_id"])["action"] == "FULL"
     expected_sql = KEYED_QUERY.replace("FROM orders", f"FROM st.{NS}.orders")
@@ -641,15 +630,10 @@ def test_every_refreshed_snapshot_verifies_exact_and_a_forged_one_is_caught(stac
 def test_a_table_over_another_materialized_table_records_and_verifies_against_its_snapshot(
     stack, st
 ):
-    [created] = ok(
+    created_and_refreshed(
         stack,
         "CREATE MATERIALIZED TABLE rollup FRESHNESS = INTERVAL '1' DAY REFRESH_MODE = FULL "
         "AS SELECT count(*) AS days, sum(n) AS orders FROM keyed",
-    )
-    stack.wait_for(
-        lambda: stack.run(created["run_id"])["state"] == "SUCCEEDED",
-        timeout=120,
-        what="rollup's first refresh",
     )
     state = json.loads(current_summary(stack, f"{NS}.rollup")["refresh-state"])
     # The cascade's source is the materialized table, at the snapshot its reader read.
