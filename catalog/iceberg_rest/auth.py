@@ -73,7 +73,10 @@ def secret_matches(secret: str, stored: str) -> bool:
     if not stored.startswith(SECRET_HASH_PREFIX):
         return check_password(secret, stored)
     salt = stored[len(SECRET_HASH_PREFIX) :].partition("$")[0]
-    return hmac.compare_digest(hash_secret(secret, salt=salt), stored)
+    # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError, a 500),
+    # which a hash edited by hand in the database may hold.
+    expected = hash_secret(secret, salt=salt).encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(expected, stored.encode("utf-8", "surrogateescape"))
 
 
 def digest_of(token: str) -> str:

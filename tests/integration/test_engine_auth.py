@@ -198,3 +198,39 @@ def test_the_refresh_workers_credential_is_stored_in_the_new_form_and_re_keyed_f
     stored = CatalogClient.objects.get(client_id=client_id).secret_hash
     assert stored.startswith(auth.SECRET_HASH_PREFIX) and auth.secret_matches(secret, stored)
     assert auth.issue_token(client_id=client_id, client_secret=secret).access_token
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ["lakeview-sha256$sélé$00", "lakeview-sha256$", "lakeview-sha256", "pbkdf2_sha256$1$x",
+     "", "!"],
+)  # fmt: skip
+def test_a_client_whose_stored_secret_is_malformed_is_refused_in_json_not_a_500(editor, stored):
+    """A hash edited by hand in the database, or cut short: the client cannot sign in, and
+    the token request says so (401), for every secret."""
+    from catalog.models import CatalogClient
+
+    client, secret = create_client(name="spark", user=editor)
+    CatalogClient.objects.filter(pk=client.pk).update(secret_hash=stored)
+
+    for attempt in (secret, "sélé", ""):
+        response = request_token(client.client_id, attempt)
+        assert response.status_code == 401, (stored, attempt, response.content)
+        assert response.json()["error"] == "invalid_client"
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["x" * 2_000_000, "sélé€😀", "%ff%fe", "a$b$c", " ", "\u202e\ufeff", "lakeview-sha256$"],
+)
+def test_a_wrong_secret_of_any_length_or_characters_is_refused_in_json(editor, secret):
+    client, _ = create_client(name="spark", user=editor)
+    response = request_token(client.client_id, secret)
+    assert response.status_code == 401, response.content[:300]
+    assert response.json()["error"] == "invalid_client"
+    sent_basic = Client().post(
+        f"{BASE}/oauth/tokens",
+        {"grant_type": "client_credentials"},
+        headers={"Authorization": basic(client.client_id, secret[:1000])},
+    )
+    assert sent_basic.status_code == 401
