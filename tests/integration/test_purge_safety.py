@@ -130,34 +130,36 @@ def test_a_purge_deletes_only_the_files_the_tables_metadata_names(
     from catalog.iceberg_rest.auth import create_client
 
     client, secret = create_client(name="py", user=editor)
-    catalog = RestCatalog(
+    # Closed at the end of the block: a kept-alive connection would hold a live server
+    # thread, and that thread its database connection, past the test (see conftest).
+    with RestCatalog(
         "lv", uri=f"{live_server.url}/iceberg", credential=f"{client.client_id}:{secret}"
-    )
-    catalog.create_namespace("ns")
-    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
-    for name in ("doomed", "neighbour"):
-        table = catalog.create_table(f"ns.{name}", schema=rows.schema)
-        table.append(rows)
-        table.append(rows)
-    services.create_view(namespace="ns", name="reader", sql="SELECT id FROM ns.neighbour")
-    doomed = warehouse / "ns" / "doomed"
-    (doomed / "notes.txt").write_text("not the table's")
-    (warehouse / "ns" / "doomed_sibling.txt").write_text("beside the table")
-    outside = tmp_path / "outside.txt"
-    outside.write_text("outside the warehouse")
-    before = snapshot_of(tmp_path)
-    data_files = list(doomed.rglob("*.parquet"))
-    assert data_files
+    ) as catalog:
+        catalog.create_namespace("ns")
+        rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
+        for name in ("doomed", "neighbour"):
+            table = catalog.create_table(f"ns.{name}", schema=rows.schema)
+            table.append(rows)
+            table.append(rows)
+        services.create_view(namespace="ns", name="reader", sql="SELECT id FROM ns.neighbour")
+        doomed = warehouse / "ns" / "doomed"
+        (doomed / "notes.txt").write_text("not the table's")
+        (warehouse / "ns" / "doomed_sibling.txt").write_text("beside the table")
+        outside = tmp_path / "outside.txt"
+        outside.write_text("outside the warehouse")
+        before = snapshot_of(tmp_path)
+        data_files = list(doomed.rglob("*.parquet"))
+        assert data_files
 
-    catalog.purge_table("ns.doomed")
+        catalog.purge_table("ns.doomed")
 
-    after = snapshot_of(tmp_path)
-    doomed_prefix = str(doomed.relative_to(tmp_path)) + "/"
-    unchanged = {k: v for k, v in before.items() if not k.startswith(doomed_prefix)}
-    assert {k: v for k, v in after.items() if not k.startswith(doomed_prefix)} == unchanged
-    assert not any(path.exists() for path in data_files)
-    assert sorted(p.name for p in doomed.rglob("*") if p.is_file()) == ["notes.txt"]
-    assert catalog.load_table("ns.neighbour").scan().to_arrow().num_rows == 6
+        after = snapshot_of(tmp_path)
+        doomed_prefix = str(doomed.relative_to(tmp_path)) + "/"
+        unchanged = {k: v for k, v in before.items() if not k.startswith(doomed_prefix)}
+        assert {k: v for k, v in after.items() if not k.startswith(doomed_prefix)} == unchanged
+        assert not any(path.exists() for path in data_files)
+        assert sorted(p.name for p in doomed.rglob("*") if p.is_file()) == ["notes.txt"]
+        assert catalog.load_table("ns.neighbour").scan().to_arrow().num_rows == 6
 
 
 @pytest.mark.parametrize(
