@@ -209,15 +209,19 @@ class Supervisor:
         a long load or rebuild in the loop never lets them lapse."""
         assert self.host is not None
         last_sweep = 0.0
-        while not self.stopping.wait(stream_hosts.lease_seconds() / 3):
-            close_old_connections()
-            try:
-                stream_hosts.beat(self.host)
-                if time.monotonic() - last_sweep > 60:
-                    stream_hosts.forget_dead()
-                    last_sweep = time.monotonic()
-            except Exception:  # noqa: BLE001 - a missed beat; the leases run on meanwhile
-                logger.exception("Heartbeat of streaming host %s failed", self.host)
+        try:
+            while not self.stopping.wait(stream_hosts.lease_seconds() / 3):
+                close_old_connections()
+                try:
+                    stream_hosts.beat(self.host)
+                    if time.monotonic() - last_sweep > 60:
+                        stream_hosts.forget_dead()
+                        last_sweep = time.monotonic()
+                except Exception:  # noqa: BLE001 - a missed beat; the leases run on meanwhile
+                    logger.exception("Heartbeat of streaming host %s failed", self.host)
+        finally:
+            # This thread's database connection is its own; it ends with the thread.
+            connection.close()
 
     def stop_all(self) -> None:
         for running in list(self.running.values()):

@@ -379,3 +379,35 @@ def test_a_stream_restarts_from_the_checkpoint_its_manual_refresh_just_made(monk
     monkeypatch.setattr(a, "_start", lambda table: started.append(table.stream_checkpoint))
     a.sync_once()
     assert started == ["/warehouse/new"]
+
+
+def test_the_heartbeat_thread_closes_its_database_connection_when_the_host_stops(
+    settings, monkeypatch
+):
+    """The heartbeat runs on a thread of its own, with a database connection of its own;
+    a stop ends the thread and closes that connection rather than leaving it to the server."""
+    from django.db import connections
+
+    settings.STREAM_LEASE_SECONDS = 0.3  # a beat every 0.1 s
+    host = Supervisor(config=None, host_name="a:1")  # type: ignore[arg-type]
+    closed: list[bool] = []
+
+    def beat(_host: StreamHost) -> None:
+        own = connections["default"]  # this thread's, not the test's
+        own.ensure_connection()
+        close = own.close
+
+        def closing() -> None:  # SQLite's in-memory test database ignores a close
+            closed.append(own is connections["default"])
+            close()
+
+        own.close = closing
+        host.stopping.set()
+
+    monkeypatch.setattr(stream_hosts, "beat", beat)
+    monkeypatch.setattr(stream_hosts, "forget_dead", lambda: 0)
+    host.join()
+    host._beating.join(timeout=10)
+
+    assert not host._beating.is_alive()
+    assert closed == [True], "the thread ended with its connection still open"
