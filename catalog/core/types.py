@@ -7,8 +7,11 @@ Iceberg types are written as the spec writes them in schemas ("long", "decimal(9
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from sqlglot import exp
+
+from catalog.core.errors import InvalidInput
 
 _T = exp.DataType.Type
 
@@ -60,15 +63,42 @@ _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
 
 
+#: Iceberg's (and Spark's) largest decimal precision.
+MAX_DECIMAL_PRECISION = 38
+
+
+def decimal_parameters(params: Sequence[str], *, written: str, field: str) -> tuple[int, int]:
+    """The precision and scale of a DECIMAL(p[, s]) as written (a missing scale is 0), or
+    InvalidInput naming the type: each a plain number, 1 <= p <= 38, 0 <= s <= p. sqlglot
+    reads DECIMAL(a, b), DECIMAL(1.5, 2) and 5,000-digit numbers as types; Iceberg (and
+    int()) would fail on them later with an error of theirs."""
+    texts = [str(param) for param in params]
+    error = InvalidInput(
+        f"Invalid type {written[:80]!r}: a DECIMAL's precision is a whole number from 1 to "
+        f"{MAX_DECIMAL_PRECISION} and its scale one from 0 to the precision",
+        field=field,
+    )
+    if not 1 <= len(texts) <= 2 or not all(
+        text.isascii() and text.isdigit() and len(text) <= 3 for text in texts
+    ):
+        raise error
+    precision, scale = int(texts[0]), int(texts[1]) if len(texts) == 2 else 0
+    if not (1 <= precision <= MAX_DECIMAL_PRECISION and 0 <= scale <= precision):
+        raise error
+    return precision, scale
+
+
 def iceberg_type_from_sqlglot(data_type: exp.DataType | None) -> tuple[str, bool]:
-    """(iceberg type, guessed): guessed is True when the type was unknown."""
+    """(iceberg type, guessed): guessed is True when the type was unknown. InvalidInput
+    (field "sql") for a DECIMAL no engine can hold (`decimal_parameters`)."""
     if data_type is None:
         return "string", True
     if data_type.this == _T.DECIMAL:
         params = [p.this.name for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
-        precision, scale = (params + ["38", "18"])[:2] if params else ("38", "18")
-        if len(params) == 1:
-            scale = "0"
+        if not params:
+            return "decimal(38, 18)", False
+        written = data_type.sql()
+        precision, scale = decimal_parameters(params, written=written, field="sql")
         return f"decimal({precision}, {scale})", False
     mapped = TO_ICEBERG.get(data_type.this)
     if mapped is None:

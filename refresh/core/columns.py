@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from catalog.core.errors import InvalidInput
-from catalog.core.types import TO_ICEBERG
+from catalog.core.types import TO_ICEBERG, decimal_parameters
 
 _T = exp.DataType.Type
 
@@ -95,8 +95,10 @@ def _from_sqlglot(data_type: exp.DataType, text: str) -> object:
     kind = data_type.this
     if kind == _T.DECIMAL:
         params = [p.this.name for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
-        precision, scale = (params + ["0"])[:2] if params else ("10", "0")
-        return f"decimal({int(precision)}, {int(scale)})"
+        if not params:
+            return "decimal(10, 0)"  # Spark's DECIMAL
+        precision, scale = decimal_parameters(params, written=text, field="columns")
+        return f"decimal({precision}, {scale})"
     if kind in _PRIMITIVES:
         return _PRIMITIVES[kind]
     if kind == _T.ARRAY and len(data_type.expressions) == 1:

@@ -60,6 +60,9 @@ def _java_int(text: str) -> int | None:
     digits = text[1:] if text[:1] in ("+", "-") else text
     if not digits or not all("0" <= char <= "9" for char in digits):
         return None
+    # Past the int range anyway; int() would refuse over 4,300 digits with a ValueError.
+    if len(digits.lstrip("0")) > 10:
+        return None
     value = int(text)
     return value if -(2**31) <= value <= MAX_INTERVAL else None
 

@@ -787,10 +787,17 @@ def _distribution(reader: _Reader) -> Distribution:
             "INTO <n> BUCKETS (an Iceberg bucket partition field has a fixed number of buckets)"
         )
     count = reader.peek()
-    if count is None or count.token_type != TokenType.NUMBER or not count.text.isdigit():
+    # ASCII digits only: str.isdigit also takes '²' (which int() refuses) and other scripts'
+    # digits, which Spark would not read.
+    if (
+        count is None
+        or count.token_type != TokenType.NUMBER
+        or not (count.text.isascii() and count.text.isdigit())
+    ):
         raise reader.expected("a number of buckets")
     reader.next()
-    if int(count.text) < 1 or int(count.text) > 2**31 - 1:
+    # The length first: int() refuses a text of over 4,300 digits (a ValueError, not ours).
+    if len(count.text.lstrip("0")) > 10 or not 1 <= int(count.text) <= 2**31 - 1:
         raise reader.error(
             f"The number of buckets must be a positive integer, not {count.text}", count
         )

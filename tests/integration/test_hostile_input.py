@@ -303,3 +303,40 @@ def test_a_write_path_outside_the_tables_location_is_a_400_and_writes_nothing(
     inside = [{"action": "set-properties", "updates": {"write.data.path": f"{location}/files"}}]
     ok = api.post("/namespaces/ns/tables/t", {"requirements": [], "updates": inside})
     assert ok.status_code == 200, ok.content
+
+
+@pytest.mark.parametrize(
+    "decimal",
+    ["DECIMAL(a, b)", "DECIMAL(1.5, 2)", "DECIMAL(99999, 2)", "DECIMAL(10, 20)", "DECIMAL(0, 0)",
+     pytest.param("DECIMAL(" + "9" * 5000 + ", 1)", id="DECIMAL(5000 digits, 1)")],
+)  # fmt: skip
+def test_a_view_casting_to_a_decimal_no_engine_can_hold_is_a_400_naming_it(
+    client, editor, ns, warehouse, decimal
+):
+    """sqlglot reads these as types; the view's schema would hold a decimal Iceberg refuses
+    (a 500 while it was built) or one Spark cannot read."""
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    client.force_login(editor)
+    response = client.post(
+        "/api/namespaces/ns/views/",
+        {"name": "w", "sql": f"SELECT CAST(id AS {decimal}) AS c FROM ns.t"},
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert "DECIMAL's precision" in json.dumps(response.json())
+    assert not CatalogObject.objects.filter(name="w").exists()
+    assert not (warehouse / "ns" / "w").exists()
+
+
+def test_a_view_casting_to_a_decimal_in_range_keeps_its_precision_and_scale(
+    client, editor, ns, api
+):
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    client.force_login(editor)
+    sql = "SELECT CAST(id AS DECIMAL(38, 38)) AS a, CAST(id AS DECIMAL(5)) AS b FROM ns.t"
+    response = client.post(
+        "/api/namespaces/ns/views/", {"name": "w", "sql": sql}, content_type="application/json"
+    )
+    assert response.status_code == 201, response.content[:300]
+    fields = api.get("/namespaces/ns/views/w").json()["metadata"]["schemas"][-1]["fields"]
+    assert [f["type"] for f in fields] == ["decimal(38, 38)", "decimal(5, 0)"]

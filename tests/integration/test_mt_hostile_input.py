@@ -117,3 +117,39 @@ def test_a_create_with_a_hostile_name_or_location_creates_nothing(api):
     assert not MaterializedTable.objects.exists()
     assert CatalogObject.objects.count() == 1  # the orders table only
     assert not PeriodicTask.objects.filter(task="refresh.scheduled_refresh").exists()
+
+
+HUGE = "9" * 5000  # past Python's 4,300-digit limit for int(text)
+
+
+@pytest.mark.parametrize(
+    ("clause", "named"),
+    [
+        ("DISTRIBUTED BY (id) INTO ² BUCKETS", "number of buckets"),
+        pytest.param(
+            f"DISTRIBUTED BY (id) INTO {HUGE} BUCKETS", "number of buckets", id="huge buckets"
+        ),
+        ("(id DECIMAL(a, b)) ", "DECIMAL(a, b)"),
+        ("(id DECIMAL(1.5, 2)) ", "DECIMAL(1.5, 2)"),
+        pytest.param(f"(id DECIMAL({HUGE}, 2)) ", "precision", id="huge precision"),
+        ("(id DECIMAL(39, 2)) ", "precision"),
+        ("(id DECIMAL(10, 20)) ", "scale"),
+        pytest.param(f"FRESHNESS = INTERVAL '{HUGE}' MINUTE", "freshness", id="huge freshness"),
+    ],
+)
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_statement_with_a_number_no_one_can_use_is_refused_naming_it_not_a_500(
+    api, clause, named, dry_run
+):
+    """Bucket counts, decimal precisions and intervals are read as numbers before anything
+    is planned: one that is not a plain ASCII number in range is refused where it is."""
+    sql = f"CREATE MATERIALIZED TABLE sales.x {clause} AS SELECT id FROM sales.orders"
+    response = api.post("/api/statements/", {"sql": sql, "dry_run": dry_run}, format="json")
+    assert response.status_code < 500, response.content[:500]
+    assert response["Content-Type"].startswith("application/json")
+    text = json.dumps(response.json())
+    assert named.lower() in text.lower(), text[:500]
+    if not dry_run:
+        assert response.status_code == 400, response.content[:500]
+    assert not MaterializedTable.objects.exists()
+    assert not CatalogObject.objects.filter(name="x").exists()
