@@ -124,6 +124,11 @@ def test_every_create_clause_is_read_in_any_case_and_around_comments():
         ("lv.sales.t", ("lv", "sales", "t")),
         ("`my catalog`.`a.b`.`t``x`", ("my catalog", "a.b", "t`x")),
         ("`select`.date", ("select", "date")),
+        # Spark reads a backslash in a quoted name as itself (only `` is an escape there),
+        # as SHOW CREATE writes such names
+        ("`a\\rb`", ("a\\rb",)),
+        ("`a\\\\b`.`c\\`", ("a\\\\b", "c\\")),
+        ("`a\\``b`", ("a\\`b",)),
     ],
 )
 def test_a_name_may_have_catalog_and_namespace_parts_and_backticks(name_sql, name):
