@@ -32,8 +32,9 @@ def test_a_credential_made_on_the_page_lets_pyiceberg_list_namespaces(
     expect(page.locator("#pyiceberg-snippet")).to_contain_text(f"{live_server.url}/iceberg")
     page.screenshot(path=str(results_dir / "credentials-page.png"), full_page=True)
 
-    catalog = RestCatalog("lv", uri=f"{live_server.url}/iceberg", credential=credential)
-    assert ("sales",) in catalog.list_namespaces()
+    # Closed at once: a kept-alive connection would hold a server thread's database connection.
+    with RestCatalog("lv", uri=f"{live_server.url}/iceberg", credential=credential) as catalog:
+        assert ("sales",) in catalog.list_namespaces()
 
     # Shown once: a reload of the list does not show the secret again.
     page.get_by_role("link", name="Engine credentials").click()
