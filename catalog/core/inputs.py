@@ -43,6 +43,17 @@ def check_name(value: str, *, field: str = "name", what: str = "name") -> str:
     return value
 
 
+def whole_number(text: str, *, digits: int = 19, signed: bool = False) -> int | None:
+    """`text` as an int when it is a whole number in ASCII digits (a leading '-' too when
+    `signed`), of at most `digits` digits; else None. `str.isdigit` is no such check: it
+    takes '²', which int() refuses (a ValueError, a 500 where it was trusted), and other
+    scripts' digits; and int() refuses a text of over 4,300 digits."""
+    body = text[1:] if signed and text.startswith("-") else text
+    if not body or not body.isascii() or not body.isdigit() or len(body) > digits:
+        return None
+    return int(text)
+
+
 def folder_name(name: str) -> str:
     """A name as one folder name that no filesystem layer reads as anything else: letters
     (any script), digits, '_' and '-' are kept, every other character becomes ~XX (its

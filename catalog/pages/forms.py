@@ -9,6 +9,7 @@ from django import forms
 from django.conf import settings
 
 from catalog.core.errors import CatalogError
+from catalog.core.inputs import whole_number
 from catalog.core.sql import SUPPORTED_DIALECTS
 
 DIALECT_CHOICES = [(d, d) for d in SUPPORTED_DIALECTS]
@@ -380,8 +381,9 @@ class TablePreviewForm(CatalogForm):
         value = (self.cleaned_data["timestamp"] or "").strip()
         if not value:
             return None
-        if value.lstrip("-").isdigit():
-            return int(value)  # milliseconds since 1970, as Iceberg counts them
+        milliseconds = whole_number(value, signed=True)
+        if milliseconds is not None:
+            return milliseconds  # since 1970, as Iceberg counts them
         from datetime import UTC, datetime, timedelta
 
         from django.utils.dateparse import parse_datetime

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods
 
 from catalog import jobs, previews, services
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
+from catalog.core.inputs import whole_number
 from catalog.models import CatalogEvent, Table, View
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
@@ -365,8 +366,9 @@ def _snapshot_at(snapshots: list[dict[str, Any]], moment: Any) -> dict[str, Any]
     if not moment:
         return None
     text = str(moment).strip()
-    if text.isdigit():
-        milliseconds = int(text)
+    number = whole_number(text)
+    if number is not None:
+        milliseconds = number
     else:
         try:
             parsed = parse_datetime(text) if len(text) < 40 else None

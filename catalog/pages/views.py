@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog import selectors, services
 from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
+from catalog.core.inputs import whole_number
 from catalog.models import CatalogEvent, CatalogObject, Namespace, View, ViewVersion
 from catalog.pages import view_facts
 from catalog.pages.diff import side_by_side
@@ -496,9 +497,9 @@ def _expired_in_request(view: View, versions: list[ViewVersion], params: Any) ->
     expired = set(view_facts.expired_version_ids(view, versions))
     asked = []
     for key in ("left", "right"):
-        value = params.get(key, "")
-        if value.isdigit() and int(value) in expired:
-            asked.append(int(value))
+        number = whole_number(params.get(key, ""))
+        if number is not None and number in expired:
+            asked.append(number)
     return sorted(set(asked))
 
 

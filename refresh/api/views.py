@@ -23,6 +23,7 @@ from catalog import selectors as catalog_selectors
 from catalog.api.jobs import ACCEPTED, respond
 from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, SparkJobSerializer
 from catalog.core.errors import InvalidInput
+from catalog.core.inputs import whole_number
 from catalog.roles import can_view
 from refresh import console, lineage, selectors, services
 from refresh.api import serializers as s
@@ -541,7 +542,8 @@ class LineageView(APIView):
                 field=missing[0],
             )
         depth_text = params.get("depth", "").strip()
-        if depth_text and not (depth_text.isdigit() and 1 <= int(depth_text) <= lineage.MAX_DEPTH):
+        depth = whole_number(depth_text, digits=3)
+        if depth_text and not (depth is not None and 1 <= depth <= lineage.MAX_DEPTH):
             raise InvalidInput(
                 f"depth is a whole number from 1 to {lineage.MAX_DEPTH}", field="depth"
             )

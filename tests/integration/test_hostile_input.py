@@ -340,3 +340,56 @@ def test_a_view_casting_to_a_decimal_in_range_keeps_its_precision_and_scale(
     assert response.status_code == 201, response.content[:300]
     fields = api.get("/namespaces/ns/views/w").json()["metadata"]["schemas"][-1]["fields"]
     assert [f["type"] for f in fields] == ["decimal(38, 38)", "decimal(5, 0)"]
+
+
+#: Texts str.isdigit takes that are no number int() reads, or more digits than it reads.
+NOT_PLAIN_NUMBERS = [
+    pytest.param("²", id="superscript two"),
+    pytest.param("-²", id="minus superscript two"),
+    pytest.param("9" * 5000, id="5000 digits"),
+]
+
+
+@pytest.mark.parametrize("depth", [*NOT_PLAIN_NUMBERS, pytest.param("٣", id="arabic-indic 3")])
+def test_a_lineage_depth_that_is_not_a_plain_number_is_a_400_naming_it(client, editor, ns, depth):
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    client.force_login(editor)
+    response = client.get("/api/lineage/", {"namespace": "ns", "name": "t", "depth": depth})
+    assert response.status_code == 400, response.content[:300]
+    assert "depth" in response.json()["error"]
+    ok = client.get("/api/lineage/", {"namespace": "ns", "name": "t", "depth": "2"})
+    assert ok.status_code == 200
+
+
+@pytest.mark.parametrize("moment", NOT_PLAIN_NUMBERS)
+def test_a_table_page_asked_for_a_preview_at_a_moment_that_is_not_a_number_says_so(
+    client, editor, ns, moment
+):
+    """The moment picks the preview's columns, and the form says what is wrong with it."""
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    client.force_login(editor)
+    response = client.get("/namespaces/ns/tables/t/", {"preview": "1", "timestamp": moment})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "is not a date and time" in page or "at most 40 characters" in page
+
+
+@pytest.mark.parametrize("version", NOT_PLAIN_NUMBERS)
+def test_a_view_diff_naming_a_version_that_is_not_a_number_renders(
+    client, editor, api, ns, version
+):
+    services.create_table(namespace="ns", name="t", schema=SCHEMA)
+    column = {"id": 1, "name": "id", "type": "long", "required": False}
+    body = {
+        "name": "v",
+        "schema": {"type": "struct", "schema-id": 0, "fields": [column]},
+        "view-version": {
+            "version-id": 1, "schema-id": 0, "timestamp-ms": 1, "summary": {},
+            "representations": [{"type": "sql", "sql": "SELECT id FROM ns.t", "dialect": "spark"}],
+            "default-namespace": ["ns"],
+        },
+    }  # fmt: skip
+    assert api.post("/namespaces/ns/views", body).status_code == 200
+    client.force_login(editor)
+    response = client.get("/namespaces/ns/views/v/diff", {"left": version, "right": "1"})
+    assert response.status_code in (200, 400), response.status_code
