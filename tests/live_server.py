@@ -268,7 +268,12 @@ def catalog_server(
                 *(
                     ("-c", str(REPO_ROOT / "webapp" / "gunicorn.conf.py"))
                     if deployed
-                    else ("--workers", str(workers), "--threads", str(threads), "--timeout", "120")
+                    else (
+                        *("--workers", str(workers), "--threads", str(threads)),
+                        # As deployed (gunicorn.conf.py): engines polling every few seconds
+                        # never meet a connection closed as they send on it.
+                        *("--timeout", "120", "--keep-alive", "75"),
+                    )
                 ),
                 *("--bind", f"127.0.0.1:{bind_port}", "--graceful-timeout", "5"),
                 *("--access-logfile", "-", "--access-logformat", '"%(r)s" %(s)s %(L)ss'),

@@ -8,7 +8,13 @@ run` uses Django's own server). README's "Deployment" says why these numbers.
 - `gthread` workers with a few threads each: a request spends part of its time in file and
   database I/O, which threads overlap, and a slow client holds a thread, not a process.
   Python runs one thread at a time per process, so processes, not threads, use the cores:
-  WEB_WORKERS defaults to the CPUs + 1 (at least 3), WEB_THREADS to 4."""
+  WEB_WORKERS defaults to the CPUs + 1 (at least 3), WEB_THREADS to 4.
+- Idle connections are kept 75 s (WEB_KEEPALIVE), not a few seconds. A gthread worker
+  that closes an idle connection can close it just as the client sends its next request
+  on it, and the client sees "connection reset" (pyiceberg's commits do not retry it). A
+  client whose idle time is close to the keep-alive hits that often under load: engines
+  poll the catalog every trigger (5-60 s) and refresh workers every tick. 75 s is above
+  those cadences, as nginx's default; an idle connection costs a socket, not a thread."""
 
 import multiprocessing
 import os
@@ -19,7 +25,7 @@ worker_class = "gthread"
 threads = int(os.environ.get("WEB_THREADS", "4"))
 timeout = 30
 graceful_timeout = 10
-keepalive = 5
+keepalive = int(os.environ.get("WEB_KEEPALIVE", "75"))
 accesslog = "-"
 
 # How much lower than the engines' catalog service the people-facing service runs (Unix
