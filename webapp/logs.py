@@ -11,13 +11,21 @@ _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def one_line(text: str) -> str:
-    """`text` with every control character escaped (newlines as \\n, others as \\xNN)."""
+    """`text` with every character Python does not print escaped: newlines as \\n, other
+    control characters as \\xNN, and line and paragraph separators, bidi controls and
+    the like as \\uNNNN (a viewer could otherwise start a line or reorder one with them)."""
     if text.isprintable():
         return text
-    return "".join(
-        _ESCAPES.get(char, f"\\x{ord(char):02x}") if not char.isprintable() else char
-        for char in text
-    )
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 class OneLineFormatter(logging.Formatter):

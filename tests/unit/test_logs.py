@@ -28,3 +28,7 @@ def test_a_record_with_user_text_is_one_line_and_its_traceback_is_indented():
     lines = formatter.format(record).splitlines()
     assert lines[0] == "WARNING Run 7 failed: x\\nERROR fake"
     assert all(line.startswith("    ") for line in lines[1:])
+
+
+def test_line_separators_and_bidi_controls_in_user_text_are_escaped_as_unicode():
+    assert one_line("a\u2028b\u2029c\u202ed") == "a\\u2028b\\u2029c\\u202ed"
