@@ -266,6 +266,8 @@ def analyze_view_query(
     columns = []
     for index, (name, projection) in enumerate(zip(names, typed.selects, strict=True)):
         iceberg_type, guessed = iceberg_type_from_sqlglot(projection.type)
+        if not guessed and _decimal_arithmetic(projection):
+            iceberg_type, guessed = "string", True
         if guessed:
             warnings.append(f"The type of column {name!r} is unknown; it is stored as string")
         doc = comments[index] if index < len(comments) else None
@@ -278,6 +280,26 @@ def analyze_view_query(
         dependencies=dependencies(stored_query, default),
         warnings=warnings,
         unknown_sources=list(dict.fromkeys(name for name, _, _ in unknown)),
+    )
+
+
+def _decimal_arithmetic(projection: exp.Expression) -> bool:
+    """Whether a select item computes from DECIMALs, so that only the engine knows its type:
+    sqlglot keeps SUM of a decimal(10, 2) as decimal(10, 2) and types its AVG as double,
+    where Spark gives decimal(20, 2) and decimal(14, 6); a bare CAST(x AS DECIMAL) is
+    decimal(10, 0) in Spark and decimal(38, 0) in Trino. A view's reader casts the query's
+    columns up to the stored types, and Spark refuses a narrower one ("Cannot up cast"), so
+    such a column is typed by the workers' Spark like any other sqlglot cannot type. A
+    column itself and a CAST to a DECIMAL with its precision written are exact."""
+    node = projection.unalias()
+    if isinstance(node, (exp.Column, exp.Count)):
+        return False
+    if isinstance(node, exp.Cast):  # TryCast too
+        to = node.to
+        return to.this == exp.DataType.Type.DECIMAL and not to.expressions
+    return any(
+        isinstance(part.type, exp.DataType) and part.type.this == exp.DataType.Type.DECIMAL
+        for part in node.walk()
     )
 
 

@@ -395,6 +395,30 @@ def test_view_columns_sqlglot_cannot_type_are_typed_by_the_workers_spark(stack):
     assert types["id"] == "long"
 
 
+def test_a_views_decimal_sum_is_typed_by_spark_and_spark_reads_the_view(stack, st):
+    """sqlglot would store SUM of a decimal(10, 2) as decimal(10, 2); Spark's is
+    decimal(20, 2), and Spark refuses to read a view stored narrower ("Cannot up cast")."""
+    total = "sum(CAST(amount AS DECIMAL(10, 2)))"
+    sql = f"SELECT ds, {total} AS total FROM orders GROUP BY ds"
+    asked = stack.api.post(
+        f"{stack.server.base_url}/api/namespaces/{NS}/views/",
+        json={"name": "decimal_totals", "sql": sql},
+        timeout=30,
+    )
+    assert asked.status_code == 202, asked.text  # a job: the worker's Spark types it
+    response = stack.follow(asked)
+    assert response.status_code == 201, response.text
+    with RestCatalog(
+        "st", uri=stack.server.iceberg_uri, credential=stack.server.credential
+    ) as catalog:
+        schema = catalog.load_view(f"{NS}.decimal_totals").schema()
+    types = [(field.name, str(field.field_type)) for field in schema.fields]
+    assert types == [("ds", "string"), ("total", "decimal(20, 2)")]
+    assert rows_of(st, f"SELECT * FROM st.{NS}.decimal_totals") == rows_of(
+        st, f"SELECT ds, {total} FROM st.{NS}.orders GROUP BY ds"
+    )
+
+
 def test_a_views_preview_is_read_by_the_workers_spark_and_gives_sparks_rows(stack, st):
     asked = stack.api.get(
         f"{stack.server.base_url}/api/namespaces/{NS}/views/monthly/preview",
