@@ -266,7 +266,7 @@ def analyze_view_query(
     columns = []
     for index, (name, projection) in enumerate(zip(names, typed.selects, strict=True)):
         iceberg_type, guessed = iceberg_type_from_sqlglot(projection.type)
-        if not guessed and _decimal_arithmetic(projection):
+        if not guessed and _engine_types(projection):
             iceberg_type, guessed = "string", True
         if guessed:
             warnings.append(f"The type of column {name!r} is unknown; it is stored as string")
@@ -283,24 +283,48 @@ def analyze_view_query(
     )
 
 
-def _decimal_arithmetic(projection: exp.Expression) -> bool:
-    """Whether a select item computes from DECIMALs, so that only the engine knows its type:
-    sqlglot keeps SUM of a decimal(10, 2) as decimal(10, 2) and types its AVG as double,
-    where Spark gives decimal(20, 2) and decimal(14, 6); a bare CAST(x AS DECIMAL) is
-    decimal(10, 0) in Spark and decimal(38, 0) in Trino. A view's reader casts the query's
-    columns up to the stored types, and Spark refuses a narrower one ("Cannot up cast"), so
-    such a column is typed by the workers' Spark like any other sqlglot cannot type. A
-    column itself and a CAST to a DECIMAL with its precision written are exact."""
+#: Functions whose result type sqlglot gives otherwise than Spark (int for Spark's long, double
+#: for int, int for double): CEIL(double) is a long, ROUND(int) an int, SIGN a double.
+_SPARK_TYPES_ITS_OWN = (exp.IntDiv, exp.Ceil, exp.Floor, exp.Round, exp.Sign)
+_INT_MAX = 2**31 - 1
+
+
+def _engine_types(projection: exp.Expression) -> bool:
+    """Whether only the engine knows a select item's type, because sqlglot's annotation is
+    not Spark's there (tests/spark/test_view_types.py compares them):
+
+    - computing from DECIMALs: sqlglot keeps SUM of a decimal(10, 2) as decimal(10, 2) and
+      types its AVG as double, where Spark gives decimal(20, 2) and decimal(14, 6); a bare
+      CAST(x AS DECIMAL) is decimal(10, 0) in Spark, decimal(38, 0) in Trino;
+    - number literals other than INT's: Spark reads 1.5 as decimal(2, 1), 10000000000 as a
+      long, where sqlglot says double and int;
+    - sqlglot's TIMESTAMP, which is Spark's timestamp with time zone (TO_TIMESTAMP, a cast)
+      and Trino's without;
+    - DIV, CEIL, FLOOR, ROUND and SIGN (`_SPARK_TYPES_ITS_OWN`).
+
+    A view's reader casts the query's columns up to the stored types, and Spark refuses a
+    narrower one ("Cannot up cast"), so such a column is typed by the workers' Spark like
+    any other sqlglot cannot type. A column itself, a COUNT and a CAST to a type written in
+    full are exact."""
     node = projection.unalias()
     if isinstance(node, (exp.Column, exp.Count)):
         return False
-    if isinstance(node, exp.Cast):  # TryCast too
-        to = node.to
-        return to.this == exp.DataType.Type.DECIMAL and not to.expressions
-    return any(
-        isinstance(part.type, exp.DataType) and part.type.this == exp.DataType.Type.DECIMAL
-        for part in node.walk()
-    )
+    if isinstance(node, exp.Cast) and node.to.this != exp.DataType.Type.TIMESTAMP:
+        # An explicit type is the column's, but for a DECIMAL without its precision.
+        return node.to.this == exp.DataType.Type.DECIMAL and not node.to.expressions
+    for part in node.walk():
+        if isinstance(part, exp.DataType):
+            continue
+        if isinstance(part, _SPARK_TYPES_ITS_OWN):
+            return True
+        if isinstance(part, exp.Literal) and part.is_number:
+            text = part.this
+            if not (text.isascii() and text.isdigit() and len(text) <= 10) or int(text) > _INT_MAX:
+                return True
+        kind = part.type.this if isinstance(part.type, exp.DataType) else None
+        if kind in (exp.DataType.Type.DECIMAL, exp.DataType.Type.TIMESTAMP):
+            return True
+    return False
 
 
 def display_name(parts: Sequence[str]) -> str:

@@ -508,7 +508,10 @@ def test_a_table_of_our_own_without_data_previews_as_empty(client, viewer, shop)
 @pytest.fixture
 def revenue_view(shop, editor):
     return services.create_view(
-        namespace="shop", name="revenue", sql="SELECT 'eu' AS region, 1.5 AS amount", actor=editor
+        namespace="shop",
+        name="revenue",
+        sql="SELECT 'eu' AS region, CAST(1.5 AS DOUBLE) AS amount",
+        actor=editor,
     )
 
 
