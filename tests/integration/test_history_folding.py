@@ -163,7 +163,8 @@ def test_failures_conflicts_and_other_actions_are_never_folded(table, editor):
 def test_commits_younger_than_the_folding_age_stay_until_the_setting_says_otherwise(
     table, editor, settings
 ):
-    recent = timezone.now() - timedelta(hours=2)
+    # Three commits within one hour, two to three hours back.
+    recent = (timezone.now() - timedelta(hours=2)).replace(minute=0) - timedelta(minutes=30)
     for m in range(3):
         commit(table, actor=editor, at=recent + timedelta(minutes=m), n=m)
     before = event_rows()
