@@ -284,8 +284,16 @@ def analyze_view_query(
 
 
 #: Functions whose result type sqlglot gives otherwise than Spark (int for Spark's long, double
-#: for int, int for double): CEIL(double) is a long, ROUND(int) an int, SIGN a double.
-_SPARK_TYPES_ITS_OWN = (exp.IntDiv, exp.Ceil, exp.Floor, exp.Round, exp.Sign)
+#: for int, int for double, a timestamp for a date): CEIL(double) is a long, ROUND(int) an
+#: int, SIGN a double, TRUNC(date, 'MM') a date.
+_SPARK_TYPES_ITS_OWN = (exp.IntDiv, exp.Ceil, exp.Floor, exp.Round, exp.Sign, exp.DateTrunc)
+#: sqlglot's types that are no one type of Spark's: TIMESTAMP (Spark's has a time zone,
+#: Trino's none), DATETIME, and DECIMAL (see `_engine_types`).
+_ENGINE_DECIDES = (
+    exp.DataType.Type.DECIMAL,
+    exp.DataType.Type.TIMESTAMP,
+    exp.DataType.Type.DATETIME,
+)
 _INT_MAX = 2**31 - 1
 
 
@@ -300,7 +308,8 @@ def _engine_types(projection: exp.Expression) -> bool:
       long, where sqlglot says double and int;
     - sqlglot's TIMESTAMP, which is Spark's timestamp with time zone (TO_TIMESTAMP, a cast)
       and Trino's without;
-    - DIV, CEIL, FLOOR, ROUND and SIGN (`_SPARK_TYPES_ITS_OWN`).
+    - / other than sqlglot's double (FLOAT / FLOAT is Spark's double);
+    - DIV, CEIL, FLOOR, ROUND, SIGN and TRUNC (`_SPARK_TYPES_ITS_OWN`).
 
     A view's reader casts the query's columns up to the stored types, and Spark refuses a
     narrower one ("Cannot up cast"), so such a column is typed by the workers' Spark like
@@ -322,8 +331,10 @@ def _engine_types(projection: exp.Expression) -> bool:
             if not (text.isascii() and text.isdigit() and len(text) <= 10) or int(text) > _INT_MAX:
                 return True
         kind = part.type.this if isinstance(part.type, exp.DataType) else None
-        if kind in (exp.DataType.Type.DECIMAL, exp.DataType.Type.TIMESTAMP):
+        if kind in _ENGINE_DECIDES:
             return True
+        if isinstance(part, exp.Div) and kind != exp.DataType.Type.DOUBLE:
+            return True  # Spark's / gives a double (a decimal from decimals); FLOAT / FLOAT too
     return False
 
 

@@ -40,6 +40,14 @@ EXPRESSIONS = [
     "stddev(d)", "variance(i)", "pow(i, 2)", "sqrt(i)", "ln(d)", "i & 1", "to_date(str)",
     "to_timestamp(str)", "CAST(str AS TIMESTAMP)", "current_timestamp()", "current_date()",
     "date_trunc('DAY', ts)", "max(ts)", "nvl(i, 0)", "greatest(i, l)", "mod(i, 2)",
+    "trunc(dt, 'MM')", "f / f", "l / l", "d % 2", "i * d", "char_length(str)", "upper(str)",
+    "substr(str, 1, 2)", "regexp_extract(str, 'a', 0)", "instr(str, 'a')", "md5(str)",
+    "hash(str)", "date_format(dt, 'yyyy')", "add_months(dt, 1)", "date_sub(dt, 1)",
+    "last_day(dt)", "to_date(ts)", "CAST(ts AS DATE)", "extract(year FROM dt)",
+    "sum(if(b, 1, 0))", "avg(CASE WHEN b THEN 1.0 ELSE 0 END)", "count_if(b)", "bool_and(b)",
+    "lag(i) OVER (ORDER BY i)", "ntile(4) OVER (ORDER BY i)", "dense_rank() OVER (ORDER BY i)",
+    "sum(l) OVER (PARTITION BY str)", "i | 1", "-i", "i BETWEEN 1 AND 2", "i IN (1, 2)",
+    "nullif(i, 0)", "corr(d, d)", "log10(d)", "CAST(i AS TINYINT)", "CAST(i AS FLOAT)",
 ]  # fmt: skip
 
 
