@@ -19,6 +19,7 @@ from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.schema import MappingSchema
 
 from catalog.core.errors import InvalidInput, SqlError
+from catalog.core.inputs import whole_number
 from catalog.core.types import iceberg_type_from_sqlglot
 
 #: Dialect names users may give; sqlglot's list, minus its generic placeholder.
@@ -327,8 +328,8 @@ def _engine_types(projection: exp.Expression) -> bool:
         if isinstance(part, _SPARK_TYPES_ITS_OWN):
             return True
         if isinstance(part, exp.Literal) and part.is_number:
-            text = part.this
-            if not (text.isascii() and text.isdigit() and len(text) <= 10) or int(text) > _INT_MAX:
+            number = whole_number(part.this, digits=10)
+            if number is None or number > _INT_MAX:
                 return True
         kind = part.type.this if isinstance(part.type, exp.DataType) else None
         if kind in _ENGINE_DECIDES:

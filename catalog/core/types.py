@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from catalog.core.errors import InvalidInput
+from catalog.core.inputs import whole_number
 
 _T = exp.DataType.Type
 
@@ -78,11 +79,10 @@ def decimal_parameters(params: Sequence[str], *, written: str, field: str) -> tu
         f"{MAX_DECIMAL_PRECISION} and its scale one from 0 to the precision",
         field=field,
     )
-    if not 1 <= len(texts) <= 2 or not all(
-        text.isascii() and text.isdigit() and len(text) <= 3 for text in texts
-    ):
+    numbers = [whole_number(text, digits=3) for text in texts]
+    if not 1 <= len(numbers) <= 2 or None in numbers:
         raise error
-    precision, scale = int(texts[0]), int(texts[1]) if len(texts) == 2 else 0
+    precision, scale = numbers[0], numbers[1] if len(numbers) == 2 else 0
     if not (1 <= precision <= MAX_DECIMAL_PRECISION and 0 <= scale <= precision):
         raise error
     return precision, scale
