@@ -37,8 +37,9 @@ def spark_job(group: str, description: str) -> Iterator[None]:
     """A job on this worker: Spark is here, its Spark jobs are tagged with `group` (so that
     `cancel_group` stops them), and a statement Spark refuses (a parse or analysis error,
     Iceberg's too) is the user's SQL, a SqlError with Spark's line and column."""
-    with on_worker():
-        _spark_group(group, description)
+    from refresh import engine
+
+    with on_worker(), engine.job_group(group, description):
         try:
             yield
         except Exception as error:
@@ -47,30 +48,12 @@ def spark_job(group: str, description: str) -> Iterator[None]:
 
                 raise spark_error(error) from error
             raise
-        finally:
-            _spark_group(None, None)
 
 
 def cancel_group(group: str) -> None:
     from refresh import engine
 
-    if engine.is_running():
-        engine.spark().sparkContext.cancelJobGroup(group)
-
-
-def _spark_group(group: str | None, description: str | None) -> None:
-    """Tag (or untag) this thread's Spark jobs."""
-    from refresh import engine
-
-    if not engine.is_running():
-        if group is None:
-            return
-        engine.spark()
-    context = engine.spark().sparkContext
-    if group is None:
-        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    else:
-        context.setJobGroup(group, description, interruptOnCancel=True)
+    engine.cancel_group(group)
 
 
 def _is_spark_refusal(error: Exception) -> bool:

@@ -9,7 +9,9 @@ then read stale snapshots of tables other writers changed, so the cache is off."
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -83,3 +85,23 @@ def run_session(*, namespace: list[str], settings: dict[str, str] | None = None)
             _sessions.clear()
         _sessions[key] = session
     return session
+
+
+@contextlib.contextmanager
+def job_group(group: str, description: str) -> Iterator[None]:
+    """Tag the Spark jobs this thread starts inside with `group`, so that `cancel_group`
+    stops them (Spark keeps the tag per thread: PySpark pins each Python thread to a JVM
+    thread)."""
+    context = spark().sparkContext
+    context.setJobGroup(group, description, interruptOnCancel=True)
+    try:
+        yield
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def cancel_group(group: str) -> None:
+    """Cancel the running Spark jobs tagged with `group` (none once they ended; a job the
+    group starts later runs, so a caller that means to stop a run asks again)."""
+    if is_running():
+        spark().sparkContext.cancelJobGroup(group)

@@ -40,6 +40,7 @@ from catalog.core.errors import CatalogError
 from refresh import engine, leases, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
+from refresh.core.options import TIMEOUT_OPTION, run_time_limit
 from refresh.core.partitions import scheduled_partition
 from refresh.core.refresh_state import partition_entry
 from refresh.core.streaming import StreamPlan
@@ -203,7 +204,7 @@ def _execute(run_id: int) -> str:
         action = RefreshRun.Action.INCREMENTAL
     else:
         action = RefreshRun.Action.PARTITION if run.partition else RefreshRun.Action.FULL
-    beating = Heartbeat(run)
+    beating = _watched(run, mt)
     beating.start()
     try:
         namespace = mt.default_namespace or mt.table.namespace.name
@@ -216,25 +217,22 @@ def _execute(run_id: int) -> str:
         state = sources.state_of(
             version=mt.current_version, snapshots=snapshots, started_ms=_ms(now)
         ).summary() | partition_entry(run.partition)
-        if decision.kind is Kind.INCREMENTAL and plan is not None:
-            spark_timings["_at"] = time.perf_counter()
-            _incremental(
-                session, mt, run, plan, decision, snapshots, target, namespace, spark_timings, state
-            )
-        else:
-            _full(session, mt, run, snapshots, target, namespace, spark_timings, state)
+        with engine.job_group(_group(run), f"Refresh run {run.pk} of {mt}"):
+            if decision.kind is Kind.INCREMENTAL and plan is not None:
+                spark_timings["_at"] = time.perf_counter()
+                _incremental(
+                    session, mt, run, plan, decision, snapshots, target, namespace,
+                    spark_timings, state,
+                )  # fmt: skip
+            else:
+                _full(session, mt, run, snapshots, target, namespace, spark_timings, state)
         clock["written"] = time.perf_counter()
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
-        logger.warning("Refresh run %s of %s failed: %s", run.pk, mt, error)
-        services.finish(
-            run,
-            state=RefreshRun.State.FAILED,
-            action=action,
-            reason=decision.reason,
-            error=describe(error),
-        )
-        return RefreshRun.State.FAILED
+        ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
+        logger.warning("Refresh run %s of %s ended %s: %s", run.pk, mt, ended, error)
+        services.finish(run, state=ended, action=action, reason=decision.reason, error=message)
+        return ended
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
     if snapshot_id == before:  # nothing committed (an empty overwrite of an empty table)
@@ -368,7 +366,7 @@ def _incremental(
 def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
     """ALTER ... AS or a rollback of a FULL table: the version's query replaces the table's
     schema and rows in one commit (batch.rebuild), then the version becomes current."""
-    beating = Heartbeat(run)
+    beating = _watched(run, mt)
     beating.start()
     try:
         definition, properties = services.rebuild_of(run)
@@ -387,13 +385,16 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
             snapshots,
             what=f"Rebuild run {run.pk} of {mt}",
         )
-        with changes.pinned_reads(
-            session,
-            query=query,
-            pins=pins,
-            namespace=definition.default_namespace.split("."),
-            catalog=settings.CATALOG_NAME,
-        ) as (sql, views):
+        with (
+            changes.pinned_reads(
+                session,
+                query=query,
+                pins=pins,
+                namespace=definition.default_namespace.split("."),
+                catalog=settings.CATALOG_NAME,
+            ) as (sql, views),
+            engine.job_group(_group(run), f"Rebuild run {run.pk} of {mt}"),
+        ):
             batch.rebuild(
                 session,
                 target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
@@ -405,9 +406,10 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
             )
     except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
         beating.stop()
-        logger.warning("Rebuild run %s of %s failed: %s", run.pk, mt, error)
-        services.fail_rebuild(run, error=describe(error))
-        return RefreshRun.State.FAILED
+        ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
+        logger.warning("Rebuild run %s of %s ended %s: %s", run.pk, mt, ended, error)
+        services.fail_rebuild(run, error=message, state=ended)
+        return ended
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
     services.apply_rebuild(
@@ -461,22 +463,88 @@ def describe(error: Exception) -> str:
 
 
 class Heartbeat(threading.Thread):
-    """Says every few seconds that the run's worker is alive (its own DB connection)."""
+    """Says every few seconds that the run's worker is alive (its own DB connection).
 
-    def __init__(self, run: Any, beat: Callable[[], None] | None = None) -> None:
+    With a Spark job group (`watch`), it also stops the run's Spark jobs once someone asks
+    the run to stop (services.cancel_run) or the run passes its time limit: it looks every
+    WATCH_SECONDS, and cancels again at every look after, since Spark cancels only the
+    jobs running at the time and a run may start another. `ended_by` then says why."""
+
+    def __init__(
+        self,
+        run: Any,
+        beat: Callable[[], None] | None = None,
+        *,
+        watch: str | None = None,
+        limit: float | None = None,
+    ) -> None:
         super().__init__(name=f"heartbeat-{run.pk}", daemon=True)
         self.run_row = run
         self.beat = beat or (lambda: services.heartbeat(run))
+        self.group, self.limit = watch, limit
         self.stopped = threading.Event()
+        self.started = time.monotonic()
+        self.ended_by: str | None = None  # "cancel" or "timeout"
 
     def run(self) -> None:
+        every = WATCH_SECONDS if self.group else settings.MT_HEARTBEAT_SECONDS
+        last_beat = time.monotonic()
         try:
-            while not self.stopped.wait(settings.MT_HEARTBEAT_SECONDS):
+            while not self.stopped.wait(every):
                 close_old_connections()
-                self.beat()
+                if time.monotonic() - last_beat >= settings.MT_HEARTBEAT_SECONDS - every / 2:
+                    self.beat()
+                    last_beat = time.monotonic()
+                if self.group is not None:
+                    self._watch(self.group)
         finally:
             connection.close()
+
+    def _watch(self, group: str) -> None:
+        if self.ended_by is None:
+            if services.cancel_asked(self.run_row):
+                self.ended_by = "cancel"
+            elif self.limit is not None and self.seconds() > self.limit:
+                self.ended_by = "timeout"
+            else:
+                return
+            logger.warning("Stopping refresh run %s: %s", self.run_row.pk, self.ended_by)
+        engine.cancel_group(group)
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(timeout=10)
+
+
+#: How often a running refresh looks whether it was asked to stop.
+WATCH_SECONDS = 1.0
+
+
+def _watched(run: RefreshRun, mt: MaterializedTable) -> Heartbeat:
+    """The heartbeat of a batch run, which also stops its Spark jobs (job group
+    `lakeview-run-<id>`) on a cancel or at the table's time limit."""
+    limit = run_time_limit(mt.options, cap=settings.REFRESH_TIMEOUT_SECONDS)
+    return Heartbeat(run, watch=_group(run), limit=limit)
+
+
+def _group(run: RefreshRun) -> str:
+    return f"lakeview-run-{run.pk}"
+
+
+def _stopped(run: RefreshRun, beating: Heartbeat) -> tuple[str, str] | None:
+    """The state and error of a run its heartbeat stopped (cancelled, or past its time
+    limit), else None: the run failed on its own."""
+    if beating.ended_by == "cancel":
+        return RefreshRun.State.CANCELLED, services.cancelled_message(
+            run, seconds=beating.seconds()
+        )
+    if beating.ended_by == "timeout":
+        return RefreshRun.State.FAILED, (
+            f"Timed out: stopped after {beating.limit:.0f} s, the longest a refresh of this "
+            f"table may run (table option {TIMEOUT_OPTION}, at most the deployment's "
+            "REFRESH_TIMEOUT_SECONDS); the table is unchanged"
+        )
+    return None

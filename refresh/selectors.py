@@ -61,7 +61,9 @@ def get_run(run_id: int | str) -> RefreshRun:
         pk = int(str(run_id).strip("'\""))
     except ValueError:
         raise NoSuchJob(f"Job does not exist: {run_id}", field="job_id") from None
-    run = RefreshRun.objects.select_related("materialized_table__table__namespace").filter(pk=pk)
+    run = RefreshRun.objects.select_related(
+        "materialized_table__table__namespace", "requested_by", "cancel_requested_by"
+    ).filter(pk=pk)
     found = run.first() if 0 < pk < 2**63 else None
     if found is None:
         raise NoSuchJob(f"Job does not exist: {run_id}", field="job_id")
@@ -69,7 +71,9 @@ def get_run(run_id: int | str) -> RefreshRun:
 
 
 def runs(mt: MaterializedTable) -> QuerySet[RefreshRun]:
-    return mt.runs.select_related("requested_by").order_by("-queued_at", "-id")
+    return mt.runs.select_related("requested_by", "cancel_requested_by").order_by(
+        "-queued_at", "-id"
+    )
 
 
 def last_refresh(mt: MaterializedTable) -> RefreshRun | None:

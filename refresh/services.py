@@ -849,13 +849,16 @@ def apply_rebuild(
     return run
 
 
-def fail_rebuild(run: RefreshRun, *, error: str) -> RefreshRun:
-    """The rebuild failed before its commit: the table, its definition and its state stay
-    as they were; the run and the version log say why the change did not take effect. Not
-    counted toward the automatic suspension: the table's refreshes are not failing."""
+def fail_rebuild(
+    run: RefreshRun, *, error: str, state: str = RefreshRun.State.FAILED
+) -> RefreshRun:
+    """The rebuild failed (or was cancelled: `state`) before its commit: the table, its
+    definition and its state stay as they were; the run and the version log say why the
+    change did not take effect. Not counted toward the automatic suspension: the table's
+    refreshes are not failing."""
     with transaction.atomic():
         RefreshRun.objects.filter(pk=run.pk, state__in=RefreshRun.ACTIVE).update(
-            state=RefreshRun.State.FAILED, finished_at=timezone.now(), error=error[:10_000]
+            state=state, finished_at=timezone.now(), error=error[:10_000]
         )
         run.refresh_from_db()
         entry = MaterializedTableVersionLogEntry.objects.filter(run=run).first()
@@ -1127,6 +1130,59 @@ def heartbeat(run: RefreshRun) -> None:
     RefreshRun.objects.filter(pk=run.pk, state=RefreshRun.State.RUNNING).update(
         heartbeat_at=timezone.now()
     )
+
+
+def cancel_run(run: RefreshRun, *, actor: Any = None) -> RefreshRun:
+    """Stop a refresh run of a worker. A QUEUED run ends CANCELLED at once (its message then
+    finds nothing to claim). A RUNNING one is asked to stop: its worker cancels the run's
+    Spark jobs at its next look (about a second) and ends it CANCELLED, its table as it was
+    (Spark aborts the write, and an Iceberg commit is all or nothing), unless the commit
+    had already landed: then the run SUCCEEDED. A continuous table's runs belong to its
+    stream, which SUSPEND stops; a finished run is InvalidState (409)."""
+    who = _user(actor)
+    by = f" by {who.get_username()}" if who is not None else ""
+    with transaction.atomic():
+        locked = RefreshRun.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None or locked.state in RefreshRun.FINISHED:
+            state = locked.state if locked is not None else "and was deleted"
+            raise InvalidState(f"Refresh run {run.pk} already ended {state}")
+        mt = locked.materialized_table
+        if locked.trigger == RefreshRun.Trigger.CONTINUOUS or (
+            mt is not None and mt.refresh_mode == RefreshMode.CONTINUOUS
+        ):
+            raise InvalidState(
+                f"Refresh run {run.pk} belongs to the stream of the continuous table "
+                f"{locked.table_name}: SUSPEND stops it"
+            )
+        if locked.state == RefreshRun.State.QUEUED:
+            message = f"Cancelled{by} before it started"
+            if locked.trigger == RefreshRun.Trigger.REBUILD:
+                fail_rebuild(locked, error=message, state=RefreshRun.State.CANCELLED)
+            else:
+                finish(locked, state=RefreshRun.State.CANCELLED, error=message)
+        elif locked.cancel_requested_at is None:
+            RefreshRun.objects.filter(pk=run.pk).update(
+                cancel_requested_at=timezone.now(), cancel_requested_by=who
+            )
+        if mt is not None:
+            _record(mt, actor=actor, action="cancel_refresh_run", message=f"run {run.pk}")
+    run.refresh_from_db()
+    return run
+
+
+def cancel_asked(run: RefreshRun) -> bool:
+    """Whether someone asked the running `run` to stop (cancel_run)."""
+    return RefreshRun.objects.filter(pk=run.pk, cancel_requested_at__isnull=False).exists()
+
+
+def cancelled_message(run: RefreshRun, *, seconds: float) -> str:
+    """What a run a cancel stopped says, in its error."""
+    who = (
+        RefreshRun.objects.filter(pk=run.pk)
+        .values_list("cancel_requested_by__username", flat=True)
+        .first()
+    )
+    return f"Cancelled{f' by {who}' if who else ''} after {seconds:.0f} s; the table is unchanged"
 
 
 def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> RefreshRun:

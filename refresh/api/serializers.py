@@ -255,6 +255,9 @@ class RefreshRunSerializer(serializers.ModelSerializer):
     requested_by = serializers.CharField(
         source="requested_by.username", read_only=True, allow_null=True, default=None
     )
+    cancel_requested_by = serializers.CharField(
+        source="cancel_requested_by.username", read_only=True, allow_null=True, default=None
+    )
     duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
     start_delay_seconds = serializers.SerializerMethodField(
         help_text="A scheduled run: how long after its planned tick (schedule_time) it started"
@@ -302,6 +305,8 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "batches",
             "error",
             "requested_by",
+            "cancel_requested_at",
+            "cancel_requested_by",
         ]
         read_only_fields = fields
 

@@ -40,4 +40,5 @@ urlpatterns = [
     ),
     path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
     path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
+    path("refresh-runs/<int:run_id>/cancel", mt_views.RunCancelView.as_view(), name="run-cancel"),
 ]

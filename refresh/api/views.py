@@ -352,6 +352,26 @@ class RunDetailView(APIView):
         return Response(s.RefreshRunSerializer(selectors.get_run(run_id)).data)
 
 
+class RunCancelView(APIView):
+    @extend_schema(
+        operation_id="refresh_runs_cancel",
+        parameters=[_RUN],
+        request=None,
+        responses={200: s.RefreshRunSerializer, **_errors(403, 404, 409)},
+        description=(
+            "Stop a refresh run: a QUEUED run is CANCELLED at once; a RUNNING one is asked "
+            "to stop (cancel_requested_at), and its worker cancels its Spark jobs within "
+            "about a second and ends it CANCELLED with the table unchanged, unless its "
+            "commit had already landed (then it SUCCEEDED). 409 for a finished run and for "
+            "a continuous table's runs (SUSPEND stops its stream)."
+        ),
+        tags=_TAGS,
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = services.cancel_run(selectors.get_run(run_id), actor=request.user)
+        return Response(s.RefreshRunSerializer(selectors.get_run(run.pk)).data)
+
+
 # -- definition versions ------------------------------------------------------------------
 
 

@@ -10,7 +10,9 @@ know. Here the "connector" is an Iceberg table written by Spark, so the known op
   format and its compression, target file sizes...): they are written to the table's
   properties, where Spark's Iceberg writer reads them;
 - `refresh.incremental` ('true' by default, or 'false'): whether a FULL table's refreshes
-  may apply only what its sources appended (refresh.core.incremental).
+  may apply only what its sources appended (refresh.core.incremental);
+- `refresh.timeout-seconds`: how long one of its batch refreshes may run before its worker
+  stops it (`run_time_limit`; never longer than the deployment's limit).
 
 A run's options are Spark SQL settings for that run's session only (`spark.sql.*`), the
 counterpart of Flink's dynamic options: a resumed table's jobs, or one refresh, may use more
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from catalog.core.errors import InvalidInput
+from catalog.core.inputs import whole_number
 from refresh.core.incremental import INCREMENTAL_OPTION
 from refresh.core.partitions import formatter_column
 
@@ -55,9 +58,28 @@ RUN_SETTING_PREFIXES = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.", "
 
 DATE_FORMATTER_KEY = "partition.fields.<column>.date-formatter"
 
+#: How long one batch refresh of the table may run, in whole seconds.
+TIMEOUT_OPTION = "refresh.timeout-seconds"
+
 
 def _known_table_options() -> str:
-    return ", ".join([DATE_FORMATTER_KEY, INCREMENTAL_OPTION, *sorted(TABLE_PROPERTIES)])
+    return ", ".join(
+        [DATE_FORMATTER_KEY, INCREMENTAL_OPTION, TIMEOUT_OPTION, *sorted(TABLE_PROPERTIES)]
+    )
+
+
+def _timeout_seconds(value: str) -> int | None:
+    seconds = whole_number(value.strip(), digits=9)
+    return seconds if seconds else None
+
+
+def run_time_limit(options: Mapping[str, str] | None, *, cap: int) -> int | None:
+    """The seconds a batch run of a table with `options` may take before its worker stops
+    it: the table's TIMEOUT_OPTION, but never more than the deployment's `cap`; `cap` alone
+    without one. None (no limit) when `cap` is 0 and the table sets none."""
+    own = _timeout_seconds((options or {}).get(TIMEOUT_OPTION, ""))
+    limits = [limit for limit in (own, cap) if limit]
+    return min(limits) if limits else None
 
 
 def check_table_options(options: Mapping[str, str], *, field: str = "options") -> dict[str, str]:
@@ -70,6 +92,13 @@ def check_table_options(options: Mapping[str, str], *, field: str = "options") -
             if value.strip().lower() not in ("true", "false") and value != "":
                 raise InvalidInput(
                     f"Option {INCREMENTAL_OPTION!r} is 'true' or 'false', not {value[:100]!r}",
+                    field=field,
+                )
+        elif key == TIMEOUT_OPTION:
+            if _timeout_seconds(value) is None:
+                raise InvalidInput(
+                    f"Option {TIMEOUT_OPTION!r} is a whole number of seconds from 1 to "
+                    f"999999999, not {value[:100]!r}",
                     field=field,
                 )
         elif formatter_column(key) is None and key not in TABLE_PROPERTIES:
@@ -86,7 +115,10 @@ def check_option_keys(keys: Iterable[str], *, field: str = "options") -> tuple[s
     """Keys for RESET: each must be an option a materialized table can have."""
     checked = []
     for key in keys:
-        check_table_options({key: ""}, field=field)
+        if not isinstance(key, str):
+            raise InvalidInput("Options are named by text", field=field)
+        if key not in (INCREMENTAL_OPTION, TIMEOUT_OPTION):  # both take no empty value
+            check_table_options({key: ""}, field=field)
         checked.append(key)
     return tuple(checked)
 

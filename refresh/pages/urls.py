@@ -15,6 +15,7 @@ urlpatterns = [
     path(f"{MT}suspend", views.mt_suspend, name="mt-suspend"),
     path(f"{MT}resume", views.mt_resume, name="mt-resume"),
     path(f"{MT}refresh", views.mt_refresh, name="mt-refresh"),
+    path(f"{MT}runs/<int:run_id>/cancel", views.mt_run_cancel, name="mt-run-cancel"),
     path(f"{MT}verify", views.mt_verify, name="mt-verify"),
     path(f"{MT}drop", views.mt_drop, name="mt-drop"),
     path(f"{MT}diff", views.mt_diff, name="mt-diff"),

@@ -258,6 +258,26 @@ def mt_refresh(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     return _page_of(mt)
 
 
+@require_POST
+@catalog_page(editors_only=True)
+def mt_run_cancel(request: HttpRequest, namespace: str, name: str, run_id: int) -> HttpResponse:
+    """Stop one of the table's refresh runs (services.cancel_run)."""
+    mt = _get(namespace, name)
+    run = get_object_or_404(RefreshRun, pk=run_id, materialized_table=mt)
+    try:
+        run = services.cancel_run(run, actor=request.user)
+    except CatalogError as error:
+        messages.error(request, error.message)
+    else:
+        if run.state == RefreshRun.State.CANCELLED:
+            messages.success(request, f"Job {run.pk} cancelled before it started.")
+        elif run.state == RefreshRun.State.RUNNING:
+            messages.success(request, f"Job {run.pk} is being stopped: its Spark jobs end now.")
+        else:  # it ended on its own while the request came
+            messages.info(request, f"Job {run.pk} had already ended {run.state}.")
+    return _page_of(mt)
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def mt_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import html as html_module
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -524,7 +525,7 @@ def run_the_preview_job(monkeypatch, rows: dict) -> dict:
     what the read was asked is returned."""
     from catalog import jobs, previews
     from catalog.models import SparkJob
-    from refresh import analysis
+    from refresh import engine
 
     asked: dict = {}
 
@@ -533,7 +534,7 @@ def run_the_preview_job(monkeypatch, rows: dict) -> dict:
         return rows
 
     monkeypatch.setattr(previews, "SPARK_READER", spark_read)
-    monkeypatch.setattr(analysis, "_spark_group", lambda group, description: None)
+    monkeypatch.setattr(engine, "job_group", lambda group, description: nullcontext())
     job = SparkJob.objects.get(state=SparkJob.State.QUEUED)
     assert jobs.run(job.pk) == "SUCCEEDED"
     return asked

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 
 import pytest
 from django.conf import settings
@@ -16,7 +17,7 @@ from rest_framework.test import APIClient
 from catalog import services, workers
 from catalog.jobs import run
 from catalog.models import CatalogEvent, SparkJob, Table, ViewRepresentation
-from refresh import analysis, runner, verification
+from refresh import analysis, engine, runner, verification
 from refresh.core.refresh_state import partition_entry, refresh_state, user_change
 from refresh.models import MaterializedTable, Verification
 from refresh.spark.verify import Verdict
@@ -90,7 +91,7 @@ def given_verdict(monkeypatch):
     monkeypatch.setattr(analysis, "verify_snapshot", verify_snapshot)
     # A job run here tags no Spark jobs: tagging would start this process's Spark session,
     # which the Spark tests' own session (the same JVM when one pytest runs them all) reuses.
-    monkeypatch.setattr(analysis, "_spark_group", lambda group, description: None)
+    monkeypatch.setattr(engine, "job_group", lambda group, description: nullcontext())
     return asked, answer
 
 

@@ -374,6 +374,62 @@ def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(stack, s
     assert "consecutive failed refreshes" in page.json()["suspended_reason"]
 
 
+#: Hours of Spark's time over the four orders: a refresh nobody would wait for.
+RUNAWAY_QUERY = (
+    "SELECT o.ds, sum(r.id % 7) AS spun FROM orders o CROSS JOIN range(1000000000000) r "
+    "GROUP BY o.ds"
+)
+
+
+def ended(stack: RefreshStack, run_id: int, *, timeout: float, what: str) -> dict:
+    return stack.wait_for(
+        lambda: (lambda run: run if run["finished_at"] else None)(stack.run(run_id)),
+        timeout=timeout,
+        what=what,
+    )
+
+
+def test_a_runaway_refresh_is_stopped_by_a_cancel_or_its_time_limit_and_writes_nothing(stack, st):
+    [created] = ok(
+        stack,
+        "CREATE MATERIALIZED TABLE runaway FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL "
+        f"AS {RUNAWAY_QUERY}",
+    )
+    run_id = created["run_id"]
+    stack.wait_for(
+        lambda: stack.run(run_id)["state"] == "RUNNING", timeout=120, what="the refresh to start"
+    )
+    time.sleep(3)  # its Spark job under way
+    asked = stack.api.post(f"{stack.server.base_url}/api/refresh-runs/{run_id}/cancel", timeout=30)
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["cancel_requested_at"] and asked.json()["cancel_requested_by"]
+    started = time.monotonic()
+    cancelled = ended(stack, run_id, timeout=60, what="the cancelled run to end")
+    print(f"cancelled run ended {time.monotonic() - started:.1f} s after the ask")
+    assert cancelled["state"] == "CANCELLED", cancelled
+    assert cancelled["error"].startswith("Cancelled by ") and "unchanged" in cancelled["error"]
+    assert snapshot_ids(st, "st.e2e.runaway") == []
+
+    # The same query under a table's own limit of 3 s: stopped there, failed, saying why.
+    [bounded] = ok(
+        stack,
+        "CREATE MATERIALIZED TABLE bounded WITH ('refresh.timeout-seconds' = '3') "
+        f"FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL AS {RUNAWAY_QUERY}",
+    )
+    failed = ended(stack, bounded["run_id"], timeout=120, what="the run past its limit to end")
+    assert failed["state"] == "FAILED", failed
+    assert failed["error"].startswith("Timed out: stopped after 3 s"), failed["error"]
+    assert failed["duration_seconds"] < 30
+    assert snapshot_ids(st, "st.e2e.bounded") == []
+
+    # The worker's threads are free: a refresh by hand of another table runs and succeeds.
+    for name in ("runaway", "bounded"):
+        ok(stack, f"DROP MATERIALIZED TABLE {name}")
+    [refreshed] = ok(stack, "ALTER MATERIALIZED TABLE daily REFRESH")
+    done = ended(stack, refreshed["run_id"], timeout=120, what="a refresh after the stops")
+    assert done["state"] == "SUCCEEDED", done
+
+
 def test_view_columns_sqlglot_cannot_type_are_typed_by_the_workers_spark(stack):
     asked = stack.api.post(
         f"{stack.server.base_url}/api/namespaces/{NS}/views/",

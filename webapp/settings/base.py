@@ -216,6 +216,11 @@ MT_FRESHNESS_THRESHOLD_SECONDS = int(env("MT_FRESHNESS_THRESHOLD_SECONDS", "1800
 MT_FAILURES_BEFORE_SUSPEND = int(env("MT_FAILURES_BEFORE_SUSPEND", "5"))
 # A running refresh reports every few seconds; one silent this long lost its worker.
 MT_HEARTBEAT_SECONDS = 5
+# The longest one batch refresh (or rebuild) may run before its worker stops its Spark jobs
+# and fails it; a table's `refresh.timeout-seconds` option may only lower it. 0: no limit.
+# A runaway query (a cross join an editor did not mean) otherwise holds a worker thread,
+# and its table's ticks, until someone restarts the worker.
+REFRESH_TIMEOUT_SECONDS = int(env("REFRESH_TIMEOUT_SECONDS", "7200"))
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
 # A run QUEUED this long is sent to a worker again (once per this long): its message may
 # have gone down with a SIGKILLed worker (refresh.services.resend_stranded).

@@ -1,0 +1,239 @@
+"""Stopping a refresh run: by hand (services.cancel_run, the API, the table page) and at its
+time limit (REFRESH_TIMEOUT_SECONDS, the table option refresh.timeout-seconds). The worker's
+side, Spark cancelling the run's jobs, is tests/spark/test_mt_end_to_end.py's; here the
+runner's heartbeat is watched asking for it."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from catalog import services
+from catalog.core.errors import InvalidInput
+from refresh import runner
+from refresh import services as mts
+from refresh.core.options import run_time_limit
+from refresh.models import MaterializedTable, MaterializedTableVersionLogEntry, RefreshRun
+from tests.integration.test_refresh_decisions import DAILY, ORDERS
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mt(editor) -> MaterializedTable:
+    services.create_namespace(name="sales")
+    services.create_table(namespace="sales", name="orders", schema=ORDERS)
+    table = services.create_table(namespace="sales", name="daily", schema=DAILY).obj
+    return MaterializedTable.objects.create(
+        table=table,
+        query="SELECT ds, sum(amount) AS total FROM sales.orders GROUP BY ds",
+        freshness_value=1,
+        freshness_unit="HOUR",
+        refresh_mode="FULL",
+        mode_is_explicit=True,
+        state="ACTIVATED",
+        current_version=1,
+    )
+
+
+def queued(mt: MaterializedTable, trigger: str = "MANUAL") -> RefreshRun:
+    return mts.enqueue(mt, trigger=trigger)
+
+
+def running(mt: MaterializedTable) -> RefreshRun:
+    run = mts.claim(queued(mt).pk, worker="w:1")
+    assert run is not None and run.state == "RUNNING"
+    return run
+
+
+def api_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_a_queued_run_is_cancelled_at_once_and_no_worker_can_claim_it_after(mt, editor):
+    run = mts.cancel_run(queued(mt), actor=editor)
+    assert run.state == "CANCELLED" and run.finished_at is not None
+    assert run.error == f"Cancelled by {editor.username} before it started"
+    assert mts.claim(run.pk, worker="w:1") is None
+    # A cancel is neither a failure nor a success of the table's refreshes.
+    mt.refresh_from_db()
+    assert mt.consecutive_failures == 0
+
+
+def test_a_running_run_is_asked_to_stop_once_and_its_worker_sees_the_ask(mt, editor):
+    run = running(mt)
+    assert not mts.cancel_asked(run)
+    asked = mts.cancel_run(run, actor=editor)
+    assert asked.state == "RUNNING" and asked.cancel_requested_by == editor
+    first = asked.cancel_requested_at
+    assert first is not None and mts.cancel_asked(run)
+    # A second ask changes nothing: the first one's time and author stand.
+    again = mts.cancel_run(run, actor=None)
+    assert again.cancel_requested_at == first and again.cancel_requested_by == editor
+    assert mts.cancelled_message(run, seconds=12.4) == (
+        f"Cancelled by {editor.username} after 12 s; the table is unchanged"
+    )
+
+
+def test_a_finished_run_and_a_continuous_tables_run_cannot_be_cancelled(mt, editor):
+    done = running(mt)
+    mts.finish(done, state="SUCCEEDED")
+    with pytest.raises(mts.InvalidState, match=f"Refresh run {done.pk} already ended SUCCEEDED"):
+        mts.cancel_run(done, actor=editor)
+    other = queued(mt)
+    MaterializedTable.objects.filter(pk=mt.pk).update(refresh_mode="CONTINUOUS")
+    with pytest.raises(mts.InvalidState, match="SUSPEND stops it"):
+        mts.cancel_run(other, actor=editor)
+    other.refresh_from_db()
+    assert other.state == "QUEUED"
+
+
+def test_a_queued_rebuild_cancelled_leaves_the_definition_and_says_the_change_did_not_apply(
+    mt, editor
+):
+    run = queued(mt, trigger="REBUILD")
+    entry = MaterializedTableVersionLogEntry.objects.create(
+        materialized_table=mt, version_id=2, operation="alter", run=run, outcome="PENDING"
+    )
+    mts.cancel_run(run, actor=editor)
+    run.refresh_from_db()
+    entry.refresh_from_db()
+    assert run.state == "CANCELLED"
+    assert entry.outcome == "FAILED" and "Cancelled by" in entry.error
+    assert mts.pending_change(mt) is None
+
+
+def test_the_api_cancels_for_editors_refuses_viewers_and_answers_409_for_a_finished_run(
+    mt, editor, viewer
+):
+    run = queued(mt)
+    url = reverse("api:run-cancel", kwargs={"run_id": run.pk})
+    refused = api_for(viewer).post(url)
+    assert refused.status_code == 403
+    run.refresh_from_db()
+    assert run.state == "QUEUED"
+    answer = api_for(editor).post(url)
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["state"] == "CANCELLED"
+    again = api_for(editor).post(url)
+    assert again.status_code == 409 and "already ended CANCELLED" in again.json()["error"]
+    missing = api_for(editor).post(reverse("api:run-cancel", kwargs={"run_id": 10**12}))
+    assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
+
+    busy = running(mt)
+    shown = api_for(editor).post(reverse("api:run-cancel", kwargs={"run_id": busy.pk})).json()
+    assert shown["state"] == "RUNNING"
+    assert shown["cancel_requested_by"] == editor.username and shown["cancel_requested_at"]
+
+
+def test_the_table_page_shows_a_cancel_button_to_editors_and_cancels_that_tables_run_only(
+    mt, editor, viewer, client
+):
+    run = queued(mt)
+    page = reverse("refresh:mt-detail", kwargs={"namespace": "sales", "name": "daily"})
+    cancel = reverse(
+        "refresh:mt-run-cancel", kwargs={"namespace": "sales", "name": "daily", "run_id": run.pk}
+    )
+    client.force_login(viewer)
+    assert cancel not in client.get(page).content.decode()
+    assert client.post(cancel).status_code == 403
+    client.force_login(editor)
+    assert cancel in client.get(page).content.decode()
+    # Another table's run is not this page's to cancel.
+    other = reverse(
+        "refresh:mt-run-cancel", kwargs={"namespace": "sales", "name": "orders", "run_id": run.pk}
+    )
+    assert client.post(other).status_code == 404
+    shown = client.post(cancel, follow=True).content.decode()
+    assert f"Job {run.pk} cancelled before it started." in shown
+    run.refresh_from_db()
+    assert run.state == "CANCELLED"
+
+
+@pytest.mark.parametrize(
+    "options, cap, limit",
+    [
+        ({}, 7200, 7200),
+        ({"refresh.timeout-seconds": "60"}, 7200, 60),
+        ({"refresh.timeout-seconds": "9000"}, 7200, 7200),  # never past the deployment's
+        ({"refresh.timeout-seconds": "60"}, 0, 60),
+        ({}, 0, None),
+    ],
+)
+def test_a_runs_time_limit_is_the_tables_option_capped_by_the_deployments(options, cap, limit):
+    assert run_time_limit(options, cap=cap) == limit
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1.5", "²", "9" * 5000, "", "ten"])
+def test_a_time_limit_that_is_not_a_positive_whole_number_is_refused_naming_the_option(mt, value):
+    with pytest.raises(InvalidInput, match="'refresh.timeout-seconds' is a whole number"):
+        mts.set_options(mt, options={"refresh.timeout-seconds": value})
+    mts.set_options(mt, options={"refresh.timeout-seconds": " 30 "})
+    mt.refresh_from_db()
+    assert run_time_limit(mt.options, cap=7200) == 30
+    mts.reset_options(mt, keys=["refresh.timeout-seconds"])
+    mt.refresh_from_db()
+    assert "refresh.timeout-seconds" not in mt.options
+
+
+def wait_for(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the heartbeat did not stop the run in time"
+        time.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_stops_the_runs_spark_jobs_on_a_cancel_and_again_at_every_look(
+    mt, editor, monkeypatch
+):
+    cancelled: list[str] = []
+    monkeypatch.setattr("refresh.engine.cancel_group", cancelled.append)
+    run = running(mt)
+    beating = runner.Heartbeat(run, watch="lakeview-run-x", limit=None)
+    beating.start()
+    try:
+        time.sleep(1.5)
+        assert cancelled == [] and beating.ended_by is None
+        mts.cancel_run(run, actor=editor)
+        wait_for(lambda: len(cancelled) >= 2)
+    finally:
+        beating.stop()
+    assert beating.ended_by == "cancel" and set(cancelled) == {"lakeview-run-x"}
+    state, message = runner._stopped(run, beating)
+    assert state == "CANCELLED" and message.startswith(f"Cancelled by {editor.username} after")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_stops_a_run_past_its_time_limit_and_fails_it_saying_so(mt, monkeypatch):
+    cancelled: list[str] = []
+    monkeypatch.setattr("refresh.engine.cancel_group", cancelled.append)
+    run = running(mt)
+    beating = runner.Heartbeat(run, watch="lakeview-run-y", limit=1.0)
+    beating.start()
+    try:
+        wait_for(lambda: cancelled)
+    finally:
+        beating.stop()
+    assert beating.ended_by == "timeout" and beating.seconds() >= 1.0
+    state, message = runner._stopped(run, beating)
+    assert state == "FAILED"
+    assert (
+        message.startswith("Timed out: stopped after 1 s") and "refresh.timeout-seconds" in message
+    )
+    # It still says the worker is alive meanwhile.
+    run.refresh_from_db()
+    assert run.heartbeat_at is not None
+    assert timezone.now() - run.heartbeat_at < timedelta(seconds=30)
+
+
+def test_a_run_that_failed_on_its_own_is_not_reported_as_stopped(mt):
+    beating = runner.Heartbeat(running(mt), watch="g", limit=None)
+    assert runner._stopped(beating.run_row, beating) is None
