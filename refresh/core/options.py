@@ -23,7 +23,8 @@ silently and then ignored."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
@@ -53,8 +54,93 @@ TABLE_PROPERTIES = frozenset(
     }
 )
 
-#: Spark settings a single run may take (they only change how the job runs).
-RUN_SETTING_PREFIXES = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.", "spark.sql.files.")
+#: A run's settings are limited to these, each with the values it takes, so that one user's
+#: run cannot take the worker down with it: a shuffle of two billion partitions asks one
+#: JVM for arrays of 16 GB (an OutOfMemoryError ends the worker's Spark for every table), a
+#: partition of one byte makes a task per byte, a file per row is a table no reader can
+#: plan. A class name (spark.sql.adaptive.customCostEvaluatorClass) is no run's to choose.
+#: Values reach Spark as this module writes them (byte sizes in bytes), so Spark reads
+#: exactly what was checked.
+MAX_PARTITIONS = 100_000
+_Check = Callable[[str], str | None]  # the value as Spark is to read it, or None: refused
+_MIB = 1 << 20
+_TIB = 1 << 40
+_BYTE_UNITS = {
+    "": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": _MIB, "mb": _MIB, "g": 1 << 30,
+    "gb": 1 << 30, "t": _TIB, "tb": _TIB, "p": 1 << 50, "pb": 1 << 50,
+}  # fmt: skip
+
+
+def _count(low: int, high: int) -> tuple[str, _Check]:
+    def check(value: str) -> str | None:
+        number = whole_number(value, digits=12)
+        return str(number) if number is not None and low <= number <= high else None
+
+    return f"a whole number from {low} to {high}", check
+
+
+def _bytes(low: int) -> tuple[str, _Check]:
+    def check(value: str) -> str | None:
+        # Spark's byte strings (JavaUtils.byteStringAs): digits and an optional unit.
+        found = re.fullmatch(r"([0-9]{1,16})([a-z]{0,2})", value.lower())
+        if found is None or found.group(2) not in _BYTE_UNITS:
+            return None
+        size = int(found.group(1)) * _BYTE_UNITS[found.group(2)]
+        return str(size) if low <= size <= _TIB else None
+
+    smallest = f"{low // _MIB}m" if low >= _MIB else f"{low} bytes"
+    return f"a size from {smallest} to 1t (such as 64m)", check
+
+
+def _boolean() -> tuple[str, _Check]:
+    return "true or false", lambda value: value.lower() if value.lower() in (
+        "true",
+        "false",
+    ) else None
+
+
+def _factor(low: float, high: float, *, exclusive: bool = False) -> tuple[str, _Check]:
+    """A decimal number in [low, high], or in (low, high) when `exclusive` (as Spark's
+    own check of the setting says)."""
+
+    def check(value: str) -> str | None:
+        if not re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,9})?", value):
+            return None
+        number = float(value)
+        inside = low < number < high if exclusive else low <= number <= high
+        return value if inside else None
+
+    if exclusive:
+        return f"a number above {_plain(low)} and below {_plain(high)}", check
+    return f"a number from {_plain(low)} to {_plain(high)}", check
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if number == int(number) else str(number)
+
+
+RUN_SETTINGS: dict[str, tuple[str, _Check]] = {
+    "spark.sql.shuffle.partitions": _count(1, MAX_PARTITIONS),
+    "spark.sql.adaptive.enabled": _boolean(),
+    "spark.sql.adaptive.coalescePartitions.enabled": _boolean(),
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": _boolean(),
+    "spark.sql.adaptive.coalescePartitions.initialPartitionNum": _count(1, MAX_PARTITIONS),
+    "spark.sql.adaptive.coalescePartitions.minPartitionSize": _bytes(1),
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": _bytes(_MIB),
+    "spark.sql.adaptive.localShuffleReader.enabled": _boolean(),
+    "spark.sql.adaptive.skewJoin.enabled": _boolean(),
+    "spark.sql.adaptive.skewJoin.skewedPartitionFactor": _factor(1, 1_000_000),
+    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": _bytes(_MIB),
+    "spark.sql.adaptive.forceOptimizeSkewedJoin": _boolean(),
+    "spark.sql.adaptive.optimizeSkewsInRebalancePartitions.enabled": _boolean(),
+    "spark.sql.adaptive.rebalancePartitionsSmallPartitionFactor": _factor(0, 1, exclusive=True),
+    "spark.sql.files.maxPartitionBytes": _bytes(_MIB),
+    "spark.sql.files.openCostInBytes": _bytes(0),
+    "spark.sql.files.minPartitionNum": _count(1, MAX_PARTITIONS),
+    "spark.sql.files.maxPartitionNum": _count(1, MAX_PARTITIONS),
+    "spark.sql.files.ignoreCorruptFiles": _boolean(),
+    "spark.sql.files.ignoreMissingFiles": _boolean(),
+}
 
 DATE_FORMATTER_KEY = "partition.fields.<column>.date-formatter"
 
@@ -125,18 +211,22 @@ def check_option_keys(keys: Iterable[str], *, field: str = "options") -> tuple[s
 
 def check_run_options(options: Mapping[str, str], *, field: str = "options") -> dict[str, str]:
     """Options for one run (RESUME WITH, the refresh endpoint's config): Spark SQL settings
-    of that run's session."""
+    of that run's session, each one RUN_SETTINGS knows with a value it takes, as Spark is to
+    read it; InvalidInput naming the first that is not."""
     checked: dict[str, str] = {}
     for key, value in options.items():
         if not isinstance(key, str) or not isinstance(value, str | int | float | bool):
             raise InvalidInput("Options map text keys to text values", field=field)
-        if not any(
-            key == p or (p.endswith(".") and key.startswith(p)) for p in RUN_SETTING_PREFIXES
-        ):
-            known = ", ".join(p + ("*" if p.endswith(".") else "") for p in RUN_SETTING_PREFIXES)
+        if key not in RUN_SETTINGS:
             raise InvalidInput(
-                f"Unknown run option {key!r}: a run takes Spark SQL settings ({known})",
+                f"Unknown run option {key[:200]!r}: a run takes these Spark SQL settings: "
+                f"{', '.join(RUN_SETTINGS)}",
                 field=field,
             )
-        checked[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        what, check = RUN_SETTINGS[key]
+        text = str(value).lower() if isinstance(value, bool) else str(value).strip()
+        normal = check(text)
+        if normal is None:
+            raise InvalidInput(f"Run option {key!r} is {what}, not {text[:100]!r}", field=field)
+        checked[key] = normal
     return checked

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from refresh.core.options import check_run_options
 from refresh.spark import sandbox
 from refresh.spark.batch import quote
 
@@ -26,10 +27,21 @@ def run_session(
     namespace: Sequence[str],
     settings: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A session for one run: `settings` applied, then the sandbox's (which they cannot
-    undo), current namespace `catalog.namespace`."""
+    """A session for one run: its user's `settings` checked here again, where Spark takes
+    them (core.options.check_run_options: options stored before a rule was tightened fail
+    the run, naming the option, instead of reaching Spark), then `session_with`."""
+    checked = check_run_options(dict(settings or {}))
+    return session_with(spark, catalog=catalog, namespace=namespace, conf=checked)
+
+
+def session_with(
+    spark: SparkSession, *, catalog: str, namespace: Sequence[str], conf: Mapping[str, str]
+) -> SparkSession:
+    """A new session with `conf` (trusted: checked, or the caller's own), then the
+    sandbox's settings, which nothing in `conf` can undo, current namespace
+    `catalog.namespace`."""
     session = spark.newSession()
-    for key, value in (settings or {}).items():
+    for key, value in conf.items():
         session.conf.set(key, value)
     sandbox.harden(session)
     session.sql(f"USE {quote([catalog, *namespace])}")

@@ -69,6 +69,10 @@ def test_a_deeply_nested_statements_body_is_refused(api):
         {"config": ["spark.sql.shuffle.partitions"]},
         {"config": {"spark.sql.shuffle.partitions": {"x": 1}}},
         {"config": {"spark.driver.extraJavaOptions": "-Dx=1"}},
+        # Settings that would take the worker's Spark down, for every table.
+        {"config": {"spark.sql.shuffle.partitions": 2000000000}},
+        {"config": {"spark.sql.files.maxPartitionBytes": "1"}},
+        {"config": {"spark.sql.adaptive.customCostEvaluatorClass": "x.Y"}},
         {"scheduleTime": 5},
         {"isPeriodic": "yes please"},
         {"force": []},
@@ -94,6 +98,8 @@ def test_a_refresh_body_of_the_wrong_shape_is_a_400_and_queues_nothing(api, body
         "/api/namespaces/sales/materialized-tables/%2e%2e%2fdaily/",
         "/api/namespaces/sales/materialized-tables/..%2f..%2fetc/refresh",
         "/api/refresh-runs/99999999999999999999999/",
+        "/api/refresh-runs/99999999999999999999999/cancel",
+        "/api/refresh-runs/-1/cancel",
         "/api/lineage/?namespace=%2e%2e&name=x",
     ],
 )

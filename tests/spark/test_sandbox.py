@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from catalog.core.errors import SqlError
+from catalog.core.errors import InvalidInput, SqlError
 from refresh.spark import jobs, sandbox
 from tests.live_server import CatalogServer
 from tests.spark.conftest import rest_catalog_conf
@@ -27,8 +27,9 @@ def secret(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def run_session(lv_spark: SparkSession, server: CatalogServer, **settings: str) -> SparkSession:
-    """A refresh run's session (refresh.spark.jobs.run_session) whose catalog `lv` is the
-    app's REST catalog, as the worker's is."""
+    """A refresh run's session (refresh.spark.jobs.session_with, which run_session makes
+    after checking a user's settings) whose catalog `lv` is the app's REST catalog, as the
+    worker's is; `settings` unchecked, to show that none undoes the sandbox's."""
     conf = {
         **rest_catalog_conf(server),
         "spark.sql.defaultCatalog": "lv",
@@ -37,7 +38,7 @@ def run_session(lv_spark: SparkSession, server: CatalogServer, **settings: str) 
         "spark.sql.catalog.other.catalog-impl": "org.apache.iceberg.inmemory.InMemoryCatalog",
         **settings,
     }
-    return jobs.run_session(lv_spark, catalog="lv", namespace=[NS], settings=conf)
+    return jobs.session_with(lv_spark, catalog="lv", namespace=[NS], conf=conf)
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +225,7 @@ def test_a_data_change_runs_only_on_the_table_it_names(session: SparkSession, se
 
 
 def test_run_options_cannot_turn_sql_on_files_back_on(
-    lv_spark: SparkSession, catalog_server: CatalogServer, tmp_path: Path
+    session: SparkSession, lv_spark: SparkSession, catalog_server: CatalogServer, tmp_path: Path
 ):
     secret = tmp_path / "key.txt"
     secret.write_text("k3y\n")
@@ -233,3 +234,36 @@ def test_run_options_cannot_turn_sql_on_files_back_on(
     # Spark itself refuses, even for SQL that never meets the sandbox's plan check.
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
         run.sql(f"SELECT * FROM text.`{secret}`").collect()
+
+
+def test_every_setting_a_run_may_take_is_sparks_own_and_spark_takes_the_values_passed(
+    session: SparkSession, lv_spark: SparkSession, catalog_server: CatalogServer
+):
+    from refresh.core.options import RUN_SETTINGS, check_run_options
+
+    jvm = lv_spark._jvm  # noqa: SLF001 - Spark's own list of its settings
+    confs = jvm.org.apache.spark.sql.internal.SQLConf.get().getAllDefinedConfs()
+    listed = jvm.scala.collection.JavaConverters.seqAsJavaListConverter(confs).asJava()
+    # openCostInBytes is internal, so not listed, but Spark's.
+    defined = {str(entry._1()) for entry in listed} | {"spark.sql.files.openCostInBytes"}
+    assert not set(RUN_SETTINGS) - defined
+    # The extremes each setting takes, as passed: Spark's own converters accept them.
+    for key in RUN_SETTINGS:
+        for candidate in (
+            "true",
+            "false",
+            "0",
+            "1",
+            "0.5",
+            "0.999",
+            "100000",
+            "1000000",
+            "1m",
+            "1t",
+        ):
+            try:
+                value = check_run_options({key: candidate})[key]
+            except InvalidInput:
+                continue
+            run = run_session(lv_spark, catalog_server, **{key: value})
+            assert run.conf.get(key) == value, key
