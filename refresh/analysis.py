@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog.core.errors import NeedsWorker
+from catalog.core.errors import NeedsWorker, Unavailable
 from catalog.jobs import Executor
 from refresh.core.refresh_state import user_change
 
@@ -47,6 +47,9 @@ def spark_job(group: str, description: str) -> Iterator[None]:
                 from refresh.spark.errors import spark_error
 
                 raise spark_error(error) from error
+            lost = engine.lost_jvm_message(error)
+            if lost is not None:
+                raise Unavailable(lost.replace("this run", "this job")) from error
             raise
 
 

@@ -10,17 +10,21 @@ then read stale snapshots of tables other writers changed, so the cache is off."
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from refresh.credentials import service_credential
-from refresh.spark.session import SparkSessionConfig
+from refresh.spark.session import SparkSessionConfig, forget_jvm, jvm_gone
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
 
 _session: SparkSession | None = None
 _lock = threading.Lock()
@@ -49,16 +53,45 @@ def session_config(app_name: str = "lakeview-refresh-worker") -> SparkSessionCon
 
 
 def spark() -> SparkSession:
-    """The worker process's session (thread-safe; the first caller starts it)."""
+    """The worker process's session (thread-safe; the first caller starts it). When its JVM
+    has exited (an OutOfMemoryError in one run ends it, for every table), a new one is
+    started here, so that the next job runs instead of every job failing until someone
+    restarts the worker."""
     global _session
     with _lock:
+        if _session is not None and jvm_gone():
+            logger.error("The worker's Spark JVM has exited; starting a new one")
+            forget_jvm()
+            _session = None
+            _sessions.clear()  # each belonged to the dead JVM
         if _session is None:
             _session = session_config().build()
         return _session
 
 
-def is_running() -> bool:
-    return _session is not None
+def lost_jvm_message(error: BaseException | None = None) -> str | None:
+    """What a run whose Spark JVM exited under it says (else None): a run's own error text
+    would be "Connection refused". A JVM killed a moment ago may still be exiting when its
+    run's call fails: for a connection error, this waits up to two seconds to know."""
+    if _session is None:
+        return None
+    deadline = time.monotonic() + (2.0 if _connection_error(error) else 0.0)
+    while not jvm_gone():
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+    return (
+        "The worker's Spark stopped during this run (its JVM exited: out of memory, or "
+        "killed); a new one starts with the next job"
+    )
+
+
+def _connection_error(error: BaseException | None) -> bool:
+    while error is not None:
+        if isinstance(error, ConnectionError) or type(error).__name__ == "Py4JNetworkError":
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 _sessions: dict[tuple, SparkSession] = {}
@@ -73,12 +106,13 @@ def run_session(*, namespace: list[str], settings: dict[str, str] | None = None)
     from refresh.spark import jobs
 
     key = (tuple(namespace), tuple(sorted((settings or {}).items())))
+    root = spark()  # first: a new JVM in place of an exited one drops the kept sessions
     with _lock:
         cached = _sessions.get(key)
     if cached is not None:
         return cached
     session = jobs.run_session(
-        spark(), catalog=django_settings.CATALOG_NAME, namespace=namespace, settings=settings
+        root, catalog=django_settings.CATALOG_NAME, namespace=namespace, settings=settings
     )
     with _lock:
         if len(_sessions) > 64:
@@ -97,11 +131,13 @@ def job_group(group: str, description: str) -> Iterator[None]:
     try:
         yield
     finally:
-        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        if not jvm_gone():  # a JVM that exited took the tag with it
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
 def cancel_group(group: str) -> None:
     """Cancel the running Spark jobs tagged with `group` (none once they ended; a job the
     group starts later runs, so a caller that means to stop a run asks again)."""
-    if is_running():
-        spark().sparkContext.cancelJobGroup(group)
+    session = _session  # never starts Spark, nor a new JVM in place of an exited one
+    if session is not None and not jvm_gone():
+        session.sparkContext.cancelJobGroup(group)

@@ -459,6 +459,9 @@ def describe(error: Exception) -> str:
         return failure_message(error)
     message = getattr(error, "message", None) or str(error) or type(error).__name__
     detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+    lost = engine.lost_jvm_message(error)
+    if lost is not None:
+        return f"{lost}\n{detail}"
     return message if message in detail else f"{message}\n{detail}"
 
 

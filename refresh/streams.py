@@ -52,7 +52,7 @@ from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
 from refresh.sources import check_streamable, source_snapshots, source_uuids, state_of
 from refresh.spark import errors, jobs, streaming
-from refresh.spark.session import SparkSessionConfig, activate
+from refresh.spark.session import SparkSessionConfig, activate, forget_jvm, jvm_gone
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -223,6 +223,22 @@ class Supervisor:
             # This thread's database connection is its own; it ends with the thread.
             connection.close()
 
+    def _recover_lost_jvm(self) -> None:
+        """When this host's Spark JVM has exited (an OutOfMemoryError in a micro-batch ends
+        it), start a new one: the host keeps its leases, which its heartbeat renews, so no
+        other host would take its tables; their streams start again from their checkpoints
+        in this pass, as after a restart of the process."""
+        if self._spark is None or not jvm_gone():
+            return
+        logger.error(
+            "This host's Spark JVM has exited; starting a new one, and the streams of %s "
+            "again from their checkpoints",
+            sorted(self.running),
+        )
+        self.running.clear()  # their queries lived in the dead JVM
+        forget_jvm()
+        self._spark = None
+
     def stop_all(self) -> None:
         for running in list(self.running.values()):
             self._stop(running)
@@ -230,6 +246,7 @@ class Supervisor:
 
     def sync_once(self) -> None:
         host = self.join()
+        self._recover_lost_jvm()
         active = _desired()
         held = self._assign(host, active)
         # Taken before the rebuilds and starts below, which take seconds: a lease ending

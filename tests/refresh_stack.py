@@ -98,6 +98,19 @@ class RefreshStack:
         os.killpg(self.worker.pid, signal.SIGKILL)
         self.worker.wait(timeout=30)
 
+    def kill_jvm(self, process: subprocess.Popen | None) -> int:
+        """SIGKILL the Spark JVM of the worker or the streaming process alone, as an
+        OutOfMemoryError ends it (Spark's handler exits the JVM) while the Python process
+        lives on; returns its pid."""
+        assert process is not None
+        [jvm] = [pid for pid in _descendants(process.pid) if _command(pid) == "java"]
+        os.kill(jvm, signal.SIGKILL)
+        # Gone once it is a zombie (its parent, the worker, reaps it when it looks).
+        self.wait_for(
+            lambda: _state(jvm) in ("Z", ""), timeout=30, what="the JVM to exit", every=0.05
+        )
+        return jvm
+
     def start_streams(self) -> None:
         """The streaming process (its Spark starts with the first continuous table)."""
         self.streams = self._spawn(
@@ -272,3 +285,32 @@ def postgres_database(server_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes under `pid`, from /proc (each one's parent is field 4 of its stat)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def _command(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return (Path("/proc") / str(pid) / "comm").read_text().strip()
+    return ""
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (R, S, Z...), or "" once it is gone."""
+    with contextlib.suppress(OSError, IndexError):
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    return ""

@@ -31,6 +31,7 @@ views (the product is about views) and survive the session:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -208,3 +209,33 @@ def activate(spark: SparkSession) -> None:
     exist ("Catalog 'default_iceberg' plugin class not found")."""
     jvm = spark._jvm  # noqa: SLF001
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # noqa: SLF001
+
+
+def jvm_gone() -> bool:
+    """Whether the JVM PySpark started for this process has exited. An OutOfMemoryError in
+    any task ends it (Spark's uncaught-exception handler exits the JVM: in local mode the
+    executors are the driver), and so does a SIGKILL; every later call then fails with
+    "Connection refused" until a new JVM is started (`forget_jvm`). Asks the process, not
+    the JVM: no round trip."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)  # noqa: SLF001 - PySpark's own handle
+    return process is not None and process.poll() is not None
+
+
+def forget_jvm() -> None:
+    """Drop PySpark's process-wide handles to a JVM that has exited, so that the next
+    `build()` launches a new one (getOrCreate would hand back the dead session)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    gateway = SparkContext._gateway  # noqa: SLF001
+    if gateway is not None:
+        # Closes its sockets; the JVM is gone already, and a dead gateway may fail to close.
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+    SparkContext._gateway = None  # noqa: SLF001
+    SparkContext._jvm = None  # noqa: SLF001
+    SparkContext._active_spark_context = None  # noqa: SLF001
+    SparkSession._instantiatedSession = None  # noqa: SLF001
+    SparkSession._activeSession = None  # noqa: SLF001

@@ -274,6 +274,22 @@ def test_a_sigkilled_streaming_process_resumes_from_its_checkpoints(stack, st):
     assert len(ids) == len(set(ids)), "no row was written twice"
 
 
+def test_a_streaming_host_whose_spark_jvm_died_starts_its_streams_again_from_their_checkpoints(
+    stack, st
+):
+    # An OutOfMemoryError in a micro-batch ends the host's JVM; the host process lives on,
+    # renewing its leases. Before, it held its tables with dead streams until restarted.
+    append(st, 3)
+    time.sleep(3)  # a micro-batch may be running when the JVM dies
+    stack.kill_jvm(stack.streams)
+    append(st, 5)
+    follows(stack, st, "filtered", FILTER, "filtered after the host's JVM died")
+    follows(stack, st, "totals", TOTALS, "totals after the host's JVM died")
+    ids = [row[0] for row in rows(st, f"SELECT id FROM st.{NS}.filtered")]
+    assert len(ids) == len(set(ids)), "no row was written twice"
+    assert "Spark JVM has exited" in stack.log("streams", lines=5000)
+
+
 def test_a_manual_refresh_under_steady_appends_pauses_the_stream_and_every_snapshot_verifies(
     stack, st
 ):

@@ -430,6 +430,20 @@ def test_a_runaway_refresh_is_stopped_by_a_cancel_or_its_time_limit_and_writes_n
     assert done["state"] == "SUCCEEDED", done
 
 
+def test_a_worker_whose_spark_jvm_died_starts_a_new_one_for_the_next_refresh(stack, st):
+    # An OutOfMemoryError in any run ends the JVM every table's refreshes share; the worker
+    # process lives on. Before, every later job failed ("Connection refused") until someone
+    # restarted the worker, and each table suspended itself after five ticks.
+    stack.kill_jvm(stack.worker)
+    [refreshed] = ok(stack, "ALTER MATERIALIZED TABLE daily REFRESH")
+    done = ended(stack, refreshed["run_id"], timeout=180, what="a refresh after the JVM died")
+    assert done["state"] == "SUCCEEDED", done
+    assert "Spark JVM has exited; starting a new one" in stack.log("worker", lines=2000)
+    assert rows_of(st, "SELECT ds, n FROM st.e2e.daily") == rows_of(
+        st, f"SELECT ds, count(*) FROM st.{NS}.orders GROUP BY ds"
+    )
+
+
 def test_view_columns_sqlglot_cannot_type_are_typed_by_the_workers_spark(stack):
     asked = stack.api.post(
         f"{stack.server.base_url}/api/namespaces/{NS}/views/",
