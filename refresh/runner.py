@@ -480,10 +480,12 @@ class Heartbeat(threading.Thread):
         *,
         watch: str | None = None,
         limit: float | None = None,
+        asked: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__(name=f"heartbeat-{run.pk}", daemon=True)
         self.run_row = run
         self.beat = beat or (lambda: services.heartbeat(run))
+        self.asked = asked or (lambda: services.cancel_asked(run))
         self.group, self.limit = watch, limit
         self.stopped = threading.Event()
         self.started = time.monotonic()
@@ -505,13 +507,13 @@ class Heartbeat(threading.Thread):
 
     def _watch(self, group: str) -> None:
         if self.ended_by is None:
-            if services.cancel_asked(self.run_row):
+            if self.asked():
                 self.ended_by = "cancel"
             elif self.limit is not None and self.seconds() > self.limit:
                 self.ended_by = "timeout"
             else:
                 return
-            logger.warning("Stopping refresh run %s: %s", self.run_row.pk, self.ended_by)
+            logger.warning("Stopping %s: %s", self.run_row, self.ended_by)
         engine.cancel_group(group)
 
     def seconds(self) -> float:
@@ -540,14 +542,32 @@ def _group(run: RefreshRun) -> str:
 def _stopped(run: RefreshRun, beating: Heartbeat) -> tuple[str, str] | None:
     """The state and error of a run its heartbeat stopped (cancelled, or past its time
     limit), else None: the run failed on its own."""
+    return stopped(
+        run,
+        beating,
+        limit_from=f"table option {TIMEOUT_OPTION}, at most the deployment's "
+        "REFRESH_TIMEOUT_SECONDS",
+    )
+
+
+def stopped(run: Any, beating: Heartbeat, *, limit_from: str) -> tuple[str, str] | None:
+    """For a refresh or maintenance run (`run`'s model has cancel_requested_by): CANCELLED
+    with who asked and after how long, or FAILED "Timed out" naming where the limit comes
+    from; None when its heartbeat did not stop it."""
     if beating.ended_by == "cancel":
-        return RefreshRun.State.CANCELLED, services.cancelled_message(
-            run, seconds=beating.seconds()
+        who = (
+            type(run)
+            .objects.filter(pk=run.pk)
+            .values_list("cancel_requested_by__username", flat=True)
+            .first()
+        )
+        by = f" by {who}" if who else ""
+        return "CANCELLED", (
+            f"Cancelled{by} after {beating.seconds():.0f} s; the table is unchanged"
         )
     if beating.ended_by == "timeout":
-        return RefreshRun.State.FAILED, (
-            f"Timed out: stopped after {beating.limit:.0f} s, the longest a refresh of this "
-            f"table may run (table option {TIMEOUT_OPTION}, at most the deployment's "
-            "REFRESH_TIMEOUT_SECONDS); the table is unchanged"
+        return "FAILED", (
+            f"Timed out: stopped after {beating.limit:.0f} s, the longest such a run may "
+            f"take ({limit_from}); the table is unchanged"
         )
     return None

@@ -1175,16 +1175,6 @@ def cancel_asked(run: RefreshRun) -> bool:
     return RefreshRun.objects.filter(pk=run.pk, cancel_requested_at__isnull=False).exists()
 
 
-def cancelled_message(run: RefreshRun, *, seconds: float) -> str:
-    """What a run a cancel stopped says, in its error."""
-    who = (
-        RefreshRun.objects.filter(pk=run.pk)
-        .values_list("cancel_requested_by__username", flat=True)
-        .first()
-    )
-    return f"Cancelled{f' by {who}' if who else ''} after {seconds:.0f} s; the table is unchanged"
-
-
 def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> RefreshRun:
     """RUNNING (or QUEUED, for a skip decided before starting) -> a finished state; counts
     failures toward the automatic suspension."""
