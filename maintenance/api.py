@@ -24,6 +24,7 @@ from maintenance.models import MaintenanceRun
 class RunSerializer(serializers.ModelSerializer):
     duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    cancel_requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = MaintenanceRun
@@ -52,6 +53,8 @@ class RunSerializer(serializers.ModelSerializer):
             "details",
             "error",
             "requested_by",
+            "cancel_requested_at",
+            "cancel_requested_by",
         ]
 
 
@@ -165,6 +168,24 @@ class RunDetailView(APIView):
     )
     def get(self, request: Request, run_id: int) -> Response:
         return Response(RunSerializer(selectors.get_run(run_id)).data)
+
+
+class RunCancelView(APIView):
+    @extend_schema(
+        operation_id="maintenance_run_cancel",
+        parameters=[OpenApiParameter("run_id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        request=None,
+        responses={200: RunSerializer, **_errors(403, 404, 409)},
+        description=(
+            "Stop a maintenance run: a QUEUED run is CANCELLED at once; a RUNNING one is "
+            "asked to stop, and its worker cancels its Spark jobs within about a second "
+            "(the table unchanged). 409 for a finished run."
+        ),
+        tags=["maintenance"],
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = services.cancel_run(selectors.get_run(run_id), actor=request.user)
+        return Response(RunSerializer(selectors.get_run(run.pk)).data)
 
 
 class HealthView(APIView):

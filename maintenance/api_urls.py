@@ -14,4 +14,9 @@ urlpatterns = [
     path(f"{TABLE}/maintenance/runs/", maint.RunListView.as_view(), name="table-maintenance-runs"),
     path(f"{TABLE}/maintenance/health", maint.HealthView.as_view(), name="table-health"),
     path("maintenance-runs/<int:run_id>/", maint.RunDetailView.as_view(), name="maintenance-run"),
+    path(
+        "maintenance-runs/<int:run_id>/cancel",
+        maint.RunCancelView.as_view(),
+        name="maintenance-run-cancel",
+    ),
 ]

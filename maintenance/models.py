@@ -62,6 +62,12 @@ class MaintenanceRun(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    #: A cancel asked while the run was RUNNING (services.cancel_run): its worker cancels
+    #: the run's Spark jobs at its next look (about a second).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-queued_at", "-id"]

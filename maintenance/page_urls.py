@@ -13,4 +13,9 @@ TABLE = "namespaces/<str:namespace>/tables/<str:name>"
 urlpatterns = [
     path(f"{TABLE}/maintenance/enabled", pages.set_enabled, name="table-maintenance-enabled"),
     path(f"{TABLE}/maintenance/run", pages.run_now, name="table-maintenance-run"),
+    path(
+        f"{TABLE}/maintenance/runs/<int:run_id>/cancel",
+        pages.cancel_run,
+        name="table-maintenance-run-cancel",
+    ),
 ]

@@ -100,3 +100,21 @@ def run_now(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
             request, f"Maintenance queued: {', '.join(r.action.lower() for r in runs)}."
         )
     return _back(table)
+
+
+@require_POST
+@catalog_page(editors_only=True)
+def cancel_run(request: HttpRequest, namespace: str, name: str, run_id: int) -> HttpResponse:
+    """Stop one of the table's maintenance runs (services.cancel_run)."""
+    table = _table(namespace, name)
+    run = get_object_or_404(MaintenanceRun, pk=run_id, table=table)
+    try:
+        run = services.cancel_run(run, actor=request.user)
+    except CatalogError as error:
+        messages.error(request, error.message)
+    else:
+        if run.state == MaintenanceRun.State.CANCELLED:
+            messages.success(request, f"Maintenance run {run.pk} cancelled before it started.")
+        else:
+            messages.success(request, f"Maintenance run {run.pk} is being stopped.")
+    return _back(table)

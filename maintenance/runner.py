@@ -102,18 +102,30 @@ def _run(run: MaintenanceRun) -> str:
     if table is None:
         services.finish(run, state=MaintenanceRun.State.CANCELLED, error="The table was dropped")
         return MaintenanceRun.State.CANCELLED
-    beating = runner.Heartbeat(run, beat=lambda: services.heartbeat(run))
+    group = f"lakeview-maintenance-{run.pk}"
+    beating = runner.Heartbeat(
+        run,
+        beat=lambda: services.heartbeat(run),
+        watch=group,
+        limit=settings.REFRESH_TIMEOUT_SECONDS or None,
+        asked=lambda: services.cancel_asked(run),
+    )
     beating.start()
     try:
         before = services.record_sample(table, run=run)
         policy = selectors.policy_of(table)
-        outcome = _run_action(run, table, policy)
+        with engine.job_group(group, f"Maintenance run {run.pk}: {run.action} of {table}"):
+            outcome = _run_action(run, table, policy)
         table.refresh_from_db()
         after = services.record_sample(table, run=run)
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
-        logger.warning("Maintenance run %s failed", run.pk, exc_info=True)
-        services.finish(run, state=MaintenanceRun.State.FAILED, error=runner.describe(error))
-        return MaintenanceRun.State.FAILED
+        beating.stop()
+        ended, message = runner.stopped(
+            run, beating, limit_from="the deployment's REFRESH_TIMEOUT_SECONDS"
+        ) or (MaintenanceRun.State.FAILED, runner.describe(error))
+        logger.warning("Maintenance run %s ended %s", run.pk, ended, exc_info=True)
+        services.finish(run, state=ended, error=message)
+        return ended
     finally:
         beating.stop()
     services.finish(

@@ -119,12 +119,17 @@ def runs(table: Table | None = None) -> QuerySet[MaintenanceRun]:
     queryset = MaintenanceRun.objects.all()
     if table is not None:
         queryset = queryset.filter(table=table)
-    return queryset.select_related("requested_by")
+    return queryset.select_related("requested_by", "cancel_requested_by")
 
 
 def get_run(run_id: int | str) -> MaintenanceRun:
     try:
-        return MaintenanceRun.objects.select_related("table__namespace").get(pk=int(run_id))
+        pk = int(run_id)
+        if not 0 < pk < 2**63:  # beyond a database integer: no such run (not an overflow)
+            raise ValueError(pk)
+        return MaintenanceRun.objects.select_related(
+            "table__namespace", "requested_by", "cancel_requested_by"
+        ).get(pk=pk)
     except (MaintenanceRun.DoesNotExist, ValueError):
         raise NotFound(f"Maintenance run {str(run_id)[:40]} does not exist") from None
 

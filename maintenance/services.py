@@ -15,7 +15,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.core.errors import InvalidInput, ReadOnly, Unavailable
+from catalog import history
+from catalog.core.errors import CommitConflict, InvalidInput, ReadOnly, Unavailable
 from catalog.models import Table
 from catalog.services import tables as table_services
 from maintenance import selectors
@@ -152,6 +153,44 @@ def heartbeat(run: MaintenanceRun) -> None:
     MaintenanceRun.objects.filter(pk=run.pk, state=MaintenanceRun.State.RUNNING).update(
         heartbeat_at=timezone.now()
     )
+
+
+def cancel_run(run: MaintenanceRun, *, actor: Any = None) -> MaintenanceRun:
+    """Stop a maintenance run: a QUEUED one ends CANCELLED at once; a RUNNING one is asked
+    to stop, and its worker cancels its Spark jobs at its next look (about a second) and
+    ends it CANCELLED, the table unchanged (an Iceberg action commits once, at its end),
+    unless the commit had already landed. A finished run is a CommitConflict (409)."""
+    who = actor if getattr(actor, "pk", None) else None
+    with transaction.atomic():
+        locked = MaintenanceRun.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None or locked.state in MaintenanceRun.FINISHED:
+            state = locked.state if locked is not None else "and was deleted"
+            raise CommitConflict(f"Maintenance run {run.pk} already ended {state}")
+        if locked.state == MaintenanceRun.State.QUEUED:
+            by = f" by {who.get_username()}" if who is not None else ""
+            finish(
+                locked,
+                state=MaintenanceRun.State.CANCELLED,
+                error=f"Cancelled{by} before it started",
+            )
+        elif locked.cancel_requested_at is None:
+            MaintenanceRun.objects.filter(pk=run.pk).update(
+                cancel_requested_at=timezone.now(), cancel_requested_by=who
+            )
+        history.record(
+            actor=actor,
+            action="cancel_maintenance_run",
+            object_type="table",
+            object_name=locked.table_name,
+            message=f"run {run.pk} ({locked.action})",
+        )
+    run.refresh_from_db()
+    return run
+
+
+def cancel_asked(run: MaintenanceRun) -> bool:
+    """Whether someone asked the running `run` to stop (cancel_run)."""
+    return MaintenanceRun.objects.filter(pk=run.pk, cancel_requested_at__isnull=False).exists()
 
 
 def finish(run: MaintenanceRun, *, state: str, error: str = "", **results: Any) -> MaintenanceRun:

@@ -56,6 +56,7 @@ class CatalogPagination(PageNumberPagination):
 def _errors(*codes: int) -> dict[int, OpenApiResponse]:
     descriptions = {
         400: "Invalid input: a field of the wrong type, or a value the catalog refuses.",
+        403: "Your role does not allow this (changes need the editor role).",
         404: "The namespace, view or version does not exist.",
         409: "The name is taken, the namespace is not empty, or another writer won.",
         429: "Too many Spark jobs are waiting (yours, or everyone's): see Retry-After.",

@@ -360,3 +360,100 @@ def test_a_viewer_sees_the_section_without_its_forms(client, viewer) -> None:
     assert 'id="maintenance"' in html and "Run maintenance now" not in html
     response = client.post(f"/namespaces/ops/tables/{table.name}/maintenance/run")
     assert response.status_code == 403
+
+
+def test_a_queued_maintenance_run_is_cancelled_at_once_and_a_running_one_is_asked_to_stop(
+    editor_api: APIClient, viewer_api: APIClient, editor
+) -> None:
+    table = make_table()
+    expire, orphans = maintenance.start(
+        table=table, actions=[Action.EXPIRE_SNAPSHOTS, Action.REMOVE_ORPHAN_FILES]
+    )
+    url = f"/api/maintenance-runs/{orphans.pk}/cancel"
+    assert viewer_api.post(url).status_code == 403
+    cancelled = editor_api.post(url)
+    assert cancelled.status_code == 200, cancelled.content
+    assert cancelled.json()["state"] == "CANCELLED"
+    assert cancelled.json()["error"] == f"Cancelled by {editor.username} before it started"
+    assert maintenance.claim(orphans.pk, worker="w1") is None
+    again = editor_api.post(url)
+    assert again.status_code == 409 and "already ended CANCELLED" in again.json()["error"]
+
+    assert maintenance.claim(expire.pk, worker="w1") is not None
+    asked = editor_api.post(f"/api/maintenance-runs/{expire.pk}/cancel").json()
+    assert asked["state"] == "RUNNING" and asked["cancel_requested_by"] == editor.username
+    assert maintenance.cancel_asked(expire)
+    assert CatalogEvent.objects.filter(action="cancel_maintenance_run").count() == 2
+    for missing in ("99999999999999999999999", "0"):
+        answer = editor_api.post(f"/api/maintenance-runs/{missing}/cancel")
+        assert answer.status_code == 404 and answer["Content-Type"] == "application/json"
+        assert editor_api.get(f"/api/maintenance-runs/{missing}/").status_code == 404
+
+
+def test_the_page_cancels_a_maintenance_run_of_its_own_table_only(client, editor) -> None:
+    table = make_table()
+    other = make_table("other")
+    [run] = maintenance.start(table=table, actions=[Action.EXPIRE_SNAPSHOTS])
+    client.force_login(editor)
+    cancel = f"/namespaces/ops/tables/{table.name}/maintenance/runs/{run.pk}/cancel"
+    assert cancel in client.get(f"/namespaces/ops/tables/{table.name}/").content.decode()
+    elsewhere = f"/namespaces/ops/tables/{other.name}/maintenance/runs/{run.pk}/cancel"
+    assert client.post(elsewhere).status_code == 404
+    assert client.post(cancel).status_code == 302
+    run.refresh_from_db()
+    assert run.state == "CANCELLED"
+
+
+@pytest.fixture
+def stoppable_action(monkeypatch):
+    """A maintenance action that runs until its Spark job group is cancelled, as Spark's
+    actions do; records the groups cancelled."""
+    import threading
+    from contextlib import nullcontext
+
+    from maintenance import runner as maintenance_runner
+    from refresh import engine
+
+    cancelled: list[str] = []
+    stopped = threading.Event()
+
+    def cancel(group: str) -> None:
+        cancelled.append(group)
+        stopped.set()
+
+    def action(run, table, policy):
+        assert stopped.wait(30), "never cancelled"
+        raise RuntimeError("Job 3 cancelled part of cancelled job group")
+
+    monkeypatch.setattr(engine, "job_group", lambda group, description: nullcontext())
+    monkeypatch.setattr(engine, "cancel_group", cancel)
+    monkeypatch.setattr(maintenance_runner, "_run_action", action)
+    return maintenance_runner, cancelled
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_maintenance_run_asked_to_stop_has_its_spark_jobs_cancelled(
+    stoppable_action, editor
+) -> None:
+    maintenance_runner, cancelled = stoppable_action
+    [run] = maintenance.start(table=make_table(), actions=[Action.REWRITE_DATA_FILES])
+    run = maintenance.claim(run.pk, worker="w1")
+    maintenance.cancel_run(run, actor=editor)
+    assert maintenance_runner._run(run) == "CANCELLED"
+    run.refresh_from_db()
+    assert cancelled and set(cancelled) == {f"lakeview-maintenance-{run.pk}"}
+    assert run.error.startswith(f"Cancelled by {editor.username} after")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_maintenance_run_past_the_deployments_limit_is_stopped_and_failed(
+    stoppable_action, settings
+) -> None:
+    maintenance_runner, cancelled = stoppable_action
+    settings.REFRESH_TIMEOUT_SECONDS = 1
+    [run] = maintenance.start(table=make_table(), actions=[Action.REWRITE_DATA_FILES])
+    run = maintenance.claim(run.pk, worker="w1")
+    assert maintenance_runner._run(run) == "FAILED"
+    run.refresh_from_db()
+    assert run.error.startswith("Timed out: stopped after 1 s") and cancelled
+    assert "REFRESH_TIMEOUT_SECONDS" in run.error
