@@ -1142,6 +1142,15 @@ def cancel_run(run: RefreshRun, *, actor: Any = None) -> RefreshRun:
     who = _user(actor)
     by = f" by {who.get_username()}" if who is not None else ""
     with transaction.atomic():
+        # The table's row first, as claim() and finish() take it, then the run's: taken the
+        # other way round, a cancel and a worker's claim of the same run deadlock.
+        mt_id = (
+            RefreshRun.objects.filter(pk=run.pk)
+            .values_list("materialized_table_id", flat=True)
+            .first()
+        )
+        if mt_id is not None:
+            MaterializedTable.objects.select_for_update().filter(pk=mt_id).first()
         locked = RefreshRun.objects.select_for_update().filter(pk=run.pk).first()
         if locked is None or locked.state in RefreshRun.FINISHED:
             state = locked.state if locked is not None else "and was deleted"
