@@ -98,3 +98,31 @@ def test_editor_creates_watches_suspends_resumes_and_refreshes_a_partition(
     expect(page.locator("#chart-durations canvas")).to_be_visible()
     expect(page.locator("#chart-lag canvas")).to_be_visible()
     page.screenshot(path=str(results_dir / "mt-detail.png"), full_page=True)
+
+
+def test_editor_cancels_a_runaway_refresh_from_its_page(stack, page):
+    # Hours of Spark's time over three rows: the refresh nobody meant.
+    created = stack.statements(
+        "CREATE MATERIALIZED TABLE runaway FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL "
+        "AS SELECT o.ds, sum(r.id % 7) AS spun FROM orders o CROSS JOIN range(1000000000000) r "
+        "GROUP BY o.ds",
+        namespace="shop",
+    )
+    assert created.status_code == 200, created.text
+    base = stack.server.base_url
+    page.set_default_timeout(30_000)
+    page.goto(f"{base}/login/?next=/namespaces/shop/materialized-tables/runaway/")
+    page.get_by_label("Username").fill(USERNAME)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+
+    run = page.locator("table#runs tbody tr", has_text="CREATE")
+    expect(run.locator(".run-state")).to_have_text("RUNNING", timeout=120_000)
+    page.reload()  # the Cancel button of a running run (the live update changes the state only)
+    run.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".messages")).to_contain_text("is being stopped")
+    # The page follows the run until it ends, then reloads with its outcome.
+    expect(run.locator(".run-state")).to_have_text("CANCELLED", timeout=60_000)
+    expect(run.locator(".run-error")).to_contain_text("Cancelled by")
+    catalog = RestCatalog("lv", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    assert catalog.load_table("shop.runaway").current_snapshot() is None
