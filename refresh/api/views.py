@@ -28,6 +28,7 @@ from catalog.roles import can_view
 from refresh import console, lineage, selectors, services
 from refresh.api import serializers as s
 from refresh.core.freshness import RefreshMode
+from refresh.core.options import check_run_options
 from refresh.core.partitions import parse_schedule_time, scheduled_partition
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -299,6 +300,9 @@ class RefreshView(APIView):
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.RefreshRequestSerializer, request)
         mt = selectors.get_materialized_table(namespace, name)
+        # Checked here too so that the error names this request's field (the service's
+        # own check, shared with RESUME WITH, says "options").
+        config = check_run_options(data["config"], field="config")
         text = data["scheduleTime"]
         moment = parse_schedule_time(text, data["scheduleTimeFormat"]) if text else None
         partition = data["partition"]
@@ -311,7 +315,7 @@ class RefreshView(APIView):
             trigger=RefreshRun.Trigger.API,
             partition=partition or {},
             schedule_time=moment,
-            options=data["config"],
+            options=config,
             force=data["force"],
             full=data["full"],
             actor=request.user,

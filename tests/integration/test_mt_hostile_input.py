@@ -159,3 +159,340 @@ def test_a_statement_with_a_number_no_one_can_use_is_refused_naming_it_not_a_500
         assert response.status_code == 400, response.content[:500]
     assert not MaterializedTable.objects.exists()
     assert not CatalogObject.objects.filter(name="x").exists()
+
+
+# -- today's surfaces: cancelling a run, the time-limit option, run settings ----------------
+
+ACTIVE_STATES = ("QUEUED", "RUNNING")
+
+
+@pytest.fixture
+def daily(api) -> MaterializedTable:
+    assert run_sql(api, CREATE_DAILY).status_code == 200
+    return MaterializedTable.objects.get()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/refresh-runs/99999999999999999999999/cancel",
+        "/api/refresh-runs/9223372036854775808/cancel",
+        "/api/refresh-runs/0/cancel",
+        "/api/refresh-runs/-1/cancel",
+        "/api/refresh-runs/1%00/cancel",
+        "/api/refresh-runs/%EF%BC%91/cancel",  # a fullwidth digit one
+        "/api/refresh-runs/1/cancel/",
+        "/api/refresh-runs/x/cancel",
+    ],
+)
+def test_cancelling_a_run_that_cannot_exist_is_a_json_404_and_changes_nothing(api, daily, path):
+    before = list(RefreshRun.objects.values_list("pk", "state", "cancel_requested_at"))
+    refused(api.post(path), 400, 404)
+    assert list(RefreshRun.objects.values_list("pk", "state", "cancel_requested_at")) == before
+
+
+def page_cancel(namespace: str, name: str, run_id: int | str) -> str:
+    return f"/namespaces/{namespace}/materialized-tables/{name}/runs/{run_id}/cancel"
+
+
+@pytest.mark.parametrize(
+    "run_id", ["99999999999999999999999", "9223372036854775808", "0", "123456789"]
+)
+def test_the_pages_cancel_of_a_run_that_cannot_exist_is_a_404_not_a_500(
+    client, editor, daily, run_id
+):
+    client.force_login(editor)
+    response = client.post(page_cancel("sales", "daily", run_id))
+    assert response.status_code == 404, response.content[:300]
+
+
+def queued_run(mt: MaterializedTable) -> RefreshRun:
+    from refresh import services as mts
+
+    return mts.enqueue(mt, trigger="MANUAL")
+
+
+def test_a_cancel_without_the_csrf_token_is_refused_on_the_page_and_in_the_api(editor, daily):
+    from django.test import Client
+
+    run = queued_run(daily)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(editor)
+    assert browser.post(page_cancel("sales", "daily", run.pk)).status_code == 403
+    answer = browser.post(f"/api/refresh-runs/{run.pk}/cancel")
+    refused(answer, 403)
+    run.refresh_from_db()
+    assert run.state == "QUEUED" and run.cancel_requested_at is None
+
+
+@pytest.mark.parametrize("who", ["anonymous", "viewer"])
+def test_no_one_but_an_editor_can_cancel_a_run(client, viewer, daily, who):
+    run = queued_run(daily)
+    api = APIClient()
+    if who == "viewer":
+        api.force_authenticate(viewer)
+        client.force_login(viewer)
+    refused(api.post(f"/api/refresh-runs/{run.pk}/cancel"), 401, 403)
+    assert client.post(page_cancel("sales", "daily", run.pk)).status_code in (302, 403)
+    run.refresh_from_db()
+    assert run.state == "QUEUED" and run.cancel_requested_at is None
+
+
+@pytest.mark.parametrize("method", ["get", "put", "patch", "delete"])
+def test_a_cancel_by_any_method_but_post_is_a_json_405(api, daily, method):
+    run = queued_run(daily)
+    refused(getattr(api, method)(f"/api/refresh-runs/{run.pk}/cancel"), 405)
+    run.refresh_from_db()
+    assert run.state == "QUEUED"
+
+
+def test_a_get_of_the_pages_cancel_is_a_405_and_cancels_nothing(client, editor, daily):
+    run = queued_run(daily)
+    client.force_login(editor)
+    assert client.get(page_cancel("sales", "daily", run.pk)).status_code == 405
+    run.refresh_from_db()
+    assert run.state == "QUEUED"
+
+
+def test_a_cancel_body_is_ignored_and_cannot_choose_who_cancelled(api, editor, daily):
+    run = queued_run(daily)
+    body = {"state": "SUCCEEDED", "cancel_requested_by": "mallory", "error": "x\x00"}
+    answer = api.post(f"/api/refresh-runs/{run.pk}/cancel", body, format="json")
+    assert answer.status_code == 200, answer.content[:300]
+    run.refresh_from_db()
+    assert (
+        run.state == "CANCELLED"
+        and run.error == f"Cancelled by {editor.username} before it started"
+    )
+
+
+def options_of(mt: MaterializedTable) -> dict:
+    mt.refresh_from_db()
+    return dict(mt.options)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "'0'",
+        "'-5'",
+        "'1e3'",
+        "'1.5'",
+        "'²'",
+        "'\uff11\uff10'",  # fullwidth 10
+        f"'{HUGE}'",
+        "'1000000000'",  # ten digits: past the option's 999,999,999
+        "''",
+        "'10\x00'",
+        "'10\u202e'",
+        "10",
+        "NULL",
+        "TRUE",
+    ],
+)
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_time_limit_no_one_can_use_is_refused_naming_the_option_and_not_stored(
+    api, daily, value, dry_run
+):
+    before = options_of(daily)
+    sql = f"ALTER MATERIALIZED TABLE daily SET ('refresh.timeout-seconds' = {value})"
+    response = api.post(
+        "/api/statements/", {"sql": sql, "namespace": "sales", "dry_run": dry_run}, format="json"
+    )
+    assert response.status_code < 500, response.content[:500]
+    assert response["Content-Type"].startswith("application/json")
+    if not dry_run:
+        body = refused(response)
+        named = ("timeout-seconds", "quoted value", "NUL character")
+        assert any(word in json.dumps(body) for word in named), body
+    assert options_of(daily) == before
+
+
+def suspended(api, mt: MaterializedTable) -> MaterializedTable:
+    assert run_sql(api, "ALTER MATERIALIZED TABLE daily SUSPEND").status_code == 200
+    mt.refresh_from_db()
+    assert mt.state == "SUSPENDED"
+    return mt
+
+
+HOSTILE_RUN_SETTINGS = [
+    ("'spark.sql.shuffle.partitions' = '2000000000'", "spark.sql.shuffle.partitions"),
+    ("'spark.sql.shuffle.partitions' = '0'", "spark.sql.shuffle.partitions"),
+    ("'spark.sql.shuffle.partitions' = '-1'", "spark.sql.shuffle.partitions"),
+    ("'spark.sql.shuffle.partitions' = '1e5'", "spark.sql.shuffle.partitions"),
+    ("'spark.sql.shuffle.partitions' = '\uff15'", "spark.sql.shuffle.partitions"),
+    (f"'spark.sql.shuffle.partitions' = '{HUGE}'", "spark.sql.shuffle.partitions"),
+    ("'spark.sql.shuffle.partitions' = 10", "quoted value"),
+    ("'spark.sql.shuffle.partitions' = NULL", "quoted value"),
+    ("'spark.sql.files.maxPartitionBytes' = '1'", "spark.sql.files.maxPartitionBytes"),
+    ("'spark.sql.files.maxPartitionBytes' = '2t'", "spark.sql.files.maxPartitionBytes"),
+    ("'spark.sql.files.maxPartitionBytes' = '1p'", "spark.sql.files.maxPartitionBytes"),
+    ("'spark.sql.files.maxPartitionBytes' = '64 m'", "spark.sql.files.maxPartitionBytes"),
+    ("'spark.sql.files.maxPartitionBytes' = '0x10m'", "spark.sql.files.maxPartitionBytes"),
+    ("'spark.sql.adaptive.enabled' = 'yes'", "spark.sql.adaptive.enabled"),
+    ("'spark.sql.adaptive.enabled' = 'TRUE; x'", "spark.sql.adaptive.enabled"),
+    (
+        "'spark.sql.adaptive.rebalancePartitionsSmallPartitionFactor' = '1'",
+        "rebalancePartitionsSmallPartitionFactor",
+    ),
+    (
+        "'spark.sql.adaptive.rebalancePartitionsSmallPartitionFactor' = 'NaN'",
+        "rebalancePartitionsSmallPartitionFactor",
+    ),
+    (
+        "'spark.sql.adaptive.skewJoin.skewedPartitionFactor' = 'Infinity'",
+        "skewedPartitionFactor",
+    ),
+    ("'spark.sql.adaptive.customCostEvaluatorClass' = 'x.Y'", "Unknown run option"),
+    ("'spark.sql.warehouse.dir' = '/etc'", "Unknown run option"),
+    ("'spark.sql.catalog.evil' = 'x.Y'", "Unknown run option"),
+    ("'spark.sql.shuffle.partitions\u200b' = '10'", "Unknown run option"),
+    ("'SPARK.SQL.SHUFFLE.PARTITIONS' = '10'", "Unknown run option"),
+    ("'' = '10'", "Unknown run option"),
+    (
+        "'spark.sql.shuffle.partitions' = '10', 'spark.sql.shuffle.partitions' = '20'",
+        "Duplicate option",
+    ),
+    (
+        "'spark.sql.shuffle.partitions' = '10', 'spark.sql.files.maxPartitionBytes' = '1'",
+        "spark.sql.files.maxPartitionBytes",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "named"), HOSTILE_RUN_SETTINGS)
+def test_resume_with_a_setting_no_run_may_use_is_a_400_naming_it_and_leaves_the_table_suspended(
+    api, daily, options, named
+):
+    from refresh import schedules
+
+    mt = suspended(api, daily)
+    before = schedules.run_options(mt)
+    response = run_sql(api, f"ALTER MATERIALIZED TABLE daily RESUME WITH ({options})")
+    body = refused(response)
+    assert named in json.dumps(body), body
+    mt.refresh_from_db()
+    assert mt.state == "SUSPENDED" and mt.stream_options == {}
+    assert schedules.run_options(mt) == before
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"spark.sql.shuffle.partitions": True},
+        {"spark.sql.shuffle.partitions": 1.5},
+        {"spark.sql.shuffle.partitions": 5.0},
+        {"spark.sql.shuffle.partitions": -3},
+        {"spark.sql.shuffle.partitions": 10**30},
+        {"spark.sql.shuffle.partitions": None},
+        {"spark.sql.shuffle.partitions": ""},
+        {"spark.sql.shuffle.partitions": " "},
+        {"spark.sql.shuffle.partitions": "1\x00"},
+        {"spark.sql.shuffle.partitions": "10" * 100_000},
+        {"spark.sql.adaptive.enabled": 1},
+        {"spark.sql.adaptive.enabled": "\u0130"},  # 'İ'.lower() is two characters
+        {"spark.sql.files.maxPartitionBytes": "\u212a"},  # Kelvin sign: lower() is 'k'
+        {"spark.sql.files.maxPartitionBytes": "64\u212a"},
+        {"spark.sql.adaptive.skewJoin.skewedPartitionFactor": "1e400"},
+        {"spark.sql.adaptive.skewJoin.skewedPartitionFactor": 1e-5},
+        {"x" * 100_000: "1"},
+        {"\x00": "1"},
+    ],
+)
+def test_a_refresh_config_value_of_any_json_type_spark_cannot_take_is_a_400_queueing_nothing(
+    api, daily, config
+):
+    before = RefreshRun.objects.count()
+    response = api.post(
+        "/api/namespaces/sales/materialized-tables/daily/refresh",
+        json.dumps({"config": config}),
+        content_type="application/json",
+    )
+    body = refused(response)
+    assert body.get("field") == "config" or "NUL" in json.dumps(body), json.dumps(body)[:300]
+    assert RefreshRun.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"config": {"spark.sql.shuffle.partitions": NaN}}',
+        '{"config": {"spark.sql.shuffle.partitions": Infinity}}',
+        '{"config": {"spark.sql.shuffle.partitions": 1e999}}',
+        '{"config": {"spark.sql.shuffle.partitions": ' + "9" * 5000 + "}}",
+        '{"config": {"spark.sql.shuffle.partitions": "1", "spark.sql.shuffle.partitions": "0"}}',
+    ],
+)
+def test_a_refresh_config_in_json_python_reads_loosely_is_a_400_queueing_nothing(api, daily, body):
+    before = RefreshRun.objects.count()
+    response = api.post(
+        "/api/namespaces/sales/materialized-tables/daily/refresh",
+        body,
+        content_type="application/json",
+    )
+    refused(response)
+    assert RefreshRun.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    "value", [0, -1, 1.5, True, None, [], {}, "", "0", "1e3", "²", HUGE, 10**10, "10\x00"]
+)
+def test_a_time_limit_of_any_json_type_in_an_update_is_a_400_and_sets_nothing(api, daily, value):
+    before = options_of(daily)
+    response = api.patch(
+        "/api/namespaces/sales/materialized-tables/daily/",
+        {"options": {"refresh.timeout-seconds": value, "write.format.default": "orc"}},
+        format="json",
+    )
+    refused(response)
+    assert options_of(daily) == before
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"spark.sql.shuffle.partitions": 2_000_000_000},
+        {"spark.sql.shuffle.partitions": True},
+        {"spark.sql.shuffle.partitions": None},
+        {"spark.sql.shuffle.partitions": ["1"]},
+        {"spark.sql.shuffle.partitions": "1\x00"},
+        {"spark.sql.files.maxPartitionBytes": "1"},
+        {"spark.sql.adaptive.customCostEvaluatorClass": "x.Y"},
+        {"spark.executor.memory": "64g"},
+        {"refresh.timeout-seconds": "10"},  # a table's option, not a run's
+    ],
+)
+def test_the_resume_endpoint_refuses_settings_no_run_may_use_and_leaves_the_table_suspended(
+    api, daily, options
+):
+    from refresh import schedules
+
+    mt = suspended(api, daily)
+    before = schedules.run_options(mt)
+    response = api.post(
+        "/api/namespaces/sales/materialized-tables/daily/resume",
+        {"options": options},
+        format="json",
+    )
+    refused(response)
+    mt.refresh_from_db()
+    assert mt.state == "SUSPENDED" and schedules.run_options(mt) == before
+
+
+def test_resume_with_settings_in_spark_units_keeps_them_in_bytes_as_spark_is_to_read_them(
+    api, daily
+):
+    from refresh import schedules
+
+    mt = suspended(api, daily)
+    sql = (
+        "ALTER MATERIALIZED TABLE daily RESUME WITH ("
+        "'spark.sql.files.maxPartitionBytes' = ' 64M ', 'spark.sql.adaptive.enabled' = 'TRUE')"
+    )
+    assert run_sql(api, sql).status_code == 200
+    mt.refresh_from_db()
+    assert mt.state == "ACTIVATED"
+    assert schedules.run_options(mt) == {
+        "spark.sql.files.maxPartitionBytes": str(64 << 20),
+        "spark.sql.adaptive.enabled": "true",
+    }
