@@ -234,3 +234,73 @@ def test_the_heartbeat_stops_a_run_past_its_time_limit_and_fails_it_saying_so(mt
 def test_a_run_that_failed_on_its_own_is_not_reported_as_stopped(mt):
     beating = runner.Heartbeat(running(mt), watch="g", limit=None)
     assert runner._stopped(beating.run_row, beating) is None
+
+
+def _side_by_side(first, second, *, between: float = 0.5) -> tuple[list, list]:
+    """Run `first` and `second` on two threads, `second` starting once `first` is inside
+    its transaction (the `held` event) and `first` then waiting `between` seconds: what
+    each returned or raised, by thread."""
+    import threading
+
+    from django.db import connection
+
+    held = threading.Event()
+    results: dict[str, list] = {"first": [], "second": []}
+
+    def call(name: str, work) -> None:
+        try:
+            results[name].append(work(held))
+        except Exception as error:  # noqa: BLE001 - the race's outcome is what is asserted
+            results[name].append(error)
+        finally:
+            connection.close()
+
+    one = threading.Thread(target=call, args=("first", first))
+    two = threading.Thread(target=call, args=("second", second))
+    one.start()
+    assert held.wait(10), "the first caller never reached its transaction"
+    two.start()
+    one.join(30)
+    two.join(30)
+    return results["first"], results["second"]
+
+
+@pytest.fixture
+def postgres_only() -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row-level concurrency is checked on PostgreSQL (make test runs it there)")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_and_a_workers_claim_of_the_same_queued_run_both_end_without_an_error(
+    postgres_only, mt, editor, monkeypatch
+):
+    """claim locks the table and then updates the run; cancel_run, which also locks the
+    table (finish -> _count), must take it first too: it locked the run first, and
+    PostgreSQL found a deadlock here every time (a 500 for the cancel). One wins and
+    neither fails: the run is CANCELLED and not claimed, or RUNNING with the cancel asked."""
+    run = queued(mt)
+    finish = mts.finish
+    held_by_cancel: list = []
+
+    def slow_finish(*args, **kwargs):
+        held_by_cancel[0].set()  # the run's row is locked by now
+        time.sleep(0.5)
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(mts, "finish", slow_finish)
+
+    def cancel(held):
+        held_by_cancel.append(held)
+        return mts.cancel_run(run, actor=editor)
+
+    cancelled, claimed = _side_by_side(cancel, lambda held: mts.claim(run.pk, worker="w:2"))
+    assert not isinstance(cancelled[0], Exception), repr(cancelled[0])
+    assert not isinstance(claimed[0], Exception), repr(claimed[0])
+    run.refresh_from_db()
+    if claimed[0] is None:
+        assert run.state == "CANCELLED"
+    else:
+        assert run.state == "RUNNING" and run.cancel_requested_at is not None
