@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -341,6 +342,13 @@ def _end(job: SparkJob, watch: _Watch, state: str, **fields: Any) -> None:
     watch.stop()
     if state == SparkJob.State.FAILED and watch.cancelled:
         state, fields["error"] = SparkJob.State.CANCELLED, {"message": "Cancelled while running"}
+    elif state == SparkJob.State.FAILED and watch.timed_out:
+        fields["status"] = 504
+        fields["error"] = {
+            "message": f"Timed out: stopped after {watch.limit:.0f} s, the longest a Spark "
+            "job may run (JOBS_TIMEOUT_SECONDS)",
+            "type": "Timeout",
+        }
     _finish(job, state, **fields)
 
 
@@ -351,22 +359,30 @@ def _finish(job: SparkJob, state: str, **fields: Any) -> None:
 
 
 class _Watch(threading.Thread):
-    """Keeps the job's heartbeat fresh, and cancels its Spark jobs when a cancel is asked."""
+    """Keeps the job's heartbeat fresh, and cancels its Spark jobs when a cancel is asked
+    or the job passes JOBS_TIMEOUT_SECONDS: at that look and at every look after, since
+    Spark cancels only the jobs running at the time, and a job asked to stop between two
+    Spark jobs (while Spark plans the next statement) would otherwise run the next one."""
 
     def __init__(self, job: SparkJob, group: str) -> None:
         super().__init__(name=f"job-{job.pk}", daemon=True)
         self.job_id, self.group = job.pk, group
         self.stopped = threading.Event()
-        self.cancelled = False
+        self.cancelled = self.timed_out = False
+        self.limit = float(settings.JOBS_TIMEOUT_SECONDS) or None
+        self.started = time.monotonic()
 
     def run(self) -> None:
         try:
             while not self.stopped.wait(settings.MT_HEARTBEAT_SECONDS):
                 close_old_connections()
                 SparkJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now())
-                asked = SparkJob.objects.filter(pk=self.job_id, cancel_requested=True).exists()
-                if asked and not self.cancelled:
-                    self.cancelled = True
+                if not (self.cancelled or self.timed_out):
+                    if SparkJob.objects.filter(pk=self.job_id, cancel_requested=True).exists():
+                        self.cancelled = True
+                    elif self.limit is not None and time.monotonic() - self.started > self.limit:
+                        self.timed_out = True
+                if self.cancelled or self.timed_out:
                     _executor.cancel(self.group)
         finally:
             connection.close()

@@ -301,3 +301,72 @@ def test_workers_silent_for_an_hour_are_forgotten(viewer, alive):
     listed = [w["name"] for w in api_for(viewer).get("/api/workers/").json()]
     assert listed == ["host:1"]
     assert [w["name"] for w in workers.listed()] == ["host:1"]
+
+
+@pytest.fixture
+def spark_job_until_cancelled(monkeypatch, settings):
+    """Call it once the job is made (the request runs the job's kind until it needs Spark):
+    from then on a view preview's Spark work runs until its job group is cancelled, as
+    Spark's does, and the job's watch looks every 0.2 s. It returns the cancels seen."""
+    import threading
+
+    from catalog.core.errors import InvalidInput
+
+    cancels: list[str] = []
+    stopped = threading.Event()
+
+    def cancel(group: str) -> None:
+        cancels.append(group)
+        if len(cancels) >= 2:
+            stopped.set()
+
+    def work(arguments, actor, job):
+        # The first cancel finds no Spark job running (as when it comes while Spark plans
+        # the next statement); the work stops only when the watch cancels again.
+        assert stopped.wait(30), "cancelled once, then never again"
+        raise InvalidInput("Job 7 cancelled part of cancelled job group")
+
+    def install() -> list[str]:
+        settings.MT_HEARTBEAT_SECONDS = 0.2
+        untagged = jobs.Executor(running=lambda group, description: nullcontext(), cancel=cancel)
+        jobs.use_executor(untagged)
+        monkeypatch.setitem(jobs.KINDS, "preview_view", work)
+        return cancels
+
+    try:
+        yield install
+    finally:
+        from refresh import analysis
+
+        jobs.use_executor(analysis.EXECUTOR)
+
+
+def _queued_preview(viewer) -> SparkJob:
+    job = preview(api_for(viewer)).json()["job"]
+    return SparkJob.objects.get(pk=job["id"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_asked_stops_the_jobs_spark_work_and_keeps_stopping_what_starts_after(
+    sales, viewer, alive, spark_job_until_cancelled
+):
+    job = _queued_preview(viewer)
+    cancels = spark_job_until_cancelled()
+    SparkJob.objects.filter(pk=job.pk).update(cancel_requested=True)  # asked as it starts
+    outcome = jobs._run(jobs.claim(job.pk))
+    job.refresh_from_db()
+    assert outcome == "CANCELLED", (job.error, job.status)
+    assert len(cancels) >= 2 and set(cancels) == {f"lakeview-job-{job.pk}"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_past_jobs_timeout_seconds_is_stopped_and_fails_with_a_504_saying_so(
+    sales, viewer, alive, settings, spark_job_until_cancelled
+):
+    settings.JOBS_TIMEOUT_SECONDS = 1
+    job = _queued_preview(viewer)
+    cancels = spark_job_until_cancelled()
+    assert jobs._run(jobs.claim(job.pk)) == "FAILED"
+    job.refresh_from_db()
+    assert job.status == 504 and job.error["type"] == "Timeout"
+    assert job.error["message"].startswith("Timed out: stopped after 1 s") and cancels

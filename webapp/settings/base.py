@@ -250,6 +250,10 @@ JOBS_REUSE_SECONDS = 60
 # A job no worker took in this long is failed; finished jobs are kept this many days.
 JOBS_QUEUED_TIMEOUT_SECONDS = int(env("JOBS_QUEUED_TIMEOUT_SECONDS", "600"))
 JOBS_KEEP_DAYS = int(env("JOBS_KEEP_DAYS", "7"))
+# A running job (a console statement, a preview, a schema analysis) is stopped after this
+# long (0: never): a runaway console MERGE would otherwise hold one of the threads kept for
+# everyone's previews until the worker restarts.
+JOBS_TIMEOUT_SECONDS = int(env("JOBS_TIMEOUT_SECONDS", "1800"))
 CELERY_BEAT_SCHEDULE["prune-spark-jobs"] = {"task": "catalog.prune_spark_jobs", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["fail-abandoned-jobs"] = {
     "task": "catalog.fail_abandoned_jobs",
