@@ -177,6 +177,9 @@ def cancel_run(run: MaintenanceRun, *, actor: Any = None) -> MaintenanceRun:
             MaintenanceRun.objects.filter(pk=run.pk).update(
                 cancel_requested_at=timezone.now(), cancel_requested_by=who
             )
+        else:  # asked before: nothing changes, and the history says it once
+            run.refresh_from_db()
+            return run
         history.record(
             actor=actor,
             action="cancel_maintenance_run",

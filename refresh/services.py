@@ -1173,6 +1173,8 @@ def cancel_run(run: RefreshRun, *, actor: Any = None) -> RefreshRun:
             RefreshRun.objects.filter(pk=run.pk).update(
                 cancel_requested_at=timezone.now(), cancel_requested_by=who
             )
+        else:  # asked before: nothing changes, and the history says it once
+            mt = None
         if mt is not None:
             _record(mt, actor=actor, action="cancel_refresh_run", message=f"run {run.pk}")
     run.refresh_from_db()
@@ -1188,6 +1190,12 @@ def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> R
     """RUNNING (or QUEUED, for a skip decided before starting) -> a finished state; counts
     failures toward the automatic suspension."""
     with transaction.atomic():
+        # The table's row first, then the run's, in the order claim() and cancel_run() take
+        # them: the other order deadlocks with a cancel of the same run on PostgreSQL.
+        if run.materialized_table_id is not None:
+            MaterializedTable.objects.select_for_update().filter(
+                pk=run.materialized_table_id
+            ).first()
         done = RefreshRun.objects.filter(
             pk=run.pk, state__in=[RefreshRun.State.RUNNING, RefreshRun.State.QUEUED]
         ).update(state=state, finished_at=timezone.now(), error=error[:10_000], **results)

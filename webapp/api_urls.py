@@ -13,4 +13,5 @@ from webapp.middleware import not_found
 
 app_name = "api"
 
-urlpatterns = [*catalog_api, *maintenance_api, *refresh_api, re_path(r"^.*$", not_found)]
+# Any other path is a JSON 404, one with a line feed in it too ('.' would stop there).
+urlpatterns = [*catalog_api, *maintenance_api, *refresh_api, re_path(r"^[\s\S]*$", not_found)]

@@ -72,5 +72,6 @@ urlpatterns = [
     path("v1/config", Resource(GET=tokens.config).as_view()),
     path("v1/oauth/tokens", tokens.oauth_tokens),
     *(path(_django_path(route), resource.as_view()) for route, resource in ROUTES if route != _HOT),
-    re_path(r"^.*$", not_found),
+    # Any other path is a JSON 404, one with a line feed in it too ('.' would stop there).
+    re_path(r"^[\s\S]*$", not_found),
 ]

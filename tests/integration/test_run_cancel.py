@@ -306,15 +306,6 @@ def test_a_cancel_and_a_workers_claim_of_the_same_queued_run_both_end_without_an
         assert run.state == "RUNNING" and run.cancel_requested_at is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "services.finish updates the run, then (_count -> _locked) its table; cancel_run "
-        "now takes the table, then the run: PostgreSQL finds a deadlock and aborts one (a "
-        "500 for the cancel, or a finish lost: the run stays RUNNING until it is taken for "
-        "abandoned). finish should take the table's row before updating the run"
-    ),
-)
 @pytest.mark.django_db(transaction=True)
 def test_a_cancel_and_the_workers_finish_of_the_same_running_run_both_end_without_an_error(
     postgres_only, mt, editor, monkeypatch
@@ -344,14 +335,6 @@ def test_a_cancel_and_the_workers_finish_of_the_same_running_run_both_end_withou
     assert run.state == "SUCCEEDED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "services.cancel_run records 'cancel_refresh_run' in the table's history at every "
-        "ask, also when the run was already asked to stop (and nothing changed): _record "
-        "should sit with the update, for a first ask or a QUEUED run's cancel only"
-    ),
-)
 def test_asking_a_running_run_to_stop_again_records_nothing_more_in_its_tables_history(mt, editor):
     from catalog.models import CatalogEvent
 
