@@ -478,6 +478,8 @@ class CatalogEvent(models.Model):
 
     class Meta:
         ordering = ["-occurred_at", "-id"]
+        # The drops a namespace's "Recently dropped" page lists, newest first.
+        indexes = [models.Index(fields=["action", "-occurred_at"], name="catalog_event_action")]
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_name}: {self.result}"

@@ -14,6 +14,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView, NotFound
 from catalog.core.types import sqlglot_type_from_iceberg
 from catalog.models import (
+    CatalogEvent,
     CatalogObject,
     Namespace,
     SparkJob,
@@ -289,3 +290,33 @@ def get_spark_job(job_id: int | str, *, user: Any) -> SparkJob:
     if found is None:
         raise NotFound(f"Spark job does not exist: {job_id}", field="job_id")
     return found
+
+
+#: The history actions that take a table or a view out of the catalog; the first two keep
+#: its files (Iceberg's drop), so the object can come back (services.restore_dropped).
+KEEPING_DROPS = ("drop_table", "drop_view")
+DROPS = (*KEEPING_DROPS, "purge_table")
+
+
+def dropped(namespace: str, *, limit: int = 100) -> list[CatalogEvent]:
+    """The tables and views dropped from `namespace` with their files kept, newest first:
+    each object's newest drop, unless it was purged or is in the catalog again (restored,
+    or registered by an engine). Reads at most 20 drops per one listed (the index on the
+    action and time), so a history of many drops stays a bounded read."""
+    events = (
+        CatalogEvent.objects.filter(
+            action__in=DROPS,
+            result=CatalogEvent.Result.OK,
+            object_uuid__isnull=False,
+            object_name__startswith=f"{namespace}.",
+        )
+        .select_related("actor")
+        .order_by("-occurred_at", "-id")[: limit * 20]
+    )
+    newest: dict[Any, CatalogEvent] = {}
+    for event in events:
+        if event.object_name.rpartition(".")[0] == namespace:
+            newest.setdefault(event.object_uuid, event)
+    live = set(CatalogObject.objects.filter(uuid__in=list(newest)).values_list("uuid", flat=True))
+    kept = [e for e in newest.values() if e.action in KEEPING_DROPS and e.object_uuid not in live]
+    return kept[:limit]

@@ -331,6 +331,31 @@ class CatalogEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class DroppedSerializer(serializers.Serializer):
+    """A table or view dropped with its files kept: its drop, from the history."""
+
+    uuid = serializers.UUIDField(source="object_uuid")
+    kind = serializers.SerializerMethodField()
+    name = serializers.SerializerMethodField()
+    dropped_at = serializers.DateTimeField(source="occurred_at")
+    dropped_by = serializers.CharField(
+        source="actor.username", read_only=True, allow_null=True, default=None
+    )
+    metadata_location = serializers.CharField()
+
+    def get_kind(self, event: CatalogEvent) -> str:
+        return "table" if event.action == "drop_table" else "view"
+
+    def get_name(self, event: CatalogEvent) -> str:
+        return event.object_name.rpartition(".")[2]
+
+
+class RestoreSerializer(serializers.Serializer):
+    name = serializers.CharField(
+        required=False, help_text="The name to come back as (default: the name it had)."
+    )
+
+
 # -- tables -------------------------------------------------------------------------------
 
 

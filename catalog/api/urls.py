@@ -32,6 +32,16 @@ urlpatterns = [
     ),
     path("namespaces/<dotted:namespace>/views/", views.ViewListView.as_view(), name="view-list"),
     path(
+        "namespaces/<dotted:namespace>/dropped/",
+        views.DroppedListView.as_view(),
+        name="dropped-list",
+    ),
+    path(
+        "namespaces/<dotted:namespace>/dropped/<str:uuid>/restore",
+        views.DroppedRestoreView.as_view(),
+        name="dropped-restore",
+    ),
+    path(
         "namespaces/<dotted:namespace>/views/register",
         views.ViewRegisterView.as_view(),
         name="view-register",

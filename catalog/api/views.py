@@ -491,6 +491,50 @@ class ViewRenameView(APIView):
         return _view_detail(view)
 
 
+class DroppedListView(APIView):
+    @extend_schema(
+        operation_id="namespaces_dropped_list",
+        parameters=[_NAMESPACE],
+        responses={200: s.DroppedSerializer(many=True), **_errors(404)},
+        description=(
+            "Tables and views dropped from the namespace with their files kept (Iceberg's "
+            "drop without purge), newest first: each can be restored. A purged one, or one "
+            "in the catalog again, is not listed."
+        ),
+        tags=["namespaces"],
+    )
+    def get(self, request: Request, namespace: str) -> Response:
+        selectors.get_namespace(namespace)
+        return Response(s.DroppedSerializer(selectors.dropped(namespace), many=True).data)
+
+
+class DroppedRestoreView(APIView):
+    @extend_schema(
+        operation_id="namespaces_dropped_restore",
+        parameters=[
+            _NAMESPACE,
+            OpenApiParameter("uuid", OpenApiTypes.STR, OpenApiParameter.PATH),
+        ],
+        request=s.RestoreSerializer,
+        responses={201: OpenApiTypes.OBJECT, **_errors(400, 403, 404, 409)},
+        description=(
+            "Bring back a dropped table or view (Snowflake's UNDROP): its metadata file of "
+            "the drop is registered again, under its old name or `name`. 409 when the name "
+            "is taken or the object is in the catalog again."
+        ),
+        tags=["namespaces"],
+    )
+    def post(self, request: Request, namespace: str, uuid: str) -> Response:
+        data = _validated(s.RestoreSerializer, request)
+        obj = services.restore_dropped(
+            namespace=namespace, uuid=uuid, name=data.get("name"), actor=request.user
+        )
+        return Response(
+            {"kind": obj.kind, "namespace": obj.namespace.name, "name": obj.name},
+            status=status.HTTP_201_CREATED,
+        )
+
+
 # -- tables -------------------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """Namespace pages beyond the list and the detail: edit its properties, drop it (after a
-confirmation; a namespace that holds objects or child namespaces is refused)."""
+confirmation; a namespace that holds objects or child namespaces is refused), and bring
+back what was dropped from it with its files kept."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from catalog import services
+from catalog import selectors, services
 from catalog.core.errors import CatalogError
 from catalog.models import CatalogObject, Namespace
 from catalog.pages.forms import NamespacePropertiesForm
@@ -56,4 +57,32 @@ def namespace_drop(request: HttpRequest, namespace: str) -> HttpResponse:
     }
     return render(
         request, "catalog/namespace_drop.html", context, status=409 if error_message else 200
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page()
+def namespace_dropped(request: HttpRequest, namespace: str) -> HttpResponse:
+    """Tables and views dropped from the namespace with their files kept; an editor's POST
+    (`uuid`, optional `name`) brings one back (services.restore_dropped)."""
+    ns = get_object_or_404(Namespace, name=namespace)
+    error_message = None
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip() or None
+        try:
+            obj = services.restore_dropped(
+                namespace=ns.name, uuid=request.POST.get("uuid", ""), name=name, actor=request.user
+            )
+        except CatalogError as error:
+            error_message = error.message
+        else:
+            messages.success(request, f"{obj.kind.capitalize()} {obj} restored.")
+            page = "catalog:table-detail" if obj.kind == "table" else "catalog:view-detail"
+            return redirect(page, namespace=ns.name, name=obj.name)
+    context = {"namespace": ns, "dropped": selectors.dropped(ns.name), "error": error_message}
+    return render(
+        request,
+        "catalog/namespace_dropped.html",
+        context,
+        status=409 if error_message else 200,
     )

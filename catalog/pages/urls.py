@@ -41,6 +41,11 @@ urlpatterns = [
         name="namespace-properties",
     ),
     path("namespaces/<str:namespace>/drop", namespaces.namespace_drop, name="namespace-drop"),
+    path(
+        "namespaces/<str:namespace>/dropped/",
+        namespaces.namespace_dropped,
+        name="namespace-dropped",
+    ),
     # engine credentials (catalog/pages/credentials.py)
     path("credentials/", credentials.credentials, name="credentials"),
     path(

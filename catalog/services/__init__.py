@@ -12,6 +12,7 @@ The public operations are re-exported here, so callers write `services.create_vi
 
 from catalog.services.attached import attach_table, detach_table
 from catalog.services.attached import follow as follow_attached
+from catalog.services.dropped import restore_dropped
 from catalog.services.namespaces import (
     create_namespace,
     drop_namespace,
@@ -45,6 +46,7 @@ from catalog.services.tables import (
 
 __all__ = [
     "LoadedTable",
+    "restore_dropped",
     "attach_table",
     "detach_table",
     "follow_attached",
