@@ -11,6 +11,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
+from catalog.core import metadata_io
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView, NotFound
 from catalog.core.types import sqlglot_type_from_iceberg
 from catalog.models import (
@@ -319,4 +320,17 @@ def dropped(namespace: str, *, limit: int = 100) -> list[CatalogEvent]:
             newest.setdefault(event.object_uuid, event)
     live = set(CatalogObject.objects.filter(uuid__in=list(newest)).values_list("uuid", flat=True))
     kept = [e for e in newest.values() if e.action in KEEPING_DROPS and e.object_uuid not in live]
-    return kept[:limit]
+    # An engine may delete the files itself after an ordinary drop (Spark's DROP TABLE ...
+    # PURGE does: Iceberg's SparkCatalog drops without purging, then deletes what the
+    # metadata reaches): such a drop cannot come back, and is not listed.
+    return [e for e in kept[:limit] if metadata_file_exists(e.metadata_location)]
+
+
+def metadata_file_exists(location: str) -> bool:
+    """Whether the metadata file a drop recorded is still there (one stat, or one HEAD)."""
+    if not location:
+        return False
+    try:
+        return metadata_io.file_io(location).new_input(location).exists()
+    except Exception:  # noqa: BLE001 - an unreadable location is as good as gone
+        return False

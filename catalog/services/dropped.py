@@ -28,7 +28,8 @@ def restore_dropped(
     if event is None:
         raise NotFound(
             f"No table or view with UUID {uuid[:40]} was dropped from {namespace} with its "
-            "files kept (a purged one cannot come back)",
+            "files kept (a purged one cannot come back, nor one whose files an engine "
+            "deleted, as Spark's DROP TABLE ... PURGE does)",
             field="uuid",
         )
     holder = CatalogObject.objects.filter(uuid=event.object_uuid).select_related("namespace")

@@ -146,3 +146,17 @@ def test_hostile_restores_are_json_4xx_and_restore_nothing(sales, editor, uuid, 
 
 def test_an_unknown_namespace_is_a_404(editor):
     assert api_for(editor).get("/api/namespaces/nope/dropped/").status_code == 404
+
+
+def test_a_drop_whose_files_an_engine_deleted_is_not_listed_and_cannot_come_back(sales, editor):
+    # Spark's DROP TABLE ... PURGE drops without purging, then deletes the files itself.
+    from pathlib import Path
+
+    table, _ = sales
+    services.drop_table(namespace="sales", name="orders", actor=editor)
+    Path(table.metadata_location.removeprefix("file://").removeprefix("file:")).unlink()
+    assert selectors.dropped("sales") == []
+    answer = api_for(editor).post(
+        f"/api/namespaces/sales/dropped/{table.uuid}/restore", {}, format="json"
+    )
+    assert answer.status_code == 404 and "an engine deleted" in answer.json()["error"]

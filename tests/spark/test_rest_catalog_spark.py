@@ -307,3 +307,30 @@ def test_spark_views_over_keyword_names_are_stored_as_spark_sent_them(
     assert stored["transpiled"] is False and stored["sql_error"]
     spark.sql("DROP VIEW lv.select.v")
     spark.sql("DROP VIEW lv.kw.inner.v")
+
+
+def test_a_table_spark_dropped_comes_back_with_its_rows_and_a_purged_one_does_not(
+    lv_spark: SparkSession, catalog_server: CatalogServer
+):
+    lv_spark.sql("CREATE NAMESPACE IF NOT EXISTS lv.undrop")
+    lv_spark.sql("CREATE TABLE lv.undrop.orders (id BIGINT, region STRING)")
+    lv_spark.sql("INSERT INTO lv.undrop.orders VALUES (1, 'eu'), (2, 'us')")
+    lv_spark.sql("CREATE TABLE lv.undrop.scratch (id BIGINT)")
+    lv_spark.sql("INSERT INTO lv.undrop.scratch VALUES (1)")
+    lv_spark.sql("DROP TABLE lv.undrop.orders")  # Spark's drop: purgeRequested=false
+    lv_spark.sql("DROP TABLE lv.undrop.scratch PURGE")
+
+    api = catalog_server.api_session()
+    base = f"{catalog_server.base_url}/api/namespaces/undrop/dropped/"
+    listed = api.get(base, timeout=30).json()
+    assert [(d["name"], d["kind"]) for d in listed] == [("orders", "table")]
+    restored = api.post(f"{base}{listed[0]['uuid']}/restore", json={}, timeout=30)
+    assert restored.status_code == 201, restored.text
+    lv_spark.sql("REFRESH TABLE lv.undrop.orders")
+    assert sorted(rows(lv_spark, "SELECT id, region FROM lv.undrop.orders")) == [
+        (1, "eu"),
+        (2, "us"),
+    ]
+    # Written to again, like any table.
+    lv_spark.sql("INSERT INTO lv.undrop.orders VALUES (3, 'eu')")
+    assert rows(lv_spark, "SELECT count(*) FROM lv.undrop.orders") == [(3,)]
