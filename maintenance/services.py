@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from catalog import history
-from catalog.core.errors import CommitConflict, InvalidInput, ReadOnly, Unavailable
+from catalog.core.errors import CommitConflict, InvalidInput, NotFound, ReadOnly, Unavailable
 from catalog.models import Table
 from catalog.services import tables as table_services
 from maintenance import selectors
@@ -163,9 +163,10 @@ def cancel_run(run: MaintenanceRun, *, actor: Any = None) -> MaintenanceRun:
     who = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
         locked = MaintenanceRun.objects.select_for_update().filter(pk=run.pk).first()
-        if locked is None or locked.state in MaintenanceRun.FINISHED:
-            state = locked.state if locked is not None else "and was deleted"
-            raise CommitConflict(f"Maintenance run {run.pk} already ended {state}")
+        if locked is None:  # deleted since the caller found it (pruned)
+            raise NotFound(f"Maintenance run {run.pk} does not exist")
+        if locked.state in MaintenanceRun.FINISHED:
+            raise CommitConflict(f"Maintenance run {run.pk} already ended {locked.state}")
         if locked.state == MaintenanceRun.State.QUEUED:
             by = f" by {who.get_username()}" if who is not None else ""
             finish(

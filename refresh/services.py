@@ -45,6 +45,7 @@ from catalog.core.errors import (
     InvalidInput,
     NoSuchTable,
     NoSuchVersion,
+    NotFound,
     SqlError,
     Unavailable,
 )
@@ -1152,9 +1153,10 @@ def cancel_run(run: RefreshRun, *, actor: Any = None) -> RefreshRun:
         if mt_id is not None:
             MaterializedTable.objects.select_for_update().filter(pk=mt_id).first()
         locked = RefreshRun.objects.select_for_update().filter(pk=run.pk).first()
-        if locked is None or locked.state in RefreshRun.FINISHED:
-            state = locked.state if locked is not None else "and was deleted"
-            raise InvalidState(f"Refresh run {run.pk} already ended {state}")
+        if locked is None:  # deleted since the caller found it (its table dropped)
+            raise NotFound(f"Job does not exist: {run.pk}", field="job_id")
+        if locked.state in RefreshRun.FINISHED:
+            raise InvalidState(f"Refresh run {run.pk} already ended {locked.state}")
         mt = locked.materialized_table
         if locked.trigger == RefreshRun.Trigger.CONTINUOUS or (
             mt is not None and mt.refresh_mode == RefreshMode.CONTINUOUS
