@@ -88,7 +88,12 @@ def lost_jvm_message(error: BaseException | None = None) -> str | None:
 
 def _connection_error(error: BaseException | None) -> bool:
     while error is not None:
-        if isinstance(error, ConnectionError) or type(error).__name__ == "Py4JNetworkError":
+        # Py4JError itself (not its Py4JJavaError) is py4j's word for a call that got no
+        # answer, as a call into a JVM that just died gets.
+        if isinstance(error, ConnectionError) or type(error).__name__ in (
+            "Py4JNetworkError",
+            "Py4JError",
+        ):
             return True
         error = error.__cause__ or error.__context__
     return False

@@ -220,7 +220,18 @@ def jvm_gone() -> bool:
     from pyspark import SparkContext
 
     process = getattr(SparkContext._gateway, "proc", None)  # noqa: SLF001 - PySpark's own handle
-    return process is not None and process.poll() is not None
+    return process is not None and (process.poll() is not None or _dying(process.pid))
+
+
+def _dying(pid: int) -> bool:
+    """A JVM killed a moment ago: its main thread is a zombie (Z) while its other threads
+    still exit, and until they have, poll() says it runs. Linux's /proc tells; elsewhere
+    poll() alone decides."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] in (["Z"], ["X"])
 
 
 def forget_jvm() -> None:
