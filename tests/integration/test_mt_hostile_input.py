@@ -525,6 +525,7 @@ json_value = st.recursive(
 setting_name = st.one_of(st.sampled_from(sorted(RUN_SETTINGS)), st.text(max_size=40))
 generated = settings(
     max_examples=EXAMPLES,
+    derandomize=True,  # the same draws every run: CI fails on a bug, not on a draw
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
