@@ -16,7 +16,22 @@ from typing import Any
 
 import requests
 
-Send = Callable[[requests.Session], requests.Response]
+
+@dataclass(frozen=True)
+class Request:
+    """One flood request as plain data, so that a process of its own can send it."""
+
+    what: str
+    method: str
+    url: str
+    headers: dict[str, str]
+    params: dict[str, str] | None = None
+    json: dict[str, Any] | None = None
+
+
+#: Each call gives a round's requests, every one new (its own filter or table name), so
+#: that none is answered from an earlier round's.
+Round = Callable[[], list[Request]]
 
 
 @dataclass(frozen=True)
@@ -70,25 +85,35 @@ def _load_loop(url: str, token: str, interval: float, stopping: Any, results: An
     results.put((samples, failures))
 
 
-def _burst(sends: list[tuple[str, Send]]) -> tuple[list[Shot], float, float]:
-    """Every send at once (a thread and a connection each, released together)."""
-    barrier = threading.Barrier(len(sends) + 1)
-    shots: list[Shot | None] = [None] * len(sends)
+def _burst(requests_: list[Request], results: Any) -> None:
+    """Every request at once (a thread and a connection each, released together); puts
+    (shots, began, ended) on `results`. It runs in a process of its own, as the engines do:
+    what it times is the stack's answers, not the caller's heap (a long pytest run's garbage
+    collections pause every thread) or the caller's other threads holding the GIL."""
+    barrier = threading.Barrier(len(requests_) + 1)
+    shots: list[Shot | None] = [None] * len(requests_)
 
-    def fire(index: int, what: str, send: Send) -> None:
+    def fire(index: int, request: Request) -> None:
         session = requests.Session()
         barrier.wait()
         started = time.monotonic()
         try:
-            response = send(session)
+            response = session.request(
+                request.method,
+                request.url,
+                headers=request.headers,
+                params=request.params,
+                json=request.json,
+                timeout=60,
+            )
             status, text = response.status_code, response.text[:2000]
         except requests.RequestException as error:
             status, text = 0, str(error)
-        shots[index] = Shot(what, status, time.monotonic() - started, text)
+        shots[index] = Shot(request.what, status, time.monotonic() - started, text)
 
     threads = [
-        threading.Thread(target=fire, args=(i, what, send), daemon=True)
-        for i, (what, send) in enumerate(sends)
+        threading.Thread(target=fire, args=(i, request), daemon=True)
+        for i, request in enumerate(requests_)
     ]
     for thread in threads:
         thread.start()
@@ -96,11 +121,11 @@ def _burst(sends: list[tuple[str, Send]]) -> tuple[list[Shot], float, float]:
     began = time.monotonic()
     for thread in threads:
         thread.join(timeout=120)
-    return [shot for shot in shots if shot is not None], began, time.monotonic()
+    results.put(([shot for shot in shots if shot is not None], began, time.monotonic()))
 
 
 def measure(
-    sends: list[tuple[str, Send]],
+    sends: Round,
     *,
     load_table_url: str,
     token: str,
@@ -109,13 +134,13 @@ def measure(
     quiet_seconds: float = 3.0,
     rounds: int = 1,
 ) -> Measured:
-    """Engines load the table (each every `interval` seconds) for `quiet_seconds`, then
-    every send goes at once (one thread and connection each, released together), `rounds`
-    times; the engines keep loading all along."""
+    """Engines load the table (each every `interval` seconds) for `quiet_seconds`, then a
+    round of requests goes at once (one thread and connection each, released together),
+    `rounds` times; the engines keep loading all along."""
     measured = Measured()
     # Spawned, not forked: the caller may hold a JVM gateway and many threads.
     context = multiprocessing.get_context("spawn")
-    stopping, results = context.Event(), context.Queue()
+    stopping, results, answers = context.Event(), context.Queue(), context.Queue()
     pool = [
         context.Process(
             target=_load_loop, args=(load_table_url, token, interval, stopping, results)
@@ -130,7 +155,10 @@ def measure(
     quiet_end = time.monotonic()
     windows: list[tuple[float, float]] = []
     for _ in range(rounds):
-        shots, began, ended = _burst(sends)
+        sender = context.Process(target=_burst, args=(sends(), answers))
+        sender.start()
+        shots, began, ended = answers.get(timeout=300)
+        sender.join(timeout=30)
         windows.append((began, ended))
         measured.shots.extend(shots)
         time.sleep(0.5)
@@ -208,37 +236,34 @@ def prepare(stack: object, namespace: str = "flood") -> Scenario:
 _sent = itertools.count(1)
 
 
-def abusive_sends(scenario: Scenario, *, count: int = 50, namespace: str = "flood") -> list:
-    """`count` requests that each need a worker's Spark, half a viewer's previews, half an
-    editor's CREATE MATERIALIZED TABLE; every request sent is new (its own filter, its own
-    table name), so none is answered from an earlier one."""
+def abusive_sends(scenario: Scenario, *, count: int = 50, namespace: str = "flood") -> Round:
+    """Rounds of `count` requests that each need a worker's Spark, half a viewer's
+    previews, half an editor's CREATE MATERIALIZED TABLE."""
     base = scenario.base_url
+    viewer = {"Authorization": f"Token {scenario.viewer_token}"}
+    editor = {"Authorization": f"Token {scenario.editor_token}"}
 
-    def preview(index: int) -> Send:
-        return lambda session: session.get(
+    def preview(index: int) -> Request:
+        return Request(
+            f"preview {index}",
+            "GET",
             f"{base}/api/namespaces/{namespace}/views/v/preview",
+            viewer,
             params={"filter": f"id > {next(_sent)}"},
-            headers={"Authorization": f"Token {scenario.viewer_token}"},
-            timeout=60,
         )
 
-    def create(index: int) -> Send:
-        return lambda session: session.post(
+    def create(index: int) -> Request:
+        return Request(
+            f"create {index}",
+            "POST",
             f"{base}/api/statements/",
+            editor,
             json={
                 "sql": f"CREATE MATERIALIZED TABLE flood_{next(_sent)} FRESHNESS = "
                 "INTERVAL '1' HOUR REFRESH_MODE = FULL AS SELECT ds, count(*) AS n FROM t "
                 "GROUP BY ds",
                 "namespace": namespace,
             },
-            headers={"Authorization": f"Token {scenario.editor_token}"},
-            timeout=60,
         )
 
-    sends = []
-    for index in range(count):
-        if index % 2:
-            sends.append((f"preview {index}", preview(index)))
-        else:
-            sends.append((f"create {index}", create(index)))
-    return sends
+    return lambda: [preview(i) if i % 2 else create(i) for i in range(count)]

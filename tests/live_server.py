@@ -276,7 +276,14 @@ def catalog_server(
                     )
                 ),
                 *("--bind", f"127.0.0.1:{bind_port}", "--graceful-timeout", "5"),
-                *("--access-logfile", "-", "--access-logformat", '"%(r)s" %(s)s %(L)ss'),
+                # Which worker process answered, when, and in how long: what a slow answer
+                # under a flood is read from.
+                *(
+                    "--access-logfile",
+                    "-",
+                    "--access-logformat",
+                    '%(p)s %(t)s "%(r)s" %(s)s %(L)ss',
+                ),
             ],
             cwd=REPO_ROOT,
             env={**env, **extra},

@@ -36,3 +36,10 @@ nice = int(os.environ.get("WEB_NICE", "0"))
 def post_fork(server: object, worker: object) -> None:
     if nice:
         os.nice(nice)
+
+
+def post_worker_init(worker: object) -> None:
+    # The app is loaded: what its first requests would load, it loads now (webapp.warmup).
+    from webapp.warmup import warm
+
+    warm()

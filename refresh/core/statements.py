@@ -328,6 +328,25 @@ def first_needing_spark(script: str) -> int | None:
     return None
 
 
+def leading_words(statement: str, count: int) -> list[str]:
+    """The first `count` keywords of a statement, upper-cased (cheap: tokens only, nothing
+    parsed); fewer when a name, a string or the end comes first; [] when it does not
+    tokenize."""
+    try:
+        tokens = _tokenize(statement)
+    except SqlError:
+        return []
+    words: list[str] = []
+    for token in tokens:
+        read = _words(token)
+        if not read:
+            break
+        words.extend(read)
+        if len(words) >= count:
+            break
+    return words[:count]
+
+
 # -- reading tokens ----------------------------------------------------------------------------
 
 

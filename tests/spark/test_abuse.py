@@ -19,8 +19,10 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import requests
+from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
 from tests import flood
@@ -80,6 +82,10 @@ QUIET_SECONDS = 1.0
 def assert_answered_fast(measured: flood.Measured, allowed: set[int], what: str) -> None:
     statuses = sorted({shot.status for shot in measured.shots})
     slow = [shot for shot in measured.shots if shot.seconds >= 1.0]
+    slowest = max(shot.seconds for shot in measured.shots)
+    # Shown with a failure (pytest prints what a failed test printed).
+    print(f"{what}: {len(measured.shots)} answers in {measured.flood_seconds:.2f} s", end=", ")
+    print(f"slowest {slowest:.3f} s")
     assert set(statuses) <= allowed, f"{what}: {statuses} {measured.shots[:3]}"
     assert not slow, f"{what}: {len(slow)} answers took 1 s or more, e.g. {slow[0]}"
     p99 = flood.percentile(measured.during, 0.99)
@@ -91,7 +97,7 @@ def assert_answered_fast(measured: flood.Measured, allowed: set[int], what: str)
 
 
 def test_a_flood_is_answered_within_a_second_and_engines_keep_loading_tables(
-    stack: RefreshStack, spark: SparkSession
+    stack: RefreshStack,
 ):
     scenario = flood.prepare(stack)
     sends = flood.abusive_sends(scenario)
@@ -106,10 +112,17 @@ def test_a_flood_is_answered_within_a_second_and_engines_keep_loading_tables(
     assert_answered_fast(measured, {503}, "no worker")
     assert "No refresh worker is running" in measured.shots[0].text
 
-    # One busy worker: a long refresh holds its Spark.
+    # One busy worker: a long refresh holds its Spark. The rows go in through pyiceberg, so
+    # that this process's own JVM is idle while the flood is timed: the answers measured are
+    # the stack's, not this test's Spark compiling what it just ran.
     stack.start_worker(nice=10)
-    engine = engine_session(spark, stack, "fx")
-    engine.sql("INSERT INTO fx.flood.t VALUES (1, '2024-01-01'), (2, '2024-01-02')")
+    catalog = RestCatalog("fx", uri=stack.server.iceberg_uri, credential=stack.server.credential)
+    source = catalog.load_table("flood.t")
+    source.append(
+        pa.table(
+            {"id": [1, 2], "ds": ["2024-01-01", "2024-01-02"]}, schema=source.schema().as_arrow()
+        )
+    )
     created = stack.statements(
         "CREATE MATERIALIZED TABLE slow FRESHNESS = INTERVAL '1' DAY REFRESH_MODE = FULL AS "
         "SELECT p.id, sum(r.id % 7) AS s FROM t p CROSS JOIN range(3000000000) r GROUP BY p.id",

@@ -28,6 +28,7 @@ from refresh.core.statements import (
     SetRefreshMode,
     ShowMaterializedTables,
     Suspend,
+    leading_words,
     parse_script,
     parse_statement,
     partition_condition,
@@ -512,3 +513,19 @@ def test_alter_as_reads_a_new_query_placed_in_the_statements_lines():
     with pytest.raises(SqlError) as refused:
         parse_statement("ALTER MATERIALIZED TABLE daily AS\nUPDATE t SET a = 1")
     assert refused.value.line == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("CREATE OR ALTER MATERIALIZED TABLE t AS SELECT 1", ["CREATE", "OR", "ALTER"]),
+        ("/* why */ create  or\n alter materialized table t", ["CREATE", "OR", "ALTER"]),
+        ("-- a note\nCREATE MATERIALIZED TABLE t", ["CREATE", "MATERIALIZED", "TABLE"]),
+        ("CREATE", ["CREATE"]),
+        ("`CREATE` OR ALTER", []),
+        ("'unclosed", []),
+        ("", []),
+    ],
+)
+def test_a_statements_leading_keywords_are_read_from_tokens_past_comments_and_case(text, words):
+    assert leading_words(text, 3) == words
