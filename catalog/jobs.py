@@ -27,8 +27,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,7 +34,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections, connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from catalog import workers
@@ -49,6 +47,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.models import SparkJob
+from catalog.watch import Watch
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +312,15 @@ def _hand_on(job_id: int, hops: int) -> bool:
 
 def _run(job: SparkJob) -> str:
     group = f"lakeview-job-{job.pk}"
-    watch = _Watch(job, group)
+    jobs = SparkJob.objects.filter(pk=job.pk)
+    watch = Watch(
+        f"job-{job.pk}",
+        beat=lambda: jobs.update(heartbeat_at=timezone.now()),
+        asked=lambda: jobs.filter(cancel_requested=True).exists(),
+        cancel=lambda: _executor.cancel(group),
+        limit=float(settings.JOBS_TIMEOUT_SECONDS) or None,
+        what=f"Spark job {job.pk}",
+    )
     watch.start()
     try:
         with _executor.running(group, job.summary or group):
@@ -338,11 +345,11 @@ def _run(job: SparkJob) -> str:
     return SparkJob.objects.values_list("state", flat=True).get(pk=job.pk)
 
 
-def _end(job: SparkJob, watch: _Watch, state: str, **fields: Any) -> None:
+def _end(job: SparkJob, watch: Watch, state: str, **fields: Any) -> None:
     watch.stop()
-    if state == SparkJob.State.FAILED and watch.cancelled:
+    if state == SparkJob.State.FAILED and watch.ended_by == "cancel":
         state, fields["error"] = SparkJob.State.CANCELLED, {"message": "Cancelled while running"}
-    elif state == SparkJob.State.FAILED and watch.timed_out:
+    elif state == SparkJob.State.FAILED and watch.ended_by == "timeout":
         fields["status"] = 504
         fields["error"] = {
             "message": f"Timed out: stopped after {watch.limit:.0f} s, the longest a Spark "
@@ -356,40 +363,6 @@ def _finish(job: SparkJob, state: str, **fields: Any) -> None:
     SparkJob.objects.filter(pk=job.pk, state__in=SparkJob.ACTIVE).update(
         state=state, finished_at=timezone.now(), **fields
     )
-
-
-class _Watch(threading.Thread):
-    """Keeps the job's heartbeat fresh, and cancels its Spark jobs when a cancel is asked
-    or the job passes JOBS_TIMEOUT_SECONDS: at that look and at every look after, since
-    Spark cancels only the jobs running at the time, and a job asked to stop between two
-    Spark jobs (while Spark plans the next statement) would otherwise run the next one."""
-
-    def __init__(self, job: SparkJob, group: str) -> None:
-        super().__init__(name=f"job-{job.pk}", daemon=True)
-        self.job_id, self.group = job.pk, group
-        self.stopped = threading.Event()
-        self.cancelled = self.timed_out = False
-        self.limit = float(settings.JOBS_TIMEOUT_SECONDS) or None
-        self.started = time.monotonic()
-
-    def run(self) -> None:
-        try:
-            while not self.stopped.wait(settings.MT_HEARTBEAT_SECONDS):
-                close_old_connections()
-                SparkJob.objects.filter(pk=self.job_id).update(heartbeat_at=timezone.now())
-                if not (self.cancelled or self.timed_out):
-                    if SparkJob.objects.filter(pk=self.job_id, cancel_requested=True).exists():
-                        self.cancelled = True
-                    elif self.limit is not None and time.monotonic() - self.started > self.limit:
-                        self.timed_out = True
-                if self.cancelled or self.timed_out:
-                    _executor.cancel(self.group)
-        finally:
-            connection.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=10)
 
 
 # -- housekeeping (celery-beat) ----------------------------------------------------------

@@ -112,17 +112,21 @@ def run_session(*, namespace: list[str], settings: dict[str, str] | None = None)
 
     key = (tuple(namespace), tuple(sorted((settings or {}).items())))
     root = spark()  # first: a new JVM in place of an exited one drops the kept sessions
+    # Kept sessions belong to `root` only while it is the current one: another thread may
+    # start a new JVM between these lines, and a session of the dead one, kept, would fail
+    # every later run alike.
     with _lock:
-        cached = _sessions.get(key)
+        cached = _sessions.get(key) if root is _session else None
     if cached is not None:
         return cached
     session = jobs.run_session(
         root, catalog=django_settings.CATALOG_NAME, namespace=namespace, settings=settings
     )
     with _lock:
-        if len(_sessions) > 64:
-            _sessions.clear()
-        _sessions[key] = session
+        if root is _session:
+            if len(_sessions) > 64:
+                _sessions.clear()
+            _sessions[key] = session
     return session
 
 

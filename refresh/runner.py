@@ -32,11 +32,11 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from catalog import workers
 from catalog.core.errors import CatalogError
+from catalog.watch import Watch
 from refresh import engine, leases, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
@@ -465,13 +465,11 @@ def describe(error: Exception) -> str:
     return message if message in detail else f"{message}\n{detail}"
 
 
-class Heartbeat(threading.Thread):
-    """Says every few seconds that the run's worker is alive (its own DB connection).
-
-    With a Spark job group (`watch`), it also stops the run's Spark jobs once someone asks
-    the run to stop (services.cancel_run) or the run passes its time limit: it looks every
-    WATCH_SECONDS, and cancels again at every look after, since Spark cancels only the
-    jobs running at the time and a run may start another. `ended_by` then says why."""
+class Heartbeat(Watch):
+    """A run's watch (catalog.watch): says every few seconds that the run's worker is alive
+    (services.heartbeat), and with a Spark job group (`watch`) stops the run's Spark jobs
+    once someone asks the run to stop (services.cancel_run) or the run passes its time
+    limit; `ended_by` then says why."""
 
     def __init__(
         self,
@@ -482,50 +480,16 @@ class Heartbeat(threading.Thread):
         limit: float | None = None,
         asked: Callable[[], bool] | None = None,
     ) -> None:
-        super().__init__(name=f"heartbeat-{run.pk}", daemon=True)
+        super().__init__(
+            f"heartbeat-{run.pk}",
+            beat=beat or (lambda: services.heartbeat(run)),
+            asked=asked or (lambda: services.cancel_asked(run)),
+            # Looked up at each cancel: engine's session may be a new one by then.
+            cancel=None if watch is None else lambda: engine.cancel_group(watch),
+            limit=limit,
+            what=str(run),
+        )
         self.run_row = run
-        self.beat = beat or (lambda: services.heartbeat(run))
-        self.asked = asked or (lambda: services.cancel_asked(run))
-        self.group, self.limit = watch, limit
-        self.stopped = threading.Event()
-        self.started = time.monotonic()
-        self.ended_by: str | None = None  # "cancel" or "timeout"
-
-    def run(self) -> None:
-        every = WATCH_SECONDS if self.group else settings.MT_HEARTBEAT_SECONDS
-        last_beat = time.monotonic()
-        try:
-            while not self.stopped.wait(every):
-                close_old_connections()
-                if time.monotonic() - last_beat >= settings.MT_HEARTBEAT_SECONDS - every / 2:
-                    self.beat()
-                    last_beat = time.monotonic()
-                if self.group is not None:
-                    self._watch(self.group)
-        finally:
-            connection.close()
-
-    def _watch(self, group: str) -> None:
-        if self.ended_by is None:
-            if self.asked():
-                self.ended_by = "cancel"
-            elif self.limit is not None and self.seconds() > self.limit:
-                self.ended_by = "timeout"
-            else:
-                return
-            logger.warning("Stopping %s: %s", self.run_row, self.ended_by)
-        engine.cancel_group(group)
-
-    def seconds(self) -> float:
-        return time.monotonic() - self.started
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=10)
-
-
-#: How often a running refresh looks whether it was asked to stop.
-WATCH_SECONDS = 1.0
 
 
 def _watched(run: RefreshRun, mt: MaterializedTable) -> Heartbeat:

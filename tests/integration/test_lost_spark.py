@@ -39,3 +39,27 @@ def test_a_run_that_failed_with_its_jvm_alive_keeps_its_own_error(monkeypatch):
     monkeypatch.setattr(engine, "time", SimpleNamespace(monotonic=lambda: next(ticks), sleep=print))
     said = runner.describe(ConnectionRefusedError(111, "Connection refused"))
     assert "Connection refused" in said and "JVM" not in said
+
+
+def test_a_session_made_on_a_jvm_replaced_meanwhile_is_not_kept_for_later_runs(monkeypatch):
+    """Another thread starts a new JVM while this one makes a run's session on the old:
+    that session is returned (its run fails saying the JVM exited) but never kept, or
+    every later run of its namespace and settings would get a dead session."""
+    old, new = object(), object()
+    monkeypatch.setattr(engine, "_session", old)
+    monkeypatch.setattr(engine, "_sessions", {})
+    monkeypatch.setattr(engine, "spark", lambda: engine._session)
+    made: list[object] = []
+
+    def run_session(root, **_):
+        engine._session = new  # the other thread's restart, while this session is made
+        made.append(SimpleNamespace(root=root))
+        return made[-1]
+
+    monkeypatch.setattr("refresh.spark.jobs.run_session", run_session)
+    first = engine.run_session(namespace=["ns"])
+    assert first.root is old and engine._sessions == {}
+    # On the new JVM, a session is made and kept.
+    second = engine.run_session(namespace=["ns"])
+    assert second.root is new
+    assert engine.run_session(namespace=["ns"]) is second
