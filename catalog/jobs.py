@@ -47,7 +47,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.models import SparkJob
-from catalog.watch import Watch
+from catalog.watch import Watch, warehouse_floor
 
 logger = logging.getLogger(__name__)
 
@@ -319,6 +319,7 @@ def _run(job: SparkJob) -> str:
         asked=lambda: jobs.filter(cancel_requested=True).exists(),
         cancel=lambda: _executor.cancel(group),
         limit=float(settings.JOBS_TIMEOUT_SECONDS) or None,
+        room=warehouse_floor,
         what=f"Spark job {job.pk}",
     )
     watch.start()
@@ -355,6 +356,12 @@ def _end(job: SparkJob, watch: Watch, state: str, **fields: Any) -> None:
             "message": f"Timed out: stopped after {watch.limit:.0f} s, the longest a Spark "
             "job may run (JOBS_TIMEOUT_SECONDS)",
             "type": "Timeout",
+        }
+    elif state == SparkJob.State.FAILED and watch.ended_by == "disk":
+        fields["status"] = 507
+        fields["error"] = {
+            "message": f"Stopped: {watch.why}; Spark aborted its write",
+            "type": "InsufficientStorage",
         }
     _finish(job, state, **fields)
 

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from catalog import workers
 from catalog.core.errors import CatalogError
-from catalog.watch import Watch
+from catalog.watch import Watch, warehouse_floor
 from refresh import engine, leases, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
@@ -487,6 +487,7 @@ class Heartbeat(Watch):
             # Looked up at each cancel: engine's session may be a new one by then.
             cancel=None if watch is None else lambda: engine.cancel_group(watch),
             limit=limit,
+            room=warehouse_floor,
             what=str(run),
         )
         self.run_row = run
@@ -516,8 +517,9 @@ def _stopped(run: RefreshRun, beating: Heartbeat) -> tuple[str, str] | None:
 
 def stopped(run: Any, beating: Heartbeat, *, limit_from: str) -> tuple[str, str] | None:
     """For a refresh or maintenance run (`run`'s model has cancel_requested_by): CANCELLED
-    with who asked and after how long, or FAILED "Timed out" naming where the limit comes
-    from; None when its heartbeat did not stop it."""
+    with who asked and after how long, FAILED "Timed out" naming where the limit comes
+    from, or FAILED for the warehouse's disk at its floor; None when its heartbeat did not
+    stop it."""
     if beating.ended_by == "cancel":
         who = (
             type(run)
@@ -533,5 +535,10 @@ def stopped(run: Any, beating: Heartbeat, *, limit_from: str) -> tuple[str, str]
         return "FAILED", (
             f"Timed out: stopped after {beating.limit:.0f} s, the longest such a run may "
             f"take ({limit_from}); the table is unchanged"
+        )
+    if beating.ended_by == "disk":
+        return "FAILED", (
+            f"Stopped after {beating.seconds():.0f} s: {beating.why}. Spark aborted the "
+            "write; the table is unchanged"
         )
     return None

@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from catalog import history
 from catalog.core import metadata_io
+from catalog.watch import warehouse_floor
 from refresh import leases, selectors, services, stream_hosts
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
@@ -239,6 +240,26 @@ class Supervisor:
         forget_jvm()
         self._spark = None
 
+    def _paused_for_room(self) -> bool:
+        """When the warehouse's disk is at its floor (catalog.watch.warehouse_floor), this
+        host's streams stop and none starts until there is room again: a runaway stream
+        must not fill the disk the other tables and the database live on. A micro-batch
+        running is given a few seconds, then cut short (its replay finds its marker)."""
+        full = warehouse_floor()
+        if full is None:
+            return False
+        if self.running:
+            logger.error("Stopping the streams of %s: %s", sorted(self.running), full)
+            streaming.stop_all_between_batches(
+                [running.query for running in self.running.values()], timeout=5.0
+            )
+            for mt_id in list(self.running):
+                del self.running[mt_id]
+                _set_status(
+                    mt_id, "FAILED", error=f"Stopped: {full}; it starts again once there is room"
+                )
+        return True
+
     def stop_all(self) -> None:
         for running in list(self.running.values()):
             self._stop(running)
@@ -253,6 +274,8 @@ class Supervisor:
         # meanwhile makes the next pass come at once.
         ends_in = stream_hosts.next_expiry(host, active)
         self.next_expiry = None if ends_in is None else time.monotonic() + ends_in
+        if self._paused_for_room():
+            return
         self._rebuild_pending(held)
         # Read again: a rebuild or manual refresh just gave its table a new checkpoint and
         # new pins, which its stream must start from.

@@ -61,6 +61,8 @@ def server_env(
             "DEBUG": "0",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
+            # A machine running the tests may have little disk left (webapp.settings.test).
+            "WAREHOUSE_MIN_FREE_BYTES": str(64 << 20),
         }
     )
     env.update(extra or {})

@@ -221,6 +221,10 @@ MT_HEARTBEAT_SECONDS = 5
 # A runaway query (a cross join an editor did not mean) otherwise holds a worker thread,
 # and its table's ticks, until someone restarts the worker.
 REFRESH_TIMEOUT_SECONDS = int(env("REFRESH_TIMEOUT_SECONDS", "7200"))
+# The least free space a local warehouse's file system keeps: a refresh, maintenance run,
+# Spark job or stream running when it falls below is stopped (its write aborted), so that one
+# runaway query cannot fill the disk the other tables and the database live on. 0: no floor.
+WAREHOUSE_MIN_FREE_BYTES = int(env("WAREHOUSE_MIN_FREE_BYTES", str(1 << 30)))
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
 # A run QUEUED this long is sent to a worker again (once per this long): its message may
 # have gone down with a SIGKILLed worker (refresh.services.resend_stranded).

@@ -9,3 +9,6 @@ CELERY_TASK_ALWAYS_EAGER = False
 # Integration tests run no worker: views keep sqlglot's types without asking for one
 # (tests/spark runs the app with workers, where Spark types them).
 VIEW_TYPES_FROM_SPARK = False
+# A machine running the tests may have little disk left: the floor at which writing work
+# stops is low here (tests/integration/test_disk_floor.py sets its own).
+WAREHOUSE_MIN_FREE_BYTES = 64 << 20
