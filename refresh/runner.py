@@ -467,9 +467,10 @@ def describe(error: Exception) -> str:
 
 class Heartbeat(Watch):
     """A run's watch (catalog.watch): says every few seconds that the run's worker is alive
-    (services.heartbeat), and with a Spark job group (`watch`) stops the run's Spark jobs
-    once someone asks the run to stop (services.cancel_run) or the run passes its time
-    limit; `ended_by` then says why."""
+    (services.heartbeat), and with a Spark job group (`watch`, cancelled through the
+    worker's session; or `cancel`, for another session's) stops the run's Spark jobs once
+    someone asks the run to stop (services.cancel_run), the run passes its time limit or
+    the warehouse's disk its floor; `ended_by` then says why."""
 
     def __init__(
         self,
@@ -479,13 +480,16 @@ class Heartbeat(Watch):
         watch: str | None = None,
         limit: float | None = None,
         asked: Callable[[], bool] | None = None,
+        cancel: Callable[[], object] | None = None,
     ) -> None:
+        if cancel is None and watch is not None:
+            # Looked up at each cancel: engine's session may be a new one by then.
+            cancel = lambda: engine.cancel_group(watch)  # noqa: E731
         super().__init__(
             f"heartbeat-{run.pk}",
             beat=beat or (lambda: services.heartbeat(run)),
             asked=asked or (lambda: services.cancel_asked(run)),
-            # Looked up at each cancel: engine's session may be a new one by then.
-            cancel=None if watch is None else lambda: engine.cancel_group(watch),
+            cancel=cancel,
             limit=limit,
             room=warehouse_floor,
             what=str(run),

@@ -35,6 +35,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -576,87 +577,83 @@ class Supervisor:
             else:
                 self._recompute(run_id)
 
+    @contextlib.contextmanager
+    def _watched(self, run: RefreshRun) -> Iterator[Any]:
+        """The run's heartbeat (refresh.runner.Heartbeat), which also stops the run's Spark
+        jobs, tagged with the job group `lakeview-run-<id>` on this host's session, at
+        REFRESH_TIMEOUT_SECONDS or at the warehouse disk's floor."""
+        from refresh.runner import Heartbeat
+
+        group = f"lakeview-run-{run.pk}"
+        context = self.spark.sparkContext
+        beating = Heartbeat(
+            run,
+            cancel=lambda: context.cancelJobGroup(group),
+            limit=settings.REFRESH_TIMEOUT_SECONDS or None,
+        )
+        context.setJobGroup(group, f"Refresh run {run.pk}", interruptOnCancel=True)
+        beating.start()
+        try:
+            yield beating
+        finally:
+            beating.stop()
+            if not jvm_gone():  # a JVM that exited took the tag with it
+                context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
     def _recompute(self, run_id: int) -> None:
         """A manual refresh of a continuous table, its stream stopped: the query over the
         sources pinned now replaces the rows (one commit, its refresh state those pins),
         and the stream continues just after them from a new checkpoint."""
-        from refresh.runner import Heartbeat
-
         run = services.claim(run_id, worker=self._worker)
         if run is None:
             return
         mt = run.materialized_table
         old_checkpoint = mt.stream_checkpoint
-        beating = Heartbeat(run)
-        beating.start()
-        try:
-            plan, session = self._plan_and_session(mt)
-            self._load(session, mt, plan, run=run)
-        except Exception as error:  # noqa: BLE001 - the run's failure, recorded; the stream
-            # then resumes from its old checkpoint
-            beating.stop()
-            logger.exception("The manual refresh of %s failed", mt)
+        with self._watched(run) as beating:
+            try:
+                plan, session = self._plan_and_session(mt)
+                self._load(session, mt, plan, run=run)
+            except Exception as error:  # noqa: BLE001 - the run's failure, recorded below;
+                # the stream then resumes from its old checkpoint
+                failure: Exception | None = error
+            else:
+                failure = None
+        if failure is not None:
+            logger.error("The manual refresh of %s failed", mt, exc_info=failure)
             services.finish(
                 run,
                 state=RefreshRun.State.FAILED,
                 action=RefreshRun.Action.FULL,
                 reason=MANUAL_REASON,
-                error=errors.failure_message(error),
+                error=_why_stopped(run, beating) or errors.failure_message(failure),
             )
             return
-        beating.stop()
         if old_checkpoint:
             _delete_checkpoint(old_checkpoint)
 
     def _rebuild(self, run_id: int) -> None:
         """Replace the table with the new definition's rows over its sources pinned now:
         schema and rows in one commit; a new checkpoint and pins for the new stream."""
-        from refresh.runner import Heartbeat
-
         run = services.claim(run_id, worker=self._worker)
         if run is None:
             return
         mt = run.materialized_table
         old_checkpoint = mt.stream_checkpoint
-        beating = Heartbeat(run)
-        beating.start()
-        try:
-            definition, properties = services.rebuild_of(run)
-            levels = definition.default_namespace.split(".")
-            plan = check_streamable(
-                definition.query, namespace=definition.default_namespace, primary_key=mt.primary_key
+        with self._watched(run) as beating:
+            try:
+                pins, result = self._rebuilt(run, mt)
+            except Exception as error:  # noqa: BLE001 - the change did not take effect
+                failure: Exception | None = error
+            else:
+                failure = None
+        if failure is not None:
+            logger.error(
+                "Rebuilding %s for version %s failed", mt, run.definition_version, exc_info=failure
             )
-            session = jobs.run_session(
-                self.spark,
-                catalog=settings.CATALOG_NAME,
-                namespace=levels,
-                settings=mt.stream_options or {},
+            services.fail_rebuild(
+                run, error=_why_stopped(run, beating) or errors.failure_message(failure)
             )
-            sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
-            pins = streaming.pinned_snapshots(session, sources)
-            result = streaming.load(
-                session,
-                query=definition.query,
-                target=_target(mt),
-                sources=sources,
-                pins=pins,
-                namespace=levels,
-                catalog=settings.CATALOG_NAME,
-                replacing={
-                    "partitioned_by": definition.partitioned_by,
-                    "properties": properties,
-                },
-                snapshot_properties={
-                    **_load_state(run.definition_version, pins, run.started_at or timezone.now()),
-                    **self._stamp,
-                },
-            )
-        except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
-            beating.stop()
-            logger.exception("Rebuilding %s for version %s failed", mt, run.definition_version)
-            services.fail_rebuild(run, error=errors.failure_message(error))
             return
-        beating.stop()
         checkpoint = (
             f"{mt.table.location}.checkpoints/v{run.definition_version}-{int(time.time() * 1000)}"
         )
@@ -675,6 +672,40 @@ class Supervisor:
         # The old definition's stream never resumes: its checkpoint would only pile up.
         if old_checkpoint:
             _delete_checkpoint(old_checkpoint)
+
+    def _rebuilt(self, run: RefreshRun, mt: MaterializedTable) -> tuple[dict, Any]:
+        """The rebuild's commit: the pins it read its sources at, and its result."""
+        definition, properties = services.rebuild_of(run)
+        levels = definition.default_namespace.split(".")
+        plan = check_streamable(
+            definition.query, namespace=definition.default_namespace, primary_key=mt.primary_key
+        )
+        session = jobs.run_session(
+            self.spark,
+            catalog=settings.CATALOG_NAME,
+            namespace=levels,
+            settings=mt.stream_options or {},
+        )
+        sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
+        pins = streaming.pinned_snapshots(session, sources)
+        result = streaming.load(
+            session,
+            query=definition.query,
+            target=_target(mt),
+            sources=sources,
+            pins=pins,
+            namespace=levels,
+            catalog=settings.CATALOG_NAME,
+            replacing={
+                "partitioned_by": definition.partitioned_by,
+                "properties": properties,
+            },
+            snapshot_properties={
+                **_load_state(run.definition_version, pins, run.started_at or timezone.now()),
+                **self._stamp,
+            },
+        )
+        return pins, result
 
     def _stop(self, running: Running) -> None:
         try:
@@ -757,6 +788,14 @@ class Supervisor:
         if caught_up:
             fields["stream_heartbeat_at"] = _parse_time(caught_up)
         MaterializedTable.objects.filter(pk=mt.pk).update(**fields)
+
+
+def _why_stopped(run: RefreshRun, beating: Any) -> str | None:
+    """What a run its heartbeat stopped says (refresh.runner.stopped), else None."""
+    from refresh.runner import stopped
+
+    said = stopped(run, beating, limit_from="the deployment's REFRESH_TIMEOUT_SECONDS")
+    return said[1] if said else None
 
 
 def _load_state(version: int, pins: dict[str, Any], started: datetime) -> dict[str, str]:

@@ -15,8 +15,8 @@ from catalog import jobs
 from catalog.models import SparkJob
 from catalog.watch import warehouse_floor
 from refresh import runner, streams
-from refresh.models import MaterializedTable
-from tests.integration.test_run_cancel import mt, running, wait_for  # noqa: F401 - fixtures
+from refresh.models import MaterializedTable, RefreshRun
+from tests.integration.test_run_cancel import mt, queued, running, wait_for  # noqa: F401
 from tests.integration.test_spark_jobs import (  # noqa: F401 - fixtures
     _queued_preview,
     alive,
@@ -120,3 +120,49 @@ def test_a_streaming_host_stops_its_streams_at_the_floor_and_starts_none_until_t
     assert mt.stream_error.startswith("Stopped: the warehouse's disk has ")
     assert mt.stream_error.endswith("it starts again once there is room")
     assert host._paused_for_room() is True  # nothing left to stop; still no starts
+
+
+class _Context:
+    """The streaming host's SparkContext as its refreshes use it: a job group per thread,
+    cancelled on request."""
+
+    def __init__(self) -> None:
+        self.groups: list[str | None] = []
+        self.cancelled: list[str] = []
+
+    def setJobGroup(self, group: str, description: str, interruptOnCancel: bool) -> None:  # noqa: N802
+        self.groups.append(group)
+
+    def setLocalProperty(self, key: str, value: str | None) -> None:  # noqa: N802
+        self.groups.append(value)
+
+    def cancelJobGroup(self, group: str) -> None:  # noqa: N802
+        self.cancelled.append(group)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_manual_refresh_run_by_a_streaming_host_is_stopped_at_the_floor_saying_why(
+    mt,  # noqa: F811
+    settings,
+    monkeypatch,
+):
+    monkeypatch.setattr(streams, "jvm_gone", lambda: False)
+    mt.refresh_mode, mt.stream_checkpoint = "CONTINUOUS", ""
+    mt.save()
+    host = streams.Supervisor(config=SimpleNamespace())
+    context = _Context()
+    host._spark = SimpleNamespace(sparkContext=context)
+
+    def load_until_cancelled(table):
+        settings.WAREHOUSE_MIN_FREE_BYTES = FULL  # the load fills the disk
+        wait_for(lambda: context.cancelled)
+        raise RuntimeError("Job 3 cancelled part of cancelled job group")
+
+    monkeypatch.setattr(host, "_plan_and_session", load_until_cancelled)
+    run = queued(mt)
+    host._recompute(run.pk)
+    run = RefreshRun.objects.get(pk=run.pk)
+    group = f"lakeview-run-{run.pk}"
+    assert context.groups == [group, None] and set(context.cancelled) == {group}
+    assert run.state == "FAILED" and "(WAREHOUSE_MIN_FREE_BYTES)" in run.error
+    assert run.error.endswith("Spark aborted the write; the table is unchanged")
