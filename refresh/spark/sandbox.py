@@ -5,8 +5,9 @@ SQL behind a preview) runs inside the refresh workers' Spark, which can read any
 worker can. Two layers keep it to the catalog's own tables:
 
 1. **Configuration.** Every session the app builds has `spark.sql.runSQLOnFiles=false`
-   (`SANDBOX_SETTINGS`, applied last, after any run option): Spark no longer reads
-   ``text.`/path` `` or ``parquet.`file://...` ``, not even to infer a schema.
+   and `spark.sql.variable.substitute=false` (`SANDBOX_SETTINGS`, applied last, after any
+   run option): Spark no longer reads ``text.`/path` `` or ``parquet.`file://...` ``, not
+   even to infer a schema, nor puts ``${env:...}`` or ``${system:...}`` into the text.
 2. **Spark's own plan.** User text is never handed to `session.sql`, which would run a
    command (SET, ADD JAR, CREATE FUNCTION, INSERT...) before anyone could look at it. It is
    parsed by Spark's parser (one statement only), analyzed with commands *not* executed,
@@ -39,7 +40,15 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: Settings every session of the app has, applied after anything else (run options too).
-SANDBOX_SETTINGS: dict[str, str] = {"spark.sql.runSQLOnFiles": "false"}
+#: runSQLOnFiles: no ``text.`/path` ``. variable.substitute: Spark's parser would otherwise
+#: rewrite ``${env:X}``, ``${system:X}`` and ``${<any setting>}`` in the statement's text
+#: into the worker's environment variables, JVM properties and settings (the catalog's
+#: credential among them) before any plan exists: the plan then holds a harmless-looking
+#: literal. The parser reads it from the thread's active session, so every session has it.
+SANDBOX_SETTINGS: dict[str, str] = {
+    "spark.sql.runSQLOnFiles": "false",
+    "spark.sql.variable.substitute": "false",
+}
 
 #: Spark 3.5's built-in functions a user statement may call, by Spark's own groups
 #: (`ExpressionInfo.getGroup`). Left out: reflect and java_method (they call any static Java

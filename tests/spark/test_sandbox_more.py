@@ -1,0 +1,88 @@
+"""More ways out of the Spark sandbox (refresh.spark.sandbox), found by an attacker's review
+and tried on Spark itself: a user statement must not reach what lies outside the catalog's
+data, whatever Spark does to its text before the plan the sandbox checks exists."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from refresh.spark import jobs, sandbox
+from tests.live_server import CatalogServer
+from tests.spark.conftest import rest_catalog_conf
+
+NS = "sbx_more"
+PLANTED = "lakeview.test.planted-secret"
+SECRET = "pl4nted-s3cret"
+
+
+def run_session(lv_spark: SparkSession, server: CatalogServer, **settings: str) -> SparkSession:
+    """A refresh run's session over the app's REST catalog (as test_sandbox's); `settings`
+    unchecked, to show that none undoes the sandbox's."""
+    conf = {**rest_catalog_conf(server), "spark.sql.defaultCatalog": "lv", **settings}
+    return jobs.session_with(lv_spark, catalog="lv", namespace=[NS], conf=conf)
+
+
+@pytest.fixture(scope="module")
+def planted(lv_spark: SparkSession) -> Iterator[str]:
+    """A secret in the worker JVM's system properties, as a deployment's keys may be (its
+    environment, which Spark reads the same way, cannot be changed in a running JVM)."""
+    system = lv_spark._jvm.java.lang.System  # noqa: SLF001
+    system.setProperty(PLANTED, SECRET)
+    try:
+        yield SECRET
+    finally:
+        system.clearProperty(PLANTED)
+
+
+@pytest.fixture(scope="module")
+def session(lv_spark: SparkSession, catalog_server: CatalogServer) -> SparkSession:
+    lv_spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lv.{NS}")
+    lv_spark.sql(f"CREATE TABLE IF NOT EXISTS lv.{NS}.t (id BIGINT, v STRING)")
+    lv_spark.sql(f"INSERT INTO lv.{NS}.t VALUES (1, 'a')")
+    return run_session(lv_spark, catalog_server)
+
+
+#: Spark's variable substitution (`spark.sql.variable.substitute`, on by default) rewrites
+#: these in the statement's text before it is parsed: the plan then holds only a literal.
+SUBSTITUTIONS = [
+    "${system:" + PLANTED + "}",
+    "${env:PATH}",
+    "${spark.sql.catalog.lv.uri}",
+    "${sparkconf:spark.jars}",
+    "${hiveconf:spark.sql.catalog.lv.uri}",
+]
+
+
+@pytest.mark.parametrize("text", SUBSTITUTIONS)
+def test_a_statement_cannot_read_the_workers_environment_properties_or_settings(
+    session: SparkSession, planted: str, text: str
+):
+    [row] = sandbox.query(session, f"SELECT '{text}' AS s FROM t", catalog="lv").collect()
+    assert row.s == text
+    assert planted not in row.s
+    assert os.environ["PATH"] not in row.s
+
+
+def test_a_data_change_writes_the_text_as_written_not_a_property_of_the_worker(
+    session: SparkSession, planted: str
+):
+    jobs.run_statement(
+        session,
+        "UPDATE t SET v = '${system:" + PLANTED + "}' WHERE id = 1",
+        catalog="lv",
+        target=[NS, "t"],
+    )
+    assert [r.v for r in session.table("t").collect()] == ["${system:" + PLANTED + "}"]
+
+
+def test_run_settings_cannot_turn_variable_substitution_back_on(
+    lv_spark: SparkSession, catalog_server: CatalogServer, planted: str
+):
+    run = run_session(lv_spark, catalog_server, **{"spark.sql.variable.substitute": "true"})
+    assert run.conf.get("spark.sql.variable.substitute") == "false"
+    [row] = sandbox.query(run, "SELECT '${system:" + PLANTED + "}' AS s", catalog="lv").collect()
+    assert planted not in row.s
