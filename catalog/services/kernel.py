@@ -556,10 +556,17 @@ def refuse_if_attached(obj: CatalogObject, what: str) -> None:
         )
 
 
+#: The folder beside an object's location that belongs to it too: a continuous table's
+#: streams keep their checkpoints in `<location>.checkpoints`, and its drop removes that
+#: folder whole (refresh.streams). No other object may live in it, nor hold it.
+SIDE_FOLDER = ".checkpoints"
+
+
 def _check_location_free(location: str, *, owner: CatalogObject | None, lock: bool = True) -> None:
     """No two live objects own overlapping locations (the same folder, or one inside the
-    other): a purge of one would delete the other's files. Checked inside the commit's
-    transaction, with the writers that give out locations serialized."""
+    other), counting each one's `SIDE_FOLDER`: a purge of one, or the drop of a continuous
+    table, would delete the other's files. Checked inside the commit's transaction, with
+    the writers that give out locations serialized."""
     if lock:
         _lock_for_locations()
     normal = metadata_io.normalize_location(location)
@@ -568,9 +575,20 @@ def _check_location_free(location: str, *, owner: CatalogObject | None, lock: bo
     while "/" in path.rstrip("/"):
         path = path.rsplit("/", 1)[0] or "/"
         ancestors.append(path)
+    # Owners of a side folder that holds this location.
+    side_owners = [
+        folder.removesuffix(SIDE_FOLDER)
+        for folder in [normal, *ancestors]
+        if folder.endswith(SIDE_FOLDER) and len(folder) > len(SIDE_FOLDER)
+    ]
+    side = normal + SIDE_FOLDER
     candidates = (
         CatalogObject.objects.filter(
-            Q(location=normal) | Q(location__startswith=normal + "/") | Q(location__in=ancestors)
+            Q(location=normal)
+            | Q(location__startswith=normal + "/")
+            | Q(location__in=[*ancestors, *side_owners])
+            | Q(location=side)
+            | Q(location__startswith=side + "/")
         )
         .exclude(pk=owner.pk if owner is not None else None)
         .select_related("namespace")
@@ -581,6 +599,19 @@ def _check_location_free(location: str, *, owner: CatalogObject | None, lock: bo
             raise AlreadyExists(
                 f"Location {location} overlaps the location of {other.kind} {other} "
                 f"({other.location}); choose a location of its own",
+                field="location",
+            )
+        if metadata_io.locations_overlap(normal, other.location + SIDE_FOLDER):
+            raise AlreadyExists(
+                f"Location {location} lies in {other.location}{SIDE_FOLDER}, the folder kept "
+                f"beside {other.kind} {other} for its stream checkpoints; choose a location "
+                "of its own",
+                field="location",
+            )
+        if metadata_io.locations_overlap(side, other.location):
+            raise AlreadyExists(
+                f"Location {location} would keep its stream checkpoints in {side}, where "
+                f"{other.kind} {other} lives ({other.location}); choose another location",
                 field="location",
             )
 
