@@ -7,6 +7,7 @@ kernel commit of several changes, so all pointers move or none does."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pyiceberg.table.metadata import TableMetadata
 from catalog import history
 from catalog.core import purge as purge_core
 from catalog.core import tables
-from catalog.core.errors import NoSuchTable
+from catalog.core.errors import InvalidInput, NoSuchTable
 from catalog.models import Table, TableMetricsReport
 from catalog.services import kernel
 from catalog.services.kernel import TABLE, Change, Committed, Mode
@@ -165,13 +166,37 @@ def _purge(
         logger.warning("Purge of %s kept %d files outside its location", table, len(result.outside))
 
 
+#: A scan or commit report an engine sends is a few KiB (a scan's projected column names
+#: are the largest part); a larger body is not a report to keep.
+METRICS_REPORT_MAX_BYTES = 64 * 1024
+#: Reports kept per table, newest first: every scan of every engine sends one (a stream's
+#: every micro-batch), and viewers' engines may send them too, so without a bound any
+#: reader could grow the database without end.
+METRICS_REPORTS_PER_TABLE = 100
+
+
 def record_metrics(*, namespace: str, name: str, report: Mapping[str, Any]) -> None:
     table = Table.objects.filter(namespace__name=namespace, name=name).first()
     if table is None:
         raise NoSuchTable(f"Table does not exist: {namespace}.{name}")
-    TableMetricsReport.objects.create(
-        table=table,
-        table_name=f"{namespace}.{name}",
-        report_type=str(report.get("report-type", "")),
-        report=dict(report),
-    )
+    size = len(json.dumps(report, separators=(",", ":"), ensure_ascii=False).encode())
+    limit = int(getattr(settings, "METRICS_REPORT_MAX_BYTES", METRICS_REPORT_MAX_BYTES))
+    if size > limit:
+        raise InvalidInput(
+            f"The metrics report is too large to keep: {size} bytes, at most {limit}",
+            field="report",
+        )
+    with transaction.atomic():
+        created = TableMetricsReport.objects.create(
+            table=table,
+            table_name=f"{namespace}.{name}",
+            report_type=str(report.get("report-type", "")),
+            report=dict(report),
+        )
+        kept = int(getattr(settings, "METRICS_REPORTS_PER_TABLE", METRICS_REPORTS_PER_TABLE))
+        oldest_kept = (
+            TableMetricsReport.objects.filter(table=table, id__lte=created.pk)
+            .order_by("-id")
+            .values_list("id", flat=True)[max(kept, 1) - 1 : max(kept, 1)]
+        )
+        TableMetricsReport.objects.filter(table=table, id__lt=oldest_kept).delete()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from catalog.models import CatalogObject
-from tests.integration.test_iceberg_rest import assert_error
+from tests.integration.test_iceberg_rest import Iceberg, assert_error, token_for
 from tests.integration.test_purge_safety import create, snapshot_of
 
 pytestmark = pytest.mark.django_db
@@ -54,3 +54,38 @@ def test_a_table_whose_checkpoint_folder_another_object_lives_in_is_refused(api,
     assert not CatalogObject.objects.filter(name="later").exists()
     # A neighbour whose name only starts the same is no one's checkpoint folder.
     assert create(api, "late", f"{warehouse}/ns/later.checkpointsx").status_code == 200
+
+
+def test_a_viewers_engine_cannot_fill_the_database_with_one_huge_metrics_report(viewer, api, ns):
+    """Viewers' engines may send scan reports (POST .../metrics), and a body may be 8 MiB:
+    a report no engine sends that large is refused, and nothing is stored."""
+    from catalog.models import TableMetricsReport
+
+    assert create(api, "t").status_code == 200
+    reader = Iceberg(token_for(viewer))
+    huge = {"report-type": "scan-report", "projected-field-names": ["x" * 1000] * 1000}
+
+    response = reader.post("/namespaces/ns/tables/t/metrics", huge)
+
+    error = assert_error(response, 400, "BadRequestException")
+    assert "too large" in error["message"]
+    assert not TableMetricsReport.objects.exists()
+
+
+def test_metrics_reports_are_kept_bounded_per_table_newest_first(viewer, api, ns, settings):
+    """Every scan of every engine sends a report: a table keeps only its newest ones, so no
+    reader, hostile or busy, grows the database without end."""
+    from catalog.models import TableMetricsReport
+
+    settings.METRICS_REPORTS_PER_TABLE = 5
+    assert create(api, "t").status_code == 200
+    assert create(api, "u").status_code == 200
+    reader = Iceberg(token_for(viewer))
+    for number in range(8):
+        report = {"report-type": "scan-report", "snapshot-id": number}
+        assert reader.post("/namespaces/ns/tables/t/metrics", report).status_code == 204
+    assert reader.post("/namespaces/ns/tables/u/metrics", {"report-type": "x"}).status_code == 204
+
+    kept = TableMetricsReport.objects.filter(table_name="ns.t").order_by("id")
+    assert [row.report["snapshot-id"] for row in kept] == [3, 4, 5, 6, 7]
+    assert TableMetricsReport.objects.filter(table_name="ns.u").count() == 1
