@@ -47,6 +47,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.models import SparkJob
+from catalog.roles import EDITOR, VIEWER, can_edit, can_view
 from catalog.watch import Watch, warehouse_floor
 
 logger = logging.getLogger(__name__)
@@ -60,14 +61,33 @@ KINDS: dict[str, Operation] = {}
 DONE_PAGES: dict[str, str] = {}
 
 
-def kind(name: str, *, done_page: str | None = None) -> Callable[[Operation], Operation]:
+#: kind -> the role its requester must still hold when a worker runs it (roles.EDITOR or
+#: roles.VIEWER): a job may wait minutes for a worker, and a user demoted, deactivated or
+#: deleted meanwhile must not have a change made for them.
+ROLES: dict[str, str] = {}
+
+
+def kind(
+    name: str, *, done_page: str | None = None, role: str = EDITOR
+) -> Callable[[Operation], Operation]:
     def register(operation: Operation) -> Operation:
         KINDS[name] = operation
+        ROLES[name] = role
         if done_page:
             DONE_PAGES[name] = done_page
         return operation
 
     return register
+
+
+def _role_lost(job: SparkJob) -> str | None:
+    """Why the job's requester may no longer have it run (None: they may)."""
+    role = ROLES.get(job.kind, EDITOR)
+    allowed = can_view if role == VIEWER else can_edit
+    if allowed(job.requested_by):
+        return None
+    who = job.requested_by.get_username() if job.requested_by else "a deleted user"
+    return f"Not run: {who} no longer has the {role} role this job needs"
 
 
 # -- where Spark runs --------------------------------------------------------------------
@@ -311,6 +331,12 @@ def _hand_on(job_id: int, hops: int) -> bool:
 
 
 def _run(job: SparkJob) -> str:
+    lost = _role_lost(job)
+    if lost is not None:
+        _finish(
+            job, SparkJob.State.FAILED, status=403, error={"message": lost, "type": "Forbidden"}
+        )
+        return SparkJob.State.FAILED
     group = f"lakeview-job-{job.pk}"
     jobs = SparkJob.objects.filter(pk=job.pk)
     watch = Watch(

@@ -15,6 +15,7 @@ from rest_framework.renderers import JSONRenderer
 from catalog import previews, selectors
 from catalog.jobs import kind
 from catalog.models import SparkJob
+from catalog.roles import VIEWER
 from catalog.services import follow_attached, sql_views
 
 
@@ -23,7 +24,7 @@ def as_json(data: Any) -> dict[str, Any]:
     return json.loads(JSONRenderer().render(data))
 
 
-@kind("preview_view")
+@kind("preview_view", role=VIEWER)
 def preview_view(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
     view = selectors.get_view(arguments["namespace"], arguments["name"])
     result = previews.preview_view(
@@ -35,7 +36,7 @@ def preview_view(arguments: dict[str, Any], actor: Any, job: SparkJob | None) ->
     return 200, previews.body(result)
 
 
-@kind("preview_table")
+@kind("preview_table", role=VIEWER)
 def preview_table(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
     table = follow_attached(
         selectors.get_table(arguments["namespace"], arguments["name"]), actor=actor

@@ -12,6 +12,7 @@ from typing import Any
 from catalog.jobs import kind, progress
 from catalog.models import SparkJob
 from catalog.operations import as_json
+from catalog.roles import VIEWER
 from refresh import console, selectors, services, verification
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
@@ -24,7 +25,7 @@ def _mt_detail(namespace: str, name: str) -> dict[str, Any]:
     )
 
 
-@kind("statements")
+@kind("statements", role=VIEWER)  # each statement checks its own role
 def statements(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
     """The rest of a console script, from statement `start`."""
     done: list[dict[str, Any]] = []

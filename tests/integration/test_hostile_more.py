@@ -89,3 +89,49 @@ def test_metrics_reports_are_kept_bounded_per_table_newest_first(viewer, api, ns
     kept = TableMetricsReport.objects.filter(table_name="ns.t").order_by("id")
     assert [row.report["snapshot-id"] for row in kept] == [3, 4, 5, 6, 7]
     assert TableMetricsReport.objects.filter(table_name="ns.u").count() == 1
+
+
+@pytest.mark.parametrize("revoke", ["demoted", "deactivated", "deleted"])
+def test_a_job_runs_only_while_its_requester_still_holds_the_role_it_needs(
+    editor, viewer, revoke, settings
+):
+    """A change that needed Spark waits as a job (up to JOBS_QUEUED_TIMEOUT_SECONDS): an
+    editor demoted, deactivated or deleted meanwhile must not have it made for them (a
+    deleted one's would be recorded as no one's)."""
+    from django.contrib.auth.models import Group
+
+    from catalog import jobs, services, workers
+    from catalog.models import SparkJob, View
+    from catalog.roles import EDITOR, VIEWER
+
+    services.create_namespace(name="ns", actor=editor)
+    workers.beat("host:1")
+    job = jobs.submit(
+        "create_view",
+        {"namespace": "ns", "name": "late", "sql": "SELECT 1 AS x"},
+        actor=editor,
+        summary="Create view ns.late",
+    )
+    preview = jobs.submit(
+        "preview_view", {"namespace": "ns", "name": "nothing"}, actor=viewer, summary="preview"
+    )
+    if revoke == "demoted":
+        editor.groups.remove(Group.objects.get(name=EDITOR))
+        editor.groups.add(Group.objects.get_or_create(name=VIEWER)[0])
+    elif revoke == "deactivated":
+        editor.is_active = False
+        editor.save()
+    else:
+        editor.delete()
+
+    assert jobs.run(job.pk) == "FAILED"
+
+    job.refresh_from_db()
+    assert job.status == 403, job.error
+    assert "editor" in job.error["message"]
+    assert not View.objects.filter(name="late").exists()
+    # A viewer's job still runs for a viewer (here: a 404, the view does not exist).
+    assert jobs.run(preview.pk) == "FAILED"
+    preview.refresh_from_db()
+    assert preview.status == 404
+    assert SparkJob.objects.get(pk=preview.pk).error["type"] == "NoSuchView"
