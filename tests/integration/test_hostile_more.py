@@ -135,3 +135,54 @@ def test_a_job_runs_only_while_its_requester_still_holds_the_role_it_needs(
     preview.refresh_from_db()
     assert preview.status == 404
     assert SparkJob.objects.get(pk=preview.pk).error["type"] == "NoSuchView"
+
+
+def _commit_snapshot(api, table: str, manifest_list: str):
+    import time
+
+    snapshot = {
+        "snapshot-id": 11,
+        "timestamp-ms": int(time.time() * 1000),
+        "manifest-list": manifest_list,
+        "summary": {"operation": "append"},
+        "schema-id": 0,
+        "sequence-number": 1,
+    }
+    body = {
+        "requirements": [],
+        "updates": [
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 11},
+        ],
+    }
+    return api.post(f"/namespaces/ns/tables/{table}", body)
+
+
+@pytest.mark.parametrize("manifest_list", ["/etc/passwd", "/proc/self/environ", "/no/such.avro"])
+def test_a_table_whose_manifest_list_is_not_one_answers_viewers_a_4xx_that_shows_nothing_of_it(
+    api, ns, client, viewer, manifest_list
+):
+    """An editor's engine commits a snapshot naming any file as its manifest list: the
+    table's preview, file list and page, which any viewer opens, must say the metadata is
+    unreadable (they were 500s), and neither echo the file nor tell whether it exists."""
+    from rest_framework.test import APIClient
+
+    assert create(api, "t").status_code == 200
+    assert _commit_snapshot(api, "t", manifest_list).status_code == 200
+    reader = APIClient()
+    reader.force_authenticate(viewer)
+    messages = set()
+    for endpoint in ("preview", "files"):
+        response = reader.get(f"/api/namespaces/ns/tables/t/{endpoint}")
+        assert response.status_code == 400, response.content
+        message = response.json()["error"]
+        assert "cannot be read" in message
+        messages.add(message.replace(manifest_list, "<file>"))
+    assert len(messages) == 1
+    assert "root:" not in str(messages) and "PATH=" not in str(messages)
+    assert "NotFound" not in str(messages)
+    client.force_login(viewer)
+    assert client.get("/namespaces/ns/tables/t/").status_code == 200
+    page = client.get("/namespaces/ns/tables/t/", {"files": "1"})
+    assert page.status_code == 200
+    assert b"cannot be read" in page.content
