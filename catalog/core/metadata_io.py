@@ -36,6 +36,7 @@ import json
 import os
 import posixpath
 import re
+import stat
 import unicodedata
 import uuid
 from typing import Any
@@ -410,8 +411,30 @@ def delete_file(path: str) -> None:
     file_io(path).delete(path)
 
 
+#: The largest metadata file (JSON, manifest list, manifest) the app reads into memory; real
+#: ones are KiB to a few MiB.
+MAX_METADATA_FILE_BYTES = 256 * 1024 * 1024
+
+
+def check_regular_file(path: str) -> None:
+    """OSError unless a local `path` is a regular file of at most MAX_METADATA_FILE_BYTES:
+    metadata names its files, and an engine that writes into the warehouse can commit a
+    FIFO (whose read waits forever, a server thread lost per reader), a device or a huge
+    file as one. Object stores have only objects; their paths pass."""
+    if not path.startswith("/"):
+        if not _is_local(path):
+            return
+        path = urlsplit(path).path
+    status = os.stat(path)  # FileNotFoundError for a missing one, as the read would say
+    if not stat.S_ISREG(status.st_mode):
+        raise OSError(f"Not a regular file: {path[:_SHOWN]}")
+    if status.st_size > MAX_METADATA_FILE_BYTES:
+        raise OSError(f"Larger than {MAX_METADATA_FILE_BYTES} bytes: {path[:_SHOWN]}")
+
+
 def read_json(path: str) -> dict[str, Any]:
     try:
+        check_regular_file(path)
         with file_io(path).new_input(path).open() as stream:
             raw = stream.read()
     except FileNotFoundError as error:

@@ -84,6 +84,7 @@ from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import IcebergType, NestedField, StructType
 
+from catalog.core import metadata_io
 from catalog.core.attached import state_at
 from catalog.core.errors import CatalogError, InvalidInput, InvalidMetadata
 from catalog.core.metadata_cache import (
@@ -623,6 +624,7 @@ def _unreadable(what: str, location: str) -> InvalidMetadata:
 
 def _manifest_list(io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
     try:
+        metadata_io.check_regular_file(snapshot.manifest_list)
         if isinstance(io, CachingFileIO):
             return io.manifest_list(snapshot.manifest_list)
         # Not Snapshot.manifests(): pyiceberg's cache behind it is keyed by path alone.
@@ -633,6 +635,7 @@ def _manifest_list(io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
 
 def _entries(io: FileIO, manifest: ManifestFile) -> Sequence[ManifestEntry]:
     try:
+        metadata_io.check_regular_file(manifest.manifest_path)
         if isinstance(io, CachingFileIO):
             return io.manifest_entries(manifest)
         return read_manifest_entries(io.new_input(manifest.manifest_path), manifest)

@@ -186,3 +186,40 @@ def test_a_table_whose_manifest_list_is_not_one_answers_viewers_a_4xx_that_shows
     page = client.get("/namespaces/ns/tables/t/", {"files": "1"})
     assert page.status_code == 200
     assert b"cannot be read" in page.content
+
+
+@pytest.mark.django_db(transaction=True)  # the visitor thread sees the test's rows
+def test_a_manifest_list_that_is_a_pipe_does_not_hang_the_pages_of_its_table(
+    api, ns, client, viewer, warehouse
+):
+    """An engine that writes into the warehouse can make a FIFO there and commit it as a
+    manifest list: each page view of the table then waited forever on it, one server thread
+    gone per view. Metadata files are read only when they are regular files."""
+    import os
+    import threading
+
+    from rest_framework.test import APIClient
+
+    pipe = warehouse / "ns" / "t" / "metadata" / "snap-11.avro"
+    assert create(api, "t").status_code == 200
+    pipe.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(pipe)
+    assert _commit_snapshot(api, "t", str(pipe)).status_code == 200
+    reader = APIClient()
+    reader.force_authenticate(viewer)
+    client.force_login(viewer)
+    answers: dict[str, int] = {}
+
+    def visit() -> None:
+        answers["page"] = client.get("/namespaces/ns/tables/t/").status_code
+        answers["files"] = reader.get("/api/namespaces/ns/tables/t/files").status_code
+        answers["preview"] = reader.get("/api/namespaces/ns/tables/t/preview").status_code
+
+    visitor = threading.Thread(target=visit, daemon=True)
+    visitor.start()
+    visitor.join(20)
+    if visitor.is_alive():  # release the reader, so that the test run goes on
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        visitor.join(10)
+        pytest.fail(f"a read of the pipe hung (answers so far: {answers})")
+    assert answers == {"page": 200, "files": 400, "preview": 400}
