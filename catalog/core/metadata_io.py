@@ -416,11 +416,11 @@ def delete_file(path: str) -> None:
 MAX_METADATA_FILE_BYTES = 256 * 1024 * 1024
 
 
-def check_regular_file(path: str) -> None:
-    """OSError unless a local `path` is a regular file of at most MAX_METADATA_FILE_BYTES:
-    metadata names its files, and an engine that writes into the warehouse can commit a
-    FIFO (whose read waits forever, a server thread lost per reader), a device or a huge
-    file as one. Object stores have only objects; their paths pass."""
+def check_regular_file(path: str, *, max_bytes: int | None = MAX_METADATA_FILE_BYTES) -> None:
+    """OSError unless a local `path` is a regular file of at most `max_bytes` (None: any
+    size): metadata names its files, and an engine that writes into the warehouse can
+    commit a FIFO (whose read waits forever, a server thread lost per reader), a device or
+    a huge file as one. Object stores have only objects; their paths pass."""
     if not path.startswith("/"):
         if not _is_local(path):
             return
@@ -428,8 +428,8 @@ def check_regular_file(path: str) -> None:
     status = os.stat(path)  # FileNotFoundError for a missing one, as the read would say
     if not stat.S_ISREG(status.st_mode):
         raise OSError(f"Not a regular file: {path[:_SHOWN]}")
-    if status.st_size > MAX_METADATA_FILE_BYTES:
-        raise OSError(f"Larger than {MAX_METADATA_FILE_BYTES} bytes: {path[:_SHOWN]}")
+    if max_bytes is not None and status.st_size > max_bytes:
+        raise OSError(f"Larger than {max_bytes} bytes: {path[:_SHOWN]}")
 
 
 def read_json(path: str) -> dict[str, Any]:

@@ -622,6 +622,17 @@ def _unreadable(what: str, location: str) -> InvalidMetadata:
     )
 
 
+def _check_data_file(path: str) -> None:
+    """A data or delete file is read only if it is a regular file (a FIFO there made a
+    viewer's preview wait forever); a missing one is left to the read, which says so."""
+    try:
+        metadata_io.check_regular_file(path, max_bytes=None)
+    except FileNotFoundError:
+        return
+    except OSError:
+        raise _unreadable("data file", path) from None
+
+
 def _manifest_list(io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
     try:
         metadata_io.check_regular_file(snapshot.manifest_list)
@@ -1040,6 +1051,8 @@ def _task_batches(scan: Any, task: FileScanTask) -> Iterator[pa.RecordBatch]:
     own helpers for everything else (the file's schema by field id or name mapping, columns
     missing from the file, the residual's translation, positional deletes, the projection
     onto the read's schema). Other formats go through ArrowScan."""
+    for path in (task.file.file_path, *(d.file_path for d in task.delete_files)):
+        _check_data_file(path)
     if task.file.file_format != FileFormat.PARQUET:
         yield from scan.to_record_batches([task])
         return

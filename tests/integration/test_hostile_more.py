@@ -223,3 +223,47 @@ def test_a_manifest_list_that_is_a_pipe_does_not_hang_the_pages_of_its_table(
         visitor.join(10)
         pytest.fail(f"a read of the pipe hung (answers so far: {answers})")
     assert answers == {"page": 200, "files": 400, "preview": 400}
+
+
+@pytest.mark.django_db(transaction=True)  # the visitor thread sees the test's rows
+def test_a_data_file_that_is_a_pipe_does_not_hang_a_viewers_preview(
+    tmp_path, settings, editor, viewer
+):
+    """Whoever writes a table's folder (an attached table's writer, an engine) can put a
+    FIFO where its metadata names a data file: a viewer's preview waited on it forever."""
+    import os
+    import threading
+
+    from rest_framework.test import APIClient
+
+    from catalog import services
+    from tests.unit.test_preview import BY_REGION, SCHEMA, row
+    from tests.unit.test_preview_tables import create_table, write
+
+    settings.ATTACH_LOCATIONS = [str(tmp_path / "external")]
+    folder = tmp_path / "external" / "sales"
+    table = create_table(folder, SCHEMA, BY_REGION)
+    write(table, [row(1, "eu")])
+    [data_file] = [p for p in folder.rglob("*.parquet")]
+    data_file.unlink()
+    os.mkfifo(data_file)
+    services.create_namespace(name="ext", actor=editor)
+    services.attach_table(namespace="ext", name="sales", location=str(folder))
+    reader = APIClient()
+    reader.force_authenticate(viewer)
+    answers: dict[str, object] = {}
+
+    def visit() -> None:
+        response = reader.get("/api/namespaces/ext/tables/sales/preview")
+        answers["preview"] = (response.status_code, response.json().get("error", ""))
+
+    visitor = threading.Thread(target=visit, daemon=True)
+    visitor.start()
+    visitor.join(20)
+    if visitor.is_alive():  # release the reader, so that the test run goes on
+        os.close(os.open(data_file, os.O_WRONLY | os.O_NONBLOCK))
+        visitor.join(10)
+        pytest.fail(f"a read of the pipe hung (answers so far: {answers})")
+    status, message = answers["preview"]
+    assert status == 400
+    assert "cannot be read" in message and str(data_file) in message
