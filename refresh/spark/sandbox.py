@@ -372,6 +372,7 @@ def facts_of(spark: SparkSession, plan: Any) -> list[dict[str, Any]]:
 
 def _analyzed(session: SparkSession, sql: str) -> Any:
     """`sql` parsed by Spark (one statement) and analyzed without running any command."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors.exceptions.captured import CapturedException
 
     from refresh.spark.errors import spark_error
@@ -393,6 +394,17 @@ def _analyzed(session: SparkSession, sql: str) -> Any:
         return jsession.sessionState().executePlan(parsed, skip).analyzed()
     except CapturedException as error:  # parse and analysis errors, Iceberg's included
         raise spark_error(error) from None
+    except Py4JJavaError as error:
+        # Spark failing on the statement while analyzing it (a SparkException with error
+        # class INTERNAL_ERROR, which PySpark does not convert): refused as Spark read it,
+        # a 400. Anything else (the catalog unreachable...) stays the failure it was.
+        java = error.java_exception
+        if (
+            java.getClass().getName() != "org.apache.spark.SparkException"
+            or str(java.getErrorClass()) != "INTERNAL_ERROR"
+        ):
+            raise
+        raise spark_error(Exception(str(java.getMessage()))) from None
 
 
 def query(

@@ -86,3 +86,18 @@ def test_run_settings_cannot_turn_variable_substitution_back_on(
     assert run.conf.get("spark.sql.variable.substitute") == "false"
     [row] = sandbox.query(run, "SELECT '${system:" + PLANTED + "}' AS s", catalog="lv").collect()
     assert planted not in row.s
+
+
+def test_a_statement_spark_fails_to_analyze_with_an_internal_error_is_a_400_not_a_500(
+    session: SparkSession,
+):
+    """Spark 3.5 fails on a time travel by subquery with an INTERNAL_ERROR (a
+    SparkException, not an AnalysisException): it was a job failing with status 500."""
+    from catalog.core.errors import SqlError
+
+    with pytest.raises(SqlError, match="INTERNAL_ERROR"):
+        sandbox.query(
+            session,
+            f"SELECT * FROM t TIMESTAMP AS OF (SELECT max(committed_at) FROM lv.{NS}.t.snapshots)",
+            catalog="lv",
+        )
