@@ -32,6 +32,9 @@ def engine_settings(*, uri: str, credential: str, catalog: str = "lv") -> dict[s
             f"spark.sql.catalog.{catalog}.type=rest",
             f"spark.sql.catalog.{catalog}.uri={uri}",
             f"spark.sql.catalog.{catalog}.credential={credential}",
+            # A view's SQL is text another editor wrote, and Spark's parser otherwise puts
+            # this session's environment and settings into `${env:...}`, `${...}` in it.
+            "spark.sql.variable.substitute=false",
         ]
     )
     pyiceberg = (

@@ -267,3 +267,13 @@ def test_a_data_file_that_is_a_pipe_does_not_hang_a_viewers_preview(
     status, message = answers["preview"]
     assert status == 400
     assert "cannot be read" in message and str(data_file) in message
+
+
+def test_the_spark_settings_to_paste_turn_off_variable_substitution(client, editor):
+    """A reader's own Spark expands `${env:...}` in a view's SQL (Iceberg's view expansion
+    parses it with the session's parser): the settings the app gives an engine turn that
+    off, as the app's own sessions do."""
+    client.force_login(editor)
+    page = client.post("/credentials/", {"name": "laptop"})
+    assert page.status_code == 200
+    assert b"spark.sql.variable.substitute=false" in page.content
