@@ -57,6 +57,11 @@ class Namespace(models.Model):
 
 
 class CatalogObjectQuerySet(models.QuerySet):
+    def located_in(self, folder: str) -> CatalogObjectQuerySet:
+        """Objects whose location is `folder` (in its normal form) or lies inside it."""
+        folder = folder.rstrip("/")
+        return self.filter(models.Q(location=folder) | models.Q(location__startswith=folder + "/"))
+
     def search(self, text: str) -> CatalogObjectQuerySet:
         """Objects whose qualified name contains `text` ("sales.region" finds
         sales.region_revenue), or whose name or namespace does.

@@ -47,6 +47,7 @@ from django.utils import timezone
 
 from catalog import history
 from catalog.core import metadata_io
+from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
 from refresh import leases, selectors, services, stream_hosts
 from refresh.core.freshness import RefreshMode
@@ -491,21 +492,15 @@ class Supervisor:
                 worker=self._worker,
                 definition_version=mt.current_version,
             )
-        sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
         try:
-            pins = streaming.pinned_snapshots(session, sources)
-            result = streaming.load(
+            pins, result = self._pinned_load(
                 session,
+                mt,
+                plan,
                 query=mt.query,
-                target=_target(mt),
-                sources=sources,
-                pins=pins,
                 namespace=_levels(mt),
-                catalog=settings.CATALOG_NAME,
-                snapshot_properties={
-                    **_load_state(mt.current_version, pins, run.started_at),
-                    **self._stamp,
-                },
+                version=mt.current_version,
+                started=run.started_at,
             )
         except Exception as error:
             if not claimed:
@@ -515,14 +510,12 @@ class Supervisor:
                     error=str(error)[:5000],
                 )
             raise
-        checkpoint = (
-            f"{mt.table.location}.checkpoints/v{mt.current_version}-{int(time.time() * 1000)}"
-        )
+        checkpoint = _new_checkpoint(mt, mt.current_version)
         results = {
             "rows_written": result.rows_written,
             "bytes_written": result.bytes_written,
             "snapshot_id": result.snapshot_id,
-            "source_snapshots": {k: (v[0] if v else None) for k, v in pins.items()},
+            "source_snapshots": _pinned_ids(pins),
             "data_timestamp": run.started_at,
         }
         with transaction.atomic():
@@ -654,9 +647,7 @@ class Supervisor:
                 run, error=_why_stopped(run, beating) or errors.failure_message(failure)
             )
             return
-        checkpoint = (
-            f"{mt.table.location}.checkpoints/v{run.definition_version}-{int(time.time() * 1000)}"
-        )
+        checkpoint = _new_checkpoint(mt, run.definition_version)
         services.apply_rebuild(
             run,
             stream={
@@ -666,7 +657,7 @@ class Supervisor:
             rows_written=result.rows_written,
             bytes_written=result.bytes_written,
             snapshot_id=result.snapshot_id,
-            source_snapshots={k: (v[0] if v else None) for k, v in pins.items()},
+            source_snapshots=_pinned_ids(pins),
             data_timestamp=run.started_at,
         )
         # The old definition's stream never resumes: its checkpoint would only pile up.
@@ -686,24 +677,46 @@ class Supervisor:
             namespace=levels,
             settings=mt.stream_options or {},
         )
+        return self._pinned_load(
+            session,
+            mt,
+            plan,
+            query=definition.query,
+            namespace=levels,
+            version=run.definition_version,
+            started=run.started_at or timezone.now(),
+            replacing={"partitioned_by": definition.partitioned_by, "properties": properties},
+        )
+
+    def _pinned_load(
+        self,
+        session: SparkSession,
+        mt: MaterializedTable,
+        plan: StreamPlan,
+        *,
+        query: str,
+        namespace: list[str],
+        version: int,
+        started: datetime,
+        replacing: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], Any]:
+        """Pin every source of `plan` at its current snapshot, then load `query` (of
+        definition `version`) into the table at exactly those pins, stamped with this host's
+        token: (the pins, the load's result). A start, a manual refresh and a rebuild (which
+        also replaces the table's partitioning and properties) all load this way, so that
+        the stream they start next begins just after what the load read."""
         sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
         pins = streaming.pinned_snapshots(session, sources)
         result = streaming.load(
             session,
-            query=definition.query,
+            query=query,
             target=_target(mt),
             sources=sources,
             pins=pins,
-            namespace=levels,
+            namespace=namespace,
             catalog=settings.CATALOG_NAME,
-            replacing={
-                "partitioned_by": definition.partitioned_by,
-                "properties": properties,
-            },
-            snapshot_properties={
-                **_load_state(run.definition_version, pins, run.started_at or timezone.now()),
-                **self._stamp,
-            },
+            replacing=replacing,
+            snapshot_properties={**_load_state(version, pins, started), **self._stamp},
         )
         return pins, result
 
@@ -798,12 +811,23 @@ def _why_stopped(run: RefreshRun, beating: Any) -> str | None:
     return said[1] if said else None
 
 
+def _new_checkpoint(mt: MaterializedTable, version: int) -> str:
+    """A fresh checkpoint folder for the stream of definition `version`, beside the table's
+    location (never reused: a load always starts its stream anew)."""
+    return f"{mt.table.location}.checkpoints/v{version}-{int(time.time() * 1000)}"
+
+
+def _pinned_ids(pins: dict[str, Any]) -> dict[str, int | None]:
+    """Each source's pinned snapshot id (None for a source with no snapshot yet)."""
+    return {name: (pin[0] if pin else None) for name, pin in pins.items()}
+
+
 def _load_state(version: int, pins: dict[str, Any], started: datetime) -> dict[str, str]:
     """The snapshot-summary entry of a load at `pins` ("ns.table" -> (snapshot id, ms) or
     None, streaming.pinned_snapshots): the load reads every source at exactly its pin."""
     return state_of(
         version=version,
-        snapshots={name: (pin[0] if pin else None) for name, pin in pins.items()},
+        snapshots=_pinned_ids(pins),
         started_ms=int(started.timestamp() * 1000),
     ).summary()
 
@@ -892,6 +916,18 @@ def _remove_checkpoints(path: str, *, depth: int) -> None:
     if not metadata_io.is_inside(normalized, warehouse, strictly=True):
         return
     if os.path.islink(normalized) or not os.path.isdir(normalized):
+        return
+    # The catalog refuses locations inside a `.checkpoints` folder (kernel.SIDE_FOLDER), but
+    # an object made before that rule may live in one: its files are not ours to delete.
+    squatter = CatalogObject.objects.located_in(normalized).first()
+    if squatter is not None:
+        logger.warning(
+            "Kept %s: %s %s lives inside it (%s)",
+            normalized,
+            squatter.kind,
+            squatter,
+            squatter.location,
+        )
         return
     shutil.rmtree(normalized, ignore_errors=True)
 

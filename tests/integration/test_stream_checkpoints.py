@@ -1,13 +1,18 @@
 """The streaming process removes only checkpoint folders it made, inside the warehouse: a
-dropped table's `<location>.checkpoints`, or one checkpoint a manual refresh left behind."""
+dropped table's `<location>.checkpoints`, or one checkpoint a manual refresh left behind,
+and never one another object lives in."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
+from catalog.models import Namespace, Table
 from refresh.streams import _delete_checkpoint, _delete_checkpoints
+
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -51,3 +56,29 @@ def test_a_checkpoints_folder_outside_the_warehouse_is_left_alone(warehouse, tmp
     outside.mkdir(parents=True)
     _delete_checkpoint(str(outside))
     assert outside.is_dir()
+
+
+def test_a_checkpoints_folder_another_object_lives_in_is_kept(warehouse):
+    """The catalog now refuses a location inside a `.checkpoints` folder, but an object made
+    before that rule may live in one: dropping the continuous table beside it must not
+    delete that object's files."""
+    folder = warehouse / "sales" / "daily.checkpoints"
+    squatter = folder / "early"
+    (squatter / "metadata").mkdir(parents=True)
+    Table.objects.create(
+        kind=Table.Kind.TABLE,
+        namespace=Namespace.objects.create(name="sales"),
+        name="early",
+        uuid=uuid.uuid4(),
+        location=str(squatter),
+        metadata_location=f"{squatter}/metadata/00000-a.metadata.json",
+    )
+
+    _delete_checkpoints(str(folder / "v1-2"))
+
+    assert (squatter / "metadata").is_dir() and (folder / "v1-1" / "offsets").is_dir()
+    # The neighbour of an object named alike is no one's: its folder still goes.
+    other = warehouse / "sales" / "ear.checkpoints" / "v1-1"
+    other.mkdir(parents=True)
+    _delete_checkpoints(str(other))
+    assert not other.parent.exists()
