@@ -188,6 +188,21 @@ def test_a_table_whose_manifest_list_is_not_one_answers_viewers_a_4xx_that_shows
     assert b"cannot be read" in page.content
 
 
+def visit_unless_it_hangs(visit, pipe, answers: dict) -> None:
+    """Run `visit` on a thread for up to 20 s; if it is still waiting (on `pipe`), open the
+    pipe's other end so that the thread and the test run go on, and fail."""
+    import os
+    import threading
+
+    visitor = threading.Thread(target=visit, daemon=True)
+    visitor.start()
+    visitor.join(20)
+    if visitor.is_alive():
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        visitor.join(10)
+        pytest.fail(f"a read of the pipe hung (answers so far: {answers})")
+
+
 @pytest.mark.django_db(transaction=True)  # the visitor thread sees the test's rows
 def test_a_manifest_list_that_is_a_pipe_does_not_hang_the_pages_of_its_table(
     api, ns, client, viewer, warehouse
@@ -196,7 +211,6 @@ def test_a_manifest_list_that_is_a_pipe_does_not_hang_the_pages_of_its_table(
     manifest list: each page view of the table then waited forever on it, one server thread
     gone per view. Metadata files are read only when they are regular files."""
     import os
-    import threading
 
     from rest_framework.test import APIClient
 
@@ -215,13 +229,7 @@ def test_a_manifest_list_that_is_a_pipe_does_not_hang_the_pages_of_its_table(
         answers["files"] = reader.get("/api/namespaces/ns/tables/t/files").status_code
         answers["preview"] = reader.get("/api/namespaces/ns/tables/t/preview").status_code
 
-    visitor = threading.Thread(target=visit, daemon=True)
-    visitor.start()
-    visitor.join(20)
-    if visitor.is_alive():  # release the reader, so that the test run goes on
-        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
-        visitor.join(10)
-        pytest.fail(f"a read of the pipe hung (answers so far: {answers})")
+    visit_unless_it_hangs(visit, pipe, answers)
     assert answers == {"page": 200, "files": 400, "preview": 400}
 
 
@@ -232,7 +240,6 @@ def test_a_data_file_that_is_a_pipe_does_not_hang_a_viewers_preview(
     """Whoever writes a table's folder (an attached table's writer, an engine) can put a
     FIFO where its metadata names a data file: a viewer's preview waited on it forever."""
     import os
-    import threading
 
     from rest_framework.test import APIClient
 
@@ -257,13 +264,7 @@ def test_a_data_file_that_is_a_pipe_does_not_hang_a_viewers_preview(
         response = reader.get("/api/namespaces/ext/tables/sales/preview")
         answers["preview"] = (response.status_code, response.json().get("error", ""))
 
-    visitor = threading.Thread(target=visit, daemon=True)
-    visitor.start()
-    visitor.join(20)
-    if visitor.is_alive():  # release the reader, so that the test run goes on
-        os.close(os.open(data_file, os.O_WRONLY | os.O_NONBLOCK))
-        visitor.join(10)
-        pytest.fail(f"a read of the pipe hung (answers so far: {answers})")
+    visit_unless_it_hangs(visit, data_file, answers)
     status, message = answers["preview"]
     assert status == 400
     assert "cannot be read" in message and str(data_file) in message
