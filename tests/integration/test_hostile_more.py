@@ -93,7 +93,7 @@ def test_metrics_reports_are_kept_bounded_per_table_newest_first(viewer, api, ns
 
 @pytest.mark.parametrize("revoke", ["demoted", "deactivated", "deleted"])
 def test_a_job_runs_only_while_its_requester_still_holds_the_role_it_needs(
-    editor, viewer, revoke, settings
+    editor, viewer, revoke, settings, monkeypatch
 ):
     """A change that needed Spark waits as a job (up to JOBS_QUEUED_TIMEOUT_SECONDS): an
     editor demoted, deactivated or deleted meanwhile must not have it made for them (a
@@ -103,6 +103,10 @@ def test_a_job_runs_only_while_its_requester_still_holds_the_role_it_needs(
     from catalog import jobs, services, workers
     from catalog.models import SparkJob, View
     from catalog.roles import EDITOR, VIEWER
+
+    # Jobs run here without Spark: the worker's executor would start a Spark JVM in the
+    # test process, whose settings every later Spark test of this process would inherit.
+    monkeypatch.setattr(jobs, "_executor", jobs.Executor())
 
     services.create_namespace(name="ns", actor=editor)
     workers.beat("host:1")
