@@ -97,13 +97,11 @@ def _manifests(manifest_list: str) -> int | None:
         return 0
     from pyiceberg.manifest import read_manifest_list
 
-    from catalog.core.preview import UNREADABLE_METADATA
-
     try:
         metadata_io.check_regular_file(manifest_list)
         io = metadata_io.file_io(manifest_list)
         return sum(1 for _ in read_manifest_list(io.new_input(manifest_list)))
-    except UNREADABLE_METADATA:  # an engine may commit any file as a manifest list
+    except metadata_io.UNREADABLE_METADATA:  # an engine may commit any file as a manifest list
         return None
 
 

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -131,11 +131,12 @@ def run_session(*, namespace: list[str], settings: dict[str, str] | None = None)
 
 
 @contextlib.contextmanager
-def job_group(group: str, description: str) -> Iterator[None]:
+def job_group(group: str, description: str, *, context: Any = None) -> Iterator[None]:
     """Tag the Spark jobs this thread starts inside with `group`, so that `cancel_group`
     stops them (Spark keeps the tag per thread: PySpark pins each Python thread to a JVM
-    thread)."""
-    context = spark().sparkContext
+    thread). `context`: the SparkContext to tag, the worker's session's by default (a
+    streaming host passes its own)."""
+    context = context if context is not None else spark().sparkContext
     context.setJobGroup(group, description, interruptOnCancel=True)
     try:
         yield

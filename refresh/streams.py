@@ -49,7 +49,7 @@ from catalog import history
 from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
-from refresh import leases, selectors, services, stream_hosts
+from refresh import engine, leases, selectors, services, stream_hosts
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
@@ -584,14 +584,12 @@ class Supervisor:
             cancel=lambda: context.cancelJobGroup(group),
             limit=settings.REFRESH_TIMEOUT_SECONDS or None,
         )
-        context.setJobGroup(group, f"Refresh run {run.pk}", interruptOnCancel=True)
-        beating.start()
-        try:
-            yield beating
-        finally:
-            beating.stop()
-            if not jvm_gone():  # a JVM that exited took the tag with it
-                context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        with engine.job_group(group, f"Refresh run {run.pk}", context=context):
+            beating.start()
+            try:
+                yield beating
+            finally:
+                beating.stop()
 
     def _recompute(self, run_id: int) -> None:
         """A manual refresh of a continuous table, its stream stopped: the query over the

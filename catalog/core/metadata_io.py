@@ -416,6 +416,20 @@ def delete_file(path: str) -> None:
 MAX_METADATA_FILE_BYTES = 256 * 1024 * 1024
 
 
+#: What reading a file that is not the Avro file metadata names raises: it is missing, or
+#: pyiceberg's decoder read whatever bytes it holds (a negative length is a SystemError).
+UNREADABLE_METADATA = (
+    OSError,
+    ValueError,
+    EOFError,
+    SystemError,
+    KeyError,
+    IndexError,
+    TypeError,
+    OverflowError,
+)
+
+
 def check_regular_file(path: str, *, max_bytes: int | None = MAX_METADATA_FILE_BYTES) -> None:
     """OSError unless a local `path` is a regular file of at most `max_bytes` (None: any
     size): metadata names its files, and an engine that writes into the warehouse can

@@ -598,20 +598,6 @@ def _children(kind: IcebergType) -> list[NestedField]:
 # -- planning -------------------------------------------------------------------------------
 
 
-#: What reading a file that is not the Avro file metadata names raises: it is missing, or
-#: pyiceberg's decoder read whatever bytes it holds (a negative length is a SystemError).
-UNREADABLE_METADATA = (
-    OSError,
-    ValueError,
-    EOFError,
-    SystemError,
-    KeyError,
-    IndexError,
-    TypeError,
-    OverflowError,
-)
-
-
 def _unreadable(what: str, location: str) -> InvalidMetadata:
     """The table's metadata names a file that is not what it says (an engine may commit any
     path as a manifest list): a 400 that names it, and says nothing of what the file holds
@@ -640,7 +626,7 @@ def _manifest_list(io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
             return io.manifest_list(snapshot.manifest_list)
         # Not Snapshot.manifests(): pyiceberg's cache behind it is keyed by path alone.
         return tuple(read_manifest_list(io.new_input(snapshot.manifest_list)))
-    except UNREADABLE_METADATA:
+    except metadata_io.UNREADABLE_METADATA:
         raise _unreadable("manifest list", str(snapshot.manifest_list)) from None
 
 
@@ -650,7 +636,7 @@ def _entries(io: FileIO, manifest: ManifestFile) -> Sequence[ManifestEntry]:
         if isinstance(io, CachingFileIO):
             return io.manifest_entries(manifest)
         return read_manifest_entries(io.new_input(manifest.manifest_path), manifest)
-    except UNREADABLE_METADATA:
+    except metadata_io.UNREADABLE_METADATA:
         raise _unreadable("manifest", str(manifest.manifest_path)) from None
 
 
