@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,30 @@ def no_workers(settings) -> None:
     import uuid
 
     settings.WORKERS_KEY = f"lakeview-test:{uuid.uuid4().hex}"
+
+
+@pytest.fixture(autouse=True)
+def no_spark_left_in_process(request) -> Iterator[None]:
+    """A test outside tests/spark leaves no Spark JVM in the pytest process.
+
+    Such a JVM (an executor run in-process, say) outlives the test, and every Spark test
+    after it in the same run then fails to build its own session ("both type and
+    catalog-impl are set"): the fault shows far from its cause, and only when the whole
+    suite runs in one process. Here it fails the test that started it."""
+    import sys
+
+    def active() -> object | None:
+        context = sys.modules.get("pyspark.context")
+        return context and context.SparkContext._active_spark_context
+
+    if request.node.get_closest_marker("spark") is not None:
+        yield
+        return
+    before = active()
+    yield
+    if before is None and active() is not None:
+        pytest.fail(
+            "This test left a Spark JVM in the pytest process; run its Spark work in a "
+            "subprocess (a live server, a worker) or stub the executor",
+            pytrace=False,
+        )

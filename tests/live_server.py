@@ -9,6 +9,7 @@ concurrent commits really race), and credentials made by the app's own commands.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -36,9 +37,28 @@ PRODUCTION_ENV = {
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free now, below the kernel's ephemeral range when there is room.
+
+    A port the kernel hands out (bind to 0) comes from the range it also gives outgoing
+    connections: a Spark cluster's JVMs, opening many, took one between this choice and
+    gunicorn's bind ("Address already in use"). Below the range only listeners compete."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(20000, low) if low > 20100 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise RuntimeError("No free loopback port")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 #: README's deployment settings for the web service (webapp/gunicorn.conf.py reads them).

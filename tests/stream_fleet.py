@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,10 +30,11 @@ QUERIES = {
 PRIMARY_KEYS = {"totals": "k", "counts": "k"}
 
 
-def create_statements(*, freshness_seconds: int) -> list[str]:
-    """CREATE MATERIALIZED TABLE for each of QUERIES (in the session's namespace)."""
+def create_statements(*, freshness_seconds: int, names: Iterable[str] = QUERIES) -> list[str]:
+    """CREATE MATERIALIZED TABLE for each of QUERIES `names` (in the session's namespace)."""
     statements = []
-    for name, query in QUERIES.items():
+    for name in names:
+        query = QUERIES[name]
         key = PRIMARY_KEYS.get(name)
         constraint = f" (CONSTRAINT pk PRIMARY KEY ({key}) NOT ENFORCED)" if key else ""
         statements.append(

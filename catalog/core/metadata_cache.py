@@ -61,6 +61,7 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
+from catalog.core import metadata_io
 from catalog.core.errors import InvalidMetadata, NotFound
 
 #: 256 MiB by default: the decoded metadata of a few hundred ordinary tables.
@@ -358,6 +359,8 @@ class CachingFileIO(FileIO):
         self.wrapped.delete(location)
 
     def _read(self, location: str) -> bytes:
+        # Checked on a miss only: a cached file was checked when it was read.
+        metadata_io.check_regular_file(location)
         with self.wrapped.new_input(location).open() as stream:
             return stream.read()
 

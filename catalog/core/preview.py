@@ -621,9 +621,9 @@ def _check_data_file(path: str) -> None:
 
 def _manifest_list(io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
     try:
-        metadata_io.check_regular_file(snapshot.manifest_list)
-        if isinstance(io, CachingFileIO):
+        if isinstance(io, CachingFileIO):  # which checks the file on a miss
             return io.manifest_list(snapshot.manifest_list)
+        metadata_io.check_regular_file(snapshot.manifest_list)
         # Not Snapshot.manifests(): pyiceberg's cache behind it is keyed by path alone.
         return tuple(read_manifest_list(io.new_input(snapshot.manifest_list)))
     except metadata_io.UNREADABLE_METADATA:
@@ -632,9 +632,9 @@ def _manifest_list(io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
 
 def _entries(io: FileIO, manifest: ManifestFile) -> Sequence[ManifestEntry]:
     try:
-        metadata_io.check_regular_file(manifest.manifest_path)
-        if isinstance(io, CachingFileIO):
+        if isinstance(io, CachingFileIO):  # which checks the file on a miss
             return io.manifest_entries(manifest)
+        metadata_io.check_regular_file(manifest.manifest_path)
         return read_manifest_entries(io.new_input(manifest.manifest_path), manifest)
     except metadata_io.UNREADABLE_METADATA:
         raise _unreadable("manifest", str(manifest.manifest_path)) from None

@@ -495,7 +495,8 @@ def test_loads_from_several_processes_while_commits_land_never_answer_an_older_p
             f"{base}/namespaces/ns/tables", json={"name": "t", "schema": table_schema()}
         )
         assert created.status_code == 200, created.text
-        common = ["--url", server.base_url, "--token", token, "--namespace", "ns", "--table", "t"]
+        # `--token=`: a token may begin with "-", which argparse takes for an option.
+        common = ["--url", server.base_url, f"--token={token}", "--namespace", "ns", "--table", "t"]
         common += ["--seconds", str(SECONDS)]
         processes = [
             _hammer("reader", *common, "--db", str(server.db_path), "--snapshots", mode)
