@@ -41,12 +41,20 @@ class MachineErrorsMiddleware:
     def _machine(request: HttpRequest) -> bool:
         return request.path.startswith((ICEBERG, API))
 
+    @staticmethod
+    def _has_nul(request: HttpRequest) -> bool:
+        if "\x00" in request.path:
+            return True
+        query = request.META.get("QUERY_STRING", "")
+        # Percent-decoding is the only way a parameter gets a NUL the raw string does not
+        # show, so the parameters are parsed only then: engines' loads carry none, and
+        # parsing them cost a few microseconds of the catalog's hottest request.
+        if "%00" not in query:
+            return "\x00" in query
+        return any("\x00" in k or "\x00" in v for k, vs in request.GET.lists() for v in vs)
+
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if self._machine(request) and (
-            "\x00" in request.path
-            or "\x00" in request.META.get("QUERY_STRING", "")
-            or any("\x00" in k or "\x00" in v for k, vs in request.GET.lists() for v in vs)
-        ):
+        if self._machine(request) and self._has_nul(request):
             return json_error(
                 request, 400, "NUL characters are not allowed in paths or parameters",
                 "BadRequestException",

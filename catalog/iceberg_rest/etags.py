@@ -40,6 +40,8 @@ class TableState(NamedTuple):
 
 def snapshots_mode(request: HttpRequest) -> str:
     """The `snapshots` mode asked for, refused (400) unless the spec's `all` or `refs`."""
+    if not request.META.get("QUERY_STRING"):  # most loads: no parameters to parse
+        return DEFAULT_SNAPSHOTS
     value = request.GET.get("snapshots")
     if value is None or value == "":
         return DEFAULT_SNAPSHOTS

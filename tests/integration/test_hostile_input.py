@@ -47,6 +47,8 @@ def test_a_nul_in_a_path_is_refused(api, ns):
 def test_a_nul_in_a_query_parameter_is_refused(api, ns):
     assert_error(api.get("/namespaces", parent="ns\x00"), 400, "BadRequestException")
     assert_error(api.get("/namespaces", pageToken="\x00"), 400, "BadRequestException")
+    assert_error(api.get("/namespaces", **{"page\x00Token": "x"}), 400, "BadRequestException")
+    assert_error(api.get("/namespaces/ns/tables/t", snapshots="\x00"), 400, "BadRequestException")
 
 
 @pytest.mark.parametrize(
