@@ -78,7 +78,9 @@ def read_document(location: str, *, filesystem: Any = None) -> dict[str, Any]:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         document = json.loads(raw)
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError, EOFError, RecursionError) as error:
+        # RecursionError: arrays or objects nested deeper than Python's decoder recurses
+        # (a folder anyone can write to may hold any file); no metadata nests so deep.
         raise InvalidMetadata(f"Metadata file {location} is not valid JSON: {error}") from error
     if not isinstance(document, dict):
         raise InvalidMetadata(f"Metadata file {location} is not a JSON object")

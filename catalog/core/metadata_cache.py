@@ -264,7 +264,9 @@ def _parse_metadata(location: str, content: bytes) -> tuple[dict[str, Any], Tabl
         # By content, not by name: Java writes `.gz.metadata.json`, others `.metadata.json.gz`.
         raw = gzip.decompress(content) if content[:2] == b"\x1f\x8b" else content
         document = json.loads(raw)
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError, EOFError, RecursionError) as error:
+        # RecursionError: JSON nested deeper than Python's decoder recurses (a writer may
+        # put any file where the pointer points); no metadata nests so deep.
         raise InvalidMetadata(f"Metadata file {location} is not valid JSON: {error}") from error
     if not isinstance(document, dict):
         raise InvalidMetadata(f"Metadata file {location} is not a JSON object")

@@ -466,7 +466,9 @@ def read_json(path: str) -> dict[str, Any]:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError, RecursionError) as error:
+        # RecursionError: JSON nested deeper than Python's decoder recurses (any file a
+        # client names); no metadata nests so deep.
         raise InvalidMetadata(
             f"Metadata file is not valid JSON: {path}: {error}", field="metadata_location"
         ) from error

@@ -37,17 +37,24 @@ from catalog.pages.forms import (
 )
 from catalog.pages.view_preview import preview_context
 from catalog.roles import can_edit, can_view
+from webapp.middleware import has_nul
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+NUL_MESSAGE = (
+    "NUL characters are not allowed in addresses or their parameters: no name or value in "
+    "the catalog can hold one."
+)
 HISTORY_LENGTH = 20
 
 
 # -- access ---------------------------------------------------------------------------------
 
 
-def catalog_page(*, editors_only: bool = False) -> Callable:
+def catalog_page(*, editors_only: bool = False, own_nul_message: bool = False) -> Callable:
     """Anonymous users go to the login page; users without a role get 403, and so does
-    anyone but an editor on a change page or with a POST."""
+    anyone but an editor on a change page or with a POST; a NUL in the address or its
+    parameters is a 400 page, unless the view says so in its own words (`own_nul_message`:
+    the search form shows its problem beside the text)."""
 
     def decorator(view_func: Callable) -> Callable:
         @wraps(view_func)
@@ -59,6 +66,10 @@ def catalog_page(*, editors_only: bool = False) -> Callable:
                 raise PermissionDenied("You have no role in this catalog.")
             if (editors_only or request.method not in SAFE_METHODS) and not can_edit(user):
                 raise PermissionDenied("Only editors can change the catalog.")
+            if not own_nul_message and has_nul(request):
+                # PostgreSQL refuses a NUL in any text value: a name or a parameter that
+                # holds one would reach a query and fail it (a 500). No name can hold one.
+                return render(request, "400.html", {"message": NUL_MESSAGE}, status=400)
             return view_func(request, *args, **kwargs)
 
         return wrapper
@@ -341,7 +352,7 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
-@catalog_page()
+@catalog_page(own_nul_message=True)  # ?q= is the search page's (_search_page)
 def namespace_list(request: HttpRequest) -> HttpResponse:
     form = NamespaceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -372,7 +383,7 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "HEAD"])
-@catalog_page()
+@catalog_page(own_nul_message=True)
 def search(request: HttpRequest) -> HttpResponse:
     return _search_page(request, request.GET.get("q", "").strip())
 
