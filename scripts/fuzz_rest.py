@@ -9,8 +9,9 @@ Two surfaces, each from its own OpenAPI description:
 
 Every operation gets --max-examples valid requests (schemathesis's positive mode), as many
 invalid ones (negative mode) and the spec's own examples; when its path names objects, valid
-and invalid requests again against a namespace `ns` with a table `t` and a view `v` that the
-script makes (and makes again before each run, after a run dropped them). The
+and invalid requests again against a namespace `ns` with a table `t`, a view `v` and a
+materialized table `m` (reading `t`, partitioned by a date column) that the script makes
+(and makes again before each run, after a run dropped them). The
 goal is zero 5xx: the run prints each one with a reproduction and the server's traceback,
 and exits 1 if there was any. One 503 is not counted: the documented "no worker is
 running" answer (type Unavailable) of what needs a worker's Spark, as the app this script
@@ -22,19 +23,23 @@ starts has no worker; the per-operation lines show those as "503 no worker".
 
 Without --url it starts the app under gunicorn with a fresh SQLite database and warehouse
 (tests/live_server.py), on loopback only, in --workdir (default: a new folder under /tmp,
-kept after the run with the server's log)."""
+kept after the run with the server's log), with its own Redis database (number
+LAKEVIEW_FUZZ_REDIS_DB, default 5, emptied first), where what it queues waits for no one."""
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
+import os
 import re
 import shlex
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,10 +66,14 @@ SPEC_HELP = (
     "and pass --iceberg-spec /tmp/rest-catalog-open-api.yaml."
 )
 
+#: The Redis database of the app this script starts (tests/refresh_stack.py's are 3, 7, 9).
+FUZZ_REDIS_DB = int(os.environ.get("LAKEVIEW_FUZZ_REDIS_DB", "5"))
+
 #: Path parameters that name the objects `seed` makes, so that examples reach real ones.
 EXISTING = {"namespace": "ns", "table": "t", "view": "v", "name": "v", "version_id": 1}
-#: The management API calls both tables and views {name}: under .../tables/ it is `t`.
-NAME_UNDER = {"/tables/{name}": "t", "/views/{name}": "v"}
+#: The management API calls tables, views and materialized tables {name}: under .../tables/
+#: it is `t`, under .../materialized-tables/ `m` ("-tables/", not "/tables/").
+NAME_UNDER = {"/tables/{name}": "t", "/views/{name}": "v", "/materialized-tables/{name}": "m"}
 
 
 def existing_for(path: str, names: set[str]) -> dict[str, Any]:
@@ -272,18 +281,83 @@ def _cause(traceback: str, status: int | None, answer: str) -> str:
 # --- the application under test -----------------------------------------------------------
 
 
+#: The materialized table `m`: its definition (as POST .../materialized-tables/ takes it)
+#: and the schema Spark derives for its query, which the app's own shell fakes below.
+MT_QUERY = "SELECT id, CAST(id AS STRING) AS ds FROM t"
+MT_BODY = {
+    "name": "m",
+    "query": MT_QUERY,
+    "freshness": {"value": 1, "unit": "DAY"},
+    "partitioned_by": ["ds"],
+    "options": {"partition.fields.ds.date-formatter": "yyyy-MM-dd"},
+}
+MT_SPARK_SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "ds", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
+
+
+def make_mt_code(username: str) -> str:
+    """Python for the started app's `manage.py shell -c` that makes `m` if it is missing.
+
+    Creating a materialized table asks a worker's Spark for its query's schema, and the
+    app this script starts has no worker. So the schema is given (as the fake Spark of
+    tests/integration/test_mt_api.py gives it) and the first refresh run stays queued (no
+    worker would take it); the rest is the service's own create, so the row, its table,
+    version and schedule are what a worker-backed create makes."""
+    return f"""
+from unittest import mock
+from django.contrib.auth import get_user_model
+from catalog.core.errors import CatalogError
+from refresh import selectors, services
+from refresh.core.freshness import Freshness, TimeUnit
+try:
+    selectors.get_materialized_table("ns", "m")
+except CatalogError:
+    with (
+        mock.patch("refresh.analysis.query_schema", return_value={MT_SPARK_SCHEMA!r}),
+        mock.patch("refresh.services.dispatch"),
+    ):
+        services.create_materialized_table(
+            namespace="ns", name="m", query={MT_QUERY!r}, freshness=Freshness(1, TimeUnit.DAY),
+            partitioned_by={MT_BODY["partitioned_by"]!r}, options={MT_BODY["options"]!r},
+            actor=get_user_model().objects.get(username={username!r}),
+        )
+"""
+
+
 class Seeder:
-    """A namespace `ns` with a table `t` and a view `v`, made again before each run after a
-    run dropped or renamed them. A renamed object keeps its location, and no two objects
-    share one, so `t` and `v` come back at a fresh location when their first one is taken."""
+    """A namespace `ns` with a table `t`, a view `v` and a materialized table `m`, made
+    again before each run after a run dropped or renamed them. A renamed object keeps its
+    location, and no two objects share one, so `t` and `v` come back at a fresh location
+    when their first one is taken.
+
+    `m` is made by `make_mt` (the started app's shell, see make_mt_code) or, against an app
+    already running, by POST /api/.../materialized-tables/, which needs a live worker: when
+    that fails, the routes that name a materialized table only meet a missing one."""
 
     COLUMN = {"id": 1, "name": "id", "type": "long", "required": False}
 
-    def __init__(self, base_url: str, iceberg: requests.Session) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        iceberg: requests.Session,
+        api: requests.Session | None = None,
+        make_mt: Callable[[], None] | None = None,
+    ) -> None:
         self.url = f"{base_url}/iceberg/v1/namespaces"
+        self.mt_url = f"{base_url}/api/namespaces/ns/materialized-tables/"
         self.iceberg = iceberg
+        self.api = api
+        self.make_mt = make_mt
         self.folder = ""  # where `ns`'s objects live (learnt from the first `t`)
         self.remade = 0
+        self.mt_failed = False  # warned once; not tried again
 
     def __call__(self) -> None:
         self.iceberg.post(self.url, json={"namespace": ["ns"]}, timeout=30)
@@ -295,6 +369,35 @@ class Seeder:
         }  # fmt: skip
         schema = {"type": "struct", "schema-id": 0, "fields": [self.COLUMN]}
         self._make("views", "v", {"schema": schema, "view-version": version})
+        self._make_mt()
+
+    def _make_mt(self) -> None:
+        if self.api is None or self.mt_failed:
+            return
+        found = self.api.get(f"{self.mt_url}m/", timeout=30)
+        if found.status_code == 200:
+            # Back to ACTIVATED, as made: left SUSPENDED by the RESUME run (before_each),
+            # SUSPEND would meet only 409s.
+            if found.json().get("state") == "SUSPENDED":
+                self.api.post(f"{self.mt_url}m/resume", json={}, timeout=30)
+            return
+        try:
+            if self.make_mt is not None:
+                self.make_mt()
+            else:
+                answer = self.api.post(self.mt_url, json=MT_BODY, timeout=60)
+                if answer.status_code != 201:
+                    raise RuntimeError(f"{answer.status_code} {answer.text[:300]}")
+        except Exception as error:  # noqa: BLE001 - fuzz on without it, and say so
+            self.mt_failed = True
+            print(
+                f"  warning: making ns.m failed, so the materialized-table routes only meet "
+                f"a missing one: {_short(error, 600)}"
+            )
+            return
+        if self.api.get(f"{self.mt_url}m/", timeout=30).status_code != 200:
+            self.mt_failed = True
+            print("  warning: ns.m was made but GET .../materialized-tables/m/ does not find it")
 
     def _make(self, kind: str, name: str, body: dict[str, Any]) -> None:
         if self.iceberg.head(f"{self.url}/ns/{kind}/{name}", timeout=30).status_code == 204:
@@ -313,6 +416,12 @@ class Seeder:
         elif kind == "tables" and not self.folder:
             self.folder = answer.json()["metadata"]["location"].rstrip("/").rsplit("/", 1)[0]
 
+    def before_each(self, label: str) -> None:
+        """Before each request of `label`: RESUME only acts on a suspended table (on `m` as
+        made it is a 409), so `m` is suspended again before each one."""
+        if self.api is not None and label.endswith("/materialized-tables/{name}/resume"):
+            self.api.post(f"{self.mt_url}m/suspend", timeout=30)
+
 
 # --- fuzzing ------------------------------------------------------------------------------
 
@@ -326,7 +435,7 @@ def fuzz(
     max_examples: int,
     tally: Tally,
     deadline: float,
-    reseed: Any,
+    reseed: Seeder,
 ) -> bool:
     """Each operation: valid and invalid requests with random path parameters, then valid
     ones and the spec's examples against the seeded objects. False if time ran out."""
@@ -350,7 +459,8 @@ def fuzz(
                 strategy = _strategy(operation, name, pinned)
                 if strategy is None:
                     continue
-                _run(strategy, label, base_url, session, token_name, max_examples, tally)
+                before = functools.partial(reseed.before_each, label)
+                _run(strategy, label, base_url, session, token_name, max_examples, tally, before)
             except Unsatisfiable:
                 tally.notes[label].append(f"no {name} example")
             except Exception as error:  # noqa: BLE001 - a schema schemathesis cannot use
@@ -398,6 +508,7 @@ def _run(
     token_name: str,
     max_examples: int,
     tally: Tally,
+    before: Callable[[], None],
 ) -> None:
     @settings(
         max_examples=max_examples,
@@ -410,6 +521,7 @@ def _run(
     )
     @given(strategy)
     def run(case: Any) -> None:
+        before()
         offset = tally.log_offset()
         try:
             response = case.call(base_url=base_url, session=session, timeout=60)
@@ -485,26 +597,43 @@ def main() -> int:
                 answer.raise_for_status()
                 api_token = answer.json()["token"]
             log_path = None
+            make_mt = None
             print(f"App at {base_url}: 5xx tracebacks are in its own log")
         else:
             from tests.live_server import catalog_server
+            from tests.refresh_stack import stack_redis_url
 
             root = args.workdir or Path(tempfile.mkdtemp(prefix="fuzz-rest-"))
             root.mkdir(parents=True, exist_ok=True)
             if (root / "db.sqlite3").exists():
                 sys.exit(f"{root} already holds a database: choose an empty --workdir")
-            server = stack.enter_context(catalog_server(root, workers=args.workers, threads=2))
+            # Its own Redis database, emptied first: the refresh runs and maintenance runs
+            # it queues wait there for a worker that never comes, instead of in the default
+            # one, where a worker of another app on this Redis would take them; and no
+            # such worker's heartbeat makes this app think a worker is running.
+            redis_url = stack_redis_url(FUZZ_REDIS_DB)
+            server = stack.enter_context(
+                catalog_server(
+                    root, workers=args.workers, threads=2, extra_env={"REDIS_URL": redis_url}
+                )
+            )
             base_url = server.base_url
             token = server.bearer_token()
             api_token = server.api_session().headers["Authorization"].split(" ", 1)[1]
             log_path = server.log_path
+
+            def make_mt(server: Any = server) -> None:
+                server.manage("shell", "-c", make_mt_code(server.username))
+
             print(f"App on {base_url}; database, warehouse and log in {root}")
             print(f"Server log: {log_path}")
         tally = Tally(log_path=log_path)
         iceberg = requests.Session()
         iceberg.headers["Authorization"] = f"Bearer {token}"
 
-        reseed = Seeder(base_url, iceberg)
+        api = requests.Session()
+        api.headers["Authorization"] = f"Token {api_token}"
+        reseed = Seeder(base_url, iceberg, None if args.skip_api else api, make_mt)
         reseed()
         finished = True
         if spec is not None:
@@ -527,8 +656,6 @@ def main() -> int:
                 reseed=reseed,
             )
         if not args.skip_api and finished:
-            api = requests.Session()
-            api.headers["Authorization"] = f"Token {api_token}"
             answer = api.get(f"{base_url}/api/schema/", params={"format": "json"}, timeout=30)
             answer.raise_for_status()
             print("/api: the app's own schema (/api/schema/)")
