@@ -20,8 +20,6 @@ snapshot's schema. Django-free."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import posixpath
 import re
 from collections.abc import Mapping
@@ -74,13 +72,8 @@ def read_document(location: str, *, filesystem: Any = None) -> dict[str, Any]:
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
         raise NotFound(f"Cannot read metadata file {location}: {error}") from error
     try:
-        # By content, not by name: Java writes `.gz.metadata.json`, others `.metadata.json.gz`.
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        document = json.loads(raw)
-    except (OSError, ValueError, EOFError, RecursionError) as error:
-        # RecursionError: arrays or objects nested deeper than Python's decoder recurses
-        # (a folder anyone can write to may hold any file); no metadata nests so deep.
+        document = metadata_io.decode_json(raw)
+    except ValueError as error:
         raise InvalidMetadata(f"Metadata file {location} is not valid JSON: {error}") from error
     if not isinstance(document, dict):
         raise InvalidMetadata(f"Metadata file {location} is not a JSON object")

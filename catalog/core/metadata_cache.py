@@ -37,7 +37,6 @@ threads missing the same manifest both decode it, and the second store wins)."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import threading
 from collections import OrderedDict
@@ -256,17 +255,11 @@ class MetadataCache:
 
 
 def _parse_metadata(location: str, content: bytes) -> tuple[dict[str, Any], TableMetadata]:
-    import json
-
     from pydantic import ValidationError
 
     try:
-        # By content, not by name: Java writes `.gz.metadata.json`, others `.metadata.json.gz`.
-        raw = gzip.decompress(content) if content[:2] == b"\x1f\x8b" else content
-        document = json.loads(raw)
-    except (OSError, ValueError, EOFError, RecursionError) as error:
-        # RecursionError: JSON nested deeper than Python's decoder recurses (a writer may
-        # put any file where the pointer points); no metadata nests so deep.
+        document = metadata_io.decode_json(content)
+    except ValueError as error:
         raise InvalidMetadata(f"Metadata file {location} is not valid JSON: {error}") from error
     if not isinstance(document, dict):
         raise InvalidMetadata(f"Metadata file {location} is not a JSON object")

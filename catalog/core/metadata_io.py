@@ -446,6 +446,22 @@ def check_regular_file(path: str, *, max_bytes: int | None = MAX_METADATA_FILE_B
         raise OSError(f"Larger than {max_bytes} bytes: {path[:_SHOWN]}")
 
 
+def decode_json(raw: bytes) -> Any:
+    """A metadata file's bytes as JSON, gzip-compressed or not: by content, not by name (Java
+    names such files `.gz.metadata.json`, others `.metadata.json.gz`, and attached tables are
+    written by other systems). ValueError for bytes that are neither: bad gzip, bad UTF-8,
+    bad JSON, or arrays nested deeper than Python's decoder recurses (a writer may put any
+    file where metadata points; no metadata nests so deep)."""
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
+    except ValueError:
+        raise
+    except (OSError, EOFError, RecursionError) as error:
+        raise ValueError(str(error)) from error
+
+
 def read_json(path: str) -> dict[str, Any]:
     try:
         check_regular_file(path)
@@ -461,14 +477,8 @@ def read_json(path: str) -> dict[str, Any]:
             f"Cannot read metadata file {path}: {error}", field="metadata_location"
         ) from error
     try:
-        # Gzip by content: Java names such files `.gz.metadata.json`, others `.metadata.json.gz`
-        # (attached tables are written by other systems).
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError, RecursionError) as error:
-        # RecursionError: JSON nested deeper than Python's decoder recurses (any file a
-        # client names); no metadata nests so deep.
+        document = decode_json(raw)
+    except ValueError as error:
         raise InvalidMetadata(
             f"Metadata file is not valid JSON: {path}: {error}", field="metadata_location"
         ) from error
