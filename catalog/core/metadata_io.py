@@ -39,6 +39,7 @@ import re
 import stat
 import unicodedata
 import uuid
+import zlib
 from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit
 
@@ -449,16 +450,18 @@ def check_regular_file(path: str, *, max_bytes: int | None = MAX_METADATA_FILE_B
 def decode_json(raw: bytes) -> Any:
     """A metadata file's bytes as JSON, gzip-compressed or not: by content, not by name (Java
     names such files `.gz.metadata.json`, others `.metadata.json.gz`, and attached tables are
-    written by other systems). ValueError for bytes that are neither: bad gzip, bad UTF-8,
-    bad JSON, or arrays nested deeper than Python's decoder recurses (a writer may put any
-    file where metadata points; no metadata nests so deep)."""
+    written by other systems). ValueError for bytes that are neither: bad or corrupt gzip,
+    bad UTF-8, bad JSON, or arrays nested deeper than Python's decoder recurses (a writer
+    may put any file where metadata points; no metadata nests so deep)."""
     try:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         return json.loads(raw)
     except ValueError:
         raise
-    except (OSError, EOFError, RecursionError) as error:
+    except (OSError, EOFError, zlib.error, RecursionError) as error:
+        # zlib.error: a gzip header over corrupt data (it is neither an OSError nor a
+        # ValueError, and was a 500 on every reader).
         raise ValueError(str(error)) from error
 
 

@@ -5,6 +5,7 @@ namespaces, tables (with staged creates and multi-table transactions) and views.
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import time
@@ -1196,6 +1197,21 @@ def test_registering_a_missing_metadata_file_is_a_bad_request(api, ns, warehouse
     response = api.post("/namespaces/ns/register", {"name": "r", "metadata-location": str(missing)})
 
     assert_error(response, 400, "BadRequestException")
+
+
+def test_registering_a_gzip_file_over_corrupt_data_is_a_bad_request_and_registers_nothing(
+    api, ns, warehouse
+):
+    corrupt = warehouse / "ns" / "r" / "metadata" / "00001-x.gz.metadata.json"
+    corrupt.parent.mkdir(parents=True)
+    # A gzip header over corrupt deflate data: zlib.error, once a 500.
+    corrupt.write_bytes(gzip.compress(b'{"format-version": 2}' * 50)[:10] + b"\x00garbage" * 5)
+
+    response = api.post("/namespaces/ns/register", {"name": "r", "metadata-location": str(corrupt)})
+
+    assert_error(response, 400, "BadRequestException")
+    assert "not valid JSON" in response.json()["error"]["message"]
+    assert api.head("/namespaces/ns/tables/r").status_code == 404
 
 
 def test_a_table_is_dropped_and_its_files_kept(api, table):

@@ -7,6 +7,7 @@ is accepted is returned in the one form every later read, write and delete uses.
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 from urllib.parse import quote
@@ -333,6 +334,24 @@ def test_reading_a_file_that_is_not_json_names_the_problem(tmp_path: Path) -> No
         metadata_io.read_json(str(path))
     with pytest.raises(InvalidMetadata, match="does not exist"):
         metadata_io.read_json(str(tmp_path / "missing.metadata.json"))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[" * 100_000,  # deeper than Python's decoder recurses
+        gzip.compress(b'{"format-version": 2}' * 50)[:40],  # gzip cut short: EOFError
+        # A gzip header over corrupt deflate data: zlib.error, which is neither an OSError
+        # nor a ValueError.
+        gzip.compress(b'{"format-version": 2}' * 50)[:10] + b"\x00garbage" * 5,
+    ],
+    ids=["nested too deep", "gzip cut short", "gzip over corrupt data"],
+)
+def test_a_file_no_json_decoder_can_read_is_invalid_metadata(tmp_path: Path, content) -> None:
+    path = tmp_path / "odd.metadata.json"
+    path.write_bytes(content)
+    with pytest.raises(InvalidMetadata, match="not valid JSON"):
+        metadata_io.read_json(str(path))
 
 
 # -- what the layers below do: the assumptions the rules above rest on -----------------------
