@@ -55,7 +55,7 @@ def test_web_worker_and_beat_read_the_same_settings_from_the_environment() -> No
         assert env["DATABASE_URL"].startswith("postgres")
         assert env["REDIS_URL"].startswith("redis://redis:6379")
         assert env["SPARK_MASTER"] == "spark://spark-master:7077"
-        # Each driver takes one core of the cluster, never all of them (README).
+        # Each driver takes one core of the cluster, never all of them (docs/deployment.md).
         assert json.loads(env["SPARK_CONF"])["spark.cores.max"] == "1"
 
 
