@@ -173,9 +173,12 @@ def names_used(path: Path) -> set[str]:
             found.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if DOTTED.match(node.value):
-                found.add(node.value.split(".")[0])
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and DOTTED.match(node.value)
+        ):
+            found.add(node.value.split(".")[0])
     return found
 
 
