@@ -42,6 +42,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz and /readyz, answered before the host check, sessions and CSRF (probes).
+    "webapp.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files under gunicorn (DEBUG=0) too: pages are styled and charted in production.
     "whitenoise.middleware.WhiteNoiseMiddleware",
