@@ -15,8 +15,9 @@ import tomllib
 from functools import cache
 from pathlib import Path, PurePosixPath
 
-import yaml
 from django.conf import settings
+
+from tests.deployment import dockerfile_instructions, load_compose
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Python the app runs besides its packages.
@@ -30,33 +31,12 @@ DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 # -- the Dockerfile and .dockerignore, read as Docker reads them ----------------------------
 
 
-def instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
-    lines, current = [], ""
-    for raw in (REPO_ROOT / "Dockerfile").read_text().splitlines():
-        stripped = raw.strip()
-        if not current and (not stripped or stripped.startswith("#")):
-            continue
-        if stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            current += stripped[:-1] + " "
-            continue
-        lines.append(current + stripped)
-        current = ""
-    parsed = []
-    for line in lines:
-        keyword, _, rest = line.partition(" ")
-        parsed.append((keyword.upper(), rest.strip()))
-    return parsed
-
-
 def copies() -> list[tuple[list[str], PurePosixPath, bool]]:
     """Each COPY from the build context: its sources, its absolute destination, and whether
     that is a folder the sources go into (`./`, `dir/`)."""
     workdir = PurePosixPath("/")
     found = []
-    for keyword, rest in instructions():
+    for keyword, rest in dockerfile_instructions():
         if keyword == "WORKDIR":
             workdir = workdir / rest
         elif keyword in ("COPY", "ADD"):
@@ -142,7 +122,7 @@ def image_files() -> frozenset[str]:
 
 
 def workdir() -> PurePosixPath:
-    [last] = [rest for keyword, rest in instructions() if keyword == "WORKDIR"][-1:]
+    [last] = [rest for keyword, rest in dockerfile_instructions() if keyword == "WORKDIR"][-1:]
     return PurePosixPath(last)
 
 
@@ -216,7 +196,7 @@ def data_folders() -> list[str]:
 
 def files_commands_name() -> set[str]:
     """Repository files compose's app services name in their commands (gunicorn's -c)."""
-    services = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    services = load_compose()["services"]
     named = set()
     for service in services.values():
         command = service.get("command") or []
@@ -290,7 +270,7 @@ def test_the_package_install_covers_every_package_the_app_runs() -> None:
 
 
 def test_code_changes_reuse_the_dependency_and_jar_layers() -> None:
-    steps = instructions()
+    steps = dockerfile_instructions()
     code = top_level_code()
 
     def copies_code(keyword: str, rest: str) -> bool:
