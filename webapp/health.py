@@ -95,9 +95,14 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 def readyz(request: HttpRequest) -> HttpResponse:
     ready, checks = run_checks()
-    return _answer(
+    response = _answer(
         {"status": "ok" if ready else "failing", "checks": checks}, 200 if ready else 503
     )
+    # A 503 here is an answer, not a server error: without this, Django logs an ERROR for
+    # every poll of a load balancer while a worker is down (django.utils.log.log_response
+    # skips responses so marked).
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
 
 
 ENDPOINTS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
