@@ -84,6 +84,18 @@ def interpolate(text: str, variables: Mapping[str, str]) -> str:
     return _REFERENCE.sub(replace, text)
 
 
+def compose_variables() -> dict[str, str | None]:
+    """Every variable docker-compose.yml reads from the user's environment, with its
+    default (None: required, `${NAME:?...}`; "" when it has none)."""
+    found: dict[str, str | None] = {}
+    for match in _REFERENCE.finditer(COMPOSE_FILE.read_text()):
+        name = match["bare"] or match["name"]
+        if name:
+            op = match["op"] or ""
+            found[name] = None if "?" in op else (match["arg"] or "") if "-" in op else ""
+    return found
+
+
 def _resolved(node: Any, variables: Mapping[str, str]) -> Any:
     if isinstance(node, str):
         return interpolate(node, variables)

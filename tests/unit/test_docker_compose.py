@@ -11,6 +11,7 @@ import pytest
 from tests.deployment import (
     COMPOSE_FILE,
     MissingVariable,
+    compose_variables,
     healthcheck_command,
     load_compose,
     service_command,
@@ -178,3 +179,20 @@ def test_a_browser_on_the_same_machine_is_allowed_by_default() -> None:
 def test_compose_refuses_to_start_without_a_secret_key() -> None:
     with pytest.raises(MissingVariable, match="SECRET_KEY"):
         load_compose({})
+
+
+def test_the_variables_compose_reads_are_the_documented_few() -> None:
+    # docs/configuration.md lists these with their defaults; a new one belongs there too.
+    assert compose_variables() == {
+        "POSTGRES_PASSWORD": "lakeview",
+        "SECRET_KEY": None,
+        "ALLOWED_HOSTS": "localhost,127.0.0.1",
+        "CSRF_TRUSTED_ORIGINS": "",
+        "SECURE_COOKIES": "1",
+        "EXTERNAL_TABLES": "./var/external",
+        "DJANGO_SUPERUSER_USERNAME": "",
+        "DJANGO_SUPERUSER_PASSWORD": "",
+        "DJANGO_SUPERUSER_EMAIL": "",
+        "SPARK_WORKER_CORES": "2",
+        "SPARK_WORKER_MEMORY": "2g",
+    }
