@@ -39,9 +39,9 @@ COPY . .
 # Editable, so that BASE_DIR (templates/, static/) stays /app.
 RUN pip install --no-deps -e . \
     && useradd --create-home --uid 1000 lakeview \
-    && mkdir -p /warehouse /app/var /tmp/spark-work \
+    && mkdir -p /warehouse /app/var/staticfiles /tmp/spark-work \
     && chown -R lakeview:lakeview /warehouse /app/var /tmp/spark-work
 
 USER lakeview
-EXPOSE 8000
+EXPOSE 8000 8181
 CMD ["gunicorn", "-c", "webapp/gunicorn.conf.py", "webapp.wsgi:application"]
