@@ -14,32 +14,32 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError, transaction
 
-USERNAME = "DJANGO_SUPERUSER_USERNAME"
-PASSWORD = "DJANGO_SUPERUSER_PASSWORD"
-EMAIL = "DJANGO_SUPERUSER_EMAIL"
-
 
 class Command(BaseCommand):
     help = (
-        f"Create a superuser from {USERNAME}, {PASSWORD} and {EMAIL} unless one by that "
-        "name exists; do nothing when no username is given."
+        "Create a superuser from DJANGO_SUPERUSER_USERNAME, DJANGO_SUPERUSER_PASSWORD and "
+        "DJANGO_SUPERUSER_EMAIL unless one by that name exists; do nothing without a username."
     )
 
     def handle(self, *args, **options) -> None:
-        username = os.environ.get(USERNAME, "").strip()
+        username = os.environ.get("DJANGO_SUPERUSER_USERNAME", "").strip()
         if not username:
-            self.stdout.write(f"{USERNAME} is not set: no administrator made")
+            self.stdout.write("DJANGO_SUPERUSER_USERNAME is not set: no administrator made")
             return
         users = get_user_model().objects
         if users.filter(username=username).exists():
             self.stdout.write(f"The user {username!r} exists: left as it is")
             return
-        password = os.environ.get(PASSWORD, "")
+        password = os.environ.get("DJANGO_SUPERUSER_PASSWORD", "")
         if not password:
-            raise CommandError(f"{PASSWORD} is not set: the administrator {username!r} needs one")
+            raise CommandError(
+                f"DJANGO_SUPERUSER_PASSWORD is not set: the administrator {username!r} needs one"
+            )
         try:
             with transaction.atomic():
-                users.create_superuser(username, os.environ.get(EMAIL, ""), password)
+                users.create_superuser(
+                    username, os.environ.get("DJANGO_SUPERUSER_EMAIL", ""), password
+                )
         except IntegrityError:
             # Another deployment step made it between the check and the insert.
             self.stdout.write(f"The user {username!r} exists: left as it is")
