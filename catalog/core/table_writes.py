@@ -267,12 +267,12 @@ def append_batches(
     schema: pa.Schema,
     batches: Iterator[pa.RecordBatch] | Sequence[pa.RecordBatch],
     *,
-    chunk_bytes: int = WRITE_CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     snapshot_properties: Mapping[str, str] = EMPTY_DICT,
 ) -> None:
     """Append a stream of record batches to the transaction's table as one snapshot, holding
-    at most about `chunk_bytes` of them in memory (pyiceberg's own streaming append, with a
-    smaller bin than the table's target file size)."""
+    at most about `chunk_bytes` (default WRITE_CHUNK_BYTES) of them in memory: pyiceberg's
+    own streaming append, with a smaller bin than the table's target file size."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     metadata = transaction.table_metadata
@@ -280,7 +280,7 @@ def append_batches(
         update={
             "properties": {
                 **metadata.properties,
-                TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: str(chunk_bytes),
+                TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: str(chunk_bytes or WRITE_CHUNK_BYTES),
             }
         }
     )

@@ -97,7 +97,7 @@ def load_samples(*, actor: Any = None) -> Loaded:
 
 def _write(table: samples.SampleTable, actor: Any) -> tuple[int, int]:
     batches = table.batches()
-    catalog = writer(actor=actor)
+    catalog = writer(actor=actor, action="load_samples")
     with all_or_nothing(catalog):
         transaction = catalog.create_table_transaction(
             (samples.NAMESPACE, table.name),

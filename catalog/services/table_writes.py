@@ -25,9 +25,9 @@ from catalog.services import kernel
 from catalog.services.tables import commit_table, create_table
 
 
-def writer(*, actor: Any) -> CommitCatalog:
+def writer(*, actor: Any, action: str = "commit_table") -> CommitCatalog:
     """A pyiceberg catalog for one write by `actor` (its files are tracked, see
-    catalog.core.table_writes.all_or_nothing)."""
+    catalog.core.table_writes.all_or_nothing); `action` names its commits in the history."""
 
     def load(namespace: str, name: str) -> Loaded:
         table = selectors.get_table(namespace, name)
@@ -63,6 +63,7 @@ def writer(*, actor: Any) -> CommitCatalog:
             requirements=requirements,
             updates=updates,
             actor=actor,
+            action=action,
         )
         return Loaded(committed.metadata, committed.metadata_location)
 
