@@ -106,6 +106,7 @@ class StagingUploadHandler(FileUploadHandler):
     ) -> None:
         self.limit = int(settings.UPLOAD_MAX_BYTES)
         self.received = 0
+        self.input = input_data
         self.too_large = bool(content_length) and content_length > self.limit + FORM_ALLOWANCE
         return None
 
@@ -139,7 +140,11 @@ class StagingUploadHandler(FileUploadHandler):
         if self.request is not None:
             self.request.upload_refused = TooLarge(self.limit)
         # The rest of the body is read and dropped (never stored), so that the client,
-        # which sends all of it before it reads an answer, gets the 413.
+        # which sends all of it before it reads an answer, gets the 413. Read here in large
+        # blocks: Django's own draining iterates the body by lines, five times slower.
+        read = getattr(self.input, "read", None)
+        while read is not None and read(1 << 20):
+            pass
         raise StopUpload(connection_reset=False)
 
 

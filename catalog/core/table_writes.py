@@ -258,7 +258,7 @@ def all_or_nothing(catalog: CommitCatalog) -> Iterator[CommitCatalog]:
 
 #: Rows are written to Parquet files of about this many bytes of Arrow data each (pyiceberg
 #: holds one file's rows in memory while writing it; its default is 512 MiB).
-WRITE_CHUNK_BYTES = 128 * 1024 * 1024
+WRITE_CHUNK_BYTES = 64 * 1024 * 1024
 
 
 def append_batches(
