@@ -465,3 +465,63 @@ def test_the_openapi_schema_shows_the_upload(editor):
     assert schema.status_code == 200
     operation = json.loads(schema.content)["paths"]["/api/namespaces/{namespace}/tables/upload"]
     assert "multipart/form-data" in operation["post"]["requestBody"]["content"]
+
+
+# -- races: the loser's files are deleted -----------------------------------------------------
+
+
+def parquet_files(folder: Path) -> set[Path]:
+    return {p for p in files_in(folder) if p.suffix in (".parquet", ".avro")}
+
+
+def test_a_create_that_loses_the_name_to_another_writer_is_a_409_and_leaves_no_file(
+    shop, editor, warehouse, monkeypatch
+):
+    from catalog.services import uploads as service
+
+    real = service.append_batches
+
+    def someone_else_first(*args, **kwargs):
+        real(*args, **kwargs)  # this upload's files are written...
+        # ...and another writer creates the table before this upload commits.
+        services.create_table(
+            namespace="shop",
+            name="orders",
+            schema={"type": "struct", "schema-id": 0, "fields": []},
+            actor=editor,
+        )
+
+    monkeypatch.setattr(service, "append_batches", someone_else_first)
+
+    answer = upload(editor, CSV)
+
+    assert answer.status_code == 409, answer.content
+    assert parquet_files(warehouse) == set()
+    assert Table.objects.get(name="orders").snapshots.count() == 0
+
+
+def test_an_append_that_loses_a_race_is_a_409_and_leaves_no_file(
+    shop, editor, warehouse, monkeypatch
+):
+    from catalog.services import uploads as service
+
+    assert upload(editor, CSV).status_code == 201
+    before = parquet_files(warehouse)
+    real = service.append_batches
+    raced = []
+
+    def someone_else_first(*args, **kwargs):
+        real(*args, **kwargs)
+        if not raced:
+            raced.append(True)
+            assert upload(editor, CSV, mode="append").status_code == 200
+
+    monkeypatch.setattr(service, "append_batches", someone_else_first)
+
+    answer = upload(editor, b"id,name,amount,day\n9,x,1.0,2024-01-01\n", mode="append")
+
+    assert answer.status_code == 409, answer.content
+    assert answer.json()["type"] == "CommitConflict"
+    # Only the winner's files were added.
+    assert sorted(scanned("shop", "orders")["id"].to_pylist()) == [1, 1, 2, 2, 3, 3]
+    assert len(parquet_files(warehouse) - before) == 3  # its data file, manifest, list
