@@ -261,6 +261,22 @@ def all_or_nothing(catalog: CommitCatalog) -> Iterator[CommitCatalog]:
 WRITE_CHUNK_BYTES = 64 * 1024 * 1024
 
 
+def _chunks(
+    batches: Iterator[pa.RecordBatch] | Sequence[pa.RecordBatch], schema: pa.Schema, size: int
+) -> Iterator[pa.Table]:
+    """The batches gathered into tables of about `size` bytes each."""
+    chunk: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        chunk.append(batch)
+        held += batch.nbytes
+        if held >= size:
+            yield pa.Table.from_batches(chunk, schema)
+            chunk, held = [], 0
+    if chunk:
+        yield pa.Table.from_batches(chunk, schema)
+
+
 def append_batches(
     transaction: Transaction,
     io: FileIO,
@@ -272,26 +288,32 @@ def append_batches(
 ) -> None:
     """Append a stream of record batches to the transaction's table as one snapshot, holding
     at most about `chunk_bytes` (default WRITE_CHUNK_BYTES) of them in memory: pyiceberg's
-    own streaming append, with a smaller bin than the table's target file size."""
+    own writer, given the rows a chunk at a time (its streaming append takes no partitioned
+    table, and bins by the table's target file size, 512 MiB of Arrow data by default)."""
+    import itertools
+
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
+    size = chunk_bytes or WRITE_CHUNK_BYTES
     metadata = transaction.table_metadata
     writing = metadata.model_copy(
         update={
             "properties": {
                 **metadata.properties,
-                TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: str(chunk_bytes or WRITE_CHUNK_BYTES),
+                TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: str(size),
             }
         }
     )
-    reader = pa.RecordBatchReader.from_batches(schema, iter(batches))
+    counter = itertools.count(0)  # file numbers go on across chunks
     with transaction.update_snapshot(
         snapshot_properties=dict(snapshot_properties)
     ).fast_append() as append_files:
-        for data_file in _dataframe_to_data_files(
-            table_metadata=writing,
-            write_uuid=append_files.commit_uuid,
-            df=reader,
-            io=io,
-        ):
-            append_files.append_data_file(data_file)
+        for chunk in _chunks(batches, schema, size):
+            for data_file in _dataframe_to_data_files(
+                table_metadata=writing,
+                write_uuid=append_files.commit_uuid,
+                df=chunk,
+                io=io,
+                counter=counter,
+            ):
+                append_files.append_data_file(data_file)

@@ -525,3 +525,28 @@ def test_an_append_that_loses_a_race_is_a_409_and_leaves_no_file(
     # Only the winner's files were added.
     assert sorted(scanned("shop", "orders")["id"].to_pylist()) == [1, 1, 2, 2, 3, 3]
     assert len(parquet_files(warehouse) - before) == 3  # its data file, manifest, list
+
+
+def test_a_file_appends_to_a_partitioned_table_such_as_the_samples_events(editor):
+    from django.core.management import call_command
+
+    call_command("load_samples", stdout=io.StringIO())
+    lines = (
+        b"event_id,event_ts,customer_id,kind,payload\n"
+        b'150001,2026-01-01T09:30:00Z,42,login,"{""page"": ""/""}"\n'
+        b"150002,2026-01-01T09:31:00Z,,page_view,\n"
+    )
+    answer = api_for(editor).post(
+        "/api/namespaces/samples/tables/upload",
+        {"file": SimpleUploadedFile("more.csv", lines), "table": "events", "mode": "append"},
+        format="multipart",
+    )
+
+    assert answer.status_code == 200, answer.content
+    events = Table.objects.get(namespace__name="samples", name="events")
+    table = StaticTable.from_metadata(events.metadata_location)
+    assert len(table.snapshots()) == 6
+    new = table.scan(row_filter="event_id > 150000").to_arrow().sort_by("event_id")
+    assert new["customer_id"].to_pylist() == [42, None]
+    # Both rows fall on one day: one partition, one data file.
+    assert table.current_snapshot().summary["added-data-files"] == "1"
