@@ -43,12 +43,13 @@ class Step:
     def label(self, text: str) -> str:
         """The one bold label that begins with `text`: the test names which one it means,
         the README decides its exact words."""
-        [found] = [label for label in self.labels if label.startswith(text)]
+        [found] = {label for label in self.labels if label.startswith(text)}
         return found
 
     def name_after(self, words: str) -> str:
         """The `name` that follows `words` in the prose ("name the table `targets`")."""
-        match = re.search(re.escape(words) + r"\s+`([^`]+)`", self.prose)
+        spaced = r"\s+".join(re.escape(word) for word in words.split())
+        match = re.search(spaced + r"\s+`([^`]+)`", self.prose)
         assert match, f"step {self.number} no longer says {words!r} `...`"
         return match.group(1)
 
