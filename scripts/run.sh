@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: the whole app on this machine. Django's development server on
 # http://127.0.0.1:8000, a Celery worker, celery-beat, the streaming process of continuous
-# materialized tables and (unless one already answers) a local Redis on 127.0.0.1:6379.
+# materialized tables and (unless one already answers) a local Redis on 127.0.0.1:6379; a
+# new database gets the sample data (LOAD_SAMPLES=0: not).
 # SQLite and the warehouse live under var/. Ctrl-C stops everything.
 set -euo pipefail
 
@@ -90,6 +91,12 @@ else:
     print("  no longer applies or users existed before).")
 print(bar)
 '
+
+# The sample data (namespace samples, about a million rows) on a new database; a no-op
+# once it is there, and when someone dropped it. LOAD_SAMPLES=0 skips it.
+if [ "${LOAD_SAMPLES:-1}" != "0" ]; then
+    python manage.py load_samples --not-if-dropped
+fi
 
 # --- The app -----------------------------------------------------------------------------
 python manage.py runserver "$HOST:$PORT" --noreload &

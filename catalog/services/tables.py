@@ -92,16 +92,20 @@ def commit_table(
     requirements: Sequence[Mapping[str, Any]],
     updates: Sequence[Mapping[str, Any]],
     actor: Any = None,
+    action: str = "commit_table",
 ) -> LoadedTable:
+    """`action` names the commit in the history (an upload's is "upload_table")."""
     [loaded] = commit_tables(
-        changes=[TableChange(namespace, name, requirements, updates)], actor=actor
+        changes=[TableChange(namespace, name, requirements, updates)], actor=actor, action=action
     )
     return loaded
 
 
-def commit_tables(*, changes: Sequence[TableChange], actor: Any = None) -> list[LoadedTable]:
+def commit_tables(
+    *, changes: Sequence[TableChange], actor: Any = None, action: str = "commit_table"
+) -> list[LoadedTable]:
     """Commit changes to one or more tables atomically: all pointers move, or none."""
-    return kernel.commit([_table_change(c) for c in changes], actor=actor, action="commit_table")
+    return kernel.commit([_table_change(c) for c in changes], actor=actor, action=action)
 
 
 def register_table(
