@@ -54,6 +54,13 @@ LONG_ERROR = (
     + "\tat org.apache.spark.sql.catalyst.analysis.package$AnalysisErrorAt.failAnalysis"
     "(package.scala:52)\n" * 8
 )
+# An upload's review page shows every column and the first rows.
+WIDE_CSV = (
+    ",".join(f"customer_attribute_with_a_long_name_{i}" for i in range(12))
+    + "\n"
+    + "\n".join(",".join(f"a rather long value {row}.{i}" for i in range(12)) for row in range(5))
+    + "\n"
+).encode()
 CREATE_FRESH = (
     "CREATE MATERIALIZED TABLE fresh FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL "
     "AS SELECT ds, sum(amount) AS total FROM orders GROUP BY ds"
@@ -138,6 +145,7 @@ def make_site(editor: Any) -> dict[str, str]:
         "console": "/console/",
         "credentials": "/credentials/",
         "job": f"/jobs/{job.pk}/",
+        "upload": "/namespaces/sales/upload",
     }
 
 
@@ -171,9 +179,10 @@ MEASURE = """(wide) => {
       }
     }
   }
-  // On a wide screen a table fits its card: no box around it scrolls.
+  // On a wide screen a table fits its card: no box around it scrolls. Except a table of a
+  // table's rows (a preview, an upload's first rows), which has as many columns as the data.
   if (wide) {
-    for (const table of document.querySelectorAll(".card table")) {
+    for (const table of document.querySelectorAll(".card table:not(.rows):not(#upload-rows)")) {
       for (let up = table; up && !up.classList.contains("card"); up = up.parentElement) {
         if (getComputedStyle(up).overflowX !== "visible" && up.scrollWidth > up.clientWidth + 1) {
           out.push(name(table) + " scrolls in " + name(up) + ": " + up.scrollWidth + " px wide in "
@@ -229,21 +238,36 @@ def staff_editor(browser_editor):
 
 @pytest.mark.parametrize("width", [PHONE, WIDE])
 def test_no_page_scrolls_sideways_or_sticks_out_of_its_cards(
-    chromium, live_server, staff_editor, spark, dispatched, shots, width
+    chromium, live_server, staff_editor, spark, dispatched, shots, settings, tmp_path, width
 ):
+    settings.UPLOAD_DIR = str(tmp_path / "uploads")
     pages = make_site(staff_editor)
     found: list[str] = []
     context = signed_in(chromium, live_server, staff_editor, width)
     anonymous = chromium.new_context(viewport={"width": width, "height": 900})
+
+    def check(page: Any, kind: str) -> None:
+        page.wait_for_load_state("load")
+        page.screenshot(path=str(shots / f"{kind}-{width}.png"), full_page=True)
+        found.extend(problems_of(page, kind, width))
+
     try:
         for browser_context, kinds in ((context, pages), (anonymous, PUBLIC)):
             page = browser_context.new_page()
             for kind, path in kinds.items():
                 response = page.goto(f"{live_server.url}{path}")
                 assert response is not None and response.status == 200, (kind, path)
-                page.wait_for_load_state("load")
-                page.screenshot(path=str(shots / f"{kind}-{width}.png"), full_page=True)
-                found.extend(problems_of(page, kind, width))
+                check(page, kind)
+        # The upload's second step: its columns and first rows, before anything is written.
+        page = context.new_page()
+        page.goto(f"{live_server.url}{pages['upload']}")
+        page.get_by_label("File").set_input_files(
+            files=[{"name": "wide.csv", "mimeType": "text/csv", "buffer": WIDE_CSV}]
+        )
+        page.get_by_label("Table name").fill("wide_upload")
+        page.locator("#upload-submit").click()
+        page.wait_for_url("**/upload/*/")
+        check(page, "upload-review")
     finally:
         context.close()
         anonymous.close()
