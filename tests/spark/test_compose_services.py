@@ -5,13 +5,15 @@ in compose's order (migrate first; the worker and streams once the catalog passe
 healthcheck, run as written). Only the addresses of what compose would start beside the app
 are swapped for local ones (SWAPS says which, and why, and checks the file's value first).
 
-Then a newcomer's first steps through the API: the administrator migrate made from
+Then a newcomer's first hour through the API: the administrator migrate made from
 DJANGO_SUPERUSER_* signs in over plain HTTP and gets an API token, /readyz turns 200 once the
-worker is up, a namespace and a source table are made (pyiceberg through the catalog
-service), a FULL materialized table over it is refreshed by the worker with the right rows, a
-view reads it, a continuous one is loaded and follows an append on the streams service,
-everything is dropped again, and the services stop on SIGTERM as `docker compose down`
-stops them. The tests run in order on one deployment (a module fixture)."""
+worker is up, migrate loaded the samples, and README's tutorial runs step by step with its
+own files, statements and snippets (tests/tutorial.py): a file uploaded as a table, a FULL
+materialized table refreshed by the worker and a continuous one loaded by the streams
+service (both checked against pyarrow's own counts of the samples), appended events reaching
+the continuous one, a view, pyiceberg and DuckDB reading it all; then everything is dropped
+again, and the services stop on SIGTERM as `docker compose down` stops them. The tests run
+in order on one deployment (a module fixture)."""
 
 from __future__ import annotations
 
@@ -26,13 +28,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.schema import Schema
-from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
+from tests import tutorial
 from tests.deployment import (
     healthcheck_command,
     image_environment,
@@ -45,7 +45,6 @@ from tests.refresh_stack import RefreshStack, postgres_database, stack_redis_url
 
 #: This module's own Redis database (tests/refresh_stack.py: stacks must not share one).
 REDIS_DB = 11
-NS = "trial"
 
 #: What a user exports before `docker compose up` for the header's plain-HTTP trial.
 USER_VARIABLES = {
@@ -356,127 +355,129 @@ def catalog(deployment: Deployment, api: RefreshStack) -> Iterator[RestCatalog]:
         yield engine
 
 
-ORDERS = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("ds", pa.string()),
-        pa.field("amount", pa.float64()),
-    ]
-)
-
-
-def orders(*rows: tuple[int, str, float]) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{"id": i, "ds": ds, "amount": amount} for i, ds, amount in rows], schema=ORDERS
-    )
-
-
 def rows_of(catalog: RestCatalog, table: str, *columns: str) -> list[tuple]:
-    read = catalog.load_table(f"{NS}.{table}").scan().to_arrow().to_pylist()
+    read = catalog.load_table(table).scan().to_arrow().to_pylist()
     return sorted(tuple(row[c] for c in columns) for row in read)
 
 
-def created(api: RefreshStack, statement: str) -> dict:
-    answer = api.statements(statement, namespace=NS)
+def counted(catalog: RestCatalog, table: str, key: str) -> dict:
+    """Rows per `key` of a table, counted here by pyarrow: the independent answer."""
+    grouped = (
+        catalog.load_table(table).scan().to_arrow().group_by(key).aggregate([([], "count_all")])
+    )
+    return dict(zip(grouped[key].to_pylist(), grouped["count_all"].to_pylist(), strict=True))
+
+
+def upload(api: RefreshStack, namespace: str, name: str, content: str, **fields: str) -> dict:
+    response = api.api.post(
+        f"{api.server.base_url}/api/namespaces/{namespace}/tables/upload",
+        files={"file": (f"{name}.csv", content.encode())},
+        data={"table": name, **fields},
+        timeout=120,
+    )
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+def created(api: RefreshStack, namespace: str, statement: str) -> dict:
+    answer = api.statements(statement, namespace=namespace)
     assert answer.status_code == 200, answer.text
     [result] = answer.json()["results"]
     return result
 
 
-def test_a_full_materialized_table_is_refreshed_by_the_worker_and_a_view_reads_it(
-    api, catalog
-) -> None:
+def test_migrate_loaded_the_samples_once(deployment, catalog) -> None:
+    [(_, first), (_, second)] = deployment.migrations
+    assert "Samples loaded" in first and "Samples already loaded" in second
+    tables = {name for _, name in catalog.list_tables("samples")}
+    assert tables == {"customers", "orders", "events"}
+
+
+def test_the_tutorial_through_the_api(deployment, api, catalog) -> None:
+    """README's tutorial, each step through the API a program would use: its namespace,
+    files, statements and view, taken from the text (tests/tutorial.py)."""
     web = api.server.base_url
-    made = api.api.post(f"{web}/api/namespaces/", json={"name": NS}, timeout=30)
+    shop = tutorial.step(2).name_after("name one")
+
+    # 2. A namespace and a file made a table.
+    made = api.api.post(f"{web}/api/namespaces/", json={"name": shop}, timeout=30)
     assert made.status_code == 201, made.text
-    # A source table with rows, as an engine writes one through the catalog service.
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=True),
-        NestedField(2, "ds", StringType()),
-        NestedField(3, "amount", DoubleType()),
-    )
-    catalog.create_table(f"{NS}.orders", schema=schema).append(
-        orders(
-            (1, "2026-01-01", 1.0),
-            (2, "2026-01-01", 2.5),
-            (3, "2026-01-02", 5.0),
-            (4, "2026-01-03", 7.5),
-            (5, "2026-01-03", 0.5),
-        )
-    )
+    targets_csv = tutorial.step(2).block("csv")
+    targets = tutorial.step(2).name_after("name the table")
+    written = upload(api, shop, targets, targets_csv)
+    assert written["rows_written"] == len(tutorial.csv_rows(targets_csv))
 
-    result = created(
-        api,
-        "CREATE MATERIALIZED TABLE daily FRESHNESS = INTERVAL '1' HOUR REFRESH_MODE = FULL "
-        "AS SELECT ds, sum(amount) AS total, count(*) AS n FROM orders GROUP BY ds",
-    )
+    # 3. Two materialized tables, FULL and continuous, from the console's statements.
+    answer = api.statements(tutorial.step(3).block("sql"), namespace=shop)
+    assert answer.status_code == 200, answer.text
+    full, continuous = answer.json()["results"]
+    assert full["ok"] and continuous["ok"], answer.text
     api.wait_for(
-        lambda: api.run(result["run_id"])["state"] in ("SUCCEEDED", "FAILED"),
+        lambda: api.run(full["run_id"])["state"] in ("SUCCEEDED", "FAILED"),
         timeout=300,
-        what="the first refresh",
+        what="the FULL table's first refresh",
     )
-    run = api.run(result["run_id"])
-    assert run["state"] == "SUCCEEDED" and run["action"] == "FULL", run
-    assert rows_of(catalog, "daily", "ds", "total", "n") == [
-        ("2026-01-01", 3.5, 2),
-        ("2026-01-02", 5.0, 1),
-        ("2026-01-03", 8.0, 2),
-    ]
-
-    asked = api.api.post(
-        f"{web}/api/namespaces/{NS}/views/",
-        json={"name": "big_days", "sql": "SELECT ds, total FROM daily WHERE total > 4"},
-        timeout=30,
-    )
-    view = api.follow(asked)
-    assert view.status_code == 201, view.text
-    assert [f.name for f in catalog.load_view(f"{NS}.big_days").schema().fields] == [
-        "ds",
-        "total",
-    ]
-    # A view's preview is read by the worker's Spark.
-    preview = api.follow(
-        api.api.get(f"{web}/api/namespaces/{NS}/views/big_days/preview", timeout=30)
-    )
-    assert preview.status_code == 200, preview.text
-    assert sorted(row[0] for row in preview.json()["rows"]) == ["2026-01-02", "2026-01-03"]
-
-
-def test_a_continuous_table_is_loaded_and_follows_appends_on_the_streams_service(
-    deployment, api, catalog
-) -> None:
-    created(
-        api,
-        "CREATE MATERIALIZED TABLE large FRESHNESS = INTERVAL '5' SECOND "
-        "AS SELECT id, ds, amount FROM orders WHERE amount > 1",
-    )
+    assert api.run(full["run_id"])["state"] == "SUCCEEDED", api.run(full["run_id"])
+    by_status = counted(catalog, "samples.orders", "status")
+    assert dict(rows_of(catalog, f"{shop}.revenue_by_status", "status", "orders")) == by_status
+    by_kind = counted(catalog, "samples.events", "kind")
     api.wait_for(
-        lambda: rows_of(catalog, "large", "id") == [(2,), (3,), (4,)],
-        timeout=240,
+        lambda: dict(rows_of(catalog, f"{shop}.events_per_kind", "kind", "events")) == by_kind,
+        timeout=300,
         what="the streams service to load the continuous table",
         every=1.0,
     )
-    catalog.load_table(f"{NS}.orders").append(orders((6, "2026-01-04", 9.0), (7, "x", 0.0)))
+
+    # 4. Rows appended to its source reach the continuous table.
+    events_csv = tutorial.step(4).block("csv")
+    upload(api, "samples", tutorial.step(4).name_after("name the table"), events_csv, mode="append")
+    for row in tutorial.csv_rows(events_csv):
+        by_kind[row["kind"]] += 1
     api.wait_for(
-        lambda: rows_of(catalog, "large", "id") == [(2,), (3,), (4,), (6,)],
+        lambda: dict(rows_of(catalog, f"{shop}.events_per_kind", "kind", "events")) == by_kind,
         timeout=120,
-        what="a micro-batch with the appended row",
+        what="a micro-batch with the appended events",
         every=1.0,
     )
     # An active continuous table with a live streaming host: still ready.
     ready = requests.get(deployment.url("web", "/readyz"), timeout=30)
     assert ready.status_code == 200, ready.text
 
+    # 5. A view over a materialized table and the uploaded one.
+    view = tutorial.step(5).name_after("name it")
+    asked = api.api.post(
+        f"{web}/api/namespaces/{shop}/views/",
+        json={"name": view, "sql": tutorial.step(5).block("sql")},
+        timeout=30,
+    )
+    assert api.follow(asked).status_code == 201
+    fields = [f.name for f in catalog.load_view(f"{shop}.{view}").schema().fields]
+    assert fields == ["status", "revenue", "target", "share_of_target"]
+
+    # 6. The reader's own snippets, pointed at the catalog service with a credential.
+    for code in tutorial.step(6).blocks("python"):
+        ran = subprocess.run(
+            [sys.executable, "-c", tutorial.with_address(code, deployment.url("catalog", ""),
+                                                         api.server.credential)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert "delivered" in ran.stdout, ran.stdout
+
 
 def test_everything_made_is_dropped_through_the_api(api, catalog) -> None:
     web = api.server.base_url
+    shop = tutorial.step(2).name_after("name one")
+    view = tutorial.step(5).name_after("name it")
     # Readers first: a table a view or a materialized table reads cannot be dropped.
-    gone = api.api.delete(f"{web}/api/namespaces/{NS}/views/big_days/", timeout=30)
+    gone = api.api.delete(f"{web}/api/namespaces/{shop}/views/{view}/", timeout=30)
     assert gone.status_code == 204, gone.text
-    for table in ("daily", "large"):
-        assert created(api, f"DROP MATERIALIZED TABLE {table}")["ok"]
-    catalog.purge_table(f"{NS}.orders")
-    gone = api.api.delete(f"{web}/api/namespaces/{NS}/", timeout=30)
+    for table in ("revenue_by_status", "events_per_kind"):
+        assert created(api, shop, f"DROP MATERIALIZED TABLE {table}")["ok"]
+    catalog.purge_table(f"{shop}.{tutorial.step(2).name_after('name the table')}")
+    gone = api.api.delete(f"{web}/api/namespaces/{shop}/", timeout=30)
     assert gone.status_code == 204, gone.text
 
 

@@ -112,15 +112,16 @@ def test_the_header_says_how_to_try_it_over_plain_http_and_that_production_puts_
     assert "/healthz" in text and "/readyz" in text
 
 
-def test_migrate_makes_the_schema_then_the_first_admin_and_only_it_sees_the_password() -> None:
+def test_migrate_makes_the_schema_the_first_admin_and_the_samples_and_only_it_sees_the_password():
     services = load_compose()["services"]
     command = service_command(services["migrate"])
     assert command[:2] == ["sh", "-c"]
     steps = [shlex.split(step) for step in command[2].split("&&")]
-    # ensure_admin runs only once the schema is there; either failing fails the service.
+    # Each step runs only once the one before succeeded; any failing fails the service.
     assert steps == [
         ["python", "manage.py", "migrate", "--noinput"],
         ["python", "manage.py", "ensure_admin"],
+        ["python", "manage.py", "load_samples", "--not-if-dropped"],
     ]
     env = environment_of(services["migrate"])
     for key in ADMIN_ENV:
