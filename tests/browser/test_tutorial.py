@@ -160,8 +160,6 @@ def test_a_newcomer_follows_the_tutorial_in_the_browser(
     page.get_by_label("View name").fill(view)
     page.get_by_label("SQL", exact=True).fill(step.block("sql"))
     press(page, step.label("Create view"))
-    page.wait_for_timeout(20000)
-    print("JOBPAGE", page.url, page.locator("body").inner_text())
     expect(page).to_have_url(re.compile(rf"/namespaces/{shop}/views/{view}/"), timeout=120_000)
     press(page, step.label("Lineage"))
     expect(page.locator("body")).to_contain_text("orders")
