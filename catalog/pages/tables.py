@@ -11,6 +11,7 @@ whatever the table holds."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
@@ -28,7 +29,21 @@ from catalog.pages.formatting import time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import job_preview, shown_preview
 from catalog.pages.views import HISTORY_LENGTH, catalog_page, linker
-from maintenance import pages as maintenance_pages
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A section another app adds to every table's page: the template that draws it, and
+    `context(request, table)`, which the template reads as `name`."""
+
+    name: str
+    template: str
+    context: Callable[[HttpRequest, Table], Any]
+
+
+#: The sections other apps add (maintenance/apps.py adds the maintenance section), shown in
+#: this order between the preview and the snapshots. The catalog knows none of them.
+PANELS: list[Panel] = []
 
 #: Snapshot summary keys shown as columns, in this order, with their headings; the others
 #: are listed per snapshot below them.
@@ -317,8 +332,9 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "metadata_log": metadata_log,
         "last_updated": time_of(table.last_updated_ms),
         "history": CatalogEvent.objects.for_object(table)[:HISTORY_LENGTH],
-        "maintenance": maintenance_pages.section(request, table),
+        "panel_templates": [panel.template for panel in PANELS],
     }
+    context.update({panel.name: panel.context(request, table) for panel in PANELS})
     return render(request, "catalog/table_detail.html", context, status=status)
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import wraps
 from typing import Any
 from urllib.parse import quote
 
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -25,6 +22,7 @@ from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
 from catalog.core.inputs import whole_number
 from catalog.models import CatalogEvent, CatalogObject, Namespace, View, ViewVersion
 from catalog.pages import view_facts
+from catalog.pages.access import catalog_page
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import (
@@ -36,45 +34,8 @@ from catalog.pages.forms import (
     view_dialects,
 )
 from catalog.pages.view_preview import preview_context
-from catalog.roles import can_edit, can_view
-from webapp.middleware import has_nul
 
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-NUL_MESSAGE = (
-    "NUL characters are not allowed in addresses or their parameters: no name or value in "
-    "the catalog can hold one."
-)
 HISTORY_LENGTH = 20
-
-
-# -- access ---------------------------------------------------------------------------------
-
-
-def catalog_page(*, editors_only: bool = False, own_nul_message: bool = False) -> Callable:
-    """Anonymous users go to the login page; users without a role get 403, and so does
-    anyone but an editor on a change page or with a POST; a NUL in the address or its
-    parameters is a 400 page, unless the view says so in its own words (`own_nul_message`:
-    the search form shows its problem beside the text)."""
-
-    def decorator(view_func: Callable) -> Callable:
-        @wraps(view_func)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            user = request.user
-            if not user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
-            if not can_view(user):
-                raise PermissionDenied("You have no role in this catalog.")
-            if (editors_only or request.method not in SAFE_METHODS) and not can_edit(user):
-                raise PermissionDenied("Only editors can change the catalog.")
-            if not own_nul_message and has_nul(request):
-                # PostgreSQL refuses a NUL in any text value: a name or a parameter that
-                # holds one would reach a query and fail it (a 500). No name can hold one.
-                return render(request, "400.html", {"message": NUL_MESSAGE}, status=400)
-            return view_func(request, *args, **kwargs)
-
-        return wrapper
-
-    return decorator
 
 
 # -- helpers --------------------------------------------------------------------------------
