@@ -484,7 +484,13 @@ class CatalogEvent(models.Model):
     class Meta:
         ordering = ["-occurred_at", "-id"]
         # The drops a namespace's "Recently dropped" page lists, newest first.
-        indexes = [models.Index(fields=["action", "-occurred_at"], name="catalog_event_action")]
+        indexes = [
+            models.Index(fields=["action", "-occurred_at"], name="catalog_event_action"),
+            # An object's recent history (its page), however many commits it has had.
+            models.Index(
+                fields=["object_uuid", "-occurred_at", "-id"], name="catalog_event_object"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_name}: {self.result}"

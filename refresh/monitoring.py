@@ -37,6 +37,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from catalog.core.errors import InvalidInput
+from catalog.prepared import Prepared
 from maintenance.models import MaintenanceRun
 from refresh import selectors
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
@@ -160,19 +161,31 @@ def tables(
     return queryset.order_by("status_rank", "table__namespace__name", "table__name")
 
 
-def counts(*, now: datetime | None = None) -> dict[str, int]:
-    """How many tables are late and how many failing (one query, grouped by status)."""
-    ranks = dict(
+def _tables_by_status(now: datetime) -> QuerySet:
+    return (
         tables(now=now)
         .order_by()
         .values("status_rank")
         .annotate(tables=Count("pk"))
         .values_list("status_rank", "tables")
     )
-    return {
-        LATE: ranks.get(STATUSES.index(LATE), 0),
-        FAILING: ranks.get(STATUSES.index(FAILING), 0),
-    }
+
+
+#: Compiled once (catalog.prepared): building and compiling it cost the home page more
+#: than running it.
+_BY_STATUS = Prepared(_tables_by_status, now=datetime(1970, 1, 2, 3, 4, 5, 678901, tzinfo=UTC))
+
+
+def counts_by_status(*, now: datetime | None = None) -> dict[str, int]:
+    """How many tables have each status (one query, grouped by status)."""
+    ranks = dict(_BY_STATUS.rows(now=now or timezone.now()))
+    return {status: ranks.get(rank, 0) for rank, status in enumerate(STATUSES)}
+
+
+def counts(*, now: datetime | None = None) -> dict[str, int]:
+    """How many tables are late and how many failing (one query, grouped by status)."""
+    by_status = counts_by_status(now=now)
+    return {LATE: by_status[LATE], FAILING: by_status[FAILING]}
 
 
 def table_row(mt: MaterializedTable, now: datetime) -> dict[str, Any]:
