@@ -757,9 +757,10 @@ def _wait(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
         if process.poll() is not None:
             sys.exit(f"gunicorn exited with {process.returncode}")
         try:
-            requests.get(url, timeout=5)
+            requests.get(url, timeout=30)
             return
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):
+            # Not listening yet, or still loading its first request on a busy machine.
             time.sleep(0.2)
     sys.exit("gunicorn did not answer")
 
@@ -810,6 +811,8 @@ def _pages() -> list[tuple[str, str]]:
         ("API materialized tables list", "/api/namespaces/sales/materialized-tables/"),
         ("API refresh runs list", "/api/namespaces/sales/materialized-tables/mt_000/runs/"),
         ("API maintenance runs list", "/api/namespaces/sales/tables/mt_000/maintenance/runs/"),
+        # What the maintenance section's health chart asks for once the page has loaded.
+        ("API table health (chart)", "/api/namespaces/sales/tables/mt_000/maintenance/health"),
         ("API monitoring tables", "/api/monitoring/tables/"),
         ("API monitoring history", "/api/monitoring/history/"),
     ]

@@ -10,6 +10,6 @@ class MaintenanceConfig(AppConfig):
         from catalog.pages import tables
         from maintenance import pages
 
-        panel = tables.Panel("maintenance", "maintenance/_section.html", pages.section)
+        panel = tables.Panel("maintenance", "maintenance/_section.html", pages.later)
         if panel not in tables.PANELS:
             tables.PANELS.append(panel)

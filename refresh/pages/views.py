@@ -173,7 +173,7 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "verifications": list(selectors.verifications(mt)[:VERIFICATIONS_SHOWN]),
         **_definition_versions(mt),
     }
-    context["maintenance"] = maintenance_pages.section(request, mt.table)
+    context["maintenance"] = maintenance_pages.later(request, mt.table)
     return render(request, "refresh/mt_detail.html", context)
 
 
