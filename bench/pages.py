@@ -515,7 +515,7 @@ def seed_history(
     for start in range(0, len(events), 1000):
         _insert_children(CatalogEvent, events[start : start + 1000], own_key=True)
 
-    # Snapshots kept by expiry, the newest the current one.
+    # Snapshots kept by expiry, the newest the current one, with the summary Spark writes.
     snapshots = []
     for pk in [*mt_ids, *plain_ids]:
         for k in range(1, history.snapshots):
@@ -523,10 +523,10 @@ def seed_history(
                 TableSnapshot(
                     table_id=pk,
                     snapshot_id=10_000_000 + pk * 1000 + k,
-                    sequence_number=1,
+                    sequence_number=history.snapshots - k,
                     timestamp_ms=NOW_MS - k * 60_000,
                     operation="overwrite",
-                    summary={"operation": "overwrite", "total-records": str(1000 + k)},
+                    summary=spark_summary(k),
                     manifest_list="",
                     schema_id=0,
                 )
@@ -592,6 +592,31 @@ def seed_history(
         "events": len(events),
         "maintenance_runs": len(maintenance),
         "health_samples": len(samples),
+    }
+
+
+def spark_summary(k: int) -> dict[str, str]:
+    """A snapshot summary as Spark's Iceberg writes it for an overwrite."""
+    return {
+        "operation": "overwrite",
+        "spark.app.id": "local-1700000000000",
+        "added-data-files": "4",
+        "deleted-data-files": "4",
+        "added-records": str(1000 + k),
+        "deleted-records": str(999 + k),
+        "added-files-size": "65536",
+        "removed-files-size": "65024",
+        "changed-partition-count": "1",
+        "total-records": str(1000 + k),
+        "total-files-size": "65536",
+        "total-data-files": "4",
+        "total-delete-files": "0",
+        "total-position-deletes": "0",
+        "total-equality-deletes": "0",
+        "engine-version": "3.5.1",
+        "app-id": "local-1700000000000",
+        "engine-name": "spark",
+        "iceberg-version": "Apache Iceberg 1.6.1 (commit 8e9d59d299be42b0bca9461457cd1e95dbaad086)",
     }
 
 
@@ -813,6 +838,8 @@ def _pages() -> list[tuple[str, str]]:
         ("API maintenance runs list", "/api/namespaces/sales/tables/mt_000/maintenance/runs/"),
         # What the maintenance section's health chart asks for once the page has loaded.
         ("API table health (chart)", "/api/namespaces/sales/tables/mt_000/maintenance/health"),
+        # The maintenance section, which both table pages fill in once they have loaded.
+        ("maintenance section (after the page)", "/namespaces/sales/tables/mt_000/maintenance/"),
         ("API monitoring tables", "/api/monitoring/tables/"),
         ("API monitoring history", "/api/monitoring/history/"),
     ]
