@@ -64,9 +64,7 @@ class _Compiled:
         for name, sample in samples.items():
             adapted = _adapt(db, sample)
             self.slots[name] = [
-                index
-                for index, param in enumerate(self.template)
-                if type(param) is type(adapted) and param == adapted
+                index for index, param in enumerate(self.template) if _same(param, adapted)
             ]
         missing = [name for name, slots in self.slots.items() if not slots]
         if missing:
@@ -77,7 +75,7 @@ class _Compiled:
         for name, slots in self.slots.items():
             value = _adapt(db, values[name])
             for index in slots:
-                params[index] = value
+                params[index] = _as(self.template[index], value)
         sql = self.sql
         if limit is not None:
             sql = f"{sql} LIMIT %s OFFSET %s"
@@ -90,6 +88,25 @@ class _Compiled:
         compiler = copy.copy(self.compiler)
         compiler.connection = db
         return list(compiler.results_iter(results=[rows], tuple_expected=True))
+
+
+def _same(param: Any, sample: Any) -> bool:
+    """Whether a compiled query's parameter is the sample. Integers may come wrapped in the
+    driver's types (psycopg's Int4 on PostgreSQL)."""
+    if _is_integer(param) and _is_integer(sample):
+        return int(param) == int(sample)
+    return type(param) is type(sample) and param == sample
+
+
+def _as(template: Any, value: Any) -> Any:
+    """`value` in the type the ORM gave its parameter (an integer wrapped as it was)."""
+    if _is_integer(template) and _is_integer(value) and type(template) is not type(value):
+        return type(template)(value)
+    return value
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _adapt(db: Any, value: Any) -> Any:

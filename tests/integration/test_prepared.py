@@ -63,6 +63,19 @@ def test_a_prepared_query_is_compiled_once_and_run_through_djangos_cursor():
     assert len(queries.captured_queries) == 2
 
 
+def test_a_whole_number_is_a_value_too():
+    for count in (1, 3, 5):
+        CatalogEvent.objects.create(action="commit", object_type="table", count=count)
+    prepared = Prepared(
+        lambda least: CatalogEvent.objects.filter(count__gte=least)
+        .order_by("count")
+        .values_list("count", flat=True),
+        least=7_654_321,
+    )
+    assert prepared.rows(least=3) == [(3,), (5,)]
+    assert prepared.rows(least=6) == []
+
+
 def test_a_value_the_query_does_not_take_as_a_parameter_is_refused():
     prepared = Prepared(lambda name: Namespace.objects.filter(name="sales"), name="sample name")
     with pytest.raises(RuntimeError, match="does not take"):
