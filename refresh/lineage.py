@@ -55,8 +55,12 @@ def _same_catalog(catalog: str) -> bool:
 
 def view_reads(view: View) -> list[str]:
     """ "ns.name" of what a view's current version reads in this catalog."""
+    return _reads(view.dependencies)
+
+
+def _reads(dependencies: Any) -> list[str]:
     found: list[str] = []
-    for dependency in view.dependencies or []:
+    for dependency in dependencies or []:
         if not isinstance(dependency, list | tuple) or len(dependency) < 3:
             continue
         catalog, *levels, name = (str(part) for part in dependency)
@@ -74,7 +78,8 @@ class _Graph:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.kinds: dict[str, str] = {}
-        self.views: dict[str, View] = {}
+        #: A view's reads ("ns.name"), from its `dependencies`.
+        self.views: dict[str, list[str]] = {}
         self.mts: dict[str, MaterializedTable] = {}
         self.edges: set[tuple[str, str]] = set()
         self.truncated = False
@@ -90,18 +95,31 @@ class _Graph:
         if not fresh:
             return []
         pairs = [_split(n) for n in fresh]
-        objects = CatalogObject.objects.filter(
-            reduce(or_, (Q(namespace__name=ns, name=name) for ns, name in pairs))
-        ).select_related("namespace")
-        found = {f"{o.namespace.name}.{o.name}": o for o in objects}
-        view_ids = [o.pk for o in found.values() if o.kind == CatalogObject.Kind.VIEW]
-        table_ids = [o.pk for o in found.values() if o.kind == CatalogObject.Kind.TABLE]
-        for view in View.objects.filter(pk__in=view_ids).select_related("namespace"):
-            self.views[str(view)] = view
-        for mt in MaterializedTable.objects.filter(table_id__in=table_ids).select_related(
-            "table__namespace", "periodic_task"
-        ):
-            self.mts[str(mt.table)] = mt
+        # Every object of the names' namespaces with one of the names, kept when the pair
+        # is asked for: two lists to compile, not one condition a name.
+        rows = CatalogObject.objects.filter(
+            namespace__name__in={ns for ns, _ in pairs}, name__in={name for _, name in pairs}
+        ).values_list("pk", "kind", "namespace__name", "name", "view__dependencies")
+        wanted = set(fresh)
+        found: dict[str, str] = {}
+        tables: dict[int, str] = {}
+        for pk, kind, namespace, name, dependencies in rows:
+            qualified = f"{namespace}.{name}"
+            if qualified not in wanted:
+                continue
+            found[qualified] = kind
+            if kind == CatalogObject.Kind.VIEW:
+                self.views[qualified] = _reads(dependencies)
+            elif kind == CatalogObject.Kind.TABLE:
+                tables[pk] = qualified
+        mt_ids = list(
+            MaterializedTable.objects.filter(table_id__in=list(tables)).values_list("pk", flat=True)
+        )
+        if mt_ids:
+            # Each one's last run and data time in the same query (its node's lag).
+            materialized = selectors.materialized_tables(with_freshness=True)
+            for mt in materialized.filter(pk__in=mt_ids):
+                self.mts[tables[mt.table_id]] = mt
         for name in fresh:
             obj = found.get(name)
             if obj is None:
@@ -121,7 +139,7 @@ class _Graph:
 
 def _sources_of(graph: _Graph, name: str) -> list[str]:
     if name in graph.views:
-        return view_reads(graph.views[name])
+        return graph.views[name]
     if name in graph.mts:
         return [str(s) for s in graph.mts[name].sources or []]
     return []
@@ -132,9 +150,14 @@ def _readers_of(names: list[str]) -> dict[str, list[str]]:
     names: one query for views and one for materialized tables."""
     wanted = set(names)
     readers: dict[str, list[str]] = {n: [] for n in names}
+    if not names:
+        return readers
+    pairs = [_split(n) for n in names]
+    # The reads of the names' namespaces with one of the names (over ViewRead's index),
+    # kept when the pair is asked for: two lists to compile, not one condition a name.
     reads = (
         ViewRead.objects.of_this_catalog()
-        .targets(_split(n) for n in names)
+        .filter(namespace__in={ns for ns, _ in pairs}, name__in={name for _, name in pairs})
         .order_by("view__namespace__name", "view__name")
         .values_list("namespace", "name", "view__namespace__name", "view__name")
     )
@@ -144,11 +167,11 @@ def _readers_of(names: list[str]) -> dict[str, list[str]]:
             readers[read].append(reader)
     mts = MaterializedTable.objects.filter(
         reduce(or_, (Q(sources__icontains=n) for n in names))
-    ).select_related("table__namespace")
-    for mt in mts:
-        for source in mt.sources or []:
+    ).values_list("sources", "table__namespace__name", "table__name")
+    for sources, namespace, name in mts:
+        for source in sources or []:
             if source in wanted:
-                readers[source].append(str(mt.table))
+                readers[source].append(f"{namespace}.{name}")
     return readers
 
 
