@@ -839,7 +839,7 @@ def _pages() -> list[tuple[str, str]]:
         # What the maintenance section's health chart asks for once the page has loaded.
         ("API table health (chart)", "/api/namespaces/sales/tables/mt_000/maintenance/health"),
         # The maintenance section, which both table pages fill in once they have loaded.
-        ("maintenance section (after the page)", "/namespaces/sales/tables/mt_000/maintenance/"),
+        ("maintenance section (later)", "/namespaces/sales/tables/mt_000/maintenance/"),
         ("API monitoring tables", "/api/monitoring/tables/"),
         ("API monitoring history", "/api/monitoring/history/"),
     ]

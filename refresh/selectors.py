@@ -129,9 +129,13 @@ def _caught_up(mt: MaterializedTable) -> datetime | None:
     return mt.stream_heartbeat_at
 
 
-def lag(mt: MaterializedTable, now: datetime | None = None) -> timedelta | None:
-    """Now minus the time of the data of the last successful refresh (None before one)."""
-    as_of = data_timestamp(mt)
+def lag(
+    mt: MaterializedTable, now: datetime | None = None, *, as_of: Any = ...
+) -> timedelta | None:
+    """Now minus the time of the data of the last successful refresh (None before one);
+    `as_of`: the table's data timestamp when the caller has read it already."""
+    if as_of is ...:
+        as_of = data_timestamp(mt)
     if as_of is None:
         return None
     return max((now or timezone.now()) - as_of, timedelta(0))
