@@ -321,6 +321,7 @@ def seed_views(
         ],
         batch_size=500,
     )
+    _recount([namespace.pk])
 
 
 def seed_tables(namespace: Any, names: list[str], metadata_location: str) -> list[int]:
@@ -384,6 +385,7 @@ def seed_tables(namespace: Any, names: list[str], metadata_location: str) -> lis
         ],
         batch_size=500,
     )
+    _recount([namespace.pk])
     return [p.pk for p in parents]
 
 
@@ -405,6 +407,16 @@ def seed_materialized(table_ids: list[int]) -> None:
         ],
         batch_size=500,
     )
+    from catalog.models import CatalogObject
+
+    _recount(CatalogObject.objects.filter(pk__in=table_ids).values_list("namespace_id", flat=True))
+
+
+def _recount(namespace_ids: Any) -> None:
+    """Rows written in bulk send no signals: the namespaces' counts from their rows."""
+    from catalog import counts
+
+    counts.recount(set(namespace_ids))
 
 
 @dataclass(frozen=True)

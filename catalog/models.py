@@ -42,6 +42,11 @@ class Namespace(models.Model):
     properties = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    #: How many views and tables (materialized ones included) it holds, and how many of its
+    #: tables are materialized: kept with the objects (catalog.counts).
+    view_total = models.IntegerField(default=0)
+    table_total = models.IntegerField(default=0)
+    materialized_total = models.IntegerField(default=0)
 
     objects = NamespaceQuerySet.as_manager()
 

@@ -330,12 +330,17 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
     if query and request.method != "POST":
         # Old links to /?q=... keep working: they are the search page.
         return _search_page(request, query)
-    page = _page(request, Namespace.objects.with_counts().order_by("name").only("name"))
+    # The counts are kept on each namespace's row (catalog.counts): nothing is counted here.
+    listed = Namespace.objects.order_by("name").only(
+        "name", "view_total", "table_total", "materialized_total"
+    )
+    page = _page(request, listed)
     page.object_list = list(page.object_list)
     link = linker()
     for ns in page.object_list:
-        ns.view_count = ns.object_count - ns.table_count
-        ns.plain_table_count = ns.table_count - ns.materialized_count
+        ns.view_count = ns.view_total
+        ns.plain_table_count = ns.table_total - ns.materialized_total
+        ns.materialized_count = ns.materialized_total
         ns.url = link("catalog:namespace-detail", ns.name)
         ns.mt_url = link("refresh:mt-list", ns.name)
     # The late and failing counts come from refresh's template tag (refresh/templatetags).
