@@ -15,27 +15,6 @@ from django.db import models
 from django.utils import timezone
 
 
-class NamespaceQuerySet(models.QuerySet):
-    def with_counts(self) -> NamespaceQuerySet:
-        """Each namespace with `object_count` (views and tables), `table_count` (tables,
-        materialized ones included) and `materialized_count`, in the query that lists them:
-        correlated counts for the listed rows alone, each a range of the (namespace, kind)
-        index (objects, tables) or of the namespace's tables (materialized ones), so that
-        counting tables does not visit the views."""
-
-        def count(queryset: models.QuerySet) -> models.Subquery:
-            counted = queryset.order_by().annotate(n=models.Func("pk", function="COUNT"))
-            return models.Subquery(counted.values("n"), output_field=models.IntegerField())
-
-        objects = CatalogObject.objects.filter(namespace=models.OuterRef("pk"))
-        tables = objects.filter(kind=CatalogObject.Kind.TABLE)
-        return self.annotate(
-            object_count=count(objects),
-            table_count=count(tables),
-            materialized_count=count(tables.filter(table__materialized__isnull=False)),
-        )
-
-
 class Namespace(models.Model):
     #: Levels joined by "." ("sales" or "sales.eu"); a level itself holds no dot.
     name = models.CharField(max_length=1024, unique=True)
@@ -47,8 +26,6 @@ class Namespace(models.Model):
     view_total = models.IntegerField(default=0)
     table_total = models.IntegerField(default=0)
     materialized_total = models.IntegerField(default=0)
-
-    objects = NamespaceQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

@@ -182,15 +182,19 @@ SEARCH_READ = 200
 LAST_PAGE_READ = 100_000
 
 
+def _page_number(request: HttpRequest) -> int:
+    try:
+        return min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
+    except ValueError:
+        return 1
+
+
 def _capped_page(request: HttpRequest, ids: Any) -> Any:
     """`_page` of a search's query of ids, in one query: the ids up to `SEARCH_READ`, plus
     one to know whether more exist (`page.more`; the count is then "more than"); a page past
     those, only its own ids (plus one). A page past the end reads up to it, and shows the
     last page as Django's paginator does."""
-    try:
-        number = min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
-    except ValueError:
-        number = 1
+    number = _page_number(request)
     start, upto = (number - 1) * PAGE_SIZE, number * PAGE_SIZE
     if upto > SEARCH_READ:
         window = selectors.all_ids(ids[start : upto + 1])
@@ -288,7 +292,10 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
         if with_sql:
             page = _capped_page(request, selectors.search_ids(query, sql=True))
         else:
-            page = _capped_page(request, selectors.search_ids(query))
+            # A page past the first read ones: the names' index may be the shorter way there.
+            upto = _page_number(request) * PAGE_SIZE + 1
+            deep = upto if upto > SEARCH_READ else None
+            page = _capped_page(request, selectors.search_ids(query, upto=deep))
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True
