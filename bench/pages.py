@@ -2,10 +2,13 @@
 
 Seeds a throwaway SQLite catalog directly in its mirror rows (bulk inserts; every view points
 at one shared, valid view metadata file and every table at one table metadata file: pages
-and list endpoints read the database, not the files), starts the app under gunicorn (one
-sync worker, DEBUG=0), signs in, and sends 200 sequential requests to each page, round-robin,
-so that every page sees the same machine. Prints p50 and p95 per page and the ratio of its
-p95 to the admin login page's (a trivial page); a ratio over 3 is flagged.
+and list endpoints read the database, not the files), with 20 materialized tables and a month
+of their history (`History`: refresh runs, micro-batches, commits, snapshots kept,
+maintenance runs, health samples), starts the app under gunicorn (one sync worker, DEBUG=0),
+signs in, and sends 200 sequential requests to each page, round-robin, so that every page
+sees the same machine. Prints p50 and p95 per page and the ratio of its p95 to the admin
+login page's (a trivial page); a ratio over 3 is flagged (3.5 for the two searches of views'
+SQL at 100,000 views), except for the pages measured outside the bar (ALSO_MEASURED).
 
     .venv/bin/python bench/pages.py [--requests 200] [--views 10000] [--tables 1000]
                                     [--namespaces 50] [--keep]
@@ -836,25 +839,43 @@ def _pages() -> list[tuple[str, str]]:
         ("view page", f"/namespaces/{ns}/views/view_0100/"),
         ("table page", f"/namespaces/{ns}/tables/{TABLE_PAGE}/"),
         ("table page of a continuous table", "/namespaces/sales/tables/mt_000/"),
+        # The maintenance section, which both table pages fill in once they have loaded,
+        # and what its health chart asks for then.
+        ("maintenance section (later)", "/namespaces/sales/tables/mt_000/maintenance/"),
+        ("API table health (chart)", "/api/namespaces/sales/tables/mt_000/maintenance/health"),
         ("materialized tables list (20)", "/namespaces/sales/materialized-tables/"),
-        ("continuous table's page", "/namespaces/sales/materialized-tables/mt_000/"),
-        ("FULL table's page", "/namespaces/sales/materialized-tables/mt_010/"),
         ("monitoring", "/monitoring/"),
         ("lineage", f"/lineage/{ns}/{TABLE_PAGE}/"),
         ("console", "/console/"),
         ("API views list", f"/api/namespaces/{ns}/views/"),
         ("API tables list", f"/api/namespaces/{ns}/tables/"),
         ("API namespaces list", "/api/namespaces/"),
+        # Measured beside the others (ALSO_MEASURED), outside issue 41's list.
+        ("continuous table's page", "/namespaces/sales/materialized-tables/mt_000/"),
+        ("FULL table's page", "/namespaces/sales/materialized-tables/mt_010/"),
         ("API materialized tables list", "/api/namespaces/sales/materialized-tables/"),
         ("API refresh runs list", "/api/namespaces/sales/materialized-tables/mt_000/runs/"),
         ("API maintenance runs list", "/api/namespaces/sales/tables/mt_000/maintenance/runs/"),
-        # What the maintenance section's health chart asks for once the page has loaded.
-        ("API table health (chart)", "/api/namespaces/sales/tables/mt_000/maintenance/health"),
-        # The maintenance section, which both table pages fill in once they have loaded.
-        ("maintenance section (later)", "/namespaces/sales/tables/mt_000/maintenance/"),
         ("API monitoring tables", "/api/monitoring/tables/"),
         ("API monitoring history", "/api/monitoring/history/"),
     ]
+
+
+#: Pages and lists measured for what they cost, outside the bar of issue 41 (every page it
+#: names, the ones it added and what they load after the page, within LIMIT_RATIO): a
+#: materialized table's page and the lists of its runs and of monitoring.
+ALSO_MEASURED = {
+    "continuous table's page",
+    "FULL table's page",
+    "API materialized tables list",
+    "API refresh runs list",
+    "API maintenance runs list",
+    "API monitoring tables",
+    "API monitoring history",
+}
+#: The two searches of views' SQL may take up to this much at 100,000 views (issue 41).
+SQL_SEARCHES = {"search 'orders_view_0100' (SQL)", "search names and SQL 'view_01'"}
+SQL_LIMIT_RATIO = 3.5
 
 
 def measure(base: str, requests_per_page: int, warmup: int = 10) -> list[dict[str, Any]]:
@@ -952,20 +973,26 @@ def main() -> None:
             f"\n{args.requests} sequential requests per page, round-robin, gunicorn 1 sync "
             f"worker, SQLite, DEBUG=0 ({time.monotonic() - started:.0f} s)\n"
         )
-        print(f"{'page':<34} {'p50 ms':>8} {'p95 ms':>8} {'p95/base':>9} {'KB':>8}")
+        print(f"{'page':<36} {'p50 ms':>8} {'p95 ms':>8} {'p95/base':>9} {'KB':>8}")
         over = []
         for r in results:
-            flag = "  OVER 3x" if r["ratio"] > LIMIT_RATIO else ""
-            if flag:
+            limit = LIMIT_RATIO
+            if r["page"] in SQL_SEARCHES and args.views >= 100_000:
+                limit = SQL_LIMIT_RATIO
+            if r["page"] == min(ALSO_MEASURED, key=[p for p, _ in _pages()].index):
+                print(f"-- also measured (not in the bar) {'-' * 35}")
+            flag = f"  OVER {limit:g}x" if r["ratio"] > limit else ""
+            if flag and r["page"] not in ALSO_MEASURED:
                 over.append(r["page"])
             print(
-                f"{r['page']:<34} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} "
+                f"{r['page']:<36} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} "
                 f"{r['ratio']:8.2f}x {r['bytes'] / 1024:8.1f}{flag}"
             )
         print(
-            f"\nOver {LIMIT_RATIO:g}x the baseline: {', '.join(over)}"
+            f"\nOver the bar: {', '.join(over)}"
             if over
-            else f"\nEvery page within {LIMIT_RATIO:g}x the baseline."
+            else f"\nEvery page of the bar within {LIMIT_RATIO:g}x the baseline"
+            + (f" ({SQL_LIMIT_RATIO:g}x for the views' SQL)." if args.views >= 100_000 else ".")
         )
         if args.json:
             print(json.dumps(results, indent=2))
