@@ -27,7 +27,7 @@ from django.urls import reverse
 
 from catalog import selectors as catalog_selectors
 from catalog.core.errors import NotFound
-from catalog.models import CatalogObject, View, ViewRead
+from catalog.models import CatalogObject, Namespace, View, ViewRead
 from refresh import selectors
 from refresh.models import MaterializedTable
 
@@ -95,16 +95,20 @@ class _Graph:
         if not fresh:
             return []
         pairs = [_split(n) for n in fresh]
-        # Every object of the names' namespaces with one of the names, kept when the pair
-        # is asked for: two lists to compile, not one condition a name.
+        # The namespaces by name, then their objects with one of the names (kept when the
+        # pair is asked for): plain lists, and no join a planner without statistics (new
+        # rows on PostgreSQL) could walk the wrong way round.
+        namespaces = dict(
+            Namespace.objects.filter(name__in={ns for ns, _ in pairs}).values_list("pk", "name")
+        )
         rows = CatalogObject.objects.filter(
-            namespace__name__in={ns for ns, _ in pairs}, name__in={name for _, name in pairs}
-        ).values_list("pk", "kind", "namespace__name", "name", "view__dependencies")
+            namespace_id__in=list(namespaces), name__in={name for _, name in pairs}
+        ).values_list("pk", "kind", "namespace_id", "name", "view__dependencies")
         wanted = set(fresh)
         found: dict[str, str] = {}
         tables: dict[int, str] = {}
-        for pk, kind, namespace, name, dependencies in rows:
-            qualified = f"{namespace}.{name}"
+        for pk, kind, namespace_id, name, dependencies in rows:
+            qualified = f"{namespaces[namespace_id]}.{name}"
             if qualified not in wanted:
                 continue
             found[qualified] = kind
@@ -153,17 +157,23 @@ def _readers_of(names: list[str]) -> dict[str, list[str]]:
     if not names:
         return readers
     pairs = [_split(n) for n in names]
-    # The reads of the names' namespaces with one of the names (over ViewRead's index),
-    # kept when the pair is asked for: two lists to compile, not one condition a name.
-    reads = (
+    # The reads of the names' namespaces with one of the names (over ViewRead's index; kept
+    # when the pair is asked for), then the readers' names: plain lists, no join a planner
+    # without statistics could walk the wrong way round.
+    reads = list(
         ViewRead.objects.of_this_catalog()
         .filter(namespace__in={ns for ns, _ in pairs}, name__in={name for _, name in pairs})
-        .order_by("view__namespace__name", "view__name")
-        .values_list("namespace", "name", "view__namespace__name", "view__name")
+        .values_list("namespace", "name", "view_id")
     )
-    for namespace, name, view_namespace, view_name in reads:
-        read, reader = f"{namespace}.{name}", f"{view_namespace}.{view_name}"
-        if read in wanted and reader not in readers[read]:
+    views = {
+        pk: f"{namespace}.{name}"
+        for pk, namespace, name in CatalogObject.objects.filter(
+            pk__in={view_id for _, _, view_id in reads}
+        ).values_list("pk", "namespace__name", "name")
+    }
+    for namespace, name, view_id in sorted(reads, key=lambda read: _split(views.get(read[2], ""))):
+        read, reader = f"{namespace}.{name}", views.get(view_id)
+        if read in wanted and reader is not None and reader not in readers[read]:
             readers[read].append(reader)
     mts = MaterializedTable.objects.filter(
         reduce(or_, (Q(sources__icontains=n) for n in names))
