@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.utils import timezone
@@ -37,3 +38,9 @@ def moment(value: datetime | None) -> str:
     if timezone.is_aware(value):
         value = timezone.localtime(value)
     return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def places(value: float, digits: int) -> str:
+    """What `|floatformat:digits` shows for a number of at least zero (rounded half up)."""
+    exponent = Decimal(1).scaleb(-digits)
+    return str(Decimal(repr(value)).quantize(exponent, rounding=ROUND_HALF_UP))

@@ -10,13 +10,13 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.template.defaultfilters import floatformat, truncatechars
+from django.template.defaultfilters import truncatechars
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
 from catalog.core.errors import InvalidInput
-from catalog.pages.formatting import moment, text
+from catalog.pages.formatting import moment, places, text
 from catalog.pages.views import catalog_page, linker
 from refresh import monitoring
 from refresh.pages.views import duration_text
@@ -58,9 +58,9 @@ def table_rows_html(rows: list[dict[str, Any]]) -> SafeString:
         if row["lag_seconds"] is None:
             lag = '<span class="muted">no data yet</span>'
         else:
-            seconds = text(floatformat(row["lag_seconds"], 0))
+            seconds = places(row["lag_seconds"], 0)
             lag = f'<span title="{seconds} s">{text(row["lag_text"])}</span>'
-        ratio = text(floatformat(row["lag_ratio"], 2)) if row["lag_ratio"] is not None else ""
+        ratio = places(row["lag_ratio"], 2) if row["lag_ratio"] is not None else ""
         last = row["last_refresh"]
         if last:
             finished = moment(last["finished_at"])
@@ -97,7 +97,7 @@ def history_rows_html(entries: list[dict[str, Any]]) -> SafeString:
         count = entry["count"]
         batches = f' <span class="run-batches">×{text(count)}</span>' if count > 1 else ""
         seconds = entry["duration_seconds"]
-        duration = f"{text(floatformat(seconds, 1))} s" if seconds is not None else ""
+        duration = f"{places(seconds, 1)} s" if seconds is not None else ""
         error = (
             f'<details><summary>error</summary><pre class="error-text">{text(entry["error"])}'
             "</pre></details>"
