@@ -34,3 +34,22 @@ def test_a_quick_multiple_select_writes_what_djangos_writes(value):
     django = forms.SelectMultiple(choices=CHOICES, attrs={"size": 6}).render("c", value, {})
     quick = QuickSelectMultiple(choices=CHOICES, attrs={"size": 6}).render("c", value, {})
     assert _same(quick) == _same(django) and " multiple" in quick
+
+
+@pytest.mark.parametrize("value", [None, "", "region = 'eu' & <b>"])
+def test_quick_inputs_write_what_djangos_inputs_write(value):
+    from catalog.pages.forms import QuickDateTimeInput, QuickTextInput
+
+    attrs = {"placeholder": "a 'b' <c>", "spellcheck": "false", "required": True}
+    for quick, django in (
+        (QuickTextInput(attrs=attrs), forms.TextInput(attrs=attrs)),
+        (
+            QuickDateTimeInput(attrs={"type": "datetime-local"}),
+            forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        ),
+    ):
+        ours, theirs = (
+            quick.render("f", value, {"id": "id_f"}),
+            django.render("f", value, {"id": "id_f"}),
+        )
+        assert _same(ours) == _same(theirs)
