@@ -32,19 +32,16 @@ COPY scripts/build_sandbox_jar.sh scripts/build_sandbox_jar.sh
 COPY refresh/spark/jvm refresh/spark/jvm
 RUN PYTHON=python scripts/build_sandbox_jar.sh "$SPARK_JARS_DIR"
 
-# Named folders only (no .dockerignore needed): .venv/ and var/ never enter the image.
-COPY manage.py ./
-COPY webapp webapp
-COPY catalog catalog
-COPY refresh refresh
-COPY templates templates
-COPY static static
+# The whole tree, last, so that code changes rebuild only what follows: .dockerignore keeps
+# out what the app does not run (.venv/, var/, .git/, caches, tests, benchmarks).
+# tests/unit/test_dockerfile.py checks that every package the app imports gets in.
+COPY . .
 # Editable, so that BASE_DIR (templates/, static/) stays /app.
 RUN pip install --no-deps -e . \
     && useradd --create-home --uid 1000 lakeview \
-    && mkdir -p /warehouse /app/var /tmp/spark-work \
+    && mkdir -p /warehouse /app/var/staticfiles /tmp/spark-work \
     && chown -R lakeview:lakeview /warehouse /app/var /tmp/spark-work
 
 USER lakeview
-EXPOSE 8000
+EXPOSE 8000 8181
 CMD ["gunicorn", "-c", "webapp/gunicorn.conf.py", "webapp.wsgi:application"]

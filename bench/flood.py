@@ -1,6 +1,6 @@
 """Engines' load-table latency while a flood of requests that need Spark hits the app.
 
-Starts the whole stack as README deploys it (a fresh SQLite database and warehouse; the web
+Starts the whole stack as deployed (a fresh SQLite database and warehouse; the web
 service and the engines' catalog service under gunicorn with webapp/gunicorn.conf.py;
 celery-beat; a Redis of its own unless REDIS_URL is set), then, beside `--engines` engines
 loading one table through the catalog service (each every `--interval` seconds, in a
@@ -97,7 +97,7 @@ def main() -> None:
         "--postgres",
         default=os.environ.get("PG_DATABASE_URL"),
         help="a PostgreSQL server's URL (default: PG_DATABASE_URL): the app gets a database "
-        "of its own there, as README's deployment does; without one, a SQLite file",
+        "of its own there, as docs/deployment.md's does; without one, a SQLite file",
     )
     parser.add_argument("--keep", action="store_true", help="keep the stack's folder (logs)")
     args = parser.parse_args()

@@ -35,6 +35,7 @@ from django.db import transaction
 from django.db.models import BooleanField, DateTimeField, ExpressionWrapper, Q
 from django.db.models.functions import Now
 
+from refresh.core.freshness import RefreshMode
 from refresh.models import MaterializedTable, StreamHost
 
 #: The snapshot-summary entry a micro-batch's commit carries: the token of the host that
@@ -89,6 +90,15 @@ def leave(host: StreamHost) -> None:
 
 def live_hosts() -> int:
     return StreamHost.objects.filter(heartbeat_at__gt=_in(-lease_seconds())).count()
+
+
+def streams_served() -> bool:
+    """Whether the active continuous tables have somewhere to run: there are none, or a
+    streaming host is live (readiness, webapp/health.py)."""
+    active = MaterializedTable.objects.filter(
+        refresh_mode=RefreshMode.CONTINUOUS, state=MaterializedTable.State.ACTIVATED
+    )
+    return not active.exists() or live_hosts() > 0
 
 
 def forget_dead(*, after_leases: int = 10) -> int:

@@ -61,7 +61,7 @@ def _ephemeral_low() -> int:
         return 0
 
 
-#: README's deployment settings for the web service (webapp/gunicorn.conf.py reads them).
+#: docs/deployment.md's settings for the web service (webapp/gunicorn.conf.py reads them).
 DEPLOYED_ENV = {"WEB_NICE": "5"}
 
 
@@ -249,7 +249,7 @@ def catalog_server(
 
     With `production`, the app runs with webapp.settings.prod, as a deployment does (its
     own SECRET_KEY; cookies not marked Secure, since the tests speak plain HTTP). With
-    `deployed`, gunicorn runs with webapp/gunicorn.conf.py, the settings README gives
+    `deployed`, gunicorn runs with webapp/gunicorn.conf.py, the settings docs/deployment.md gives
     (`workers` and `threads` are then the config's), as two services: the web and the
     engines' catalog. With `database_url` (an empty PostgreSQL database), the app uses it
     instead of a SQLite file."""
@@ -316,7 +316,7 @@ def catalog_server(
     with server.log_path.open("ab") as log:
         server.process = gunicorn(port, log)
         if deployed:
-            # README's deployment: the engines' catalog service, at full priority.
+            # docs/deployment.md: the engines' catalog service, at full priority.
             server.catalog_process = gunicorn(catalog_port, log, WEB_NICE="0", WEB_WORKERS="2")
     try:
         # The users are made while gunicorn boots: both take seconds of Django start-up.

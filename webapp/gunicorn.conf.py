@@ -1,6 +1,6 @@
 """gunicorn's settings for the web service: `gunicorn -c webapp/gunicorn.conf.py
 webapp.wsgi` (docker-compose.yml, the Dockerfile and the tests under abuse run it; `make
-run` uses Django's own server). README's "Deployment" says why these numbers.
+run` uses Django's own server). docs/deployment.md says why these numbers.
 
 - No request waits on Spark (catalog.jobs): the longest a request does is a commit's
   file writes and database transaction, well under a second. `timeout` (30 s) is gunicorn's

@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 
 from catalog.throttle import ThrottledLoginView
 
+# /healthz and /readyz are answered by webapp.health.HealthMiddleware, first in MIDDLEWARE.
 urlpatterns = [
     # Browsers ask for /favicon.ico on their own; the icon is an SVG under static/.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),

@@ -18,6 +18,12 @@ def error_body(error: CatalogError) -> dict[str, Any]:
     if line is not None:
         body["line"] = line
         body["column"] = getattr(error, "column", None)
+    row = getattr(error, "row", None)
+    if row is not None:
+        body["row"] = row
+    column_name = getattr(error, "column_name", None)
+    if column_name is not None:
+        body["column_name"] = column_name
     return body
 
 

@@ -126,6 +126,64 @@ class RegisterSerializer(serializers.Serializer):
     )
 
 
+class TableUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="A CSV (with a header row; UTF-8; delimiter , ; tab or |), Parquet or JSON "
+        "lines file, at most UPLOAD_MAX_BYTES. Its name's extension says its format unless "
+        "`format` does; the name is used for nothing else.",
+    )
+    table = serializers.CharField(help_text="The table to create, or to append to.")
+    mode = serializers.ChoiceField(
+        choices=["create", "append"],
+        default="create",
+        help_text="create: a new table with the file's columns (types inferred from its first "
+        "rows); append: the file's rows added to an existing table with the same columns.",
+    )
+    format = serializers.ChoiceField(
+        choices=["csv", "parquet", "jsonl"],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The file's format, when its name does not say it (.csv, .tsv, .parquet, "
+        ".jsonl, .ndjson, .json).",
+    )
+    dry_run = serializers.BooleanField(
+        default=False,
+        help_text="Only show what would be written (columns, types, first rows): nothing is "
+        "written.",
+    )
+
+
+class UploadColumnSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField(help_text="The Iceberg type (long, decimal(10, 2), ...).")
+
+
+class UploadPreviewSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    namespace = serializers.CharField()
+    table = serializers.CharField()
+    mode = serializers.CharField()
+    format = serializers.CharField()
+    columns = UploadColumnSerializer(many=True)
+    preview_rows = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="The file's first rows, as text, in the columns' order.",
+    )
+
+
+class UploadResultSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    table = serializers.CharField()
+    mode = serializers.CharField()
+    format = serializers.CharField()
+    rows_written = serializers.IntegerField()
+    columns = UploadColumnSerializer(many=True)
+    snapshot_id = serializers.IntegerField(allow_null=True)
+    url = serializers.CharField(help_text="The table in this API.")
+
+
 class AttachSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="The table's name here (ours; its files keep theirs).")
     location = serializers.CharField(
@@ -163,6 +221,12 @@ class ErrorSerializer(serializers.Serializer):
     field = serializers.CharField(required=False)
     line = serializers.IntegerField(required=False)
     column = serializers.IntegerField(required=False, allow_null=True)
+    row = serializers.IntegerField(
+        required=False, help_text="An uploaded file's row at fault (from 1; not the header)."
+    )
+    column_name = serializers.CharField(
+        required=False, help_text="An uploaded file's column at fault."
+    )
 
 
 class TokenSerializer(serializers.Serializer):

@@ -70,6 +70,11 @@ urlpatterns = [
         views.TableAttachView.as_view(),
         name="table-attach",
     ),
+    path(
+        "namespaces/<dotted:namespace>/tables/upload",
+        views.TableUploadView.as_view(),
+        name="table-upload",
+    ),
     path(f"{TABLE}/", views.TableDetailView.as_view(), name="table-detail"),
     path(f"{TABLE}/detach", views.TableDetachView.as_view(), name="table-detach"),
     path(f"{TABLE}/preview", views.TablePreviewView.as_view(), name="table-preview"),

@@ -16,12 +16,13 @@ from rest_framework import generics, serializers, status
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import jobs, previews, selectors, services, throttle
+from catalog import jobs, previews, selectors, services, throttle, uploads
 from catalog.api import serializers as s
 from catalog.api.jobs import ACCEPTED, respond
 from catalog.core import metadata_io
@@ -677,6 +678,82 @@ class TableAttachView(APIView):
         return Response(s.TableDetailSerializer(table).data, status=status.HTTP_201_CREATED)
 
 
+class TableUploadView(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="tables_upload",
+        parameters=[_NAMESPACE],
+        request={"multipart/form-data": s.TableUploadSerializer},
+        description=(
+            "A file becomes a table. `mode=create` makes a table with the file's columns "
+            "(types inferred from its first rows) and its rows, in one commit; `mode=append` "
+            "adds the rows to an existing table with the same columns (types it can hold). "
+            "`dry_run=true` answers the columns, types and first rows and writes nothing. "
+            "The file is streamed to disk and read in batches; a bad file is a 400 naming "
+            "the row (`row`, from 1, the header not counted) and column (`column_name`) at "
+            "fault, and nothing is created or changed."
+        ),
+        responses={
+            200: OpenApiResponse(
+                s.UploadResultSerializer,
+                description="Appended (or, with dry_run, an UploadPreview: what would be).",
+            ),
+            201: s.UploadResultSerializer,
+            **_errors(400, 403, 404, 409),
+            413: OpenApiResponse(
+                s.ErrorSerializer, description="The file is over UPLOAD_MAX_BYTES."
+            ),
+        },
+        tags=["tables"],
+    )
+    def post(self, request: Request, namespace: str) -> Response:
+        request.FILES  # noqa: B018 - reads the upload, which may be refused for its size
+        refused = uploads.refusal(request._request)
+        if refused is not None:
+            raise refused
+        data = _validated(s.TableUploadSerializer, request)
+        upload = data["file"]
+        arguments = {
+            "namespace": namespace,
+            "name": data["table"],
+            "path": upload.temporary_file_path(),
+            "filename": upload.name,
+            "format": data["format"],
+            "mode": data["mode"],
+        }
+        if data["dry_run"]:
+            preview = services.inspect_upload(**arguments)
+            body = preview.as_dict()
+            return Response(
+                {
+                    "dry_run": True,
+                    "namespace": namespace,
+                    "table": data["table"],
+                    "mode": data["mode"],
+                    "format": body["format"],
+                    "columns": body["columns"],
+                    "preview_rows": body["rows"],
+                }
+            )
+        done = services.upload_table(**arguments, actor=request.user)
+        table = done.table
+        body = {
+            "namespace": table.namespace.name,
+            "table": table.name,
+            "mode": done.mode,
+            "format": done.format,
+            "rows_written": done.rows,
+            "columns": [{"name": n, "type": t} for n, t in done.columns],
+            "snapshot_id": done.snapshot_id,
+            "url": reverse(
+                "api:table-detail", kwargs={"namespace": table.namespace.name, "name": table.name}
+            ),
+        }
+        created = done.mode == "create"
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
 class TableDetachView(APIView):
     @extend_schema(
         operation_id="tables_detach",
@@ -714,6 +791,7 @@ class ApiRootView(APIView):
             "table": ns + "tables/{name}/",
             "table_maintenance": ns + "tables/{name}/maintenance",
             "attach_table": ns + "tables/attach",
+            "upload_table": ns + "tables/upload",
             "materialized_tables": ns + "materialized-tables/",
             "statements": url("statements"),
             "jobs": url("job-list"),

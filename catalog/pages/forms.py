@@ -513,3 +513,39 @@ class ViewPreviewForm(CatalogForm):
             "columns": list(data["columns"]) or None,
             "row_filter": data["row_filter"].strip() or None,
         }
+
+
+UPLOAD_MODES = [
+    ("create", "Create a new table"),
+    ("append", "Append to an existing table"),
+]
+
+
+class UploadTargetForm(CatalogForm):
+    """Where an uploaded file's rows go; the services check the name and the mode."""
+
+    table = forms.CharField(label="Table name", max_length=255)
+    mode = forms.ChoiceField(label="Mode", choices=UPLOAD_MODES, initial="create")
+    service_fields = {"name": "table"}
+
+
+class UploadForm(UploadTargetForm):
+    """The first step: the file (and where it goes)."""
+
+    file = forms.FileField(
+        label="File",
+        allow_empty_file=True,
+        help_text="CSV (a header row, UTF-8), Parquet or JSON lines (.jsonl); the extension "
+        "says which.",
+    )
+    format = forms.ChoiceField(
+        label="Format",
+        required=False,
+        choices=[
+            ("", "from the file name"),
+            ("csv", "CSV"),
+            ("parquet", "Parquet"),
+            ("jsonl", "JSON lines"),
+        ],
+    )
+    field_order = ["file", "table", "mode", "format"]

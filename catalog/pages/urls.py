@@ -1,7 +1,7 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from catalog.pages import attach, credentials, jobs, manage, namespaces, tables, views
+from catalog.pages import attach, credentials, jobs, manage, namespaces, tables, uploads, views
 
 app_name = "catalog"
 
@@ -30,6 +30,18 @@ urlpatterns = [
         "namespaces/<str:namespace>/tables/<str:name>/detach",
         attach.detach,
         name="table-detach",
+    ),
+    # a file becomes a table, in two steps (catalog/pages/uploads.py)
+    path("namespaces/<str:namespace>/upload", uploads.upload, name="upload"),
+    path(
+        "namespaces/<str:namespace>/upload/<str:token>/",
+        uploads.upload_review,
+        name="upload-review",
+    ),
+    path(
+        "namespaces/<str:namespace>/upload/<str:token>/discard",
+        uploads.upload_discard,
+        name="upload-discard",
     ),
     # what only the API could do before (catalog/pages/manage.py, namespaces.py)
     path(f"{view_prefix}rename", manage.view_rename, name="view-rename"),

@@ -43,6 +43,7 @@ from catalog.services.tables import (
     register_table,
     rename_table,
 )
+from catalog.services.uploads import inspect_upload, upload_table
 
 __all__ = [
     "LoadedTable",
@@ -73,4 +74,6 @@ __all__ = [
     "set_view_properties",
     "update_namespace_properties",
     "update_view_properties",
+    "inspect_upload",
+    "upload_table",
 ]

@@ -20,7 +20,7 @@ from pyiceberg.table.metadata import TableMetadata
 from catalog import history
 from catalog.core import purge as purge_core
 from catalog.core import tables
-from catalog.core.errors import InvalidInput, NoSuchTable
+from catalog.core.errors import InvalidInput
 from catalog.models import Table, TableMetricsReport
 from catalog.services import kernel
 from catalog.services.kernel import TABLE, Change, Committed, Mode
@@ -92,16 +92,20 @@ def commit_table(
     requirements: Sequence[Mapping[str, Any]],
     updates: Sequence[Mapping[str, Any]],
     actor: Any = None,
+    action: str = "commit_table",
 ) -> LoadedTable:
+    """`action` names the commit in the history (an upload's is "upload_table")."""
     [loaded] = commit_tables(
-        changes=[TableChange(namespace, name, requirements, updates)], actor=actor
+        changes=[TableChange(namespace, name, requirements, updates)], actor=actor, action=action
     )
     return loaded
 
 
-def commit_tables(*, changes: Sequence[TableChange], actor: Any = None) -> list[LoadedTable]:
+def commit_tables(
+    *, changes: Sequence[TableChange], actor: Any = None, action: str = "commit_table"
+) -> list[LoadedTable]:
     """Commit changes to one or more tables atomically: all pointers move, or none."""
-    return kernel.commit([_table_change(c) for c in changes], actor=actor, action="commit_table")
+    return kernel.commit([_table_change(c) for c in changes], actor=actor, action=action)
 
 
 def register_table(
@@ -175,10 +179,16 @@ METRICS_REPORT_MAX_BYTES = 64 * 1024
 METRICS_REPORTS_PER_TABLE = 100
 
 
-def record_metrics(*, namespace: str, name: str, report: Mapping[str, Any]) -> None:
+def record_metrics(*, namespace: str, name: str, report: Mapping[str, Any]) -> bool:
+    """Keep an engine's scan or commit report for the table; whether it was kept.
+
+    A report for a table with no row is accepted and dropped, as Iceberg's reference
+    server accepts any report: Spark reports the commit of a staged create (every CTAS)
+    before the create commits, and a scan's report may arrive after a drop. Keeping
+    nothing for names without a table bounds what any reader can send."""
     table = Table.objects.filter(namespace__name=namespace, name=name).first()
     if table is None:
-        raise NoSuchTable(f"Table does not exist: {namespace}.{name}")
+        return False
     size = len(json.dumps(report, separators=(",", ":"), ensure_ascii=False).encode())
     limit = int(getattr(settings, "METRICS_REPORT_MAX_BYTES", METRICS_REPORT_MAX_BYTES))
     if size > limit:
@@ -200,3 +210,4 @@ def record_metrics(*, namespace: str, name: str, report: Mapping[str, Any]) -> N
             .values_list("id", flat=True)[max(kept, 1) - 1 : max(kept, 1)]
         )
         TableMetricsReport.objects.filter(table=table, id__lt=oldest_kept).delete()
+    return True

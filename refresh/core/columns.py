@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import SqlglotError, TokenError
+from sqlglot.tokens import TokenType
 
 from catalog.core.errors import InvalidInput
 from catalog.core.types import TO_ICEBERG, decimal_parameters
@@ -77,13 +79,48 @@ def quote_string(text: str) -> str:
 # -- types ---------------------------------------------------------------------------------
 
 
+class NamesAsWritten(Spark.Tokenizer):
+    """Spark's tokenizer with quoted names read as Spark reads them: as written, but for a
+    doubled quote, which stands for one. sqlglot's Spark tokenizer also turns backslash
+    sequences into what they mean in a string literal: `a\\rb` became a name with a
+    carriage return, and SHOW CREATE's `a\\\\b` read back as a\\b."""
+
+    def _scan_identifier(self, identifier_end: str) -> None:
+        self._advance()
+        text = ""
+        while True:
+            if self._char == identifier_end:
+                if self._peek != identifier_end:
+                    break
+                if self._current + 1 >= self.size:  # a doubled quote ends the text
+                    raise TokenError(f"Missing {identifier_end} from {self._line}:{self._start}")
+                text += identifier_end
+                self._advance(2)
+                continue
+            if self._end:
+                raise TokenError(f"Missing {identifier_end} from {self._line}:{self._start}")
+            text += self._char
+            self._advance()
+        self._add(TokenType.IDENTIFIER, text)
+
+
+class _SparkTypes(Spark):
+    """Spark's dialect reading struct field names in a type as written."""
+
+    class Tokenizer(NamesAsWritten):
+        pass
+
+
+_TYPES_DIALECT = _SparkTypes()
+
+
 def declared_type(text: str) -> object:
     """The canonical Iceberg form (see `canonical`) of a type as written in a CREATE, or
     InvalidInput naming it."""
     # sqlglot's parser reads the text as one type, all of it (DataType.build would ignore
     # what follows a type); the text is only read, never put into SQL.
     try:
-        data_type = sqlglot.parse_one(text, read="spark", into=exp.DataType)
+        data_type = sqlglot.parse_one(text, read=_TYPES_DIALECT, into=exp.DataType)
     except (SqlglotError, ValueError, TypeError, AttributeError, RecursionError):
         raise InvalidInput(f"Unknown type {text!r}", field="columns") from None
     if not isinstance(data_type, exp.DataType):

@@ -27,6 +27,7 @@ from sqlglot.tokens import Token, TokenType
 from catalog.core.errors import InvalidInput, SqlError
 from refresh.core.columns import (
     ColumnDefinition,
+    NamesAsWritten,
     declared_type,
     quote_name,
     quote_string,
@@ -200,33 +201,12 @@ class ScriptStatement(NamedTuple):
 _DIALECT = Spark()
 
 
-class _Tokenizer(Spark.Tokenizer):
-    """Spark's tokenizer, except that SHOW is an ordinary keyword: Spark's reads the rest of
-    a SHOW statement as one opaque string, and SHOW MATERIALIZED TABLES has a clause."""
+class _Tokenizer(NamesAsWritten):
+    """Spark's tokenizer with quoted names as written (`NamesAsWritten`), except that SHOW
+    is an ordinary keyword: Spark's reads the rest of a SHOW statement as one opaque
+    string, and SHOW MATERIALIZED TABLES has a clause."""
 
     COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW}
-
-    def _scan_identifier(self, identifier_end: str) -> None:
-        """A quoted name as Spark reads it: as written, but for a doubled quote, which
-        stands for one. sqlglot's Spark tokenizer also turns backslash sequences into what
-        they mean in a string literal: `a\\rb` became a name with a carriage return, and
-        SHOW CREATE's `a\\\\b` read back as a\\b."""
-        self._advance()
-        text = ""
-        while True:
-            if self._char == identifier_end:
-                if self._peek != identifier_end:
-                    break
-                if self._current + 1 >= self.size:  # a doubled quote ends the text
-                    raise TokenError(f"Missing {identifier_end} from {self._line}:{self._start}")
-                text += identifier_end
-                self._advance(2)
-                continue
-            if self._end:
-                raise TokenError(f"Missing {identifier_end} from {self._line}:{self._start}")
-            text += self._char
-            self._advance()
-        self._add(TokenType.IDENTIFIER, text)
 
 
 def _words(token: Token) -> list[str]:

@@ -1,19 +1,21 @@
 /* A materialized table's charts: refresh durations and lag over time (with the freshness
-   as a horizontal line), drawn by uPlot from the JSON the page embeds (#mt-chart-data). */
+   as a horizontal line), drawn by uPlot from the JSON the page embeds (#mt-chart-data).
+   A series with fewer than two moments is shown as its value (charts.js). */
 (function () {
   "use strict";
   var source = document.getElementById("mt-chart-data");
-  if (!source || typeof uPlot === "undefined") { return; }
+  if (!source || typeof uPlot === "undefined" || typeof LakeviewCharts === "undefined") {
+    return;
+  }
+  var shared = LakeviewCharts;
   var data = JSON.parse(source.textContent);
 
   function seconds(iso) { return Date.parse(iso) / 1000; }
 
-  function width(element) { return Math.max(element.clientWidth || 0, 320); }
-
   function draw(element, series, columns) {
     if (!element || !columns[0].length) { return null; }
     var options = {
-      width: width(element),
+      width: shared.width(element),
       height: 220,
       series: series,
       axes: [{}, { size: 60 }],
@@ -24,38 +26,55 @@
 
   var charts = [];
   var durations = data.durations || [];
-  charts.push(draw(
-    document.getElementById("chart-durations"),
-    [
-      {},
-      {
-        label: "duration (s)",
-        stroke: "#1769aa",
-        width: 1.5,
-        points: { show: true, size: 6 },
-      },
-    ],
-    [durations.map(function (p) { return seconds(p.t); }),
-     durations.map(function (p) { return p.seconds; })]
-  ));
+  var durationsBox = document.getElementById("chart-durations");
+  var durationTimes = durations.map(function (p) { return seconds(p.t); });
+  if (durationsBox && durations.length && shared.moments(durationTimes) < 2) {
+    var run = durations[durations.length - 1];
+    var what = [run.action, String(run.state || "").toLowerCase()].filter(Boolean).join(", ");
+    shared.showValues(durationsBox, [{ label: "duration", value: shared.number(run.seconds, "s") }],
+      "At " + shared.when(durationTimes[durationTimes.length - 1]) + (what ? " (" + what + ")" : "")
+      + ". The chart starts with the second refresh.");
+  } else {
+    charts.push(draw(
+      durationsBox,
+      [
+        {},
+        {
+          label: "duration (s)",
+          stroke: "#1769aa",
+          width: 1.5,
+          points: { show: true, size: 6 },
+        },
+      ],
+      [durationTimes, durations.map(function (p) { return p.seconds; })]
+    ));
+  }
 
   var lag = data.lag || [];
   var freshness = data.freshness_seconds;
-  charts.push(draw(
-    document.getElementById("chart-lag"),
-    [
-      {},
-      { label: "lag (s)", stroke: "#b42318", width: 1.5 },
-      { label: "freshness (s)", stroke: "#17663a", width: 1, dash: [6, 4], points: { show: false } },
-    ],
-    [lag.map(function (p) { return seconds(p.t); }),
-     lag.map(function (p) { return p.lag; }),
-     lag.map(function () { return freshness; })]
-  ));
+  var lagBox = document.getElementById("chart-lag");
+  var lagTimes = lag.map(function (p) { return seconds(p.t); });
+  if (lagBox && lag.length && shared.moments(lagTimes) < 2) {
+    shared.showValues(lagBox, [
+      { label: "lag", value: shared.number(lag[lag.length - 1].lag, "s") },
+      { label: "freshness", value: shared.number(freshness, "s") },
+    ], "Just after the refresh at " + shared.when(lagTimes[lagTimes.length - 1])
+      + ". The chart starts with the second refresh.");
+  } else {
+    charts.push(draw(
+      lagBox,
+      [
+        {},
+        { label: "lag (s)", stroke: "#b42318", width: 1.5 },
+        { label: "freshness (s)", stroke: "#17663a", width: 1, dash: [6, 4], points: { show: false } },
+      ],
+      [lagTimes, lag.map(function (p) { return p.lag; }), lag.map(function () { return freshness; })]
+    ));
+  }
 
   window.addEventListener("resize", function () {
     charts.forEach(function (chart) {
-      if (chart) { chart.setSize({ width: width(chart.root.parentNode), height: 220 }); }
+      if (chart) { chart.setSize({ width: shared.width(chart.root.parentNode), height: 220 }); }
     });
   });
 })();

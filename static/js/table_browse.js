@@ -62,6 +62,8 @@
   // -- the snapshot timeline --------------------------------------------------------------
   var element = document.getElementById("snapshot-chart");
   if (!element || typeof uPlot === "undefined" || !points.length) { return; }
+  if (typeof LakeviewCharts === "undefined") { return; }
+  var shared = LakeviewCharts;
   var hasRecords = points.some(function (p) { return p.records !== null; });
   var hasFiles = points.some(function (p) { return p.files !== null; });
   if (!hasRecords && !hasFiles) {
@@ -76,13 +78,23 @@
   var labelled = hasRecords ? records : files;
   var labelScale = hasRecords ? "rows" : "files";
 
+  if (shared.moments(xs) < 2) {
+    var last = points[points.length - 1];
+    var values = [];
+    if (hasRecords) { values.push({ label: "rows", value: shared.number(last.records) }); }
+    if (hasFiles) { values.push({ label: "data files", value: shared.number(last.files) }); }
+    shared.showValues(element, values, "Snapshot " + last.id + " (" + (last.op || "?") + ") at "
+      + shared.when(xs[xs.length - 1]) + ". The chart starts with the second snapshot.");
+    return;
+  }
+
   function when(seconds) {
     var moment = new Date(seconds * 1000);
     if (isNaN(moment.getTime())) { return String(seconds * 1000) + " ms"; }
     return moment.toISOString().replace("T", " ").slice(0, 19);
   }
 
-  function width() { return Math.max(element.clientWidth || 0, 320); }
+  function width() { return shared.width(element); }
 
   function drawLabels(u) {
     if (points.length > 60) { return; } // too many to read: the legend names each one

@@ -32,6 +32,62 @@ def test_an_unknown_api_path_is_a_json_404(client, editor):
     assert "No such endpoint" in response.json()["error"]
 
 
+METHODS = ["get", "post", "put", "patch", "delete"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_unknown_api_path_is_a_json_404_for_every_method_with_a_session_and_no_csrf_token(
+    editor, method
+):
+    """A browser session (its cookie sent, no CSRF token) used to get the CSRF check's HTML
+    403 page for a write to a path that does not exist."""
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(editor)
+
+    body = {} if method == "get" else {"data": "{}", "content_type": "application/json"}
+    response = getattr(browser, method)("/api/no/such/thing", **body)
+
+    assert response.status_code == 404, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    assert "No such endpoint" in response.json()["error"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_unknown_api_path_is_a_json_404_for_every_method_with_a_token(editor, method):
+    from rest_framework.authtoken.models import Token
+
+    key = Token.objects.create(user=editor).key
+    headers = {"Authorization": f"Token {key}"}
+    caller = Client(enforce_csrf_checks=True)
+
+    response = getattr(caller, method)("/api/no/such/thing", headers=headers)
+
+    assert response.status_code == 404, response.content[:300]
+    assert "No such endpoint" in response.json()["error"]
+
+
+def test_a_real_api_endpoint_still_refuses_a_session_write_without_the_csrf_token(editor):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(editor)
+
+    response = browser.post(
+        "/api/namespaces/", data={"name": "sneaky"}, content_type="application/json"
+    )
+
+    assert response.status_code == 403, response.content[:300]
+    assert "CSRF" in response.json()["detail"]
+    assert not Namespace.objects.filter(name="sneaky").exists()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_unknown_iceberg_path_is_a_json_404_for_every_method(api, method):
+    caller = Client(enforce_csrf_checks=True)
+
+    response = getattr(caller, method)(f"{BASE}/no/such/thing", headers=api.headers)
+
+    assert_error(response, 404, "NotFoundException")
+
+
 @pytest.mark.parametrize("method", ["post", "delete", "put"])
 def test_config_answers_a_wrong_method_with_a_json_405(api, method):
     response = getattr(api.client, method)(f"{BASE}/config", headers=api.headers)

@@ -1269,10 +1269,51 @@ def test_a_metrics_report_is_accepted_and_kept(api, table):
     assert row.report["projected-field-names"] == ["id"]
 
 
-def test_a_metrics_report_for_a_missing_table_is_no_such_table(api, ns):
-    response = api.post("/namespaces/ns/tables/t/metrics", {"report-type": "scan-report"})
+def test_a_commit_report_for_a_table_being_created_is_accepted_and_not_kept(api, ns):
+    """Spark reports a CTAS's commit while the create is still staged (no row yet): the
+    reference server accepts any report, and a 404 here is a stack trace in every CTAS's
+    log. Nothing is kept for a name without a table."""
+    staged = api.post(
+        "/namespaces/ns/tables", {"name": "staged", "schema": SCHEMA, "stage-create": True}
+    )
+    assert staged.status_code == 200, staged.content
+    report = {"report-type": "commit-report", "table-name": "lakeview.ns.staged"}
 
-    assert_error(response, 404, "NoSuchTableException")
+    response = api.post("/namespaces/ns/tables/staged/metrics", report)
+
+    assert response.status_code == 204, response.content
+    assert not TableMetricsReport.objects.exists()
+    assert not Table.objects.filter(name="staged").exists()
+
+
+def test_a_scan_report_for_a_table_just_dropped_is_accepted_and_not_kept(viewer_api, api, table):
+    assert api.delete("/namespaces/ns/tables/t").status_code == 204
+
+    response = viewer_api.post("/namespaces/ns/tables/t/metrics", {"report-type": "scan-report"})
+
+    assert response.status_code == 204, response.content
+    assert not TableMetricsReport.objects.exists()
+
+
+def test_a_metrics_report_for_a_missing_table_is_still_read_as_json(api, ns):
+    response = api.post("/namespaces/ns/tables/t/metrics", raw="{not json")
+
+    assert_error(response, 400, "BadRequestException")
+
+
+@pytest.mark.parametrize("name", ["t", "missing"])
+def test_a_user_without_a_role_may_not_send_metrics_reports_for_any_name(
+    django_user_model, table, name
+):
+    """Whether the table exists or not, the answer is the same refusal: a caller who may
+    not read learns nothing of which tables exist."""
+    outsider = django_user_model.objects.create_user(username="olga", password="olga-password")
+    reader = Iceberg(token_for(outsider))
+
+    response = reader.post(f"/namespaces/ns/tables/{name}/metrics", {"report-type": "x"})
+
+    assert_error(response, 403, "ForbiddenException")
+    assert not TableMetricsReport.objects.exists()
 
 
 # -- multi-table transactions --------------------------------------------------------------

@@ -370,3 +370,20 @@ def test_a_job_past_jobs_timeout_seconds_is_stopped_and_fails_with_a_504_saying_
     job.refresh_from_db()
     assert job.status == 504 and job.error["type"] == "Timeout"
     assert job.error["message"].startswith("Timed out: stopped after 1 s") and cancels
+
+
+def test_a_console_scripts_job_page_shows_its_sql(sales, client, editor, alive):
+    """A console script's job keeps its text as `sql` (a view's as `query`): its page shows
+    either."""
+    job = jobs.submit(
+        "statements",
+        {"sql": CREATE, "namespace": "sales", "start": 0},
+        actor=editor,
+        summary="Console script, from statement 1",
+    )
+    client.force_login(editor)
+
+    response = client.get(f"/jobs/{job.pk}/")
+
+    assert response.status_code == 200
+    assert "CREATE MATERIALIZED TABLE daily" in response.content.decode()

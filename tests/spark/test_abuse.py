@@ -1,4 +1,4 @@
-"""Abuse of the whole stack as README deploys it (the web and the engines' catalog services
+"""Abuse of the whole stack as deployed (the web and the engines' catalog services
 under gunicorn with webapp/gunicorn.conf.py, a Celery worker with its Spark, celery-beat):
 
 - a flood of requests that need Spark, from a viewer and an editor, with no worker and

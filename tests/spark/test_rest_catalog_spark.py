@@ -334,3 +334,21 @@ def test_a_table_spark_dropped_comes_back_with_its_rows_and_a_purged_one_does_no
     # Written to again, like any table.
     lv_spark.sql("INSERT INTO lv.undrop.orders VALUES (3, 'eu')")
     assert rows(lv_spark, "SELECT count(*) FROM lv.undrop.orders") == [(3,)]
+
+
+def test_a_ctas_reports_its_commit_metrics_without_an_error(
+    lv_spark: SparkSession, catalog_server: CatalogServer
+) -> None:
+    """Spark reports a CTAS's commit while its create is still staged (no table yet): the
+    report is accepted (204) like every other, so Spark logs no RESTException for it."""
+    spark = lv_spark
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lv.reports")
+    before = catalog_server.log_path.read_text(errors="replace").count("\n")
+
+    spark.sql("CREATE TABLE lv.reports.copied USING iceberg AS SELECT 1 AS id, 'a' AS kind")
+    assert rows(spark, "SELECT id, kind FROM lv.reports.copied") == [(1, "a")]
+
+    log = catalog_server.log_path.read_text(errors="replace").splitlines()[before:]
+    reports = [line for line in log if "/tables/copied/metrics" in line]
+    assert reports, "Spark sent the CTAS's commit report"
+    assert all('" 204 ' in line for line in reports), reports

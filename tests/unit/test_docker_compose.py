@@ -1,26 +1,37 @@
-"""docker-compose.yml describes the production shape; Docker itself is not run in CI."""
+"""docker-compose.yml describes the production shape; Docker itself is not run in CI
+(tests/spark/test_compose_services.py runs each app service's command on this machine)."""
 
 import json
-from pathlib import Path
+import re
+import shlex
+from urllib.parse import urlsplit
 
-import yaml
+import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-APP_SERVICES = ("web", "catalog", "worker", "beat", "streams")
+from tests.deployment import (
+    COMPOSE_FILE,
+    MissingVariable,
+    compose_variables,
+    healthcheck_command,
+    load_compose,
+    service_command,
+)
+from tests.deployment import service_environment as environment_of
+
+APP_SERVICES = ("migrate", "web", "catalog", "worker", "beat", "streams")
+SERVED = {"web": 8000, "catalog": 8181}
 SHARED_ENV = ("DATABASE_URL", "REDIS_URL", "WAREHOUSE", "SPARK_MASTER", "SECRET_KEY")
+ADMIN_ENV = ("DJANGO_SUPERUSER_USERNAME", "DJANGO_SUPERUSER_PASSWORD", "DJANGO_SUPERUSER_EMAIL")
 
 
-def load_compose() -> dict:
-    return yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
-
-
-def environment_of(service: dict) -> dict[str, str]:
-    env = service.get("environment", {})
-    if isinstance(env, list):  # the "KEY=value" form
-        env = dict(item.split("=", 1) for item in env)
-    # YAML anchors and merge keys are resolved by the loader; values may be None for
-    # "pass through from the host".
-    return {key: "" if value is None else str(value) for key, value in env.items()}
+def header() -> str:
+    """The comment at the top of the file, before its first setting."""
+    lines = []
+    for line in COMPOSE_FILE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# "))
+    return "\n".join(lines)
 
 
 def test_compose_runs_the_app_celery_beat_spark_and_their_stores() -> None:
@@ -55,7 +66,7 @@ def test_web_worker_and_beat_read_the_same_settings_from_the_environment() -> No
         assert env["DATABASE_URL"].startswith("postgres")
         assert env["REDIS_URL"].startswith("redis://redis:6379")
         assert env["SPARK_MASTER"] == "spark://spark-master:7077"
-        # Each driver takes one core of the cluster, never all of them (README).
+        # Each driver takes one core of the cluster, never all of them (docs/deployment.md).
         assert json.loads(env["SPARK_CONF"])["spark.cores.max"] == "1"
 
 
@@ -86,3 +97,103 @@ def test_attached_tables_are_read_from_a_read_only_mount_in_every_app_and_spark_
         assert any(m.endswith(":/external:ro") for m in mounts), f"{name}: {mounts}"
     for name in APP_SERVICES:
         assert environment_of(services[name])["ATTACH_LOCATIONS"] == "/external"
+
+
+def test_the_header_names_every_service() -> None:
+    words = set(re.findall(r"[\w-]+", header()))
+    missing = [name for name in load_compose()["services"] if name not in words]
+    assert not missing, f"the header does not name {missing}"
+
+
+def test_the_header_says_how_to_try_it_over_plain_http_and_that_production_puts_tls_in_front():
+    text = " ".join(header().split())
+    assert "SECURE_COOKIES=0" in text and "DJANGO_SUPERUSER_USERNAME=" in text
+    assert "TLS in front" in text and "CSRF_TRUSTED_ORIGINS=https://" in text
+    assert "/healthz" in text and "/readyz" in text
+
+
+def test_migrate_makes_the_schema_the_first_admin_and_the_samples_and_only_it_sees_the_password():
+    services = load_compose()["services"]
+    command = service_command(services["migrate"])
+    assert command[:2] == ["sh", "-c"]
+    steps = [shlex.split(step) for step in command[2].split("&&")]
+    # Each step runs only once the one before succeeded; any failing fails the service.
+    assert steps == [
+        ["python", "manage.py", "migrate", "--noinput"],
+        ["python", "manage.py", "ensure_admin"],
+        ["python", "manage.py", "load_samples", "--not-if-dropped"],
+    ]
+    env = environment_of(services["migrate"])
+    for key in ADMIN_ENV:
+        assert env[key] == f"${{{key}:-}}", key
+    for name in APP_SERVICES[1:]:
+        assert not set(ADMIN_ENV) & set(environment_of(services[name])), name
+    assert services["migrate"]["restart"] == "no"
+
+
+def test_web_and_catalog_healthchecks_ask_healthz_on_their_own_port_with_python() -> None:
+    services = load_compose()["services"]
+    for name, port in SERVED.items():
+        service = services[name]
+        assert environment_of(service)["WEB_BIND"] == f"0.0.0.0:{port}"
+        assert f"{port}:{port}" in service["ports"]
+        argv = healthcheck_command(service)
+        # The image has Python, not curl; urlopen raises (exit 1) on a non-2xx answer.
+        assert argv[:2] == ["python", "-c"], argv
+        compile(argv[2], f"{name} healthcheck", "exec")
+        [url] = [word for word in argv[2].replace("'", " ").split() if "://" in word]
+        assert urlsplit(url).port == port and urlsplit(url).path == "/healthz", url
+        assert "timeout=" in argv[2]
+
+
+def test_the_worker_and_the_streams_wait_for_a_healthy_catalog() -> None:
+    services = load_compose()["services"]
+    for name in ("worker", "streams"):
+        assert services[name]["depends_on"]["catalog"] == {"condition": "service_healthy"}
+    # Waiting on health needs a healthcheck to wait for.
+    for name, service in services.items():
+        depends = service.get("depends_on") or {}
+        for other, how in depends.items() if isinstance(depends, dict) else []:
+            if how.get("condition") == "service_healthy":
+                assert "healthcheck" in services[other], f"{name} waits on {other}"
+        for other in depends:
+            assert other in services, f"{name} depends on an unknown {other}"
+    for name in APP_SERVICES[1:]:
+        assert services[name]["depends_on"]["migrate"] == {
+            "condition": "service_completed_successfully"
+        }
+
+
+def test_a_browser_on_the_same_machine_is_allowed_by_default() -> None:
+    services = load_compose({"SECRET_KEY": "k"})["services"]
+    for name in APP_SERVICES:
+        env = environment_of(services[name])
+        hosts = env["ALLOWED_HOSTS"].split(",")
+        assert {"localhost", "127.0.0.1", "web", "catalog"} <= set(hosts), name
+        # Secure cookies unless the user turns them off for a plain-HTTP trial.
+        assert env["SECURE_COOKIES"] == "1"
+    trial = load_compose({"SECRET_KEY": "k", "SECURE_COOKIES": "0", "ALLOWED_HOSTS": "lv.lan"})
+    env = environment_of(trial["services"]["web"])
+    assert env["SECURE_COOKIES"] == "0" and env["ALLOWED_HOSTS"] == "web,catalog,lv.lan"
+
+
+def test_compose_refuses_to_start_without_a_secret_key() -> None:
+    with pytest.raises(MissingVariable, match="SECRET_KEY"):
+        load_compose({})
+
+
+def test_the_variables_compose_reads_are_the_documented_few() -> None:
+    # docs/configuration.md lists these with their defaults; a new one belongs there too.
+    assert compose_variables() == {
+        "POSTGRES_PASSWORD": "lakeview",
+        "SECRET_KEY": None,
+        "ALLOWED_HOSTS": "localhost,127.0.0.1",
+        "CSRF_TRUSTED_ORIGINS": "",
+        "SECURE_COOKIES": "1",
+        "EXTERNAL_TABLES": "./var/external",
+        "DJANGO_SUPERUSER_USERNAME": "",
+        "DJANGO_SUPERUSER_PASSWORD": "",
+        "DJANGO_SUPERUSER_EMAIL": "",
+        "SPARK_WORKER_CORES": "2",
+        "SPARK_WORKER_MEMORY": "2g",
+    }

@@ -42,6 +42,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz and /readyz, answered before the host check, sessions and CSRF (probes).
+    "webapp.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files under gunicorn (DEBUG=0) too: pages are styled and charted in production.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -62,6 +64,16 @@ ROOT_URLCONF = "webapp.urls"
 # parsing it (RequestDataTooBig -> 413), and documents nested deeper than any metadata.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(env("MAX_REQUEST_BYTES", str(8 * 1024 * 1024)))
 JSON_MAX_DEPTH = 64
+# Uploaded files (a CSV, Parquet or JSON lines file that becomes a table): every file part of
+# a request is streamed to UPLOAD_DIR under a random name by the app's one upload handler
+# (catalog/uploads.py), never held in memory (so FILE_UPLOAD_MAX_MEMORY_SIZE, the threshold
+# of Django's in-memory handler, applies to nothing), and a request's files may total at
+# most UPLOAD_MAX_BYTES (413 past it). A file kept for a page's second step ("Create
+# table") is deleted after UPLOAD_KEEP_SECONDS if that step never comes.
+FILE_UPLOAD_HANDLERS = ["catalog.uploads.StagingUploadHandler"]
+UPLOAD_DIR = env("UPLOAD_DIR", str(BASE_DIR / "var" / "uploads"))
+UPLOAD_MAX_BYTES = int(env("UPLOAD_MAX_BYTES", str(1 << 30)))
+UPLOAD_KEEP_SECONDS = int(env("UPLOAD_KEEP_SECONDS", str(24 * 3600)))
 WSGI_APPLICATION = "webapp.wsgi.application"
 
 TEMPLATES = [

@@ -1,0 +1,134 @@
+"""A file becomes a table, in two steps on a namespace's pages.
+
+1. `upload`: the file is streamed to disk (catalog.uploads), checked, and its first block
+   read for the columns and types it would get and its first rows; the file is kept under
+   a random name and the page goes on to the review.
+2. `upload_review`: shows what step 1 recorded (never reading the file again on GET);
+   "Create table" (or "Append rows") writes it through the service; "Discard" deletes it.
+
+static/js/upload.js sends step 1 with XMLHttpRequest to show the upload's progress; without
+JavaScript the form posts as any other."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from catalog import services, uploads
+from catalog.core.errors import CatalogError, http_status
+from catalog.models import Namespace
+from catalog.pages.forms import UploadForm, UploadTargetForm
+from catalog.pages.views import catalog_page
+
+
+def _upload_page(
+    request: HttpRequest, ns: Namespace, form: UploadForm, *, status: int = 200
+) -> HttpResponse:
+    context = {"namespace": ns, "form": form, "max_bytes": uploads.upload_limit()}
+    return render(request, "catalog/upload.html", context, status=status)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def upload(request: HttpRequest, namespace: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    if request.method != "POST":
+        return _upload_page(request, ns, UploadForm(initial={"mode": "create"}))
+    form = UploadForm(request.POST, request.FILES)  # reads the upload, which may be refused
+    refused = uploads.refusal(request)
+    if refused is not None:
+        form.is_valid()
+        form.errors.clear()
+        form.add_catalog_error(refused)
+        return _upload_page(request, ns, form, status=413)
+    if not form.is_valid():
+        return _upload_page(request, ns, form, status=400)
+    staged_file = form.cleaned_data["file"]
+    data = form.cleaned_data
+    uploads.discard_old()
+    try:
+        preview = services.inspect_upload(
+            namespace=ns.name,
+            name=data["table"],
+            path=staged_file.temporary_file_path(),
+            filename=staged_file.name,
+            format=data["format"] or None,
+            mode=data["mode"],
+        )
+    except CatalogError as error:
+        form.add_catalog_error(error)
+        return _upload_page(request, ns, form, status=http_status(error))
+    staged = uploads.Staged(
+        token=staged_file.keep(),
+        user_id=request.user.pk,
+        namespace=ns.name,
+        filename=staged_file.name or "",
+        size=staged_file.size,
+        table=data["table"],
+        mode=data["mode"],
+        format=preview.format,
+        preview=preview.as_dict(),
+    )
+    staged.save()
+    return redirect("catalog:upload-review", namespace=ns.name, token=staged.token)
+
+
+def _staged(request: HttpRequest, ns: Namespace, token: str) -> uploads.Staged:
+    staged = uploads.Staged.load(token, user=request.user, namespace=ns.name)
+    if staged is None:
+        raise Http404("No such upload: it was written, discarded, or kept too long.")
+    return staged
+
+
+def _review_page(
+    request: HttpRequest,
+    ns: Namespace,
+    staged: uploads.Staged,
+    form: UploadTargetForm,
+    *,
+    status: int = 200,
+) -> HttpResponse:
+    context = {"namespace": ns, "staged": staged, "form": form, "preview": staged.preview}
+    return render(request, "catalog/upload_review.html", context, status=status)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@catalog_page(editors_only=True)
+def upload_review(request: HttpRequest, namespace: str, token: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    staged = _staged(request, ns, token)
+    if request.method != "POST":
+        form = UploadTargetForm(initial={"table": staged.table, "mode": staged.mode})
+        return _review_page(request, ns, staged, form)
+    form = UploadTargetForm(request.POST)
+    if not form.is_valid():
+        return _review_page(request, ns, staged, form, status=400)
+    try:
+        done = services.upload_table(
+            namespace=ns.name,
+            name=form.cleaned_data["table"],
+            path=staged.path,
+            format=staged.format,
+            mode=form.cleaned_data["mode"],
+            actor=request.user,
+        )
+    except CatalogError as error:
+        form.add_catalog_error(error)
+        return _review_page(request, ns, staged, form, status=http_status(error))
+    staged.discard()
+    verb = "Created" if done.mode == "create" else "Appended to"
+    messages.success(
+        request, f"{verb} table {done.table} from {staged.filename}: {done.rows:,} rows."
+    )
+    return redirect("catalog:table-detail", namespace=ns.name, name=done.table.name)
+
+
+@require_POST
+@catalog_page(editors_only=True)
+def upload_discard(request: HttpRequest, namespace: str, token: str) -> HttpResponse:
+    ns = get_object_or_404(Namespace, name=namespace)
+    _staged(request, ns, token).discard()
+    messages.success(request, "Upload discarded.")
+    return redirect("catalog:namespace-detail", namespace=ns.name)
