@@ -356,6 +356,7 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     if preview_form.errors or (preview and preview.get("error")):
         status = 400
 
+    history = list(CatalogEvent.objects.for_object(table)[:HISTORY_LENGTH])
     metadata_log = [
         {"file": e.metadata_file, "time": time_of(e.timestamp_ms)}
         for e in table.metadata_log.order_by("-position")
@@ -393,9 +394,8 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "readers": readers_of(table),
         "metadata_log": metadata_log,
         "last_updated": time_of(table.last_updated_ms),
-        "history_rows": history_rows_html(
-            list(CatalogEvent.objects.for_object(table)[:HISTORY_LENGTH])
-        ),
+        "history": history,
+        "history_rows": history_rows_html(history),
         "panel_templates": [panel.template for panel in PANELS],
     }
     context.update({panel.name: panel.context(request, table) for panel in PANELS})
