@@ -124,11 +124,19 @@ def _check(*, prefix: str, namespace: str | None, tables: Sequence[str], limit: 
     if namespace is not None and len(namespace) > MAX_PREFIX:
         raise InvalidInput(f"namespace is at most {MAX_PREFIX} characters", field="namespace")
     if len(tables) > MAX_TABLES:
-        raise InvalidInput(f"tables names at most {MAX_TABLES} tables", field="tables")
+        raise InvalidInput(f"table is given at most {MAX_TABLES} times", field="table")
     if any(len(table) > MAX_PREFIX for table in tables):
-        raise InvalidInput(f"a table name is at most {MAX_PREFIX} characters", field="tables")
+        raise InvalidInput(f"a table is at most {MAX_PREFIX} characters", field="table")
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
+    # No name holds a NUL, and PostgreSQL refuses one in any text.
+    for field, values in (
+        ("prefix", [prefix]),
+        ("namespace", [namespace or ""]),
+        ("table", tables),
+    ):
+        if any("\x00" in value for value in values):
+            raise InvalidInput(f"{field} holds a NUL character", field=field)
 
 
 def _path(text: str) -> list[str]:

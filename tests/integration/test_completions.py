@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from bench.pages import seed_materialized, seed_tables, seed_views, write_shared_metadata
 from catalog import completions
+from catalog.core.errors import InvalidInput
 from catalog.models import CatalogObject, Namespace
 
 pytestmark = pytest.mark.django_db
@@ -153,13 +154,22 @@ def test_an_answer_holds_at_most_the_limit_and_says_it_was_cut(viewer_api, files
         ({"limit": "many"}, "limit"),
         ({"prefix": "x" * (completions.MAX_PREFIX + 1)}, "prefix"),
         ({"namespace": "n" * (completions.MAX_PREFIX + 1)}, "namespace"),
-        ({"table": [f"t{i}" for i in range(completions.MAX_TABLES + 1)]}, "tables"),
+        ({"table": [f"t{i}" for i in range(completions.MAX_TABLES + 1)]}, "table"),
     ],
 )
 def test_parameters_out_of_bounds_are_a_400_naming_the_parameter(viewer_api, params, field):
     response = viewer_api.get(URL, params)
     assert response.status_code == 400
     assert response.json()["field"] == field
+
+
+def test_a_nul_in_a_parameter_is_refused_naming_it(viewer, sales):
+    with pytest.raises(InvalidInput) as refused:
+        completions.complete(viewer, prefix="sales.\x00")
+    assert refused.value.field == "prefix"
+    with pytest.raises(InvalidInput) as refused:
+        completions.complete(viewer, prefix="", tables=["a\x00"])
+    assert refused.value.field == "table"
 
 
 def test_someone_without_a_role_is_refused_and_the_selector_names_nothing_to_them(
