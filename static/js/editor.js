@@ -398,11 +398,8 @@
           next = index + 1;
         }
       });
-      return also(
-        CREATE_CLAUSES.slice(next).map((clause) =>
-          clause === "FRESHNESS" ? "FRESHNESS = INTERVAL" : clause
-        )
-      );
+      const shown = { FRESHNESS: "FRESHNESS = INTERVAL", REFRESH_MODE: "REFRESH_MODE =" };
+      return also(CREATE_CLAUSES.slice(next).map((clause) => shown[clause] || clause));
     }
     return null;
   }
