@@ -9,7 +9,7 @@ of namespace sales, or a column of table `sales` of the console's namespace),
 (`lakeview.sales.orders`) is skipped. Names match whatever their case.
 
 Every answer is bounded: at most `limit` names, found in a fixed number of queries that read
-ranges of indexes (migration 0013) and stop at the limit, however large the catalog or one
+ranges of indexes (migration 0015) and stop at the limit, however large the catalog or one
 namespace is."""
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def _owner(parts: Sequence[str], namespace: str | None) -> tuple[str, str] | Non
 
 
 def _folded(field: str) -> Expression:
-    """The lower-cased name, compared in code point order: migration 0013's indexes."""
+    """The lower-cased name, compared in code point order: migration 0015's indexes."""
     folded = Lower(field)
     return Collate(folded, "C") if connection.vendor == "postgresql" else folded
 

@@ -240,7 +240,7 @@ def test_completion_asks_the_same_queries_in_a_namespace_of_40_objects_and_of_40
 
 
 def test_a_prefix_reads_one_range_of_the_name_index(viewer, files):
-    """The objects of a namespace starting with a prefix come from migration 0013's index
+    """The objects of a namespace starting with a prefix come from migration 0015's index
     (a range, in order, stopping at the limit), not from a walk of the namespace."""
     _grow(files, 300)
     ns = Namespace.objects.get(name="big")

@@ -6,7 +6,10 @@ the namespace holds: `lower(name) >= lower(prefix) AND lower(name) < lower(prefi
 in that order. PostgreSQL compares with the "C" collation, the order of the code points,
 so that every name starting with the prefix lies in the range whatever the database's
 collation (a linguistic one orders "order_lines" and "order" apart from their bytes).
-SQLite's default (BINARY) is that order already."""
+SQLite's default (BINARY) is that order already.
+
+Django does not know these indexes: a later migration that makes SQLite rebuild either table
+(an altered field) must create them again, as 0014 does for the name search's triggers."""
 
 from django.db import migrations
 
@@ -42,7 +45,7 @@ def backward(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("catalog", "0012_event_action_index"),
+        ("catalog", "0014_namespace_counts"),
     ]
 
     operations = [migrations.RunPython(forward, backward)]
