@@ -96,7 +96,8 @@ as_postgres "$PG_BIN/initdb" -D "$TMP/pg/data" -U postgres --auth=trust --encodi
     --locale=C --no-instructions >"$TMP/initdb.log" 2>&1 \
     || { cat "$TMP/initdb.log" >&2; exit 1; }
 # Durability is pointless for a database that dies with the run; turning it off saves time.
-if ! as_postgres "$PG_BIN/pg_ctl" -D "$TMP/pg/data" -l "$TMP/pg/postgres.log" -w -t 60 \
+# At a lower CPU priority, as the PostgreSQL lane of the tests below is (its backends share it).
+if ! as_postgres nice -n 10 "$PG_BIN/pg_ctl" -D "$TMP/pg/data" -l "$TMP/pg/postgres.log" -w -t 60 \
     -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$TMP/pg/socket \
         -c fsync=off -c synchronous_commit=off -c full_page_writes=off" start >/dev/null; then
     log "PostgreSQL did not start:" >&2
