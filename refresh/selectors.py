@@ -81,6 +81,80 @@ def get_materialized_table(namespace: str, name: str) -> MaterializedTable:
     return mt
 
 
+#: What a list of tables reads of each (`TablePages`).
+_LISTED = (
+    "pk",
+    "table__namespace__name",
+    "table__name",
+    "state",
+    "refresh_mode",
+    "freshness_value",
+    "freshness_unit",
+    "mode_is_explicit",
+    "comment",
+    "updated_at",
+    "stream_status",
+    "stream_heartbeat_at",
+    "last_run_id",
+    "runs_data_as_of",
+)
+_LISTED_PAGE = Prepared(
+    lambda namespace: materialized_tables(namespace, with_freshness=True).values_list(*_LISTED),
+    namespace=_NAMESPACE,
+)
+_LISTED_COUNT = Prepared(
+    lambda namespace: MaterializedTable.objects.filter(table__namespace__name=namespace)
+    .order_by()
+    .values("table__namespace_id")
+    .annotate(n=Count("pk"))
+    .values_list("n"),
+    namespace=_NAMESPACE,
+)
+
+
+class TablePages:
+    """A namespace's materialized tables as a paginator reads them (a count and a slice, as
+    `materialized_tables(namespace, with_freshness=True)` orders them): unsaved instances
+    holding what a list shows (`namespace_name`, `name`, the freshness annotations) and
+    `last_run`, the values of their newest finished run's `fields` (or None), read in one
+    more query."""
+
+    ordered = True
+
+    def __init__(self, namespace: str, fields: tuple[str, ...]) -> None:
+        self.namespace = namespace
+        self.fields = fields
+
+    def count(self) -> int:
+        found = _LISTED_COUNT.rows(namespace=self.namespace)
+        return found[0][0] if found else 0
+
+    def __getitem__(self, page: slice) -> list[MaterializedTable]:
+        start = page.start or 0
+        rows = _LISTED_PAGE.rows(namespace=self.namespace, limit=page.stop - start, offset=start)
+        tables = []
+        for row in rows:
+            values = dict(zip(_LISTED, row, strict=True))
+            mt = MaterializedTable(
+                pk=values["pk"],
+                **{key: values[key] for key in _LISTED[3:12]},
+            )
+            mt.namespace_name = values["table__namespace__name"]
+            mt.name = values["table__name"]
+            mt.last_run_id = values["last_run_id"]
+            mt.runs_data_as_of = values["runs_data_as_of"]
+            tables.append(mt)
+        ids = [mt.last_run_id for mt in tables if mt.last_run_id is not None]
+        runs = {}
+        if ids:
+            for row in RefreshRun.objects.filter(pk__in=ids).values_list(*self.fields):
+                run = dict(zip(self.fields, row, strict=True))
+                runs[run["pk"]] = run
+        for mt in tables:
+            mt.last_run = runs.get(mt.last_run_id)
+        return tables
+
+
 def get_run(run_id: int | str) -> RefreshRun:
     try:
         pk = int(str(run_id).strip("'\""))
@@ -139,21 +213,44 @@ RUN_ROW_FIELDS = (
     "bytes_written",
     "snapshot_id",
 )
-_RUN_ROWS = Prepared(
-    lambda mt_id: RefreshRun.objects.filter(materialized_table_id=mt_id)
-    .order_by("-queued_at", "-id")
-    .values_list(*RUN_ROW_FIELDS),
-    mt_id=_ID,
-)
+_RUN_ROWS: dict[tuple[str, ...], Prepared] = {}
 
 
-def run_rows(mt: MaterializedTable, *, limit: int, offset: int = 0) -> list[dict[str, Any]]:
-    """A page of the table's runs, newest first (as `runs`), as plain values
-    (RUN_ROW_FIELDS; who asked as usernames)."""
+def run_rows(
+    mt: MaterializedTable, *, limit: int, offset: int = 0, fields: tuple[str, ...] = RUN_ROW_FIELDS
+) -> list[dict[str, Any]]:
+    """A page of the table's runs, newest first (as `runs`), as plain values of `fields`
+    (who asked as usernames)."""
+    prepared = _RUN_ROWS.get(fields)
+    if prepared is None:
+        prepared = _RUN_ROWS[fields] = Prepared(
+            lambda mt_id: RefreshRun.objects.filter(materialized_table_id=mt_id)
+            .order_by("-queued_at", "-id")
+            .values_list(*fields),
+            mt_id=_ID,
+        )
     return [
-        dict(zip(RUN_ROW_FIELDS, row, strict=True))
-        for row in _RUN_ROWS.rows(mt_id=mt.pk, limit=limit, offset=offset)
+        dict(zip(fields, row, strict=True))
+        for row in prepared.rows(mt_id=mt.pk, limit=limit, offset=offset)
     ]
+
+
+class RunPages:
+    """A table's runs as a paginator reads them: a count and a slice of plain values of
+    `fields`, each one compiled query (`run_count`, `run_rows`)."""
+
+    ordered = True
+
+    def __init__(self, mt: MaterializedTable, fields: tuple[str, ...] = RUN_ROW_FIELDS) -> None:
+        self.mt = mt
+        self.fields = fields
+
+    def count(self) -> int:
+        return run_count(self.mt)
+
+    def __getitem__(self, page: slice) -> list[dict[str, Any]]:
+        start = page.start or 0
+        return run_rows(self.mt, limit=page.stop - start, offset=start, fields=self.fields)
 
 
 def with_last_runs(tables: list[MaterializedTable]) -> list[MaterializedTable]:

@@ -183,28 +183,12 @@ def _list_rows_html(rows: list[dict[str, Any]]) -> SafeString:
 # -- one materialized table ---------------------------------------------------------------
 
 
-class _RunPages:
-    """The table's runs as the page's paginator reads them: a count and a slice, each one
-    compiled query (selectors.run_count, selectors.run_rows)."""
-
-    ordered = True
-
-    def __init__(self, mt: MaterializedTable) -> None:
-        self.mt = mt
-
-    def count(self) -> int:
-        return selectors.run_count(self.mt)
-
-    def __getitem__(self, page: slice) -> list[dict[str, Any]]:
-        return selectors.run_rows(self.mt, limit=page.stop - page.start, offset=page.start)
-
-
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     mt = _get(namespace, name)
     trino, trino_error = _trino(mt.query, mt.default_namespace or mt.table.namespace.name)
-    page = Paginator(_RunPages(mt), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    page = Paginator(selectors.RunPages(mt), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     runs = list(page.object_list)
     active = [run["pk"] for run in runs if run["state"] in ACTIVE]
     can_cancel = (
