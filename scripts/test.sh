@@ -97,7 +97,7 @@ as_postgres "$PG_BIN/initdb" -D "$TMP/pg/data" -U postgres --auth=trust --encodi
     || { cat "$TMP/initdb.log" >&2; exit 1; }
 # Durability is pointless for a database that dies with the run; turning it off saves time.
 # At a lower CPU priority, as the PostgreSQL lane of the tests below is (its backends share it).
-if ! as_postgres nice -n 10 "$PG_BIN/pg_ctl" -D "$TMP/pg/data" -l "$TMP/pg/postgres.log" -w -t 60 \
+if ! as_postgres nice -n 19 "$PG_BIN/pg_ctl" -D "$TMP/pg/data" -l "$TMP/pg/postgres.log" -w -t 60 \
     -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$TMP/pg/socket \
         -c fsync=off -c synchronous_commit=off -c full_page_writes=off" start >/dev/null; then
     log "PostgreSQL did not start:" >&2
@@ -134,16 +134,16 @@ if [ "$#" -gt 0 ]; then
 else
     # Two lanes at once: the Spark and browser tests spend most of their time waiting (for a
     # JVM, a worker, a stream's trigger, a page), which the unit and integration tests (on
-    # SQLite, then on PostgreSQL) fill at a lower CPU priority, so that the timed waits of the
-    # first lane are not starved. Their databases, warehouses and Redis databases are apart
+    # SQLite, then on PostgreSQL) fill at the lowest CPU priority, below even the stacks'
+    # workers (nice 10), so that the first lane's Spark and timed waits are not starved. Their databases, warehouses and Redis databases are apart
     # (the stacks use their own: tests/refresh_stack.py). The second lane's output follows
     # the first's.
     lane="$TMP/lane-integration.log"
     (
         status=0
-        nice -n 10 env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite" \
+        nice -n 19 env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite" \
             pytest tests/unit tests/integration >"$lane.sqlite" 2>&1 || status=1
-        nice -n 10 env DATABASE_URL="$PG_DATABASE_URL" WAREHOUSE="$TMP/warehouse-pg" \
+        nice -n 19 env DATABASE_URL="$PG_DATABASE_URL" WAREHOUSE="$TMP/warehouse-pg" \
             pytest tests/integration >"$lane.pg" 2>&1 || status=$((status + 2))
         exit "$status"
     ) &
