@@ -13,6 +13,7 @@ script to a job (kind "statements", refresh.operations) that a worker runs with 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -140,27 +141,28 @@ def run(
     # A script that will need a worker is refused before anything runs when none can take
     # it (503) or its user has too many jobs (429): cheaply, and all or nothing.
     needing = _first_needing_spark(sql, namespace) if isinstance(sql, str) else None
-    if needing is not None:
-        try:
-            jobs.admit(actor, summary="a console script")
-        except CatalogError as error:
-            offset, padded = st.located_statements(sql)[needing]
-            text = padded[offset:].strip()
-            start = offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
-            return [_failed(text, *st.position(sql, start), error)], None
-    started: list[Any] = []
+    with contextlib.ExitStack() as admission:
+        if needing is not None:
+            try:
+                admission.enter_context(jobs.admitted(actor, summary="a console script"))
+            except CatalogError as error:
+                offset, padded = st.located_statements(sql)[needing]
+                text = padded[offset:].strip()
+                start = offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
+                return [_failed(text, *st.position(sql, start), error)], None
+        started: list[Any] = []
 
-    def defer(index: int) -> Any:
-        job = jobs.submit(
-            "statements",
-            {"sql": sql, "namespace": namespace, "start": index},
-            actor=actor,
-            summary=f"Console script, from statement {index + 1}",
-        )
-        started.append(job)
-        return job
+        def defer(index: int) -> Any:
+            job = jobs.submit(
+                "statements",
+                {"sql": sql, "namespace": namespace, "start": index},
+                actor=actor,
+                summary=f"Console script, from statement {index + 1}",
+            )
+            started.append(job)
+            return job
 
-    results = execute(sql, namespace=namespace, actor=actor, defer=defer)
+        results = execute(sql, namespace=namespace, actor=actor, defer=defer)
     return results, started[0] if started else None
 
 
