@@ -242,34 +242,24 @@ def admitted(actor: Any, *, summary: str) -> Iterator[None]:
     all but the first few were refused only then, queued one by one on the user's lock in
     `submit`. Counting the ones on their way errs only towards refusing (one that fails
     before `submit` was counted); `submit`'s look stays exact."""
-    admit(actor, summary=summary)
+    _worker_alive(summary)  # before anything is noted: with no worker, a 503 and no more
     user_id = getattr(actor, "pk", None)
-    if user_id is None:
-        yield
-        return
-    key, member, client = f"{settings.WORKERS_KEY}:admitting:{user_id}", uuid.uuid4().hex, None
+    key, member = f"{settings.WORKERS_KEY}:admitting:{user_id}", uuid.uuid4().hex
+    client, on_their_way = None, 0
+    if user_id is not None:
+        try:
+            client = workers.redis_client()
+            now = time.time()
+            pipe = client.pipeline()
+            pipe.zremrangebyscore(key, "-inf", now - _ADMITTING_SECONDS)
+            pipe.zadd(key, {member: now})
+            pipe.expire(key, _ADMITTING_SECONDS)
+            pipe.zcard(key)
+            on_their_way = pipe.execute()[-1] - 1
+        except Exception:  # noqa: BLE001 - Redis down: the jobs alone (submit's look is exact)
+            client, on_their_way = None, 0
     try:
-        client = workers.redis_client()
-        now = time.time()
-        pipe = client.pipeline()
-        pipe.zremrangebyscore(key, "-inf", now - _ADMITTING_SECONDS)
-        pipe.zadd(key, {member: now})
-        pipe.expire(key, _ADMITTING_SECONDS)
-        pipe.zcard(key)
-        on_their_way = pipe.execute()[-1] - 1
-    except Exception:  # noqa: BLE001 - Redis down: admit's look alone (submit's is exact)
-        client, on_their_way = None, 0
-    try:
-        if on_their_way:
-            mine = SparkJob.objects.filter(requested_by_id=user_id, state__in=SparkJob.ACTIVE)
-            counted = mine.count() + on_their_way
-            if counted >= settings.JOBS_PER_USER:
-                raise TooManyJobs(
-                    f"You have {counted} Spark jobs waiting, running or being asked for, the "
-                    f"most one user may have ({settings.JOBS_PER_USER}); wait for one to "
-                    "finish or cancel one (/api/jobs/)",
-                    retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
-                )
+        _within_bounds(actor, on_their_way=on_their_way)
         yield
     finally:
         if client is not None:
@@ -285,18 +275,30 @@ _ADMITTING_SECONDS = 60
 def admit(actor: Any, *, summary: str) -> None:
     """Unavailable (503) when no worker is alive, TooManyJobs (429) past the bounds; a
     first look without a lock (`submit` looks again, exactly, before it inserts)."""
+    _worker_alive(summary)
+    _within_bounds(actor)
+
+
+def _worker_alive(summary: str) -> None:
     if not workers.alive():
         raise Unavailable(
             f"No refresh worker is running, so this cannot be done now ({summary}): it needs "
             "a worker's Spark. Start a worker (`make run` starts one) and try again."
         )
+
+
+def _within_bounds(actor: Any, *, on_their_way: int = 0) -> None:
+    """TooManyJobs past the user's bound (their active jobs, and `on_their_way` requests of
+    theirs about to make one) or the workers' queue."""
     user = actor if getattr(actor, "pk", None) else None
     if user is not None:
         mine = SparkJob.objects.filter(requested_by=user, state__in=SparkJob.ACTIVE).count()
-        if mine >= settings.JOBS_PER_USER:
+        counted = mine + on_their_way
+        if counted >= settings.JOBS_PER_USER:
+            what = "waiting, running or being asked for" if on_their_way else "waiting or running"
             raise TooManyJobs(
-                f"You have {mine} Spark jobs waiting or running, the most one user may "
-                f"have ({settings.JOBS_PER_USER}); wait for one to finish or cancel one "
+                f"You have {counted} Spark jobs {what}, the most one user may have "
+                f"({settings.JOBS_PER_USER}); wait for one to finish or cancel one "
                 "(/api/jobs/)",
                 retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
             )
