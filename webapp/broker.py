@@ -35,9 +35,9 @@ def send_task(
 
     Its result is neither stored nor waited for: the app's rows (runs, jobs) say how work
     went. Celery's own `send_task` otherwise subscribes the sending process to each task's
-    result channel, never unsubscribed: a web process paid a Redis round trip on a shared
-    connection's lock per job (under a flood, 0.1-0.4 s of every 202) and kept every
-    subscription it ever made. Raises what the broker raises when it cannot be reached."""
+    result channel, never unsubscribed: a web process made one more Redis call per job and
+    kept every subscription it ever made. Raises what the broker raises when it cannot be
+    reached."""
     from celery import current_app
 
     current_app.send_task(name, args=args, kwargs=kwargs, countdown=countdown, ignore_result=True)
