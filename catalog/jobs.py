@@ -245,10 +245,18 @@ def admit(actor: Any, *, summary: str) -> None:
 
 
 def submit(
-    kind_name: str, arguments: dict[str, Any], *, actor: Any, summary: str, key: str = ""
+    kind_name: str,
+    arguments: dict[str, Any],
+    *,
+    actor: Any,
+    summary: str,
+    key: str = "",
+    bound: Callable[[Any], None] | None = None,
 ) -> SparkJob:
     """A QUEUED job, sent to the workers; Unavailable (503) when no worker is alive,
-    TooManyJobs (429) past the bounds."""
+    TooManyJobs (429) past the bounds. `bound(user)` is a bound of the caller's own (a
+    user's queries at a time), checked with the others while the user's submissions wait
+    their turn, so that its count is exact too."""
     if kind_name not in KINDS:
         raise ValueError(f"Unknown job kind {kind_name!r}")
     user = actor if getattr(actor, "pk", None) else None
@@ -257,6 +265,8 @@ def submit(
             # One submitter at a time per user: the count `admit` makes is then exact.
             get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         admit(user, summary=summary)
+        if bound is not None:
+            bound(user)
         job = SparkJob.objects.create(
             kind=kind_name,
             arguments=arguments,
@@ -337,7 +347,7 @@ def _run(job: SparkJob) -> str:
             job, SparkJob.State.FAILED, status=403, error={"message": lost, "type": "Forbidden"}
         )
         return SparkJob.State.FAILED
-    group = f"lakeview-job-{job.pk}"
+    group = spark_group(job)
     jobs = SparkJob.objects.filter(pk=job.pk)
     watch = Watch(
         f"job-{job.pk}",
@@ -370,6 +380,17 @@ def _run(job: SparkJob) -> str:
         else:
             _end(job, watch, SparkJob.State.SUCCEEDED, status=status, result=body)
     return SparkJob.objects.values_list("state", flat=True).get(pk=job.pk)
+
+
+def spark_group(job: SparkJob) -> str:
+    """The Spark job group a job's Spark work runs in."""
+    return f"lakeview-job-{job.pk}"
+
+
+def cancel_spark(job: SparkJob) -> None:
+    """Cancel the Spark jobs the job runs now (a statement of it past its own time limit);
+    a Spark job the group starts later runs, so a caller that means to stop asks again."""
+    _executor.cancel(spark_group(job))
 
 
 def _end(job: SparkJob, watch: Watch, state: str, **fields: Any) -> None:
