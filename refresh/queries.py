@@ -354,7 +354,6 @@ def page(query: Query, *, offset: int, limit: int) -> dict[str, Any]:
 def summary(query: Query) -> dict[str, Any]:
     """What a statement's result says of its query: where its rows and downloads are."""
     where = {"query_id": query.pk}
-    download_url = reverse("api:query-download", kwargs=where)
     return {
         "id": query.pk,
         "kind": query.kind,
@@ -366,8 +365,8 @@ def summary(query: Query) -> dict[str, Any]:
         "duration_seconds": query.duration_seconds,
         "url": reverse("api:query-detail", kwargs=where),
         "rows_url": reverse("api:query-rows", kwargs=where),
-        "csv_url": f"{download_url}?format=csv",
-        "parquet_url": f"{download_url}?format=parquet",
+        "csv_url": reverse("api:query-download", kwargs={**where, "fmt": "csv"}),
+        "parquet_url": reverse("api:query-download", kwargs={**where, "fmt": "parquet"}),
     }
 
 

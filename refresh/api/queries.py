@@ -162,19 +162,20 @@ class QueryDownloadView(APIView):
         parameters=[
             _QUERY,
             OpenApiParameter(
-                "format", OpenApiTypes.STR, enum=["csv", "parquet"], description="csv (default)"
+                "fmt", OpenApiTypes.STR, OpenApiParameter.PATH, enum=["csv", "parquet"]
             ),
         ],
-        responses={(200, "text/csv"): OpenApiTypes.BINARY},
-        description="The kept result as one CSV or Parquet file, streamed (a finished query "
-        "whose result is still kept; 404 once pruned).",
+        responses={
+            (200, "text/csv"): OpenApiTypes.BINARY,
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+        },
+        description="The kept result as one CSV or Parquet file (result.csv, result.parquet), "
+        "streamed: a finished query whose result is still kept; 404 once pruned.",
         tags=_TAGS,
     )
-    def get(self, request: Request, query_id: int) -> StreamingHttpResponse:
+    def get(self, request: Request, query_id: str, fmt: str) -> StreamingHttpResponse:
         query = queries.get(query_id, user=request.user)
-        chunks, content_type, name = queries.download(
-            query, fmt=request.query_params.get("format", "csv")
-        )
+        chunks, content_type, name = queries.download(query, fmt=fmt)
         response = StreamingHttpResponse(chunks, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response

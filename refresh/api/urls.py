@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 from catalog import converters  # noqa: F401 - registers <dotted:...>
 from refresh.api import monitoring as mt_monitoring
@@ -17,8 +17,8 @@ urlpatterns = [
     path("queries/", query_views.QueryListView.as_view(), name="query-list"),
     path("queries/<int:query_id>/", query_views.QueryDetailView.as_view(), name="query-detail"),
     path("queries/<int:query_id>/rows", query_views.QueryRowsView.as_view(), name="query-rows"),
-    path(
-        "queries/<int:query_id>/download",
+    re_path(
+        r"^queries/(?P<query_id>[0-9]+)/result\.(?P<fmt>csv|parquet)$",
         query_views.QueryDownloadView.as_view(),
         name="query-download",
     ),
