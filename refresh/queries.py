@@ -262,6 +262,15 @@ def _delete_result(name: str) -> None:
 # -- reads --------------------------------------------------------------------------------
 
 
+def history_of(user: Any, *, limit: int = 20) -> list[Query]:
+    """The user's own newest queries (a superuser's too: the console shows one's own)."""
+    return list(
+        Query.objects.select_related("job")
+        .filter(requested_by_id=getattr(user, "pk", None) or 0)
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
 def visible_to(user: Any) -> QuerySet[Query]:
     """The queries a user may see: their own (a superuser's: everyone's), newest first."""
     found = Query.objects.select_related("requested_by", "job")
@@ -363,7 +372,12 @@ def summary(query: Query) -> dict[str, Any]:
         "cut": query.cut or None,
         "cut_message": cut_message(query),
         "duration_seconds": query.duration_seconds,
+        "job": query.job_id,
+        "job_cancel_url": (
+            reverse("api:job-cancel", kwargs={"job_id": query.job_id}) if query.job_id else None
+        ),
         "url": reverse("api:query-detail", kwargs=where),
+        "page_url": reverse("refresh:query", kwargs=where),
         "rows_url": reverse("api:query-rows", kwargs=where),
         "csv_url": reverse("api:query-download", kwargs={**where, "fmt": "csv"}),
         "parquet_url": reverse("api:query-download", kwargs={**where, "fmt": "parquet"}),

@@ -78,7 +78,9 @@
       box.appendChild(element("p", "error-position small", "At line " + result.error.line +
         ", column " + result.error.column + " of the script."));
     }
-    if (result.columns && result.columns.length) {
+    if (result.query && window.lakeviewQueryGrid) {
+      box.appendChild(window.lakeviewQueryGrid(result.query, result.error));  // query_results.js
+    } else if (result.columns && result.columns.length) {
       var table = element("table", "list small result-rows");
       var head_row = element("tr");
       result.columns.forEach(function (name) { head_row.appendChild(element("th", "", name)); });

@@ -407,3 +407,41 @@ def test_results_are_pruned_after_their_hours_and_beyond_a_users_newest(
     )
     queries.prune()
     assert list(Query.objects.order_by("id").values_list("pk", flat=True)) == [middle.pk, newest.pk]
+
+
+def console_post(client, sql: str, namespace: str = "sales"):
+    return client.post("/console/", {"sql": sql, "namespace": namespace, "action": "run"})
+
+
+def test_the_console_shows_a_querys_grid_then_its_history_and_runs_it_again(
+    client, viewer, editor, alive, spark
+):
+    from catalog import services
+
+    services.create_namespace(name="sales", actor=editor)
+    client.force_login(viewer)
+    page = console_post(client, "SELECT * FROM orders")
+    assert page.status_code == 202
+    html = page.content.decode()
+    query = Query.objects.get()
+    assert f'data-rows-url="/api/queries/{query.pk}/rows"' in html
+    assert f'data-cancel-url="/api/jobs/{query.job_id}/cancel"' in html
+    assert "js/query_results.js" in html and "js/jobs.js" in html
+    jobs.run(query.job_id)
+
+    console = client.get("/console/").content.decode()
+    assert f'id="history-{query.pk}"' in console and "SELECT * FROM orders" in console
+    assert f'href="/queries/{query.pk}/"' in console
+    again = client.get(f"/console/?again={query.pk}").content.decode()
+    assert "\nSELECT * FROM orders</textarea>" in again
+    assert '<option value="sales" selected>' in again
+
+    result = client.get(f"/queries/{query.pk}/")
+    assert result.status_code == 200
+    shown = result.content.decode()
+    assert "<td>row-2</td>" in shown and 'class="query-type muted">bigint' in shown
+    assert f'href="/api/queries/{query.pk}/result.csv"' in shown
+
+    client.force_login(editor)
+    assert client.get(f"/queries/{query.pk}/").status_code == 404
+    assert "SELECT * FROM orders" not in client.get(f"/console/?again={query.pk}").content.decode()
