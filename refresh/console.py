@@ -135,6 +135,7 @@ def execute(
                 break
         except CatalogError as error:
             results.append(_failed(text, line, column, error))
+            results[-1].query = getattr(error, "query", None)  # a query's own record
             if progress is not None:
                 progress(results[-1])
             break

@@ -105,17 +105,22 @@ def run(
     """Run a query on this worker and keep its result (see the module). In a web request:
     NeedsWorker, before anything is written."""
     analysis.need_spark("Spark runs the query")
+    clock = {"started": time.perf_counter()}
     query = _start(statement, namespace=namespace, actor=actor, job=job, index=index)
     deadline = _deadline(job)
     try:
         try:
+            clock["claimed"] = time.perf_counter()
             prepared = analysis.prepare_query(statement.positioned or statement.sql,
                                               namespace=namespace)  # fmt: skip
+            clock["prepared"] = time.perf_counter()
             may_read(actor, prepared.reads)
             query.columns = [{"name": name, "type": kind} for name, kind in prepared.columns]
             query.kind = prepared.kind
             Query.objects.filter(pk=query.pk).update(columns=query.columns, kind=query.kind)
+            clock["allowed"] = time.perf_counter()
             table = analysis.fetch_query(prepared, max_rows=settings.QUERY_RESULT_MAX_ROWS)
+            clock["fetched"] = time.perf_counter()
         finally:
             if deadline is not None:
                 deadline.stop()
@@ -126,7 +131,7 @@ def run(
         max_rows=settings.QUERY_RESULT_MAX_ROWS,
         max_bytes=settings.QUERY_RESULT_MAX_BYTES,
     )
-    _store(query, bounded.table)
+    _store(query, bounded.table, clock)
     now = timezone.now()
     query.state, query.finished_at, query.cut = Query.State.SUCCEEDED, now, bounded.cut
     query.result_bytes = bounded.table.nbytes
@@ -139,7 +144,20 @@ def run(
         expires_at=query.expires_at,
     )
     _keep_newest_results(query.requested_by_id)
+    clock["finished"] = time.perf_counter()
+    _log_phases(query, clock)
     return query
+
+
+def _log_phases(query: Query, clock: dict[str, float]) -> None:
+    """Where a query's time went on the worker, one line (bench/query.py reads it)."""
+    order = ["started", "claimed", "prepared", "allowed", "fetched", "first_rows", "finished"]
+    phases = [
+        f"{name}={clock[name] - clock[before]:.3f}"
+        for before, name in zip(order, order[1:], strict=False)
+        if name in clock and before in clock
+    ]
+    logger.info("Query %s phases: %s", query.pk, " ".join(phases))
 
 
 def _start(
@@ -208,6 +226,8 @@ def _failed(query: Query, error: Exception, *, job: SparkJob | None, deadline: A
     Query.objects.filter(pk=query.pk).update(state=state, finished_at=timezone.now(), error=body)
     _delete_result(query.result_folder)
     Query.objects.filter(pk=query.pk).update(result_folder="", parts=[], row_count=0)
+    query.refresh_from_db()
+    raised.query = summary(query)  # type: ignore[attr-defined] - the console shows it
     return raised
 
 
@@ -226,7 +246,7 @@ def _error_body(error: Exception) -> dict[str, Any]:
     return {"message": message or type(error).__name__, "type": type(error).__name__}
 
 
-def _store(query: Query, table: Any) -> None:
+def _store(query: Query, table: Any, clock: dict[str, float]) -> None:
     """The result's parts, the first page first, each listed on the row once whole."""
     folder = _folder(query.result_folder)
     stored: list[int] = []
@@ -234,6 +254,7 @@ def _store(query: Query, table: Any) -> None:
         results.write_part(folder, index, part)
         stored.append(part.num_rows)
         Query.objects.filter(pk=query.pk).update(parts=list(stored), row_count=sum(stored))
+        clock.setdefault("first_rows", time.perf_counter())
     query.parts, query.row_count = stored, sum(stored)
 
 

@@ -105,7 +105,9 @@
     var pending = block.closest(".statement-result") || block;
     var results = (job.result && job.result.results) || [];
     if (!results.length && job.error) {
-      results = [{ ok: false, line: "?", column: "?", statement: job.summary, message: job.error.message }];
+      var grid = pending.querySelector(".query-result");  // a query's grid says how it ended
+      results = [{ ok: false, line: "?", column: "?", statement: job.summary, message: job.error.message,
+        query: grid ? { id: grid.getAttribute("data-query-id") } : null }];
     }
     var number = parseInt((pending.id || "result-1").replace("result-", ""), 10) || 1;
     var tableUrl = block.getAttribute("data-table-url");

@@ -312,6 +312,8 @@ def test_a_query_spark_refuses_fails_at_its_line_and_column_with_nothing_stored(
     finished = client.get(job["url"]).json()
     assert finished["status"] == 400
     assert (finished["error"]["line"], finished["error"]["column"]) == (2, 8)
+    failed = finished["result"]["results"][-1]
+    assert not failed["ok"] and failed["query"]["state"] == "FAILED"  # the page keeps its grid
     page = client.get(f"{job['url']}rows").json()
     assert page["state"] == "FAILED" and page["error"]["line"] == 2
     assert not list(query_results.glob("*/*"))
