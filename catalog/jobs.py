@@ -252,11 +252,13 @@ def submit(
     summary: str,
     key: str = "",
     bound: Callable[[Any], None] | None = None,
+    recorded: Callable[[SparkJob], None] | None = None,
 ) -> SparkJob:
     """A QUEUED job, sent to the workers; Unavailable (503) when no worker is alive,
     TooManyJobs (429) past the bounds. `bound(user)` is a bound of the caller's own (a
     user's queries at a time), checked with the others while the user's submissions wait
-    their turn, so that its count is exact too."""
+    their turn, so that its count is exact too; `recorded(job)` writes the caller's own
+    rows about the job in the job's transaction, before any worker may take it."""
     if kind_name not in KINDS:
         raise ValueError(f"Unknown job kind {kind_name!r}")
     user = actor if getattr(actor, "pk", None) else None
@@ -274,6 +276,8 @@ def submit(
             key=key,
             requested_by=user,
         )
+        if recorded is not None:
+            recorded(job)
     from celery import current_app
 
     try:  # by name: the task (catalog.tasks) sits above this module and calls it

@@ -75,18 +75,18 @@ def execute(
     actor: Any = None,
     start: int = 0,
     progress: Callable[[StatementResult], None] | None = None,
-    defer: Callable[[int], Any] | None = None,
+    defer: Callable[[int, st.Statement], Any] | None = None,
     job: Any = None,
 ) -> list[StatementResult]:
     """Every statement of `sql` from the `start`-th (0-based) in order, stopping at the
     first error; `progress` hears of each result as it comes.
 
     A statement that needs a worker's Spark (a CREATE's or ALTER ... AS's schema, a data
-    change), met where none runs, is handed with the rest of the script to `defer(index)`,
-    which makes them a job (catalog.jobs) and returns it: the statement's result then
-    says which job runs it, and the script stops here. Without `defer`, NeedsWorker
-    propagates. `job`: the Spark job running the script on a worker (a query's time limit
-    cancels its Spark jobs)."""
+    change, a query), met where none runs, is handed with the rest of the script to
+    `defer(index, statement)`, which makes them a job (catalog.jobs) and returns it: the
+    statement's result then says which job runs it, and the script stops here. Without
+    `defer`, NeedsWorker propagates. `job`: the Spark job running the script on a worker
+    (a query's time limit cancels its Spark jobs)."""
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidInput("Write at least one statement", field="sql")
     results: list[StatementResult] = []
@@ -118,16 +118,13 @@ def execute(
             except NeedsWorker:
                 if defer is None:
                     raise
-                deferred = defer(index)
+                deferred = defer(index, statement)
                 result = StatementResult(
                     "", 0, 0, kind=type(statement).__name__, spark_job=deferred.pk,
                     message=f"Running on a refresh worker's Spark as job {deferred.pk}",
                 )  # fmt: skip
                 if isinstance(statement, st.Query):
-                    queued = queries.record_queued(
-                        statement, job=deferred, index=index, namespace=namespace, actor=actor
-                    )
-                    result.query = queries.summary(queued)
+                    result.query = queries.summary(queries.of_job(deferred, user=actor))
                 result.statement, result.line, result.column = text, line, column
                 results.append(result)
                 if progress is not None:
@@ -169,18 +166,27 @@ def run(
             return [_failed(text, *st.position(sql, start), error)], None
     started: list[Any] = []
 
-    def defer(index: int) -> Any:
+    def defer(index: int, statement: st.Statement) -> Any:
         holds_query = any(i >= index for i in asking)
         if holds_query and index == 0 and len(st.located_statements(sql)) == 1:
             summary = "Console query"
         else:
             summary = f"Console script, from statement {index + 1}"
+
+        def recorded(job: Any) -> None:
+            # The query's history row, written with its job, before a worker may take it.
+            if isinstance(statement, st.Query):
+                queries.record_queued(
+                    statement, job=job, index=index, namespace=namespace, actor=actor
+                )
+
         job = jobs.submit(
             queries.JOB_KIND if holds_query else "statements",
             {"sql": sql, "namespace": namespace, "start": index},
             actor=actor,
             summary=summary,
             bound=queries.check_bound if holds_query else None,
+            recorded=recorded,
         )
         started.append(job)
         return job

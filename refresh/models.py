@@ -392,6 +392,11 @@ class Query(models.Model):
             models.Index(fields=["requested_by", "-created_at"]),
             models.Index(fields=["state", "expires_at"]),
         ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "statement_index"], name="one_query_per_statement_of_a_job"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"query {self.pk} ({self.kind}): {self.state}"

@@ -116,7 +116,8 @@ def run(
             clock["prepared"] = time.perf_counter()
             may_read(actor, prepared.reads)
             query.columns = [{"name": name, "type": kind} for name, kind in prepared.columns]
-            query.kind = prepared.kind
+            # Spark's reading has the last word (a VALUES statement stays VALUES).
+            query.kind = statement.kind if prepared.kind == "SELECT" else prepared.kind
             Query.objects.filter(pk=query.pk).update(columns=query.columns, kind=query.kind)
             clock["allowed"] = time.perf_counter()
             table = analysis.fetch_query(prepared, max_rows=settings.QUERY_RESULT_MAX_ROWS)
