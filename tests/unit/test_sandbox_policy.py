@@ -115,3 +115,43 @@ def test_the_apps_own_temporary_views_are_trusted_and_only_those():
     check(facts, Policy(catalog="lv", trusted_views=frozenset({"batch"})))
     with pytest.raises(SqlError):
         check(facts, POLICY)
+
+
+def test_what_a_plan_reads_is_its_tables_and_its_views_as_themselves_once_each():
+    from refresh.spark.sandbox import reads
+
+    inside_view = {**relation(name="hidden"), "view": "lv.ns.`odd.view`"}
+    facts = [
+        *project(),
+        relation(name="orders"),
+        {
+            "kind": "plan",
+            "class": PLAN + "SubqueryAlias",
+            "leaf": False,
+            "view": "lv.ns.`odd.view`",
+        },
+        inside_view,
+        relation(name="orders"),
+        {**relation(name="snapshots"), "identifier": ["ns", "orders", "snapshots"]},
+        {"kind": "expression", "class": EXPR + "Upper", "view": "lv.other.v"},
+    ]
+    assert reads(facts, "lv") == [
+        ("ns", "orders"),
+        ("ns", "odd.view"),
+        ("ns", "orders", "snapshots"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("lv.ns.v", ["lv", "ns", "v"]),
+        ("lv.`a.b`.v", ["lv", "a.b", "v"]),
+        ("`we``ird`.v", ["we`ird", "v"]),
+        ("v", ["v"]),
+    ],
+)
+def test_sparks_quoted_names_are_read_back_into_their_parts(text, parts):
+    from refresh.spark.sandbox import _identifier_parts
+
+    assert _identifier_parts(text) == parts
