@@ -43,7 +43,7 @@ from catalog.core.errors import (
 from catalog.models import SparkJob
 from catalog.roles import may_read
 from refresh import analysis
-from refresh.core import results
+from refresh.core import plain_reads, results
 from refresh.core import statements as st
 from refresh.models import Query
 
@@ -111,17 +111,24 @@ def run(
     try:
         try:
             clock["claimed"] = time.perf_counter()
-            prepared = analysis.prepare_query(statement.positioned or statement.sql,
-                                              namespace=namespace)  # fmt: skip
-            clock["prepared"] = time.perf_counter()
-            may_read(actor, prepared.reads)
-            query.columns = [{"name": name, "type": kind} for name, kind in prepared.columns]
-            # Spark's reading has the last word (a VALUES statement stays VALUES).
-            query.kind = statement.kind if prepared.kind == "SELECT" else prepared.kind
+            plain = _plain_read(statement, namespace=namespace, actor=actor)
+            if plain is not None:
+                columns, table = plain
+                clock["plain"] = time.perf_counter()
+            else:
+                prepared = analysis.prepare_query(statement.positioned or statement.sql,
+                                                  namespace=namespace)  # fmt: skip
+                clock["prepared"] = time.perf_counter()
+                may_read(actor, prepared.reads)
+                columns = prepared.columns
+                # Spark's reading has the last word (a VALUES statement stays VALUES).
+                query.kind = statement.kind if prepared.kind == "SELECT" else prepared.kind
+            query.columns = [{"name": name, "type": kind} for name, kind in columns]
             Query.objects.filter(pk=query.pk).update(columns=query.columns, kind=query.kind)
             clock["allowed"] = time.perf_counter()
-            table = analysis.fetch_query(prepared, max_rows=settings.QUERY_RESULT_MAX_ROWS)
-            clock["fetched"] = time.perf_counter()
+            if plain is None:
+                table = analysis.fetch_query(prepared, max_rows=settings.QUERY_RESULT_MAX_ROWS)
+                clock["fetched"] = time.perf_counter()
         finally:
             if deadline is not None:
                 deadline.stop()
@@ -151,12 +158,14 @@ def run(
 
 
 def _log_phases(query: Query, clock: dict[str, float]) -> None:
-    """Where a query's time went on the worker, one line (bench/query.py reads it)."""
-    order = ["started", "claimed", "prepared", "allowed", "fetched", "first_rows", "finished"]
+    """Where a query's time went on the worker, one line (bench/query.py reads it): Spark's
+    phases (prepared, fetched) or the in-process reader's (plain)."""
+    order = ["started", "claimed", "plain", "prepared", "allowed", "fetched", "first_rows",
+             "finished"]  # fmt: skip
+    order = [name for name in order if name in clock]
     phases = [
         f"{name}={clock[name] - clock[before]:.3f}"
         for before, name in zip(order, order[1:], strict=False)
-        if name in clock and before in clock
     ]
     logger.info("Query %s phases: %s", query.pk, " ".join(phases))
 
@@ -186,6 +195,81 @@ def _start(
         namespace=namespace or "",
         **fields,
     )
+
+
+def _plain_read(
+    statement: st.Query, *, namespace: str | None, actor: Any
+) -> tuple[list[tuple[str, str]], Any] | None:
+    """A plain read of one table (refresh.core.plain_reads) answered by the in-process
+    reader the previews use, without Spark: its columns (name, Spark type) and rows (at most
+    QUERY_RESULT_MAX_ROWS + 1, as Spark's fetch gives them); None when the query is not one,
+    or the reader cannot answer it exactly (more rows than it reads at once, equality
+    deletes, an attached table, a name or a literal it reads otherwise than Spark)."""
+    from catalog import previews
+    from catalog import selectors as catalog_selectors
+    from catalog.core import preview as core
+    from catalog.models import Attachment
+
+    if not settings.QUERY_PLAIN_READS or statement.kind != "SELECT":
+        return None
+    read = plain_reads.recognize(statement.sql)
+    if read is None:
+        return None
+    named = _table_of(read.table, namespace)
+    if named is None:
+        return None
+    try:
+        table = catalog_selectors.get_table(*named)
+    except CatalogError:
+        return None  # a view, or nothing: Spark says which
+    if Attachment.objects.filter(table=table).exists():
+        return None  # its writer may have moved on: Spark's load follows it
+    may_read(actor, [(*named[0].split("."), named[1])])
+    state = previews.load(table)
+    schema = state.metadata.schema()
+    types = {field.name: str(field.field_type) for field in schema.fields}
+    names = list(read.columns) if read.columns is not None else list(types)
+    kinds = [plain_reads.spark_type(types[name]) if name in types else None for name in names]
+    if any(kind is None for kind in kinds):
+        return None
+    row_filter = None
+    if read.condition is not None:
+        row_filter = plain_reads.row_filter(read.condition, types)
+        if row_filter is None:
+            return None
+    max_rows = settings.QUERY_RESULT_MAX_ROWS
+    wanted = min(read.limit, max_rows) if read.limit is not None else max_rows
+    limit = min(wanted, core.MAX_LIMIT)
+    try:
+        found = core.preview(
+            state.metadata,
+            state.metadata_location,
+            io=state.io,
+            table_path=table.location,
+            columns=names,
+            row_filter=row_filter,
+            limit=limit,
+        )
+    except (CatalogError, core.NeedsSpark):
+        return None
+    if found.arrow is None or (found.truncated and limit < wanted):
+        return None  # no snapshot, or more rows than one read gives: Spark reads them
+    rows = found.arrow
+    if read.limit is not None:
+        rows = rows.slice(0, read.limit)  # the statement's own LIMIT is no cut
+    return list(zip(names, kinds, strict=True)), results.plain_types(rows)
+
+
+def _table_of(parts: tuple[str, ...], namespace: str | None) -> tuple[str, str] | None:
+    """(namespace, name) of a table as Spark resolves the name in the console's namespace
+    (the catalog's name may lead); None when it is not plainly one."""
+    if len(parts) == 3 and parts[0] == settings.CATALOG_NAME:
+        return parts[1], parts[2]
+    if len(parts) == 2 and parts[0] != settings.CATALOG_NAME:
+        return parts[0], parts[1]
+    if len(parts) == 1 and namespace:
+        return namespace, parts[0]
+    return None
 
 
 def _deadline(job: SparkJob | None) -> Any:

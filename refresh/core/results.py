@@ -127,6 +127,17 @@ def _read_part(folder: Path, index: int) -> pa.Table:
     return pq.ParquetFile(part_path(folder, index)).read()
 
 
+def plain_types(table: pa.Table) -> pa.Table:
+    """`table` with large strings and binaries as Spark's Arrow gives them (string, binary):
+    the same query keeps the same Parquet types whoever read it."""
+    swaps = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+    if not any(field.type in swaps for field in table.schema):
+        return table
+    return table.cast(
+        pa.schema([field.with_type(swaps.get(field.type, field.type)) for field in table.schema])
+    )
+
+
 def json_rows(table: pa.Table) -> list[list[Any]]:
     """Rows with JSON-safe values, as previews give them."""
     return [[json_value(value) for value in row] for row in typed_rows(table, table.num_rows)]

@@ -447,3 +447,82 @@ def test_the_console_shows_a_querys_grid_then_its_history_and_runs_it_again(
     client.force_login(editor)
     assert client.get(f"/queries/{query.pk}/").status_code == 404
     assert "SELECT * FROM orders" not in client.get(f"/console/?again={query.pk}").content.decode()
+
+
+@pytest.fixture
+def items(editor):
+    """sales.items: a managed table of 8 rows written through the commit path."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DecimalType, LongType, NestedField, StringType
+
+    from catalog import services
+    from catalog.core.table_writes import all_or_nothing
+    from catalog.services.table_writes import writer
+
+    services.create_namespace(name="sales", actor=editor)
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "name", StringType(), required=False),
+        NestedField(3, "price", DecimalType(10, 2), required=False),
+    )
+    from decimal import Decimal
+
+    rows = pa.table(
+        {
+            "id": pa.array(range(8), pa.int64()),
+            "name": [f"item-{i}" if i != 3 else None for i in range(8)],
+            "price": pa.array([Decimal(i) / 4 for i in range(8)], pa.decimal128(10, 2)),
+        }
+    )
+    catalog = writer(actor=editor)
+    with all_or_nothing(catalog):
+        created = catalog.create_table_transaction(("sales", "items"), schema=schema)
+        created.append(rows)
+        created.commit_transaction()
+    return rows
+
+
+def test_a_plain_read_of_one_table_is_answered_without_spark(
+    viewer, alive, spark, items, monkeypatch
+):
+    def no_spark(sql, *, namespace):
+        raise AssertionError(f"Spark was asked: {sql}")
+
+    monkeypatch.setattr("refresh.analysis.prepare_query", no_spark)
+    client = api_for(viewer)
+    job = submitted(client, "SELECT id, price FROM items WHERE price >= 1.0 AND name IS NOT NULL")
+    outcome = jobs.run(job["job"]["id"])
+    assert outcome == "SUCCEEDED", SparkJob.objects.get(pk=job["job"]["id"]).error
+    page = client.get(f"{job['job']['url']}rows").json()
+    assert page["columns"] == [
+        {"name": "id", "type": "bigint"},
+        {"name": "price", "type": "decimal(10,2)"},
+    ]
+    assert sorted(page["rows"]) == [[4, "1.00"], [5, "1.25"], [6, "1.50"], [7, "1.75"]]
+    limited = submitted(client, "SELECT * FROM sales.items LIMIT 3")
+    jobs.run(limited["job"]["id"])
+    page = client.get(f"{limited['job']['url']}rows").json()
+    assert (len(page["rows"]), page["cut"]) == (3, None)
+
+
+def test_what_the_in_process_reader_cannot_answer_exactly_goes_to_spark(
+    viewer, alive, spark, items, settings, monkeypatch
+):
+    client = api_for(viewer)
+    for sql in (
+        "SELECT id FROM items ORDER BY id",  # not a plain read
+        "SELECT * FROM items WHERE id = '3'",  # text against a number: Spark's cast
+        "SELECT * FROM nosuch",  # Spark names what is missing
+    ):
+        spark.prepared.clear()
+        jobs.run(submitted(client, sql)["job"]["id"])
+        assert spark.prepared == [(sql, "sales")], sql
+    # More matching rows than one in-process read gives (without a LIMIT): Spark reads them.
+    monkeypatch.setattr("catalog.core.preview.MAX_LIMIT", 5)
+    spark.prepared.clear()
+    jobs.run(submitted(client, "SELECT * FROM items")["job"]["id"])
+    assert spark.prepared == [("SELECT * FROM items", "sales")]
+    settings.QUERY_PLAIN_READS = False
+    spark.prepared.clear()
+    jobs.run(submitted(client, "SELECT * FROM items LIMIT 1")["job"]["id"])
+    assert spark.prepared == [("SELECT * FROM items LIMIT 1", "sales")]

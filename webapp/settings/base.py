@@ -292,6 +292,10 @@ QUERY_RESULT_MAX_BYTES = int(env("QUERY_RESULT_MAX_BYTES", str(64 * 1024 * 1024)
 QUERY_RESULT_KEEP_HOURS = float(env("QUERY_RESULT_KEEP_HOURS", "24"))
 QUERY_RESULTS_PER_USER = int(env("QUERY_RESULTS_PER_USER", "20"))
 QUERY_HISTORY_KEEP_DAYS = int(env("QUERY_HISTORY_KEEP_DAYS", "90"))
+# A plain read of one table (columns, a filter, a limit: refresh/core/plain_reads.py) is
+# answered on the worker by the previews' in-process reader, without Spark; 0: Spark reads
+# every query.
+QUERY_PLAIN_READS = env("QUERY_PLAIN_READS", "1") == "1"
 CELERY_BEAT_SCHEDULE["prune-query-results"] = {
     "task": "refresh.prune_query_results",
     "schedule": 600.0,
