@@ -17,6 +17,11 @@ that both sides are warm):
 - the same SQL in this process's already warm Spark session (local[2] too, through the same
   REST catalog with its table cache off, as the worker's): `spark.sql(...).collect()`.
 
+The point query and the filter are plain reads of one table, which the worker answers
+with the previews' in-process reader (QUERY_PLAIN_READS); the bench runs every query with
+the worker's Spark first (the worker started with QUERY_PLAIN_READS=0), then the plain
+reads again with a worker that answers them in process.
+
 It prints the medians, their ratio (goal: at most 1.5 each) and the point query's time
 through the app (goal: under 1 s), and where the app's time went: the POST, the wait for
 a worker (job created to started), and the worker's phases (refresh.queries logs them).
@@ -82,7 +87,13 @@ def main() -> None:
                 f"rand(7) AS v, concat('row-', id) AS label FROM range({args.rows})"
             )
             spark.sql("USE st.bench")
-            _compare(stack, spark, repeat=args.repeat, poll=args.poll)
+            print("\n== the worker's Spark reads every query (QUERY_PLAIN_READS=0) ==")
+            _restart_worker(stack, plain=False)
+            _compare(stack, spark, QUERIES, repeat=args.repeat, poll=args.poll)
+            print("\n== plain reads answered in process (QUERY_PLAIN_READS=1) ==")
+            _restart_worker(stack, plain=True)
+            plain = {name: QUERIES[name] for name in ("point", "filter + LIMIT 100")}
+            _compare(stack, spark, plain, repeat=args.repeat, poll=args.poll)
             spark.stop()
     finally:
         if redis is not None:
@@ -118,19 +129,27 @@ def _in_spark(spark, sql: str) -> float:
     return elapsed
 
 
-def _compare(stack, spark, *, repeat: int, poll: float) -> None:
+def _restart_worker(stack, *, plain: bool) -> None:
+    if stack.worker is not None:
+        stack.kill_worker()
+    stack.server.env["QUERY_PLAIN_READS"] = "1" if plain else "0"
+    stack.start_worker()
+
+
+def _compare(stack, spark, queries: dict[str, str], *, repeat: int, poll: float) -> None:
     base = stack.server.base_url
+    skip = len(_phase_lines(stack.log("worker", 200_000)))
     print("warming up (the worker's Spark starts with its first job) ...", flush=True)
-    for sql in QUERIES.values():
+    for sql in queries.values():
         _through_the_app(stack, sql, poll)
         _in_spark(spark, sql)
-    app: dict[str, list[float]] = {name: [] for name in QUERIES}
-    direct: dict[str, list[float]] = {name: [] for name in QUERIES}
+    app: dict[str, list[float]] = {name: [] for name in queries}
+    direct: dict[str, list[float]] = {name: [] for name in queries}
     posts: list[float] = []
     waits: list[float] = []
     jobs: list[int] = []
     for round_ in range(repeat):
-        for name, sql in QUERIES.items():
+        for name, sql in queries.items():
             steps = ("app", "spark") if round_ % 2 == 0 else ("spark", "app")
             for step in steps:
                 if step == "app":
@@ -152,27 +171,30 @@ def _compare(stack, spark, *, repeat: int, poll: float) -> None:
 
     print()
     print(f"{'query':<20} {'app (s)':>9} {'spark (s)':>10} {'ratio':>7}   (medians of {repeat})")
-    for name in QUERIES:
+    for name in queries:
         a, d = statistics.median(app[name]), statistics.median(direct[name])
         print(f"{name:<20} {a:>9.3f} {d:>10.3f} {a / d:>7.2f}")
     print("goals: each ratio at most 1.5; the point query's first rows under 1 s")
     print(f"  POST /api/statements/ (202)         {statistics.median(posts) * 1000:.0f} ms")
     print(f"  job created to started (pickup)     {statistics.median(waits) * 1000:.0f} ms")
-    worker = _phases(stack.log("worker", 200_000), skip=len(QUERIES))
+    worker = _phases(stack.log("worker", 200_000), skip=skip + len(queries))
     print(f"  on the worker (medians, s): {worker}")
-    print(json.dumps({n: [round(x, 4) for x in app[n]] for n in QUERIES}))
+    print(json.dumps({n: [round(x, 4) for x in app[n]] for n in queries}))
 
 
 def _phases(worker_log: str, *, skip: int) -> str:
     """Median seconds of each phase the worker logged for queries (refresh.queries), the
     first `skip` (the warm-up) left out."""
     found: dict[str, list[float]] = {}
-    lines = [line for line in worker_log.splitlines() if re.search(r"Query \d+ phases: ", line)]
-    for line in lines[skip:]:
+    for line in _phase_lines(worker_log)[skip:]:
         for pair in line.split(" phases: ", 1)[1].split():
             name, _, seconds = pair.partition("=")
             found.setdefault(name, []).append(float(seconds))
     return ", ".join(f"{name} {statistics.median(values):.3f}" for name, values in found.items())
+
+
+def _phase_lines(worker_log: str) -> list[str]:
+    return [line for line in worker_log.splitlines() if re.search(r"Query \d+ phases: ", line)]
 
 
 if __name__ == "__main__":

@@ -247,3 +247,47 @@ def test_no_query_statement_changes_data(session: SparkSession):
     assert snapshots(session) == before
     assert [c.name for c in session.table("orders").schema.fields] == ["id", "ds", "amount"]
     assert "evil" not in [t.name for t in session.catalog.listTables(f"lv.{NS}")]
+
+
+#: Plain reads (refresh.core.plain_reads): the previews' in-process reader answers them
+#: on a worker without Spark.
+PLAIN = [
+    "SELECT * FROM orders WHERE id = 2",
+    "SELECT id, ds FROM orders WHERE amount >= 2.50 AND ds IS NOT NULL",
+    "SELECT id FROM orders WHERE id IN (1, 7) OR ds = '2024-01-02'",
+    "SELECT amount, id FROM orders WHERE amount < 3 AND id <> 5",
+    "SELECT * FROM customers LIMIT 10",
+    "SELECT region FROM customers WHERE region > 'eu'",
+]
+
+
+def test_a_plain_read_gives_the_same_rows_in_process_as_spark_does(
+    session: SparkSession, catalog_server: CatalogServer
+):
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from catalog.core import preview
+    from refresh.core import plain_reads, results
+
+    catalog = RestCatalog("q", uri=catalog_server.iceberg_uri, credential=catalog_server.credential)
+    for sql in PLAIN:
+        read = plain_reads.recognize(sql)
+        table = catalog.load_table((NS, read.table[-1]))
+        types = {field.name: str(field.field_type) for field in table.schema().fields}
+        condition = plain_reads.row_filter(read.condition, types) if read.condition else None
+        assert read.condition is None or condition is not None, sql
+        found = preview.preview(
+            table.metadata,
+            table.metadata_location,
+            io=table.io,
+            table_path=table.location(),
+            columns=list(read.columns or types),
+            row_filter=condition,
+            limit=read.limit if read.limit is not None else 100,
+        )
+        in_process = results.json_rows(found.arrow)
+        in_spark = results.json_rows(
+            query.fetch(query.prepare(session, sql, catalog="lv"), max_rows=100)
+        )
+        assert sorted(in_process) == sorted(in_spark), sql
+        assert in_spark, sql
