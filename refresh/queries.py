@@ -55,6 +55,10 @@ JOB_KIND = "query"
 MAX_PAGE_ROWS = 1000
 #: A result folder no row names is deleted once this old (a worker stopped mid-write).
 ORPHAN_AFTER_SECONDS = 3600
+#: A plain read with a filter is read in process only from a table of at most this many
+#: bytes of data files: a filter that prunes nothing reads them all, one by one, on one
+#: thread that no cancel stops, where Spark reads them in parallel and can be stopped.
+PLAIN_READ_MAX_BYTES = 256 * 1024 * 1024
 _FOLDER = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -132,14 +136,14 @@ def run(
         finally:
             if deadline is not None:
                 deadline.stop()
+        bounded = results.bound(
+            table,
+            max_rows=settings.QUERY_RESULT_MAX_ROWS,
+            max_bytes=settings.QUERY_RESULT_MAX_BYTES,
+        )
+        _store(query, bounded.table, clock)
     except Exception as error:
         raise _failed(query, error, job=job, deadline=deadline) from error
-    bounded = results.bound(
-        table,
-        max_rows=settings.QUERY_RESULT_MAX_ROWS,
-        max_bytes=settings.QUERY_RESULT_MAX_BYTES,
-    )
-    _store(query, bounded.table, clock)
     now = timezone.now()
     query.state, query.finished_at, query.cut = Query.State.SUCCEEDED, now, bounded.cut
     query.result_bytes = bounded.table.nbytes
@@ -226,6 +230,10 @@ def _plain_read(
         return None  # its writer may have moved on: Spark's load follows it
     may_read(actor, [(*named[0].split("."), named[1])])
     state = previews.load(table)
+    snapshot = state.metadata.current_snapshot()
+    size = snapshot.summary.get("total-files-size") if snapshot and snapshot.summary else None
+    if read.condition is not None and not (size and int(size) <= PLAIN_READ_MAX_BYTES):
+        return None  # a filter may scan every file: Spark reads in parallel, and stops
     schema = state.metadata.schema()
     types = {field.name: str(field.field_type) for field in schema.fields}
     names = list(read.columns) if read.columns is not None else list(types)

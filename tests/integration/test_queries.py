@@ -517,6 +517,11 @@ def test_what_the_in_process_reader_cannot_answer_exactly_goes_to_spark(
         spark.prepared.clear()
         jobs.run(submitted(client, sql)["job"]["id"])
         assert spark.prepared == [(sql, "sales")], sql
+    # A filter over more data than one thread should scan: Spark reads it in parallel.
+    monkeypatch.setattr("refresh.queries.PLAIN_READ_MAX_BYTES", 100)
+    spark.prepared.clear()
+    jobs.run(submitted(client, "SELECT * FROM items WHERE id = 1")["job"]["id"])
+    assert spark.prepared == [("SELECT * FROM items WHERE id = 1", "sales")]
     # More matching rows than one in-process read gives (without a LIMIT): Spark reads them.
     monkeypatch.setattr("catalog.core.preview.MAX_LIMIT", 5)
     spark.prepared.clear()
