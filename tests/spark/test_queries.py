@@ -230,6 +230,7 @@ WRITES = [
     ("WITH x AS (SELECT 1) INSERT INTO orders SELECT id, ds, amount FROM orders",
      "is a command"),
     ("INSERT OVERWRITE orders SELECT * FROM orders", "is a command"),
+    ("FROM orders INSERT INTO orders SELECT *", "is a command"),
     ("DELETE FROM orders", "is a command"),
     ("DESCRIBE QUERY INSERT INTO orders SELECT * FROM orders", "PARSE_SYNTAX_ERROR"),
     ("SELECT * FROM orders; DROP TABLE orders", "PARSE_SYNTAX_ERROR"),
