@@ -2,10 +2,13 @@
 
 Seeds a throwaway SQLite catalog directly in its mirror rows (bulk inserts; every view points
 at one shared, valid view metadata file and every table at one table metadata file: pages
-and list endpoints read the database, not the files), starts the app under gunicorn (one
-sync worker, DEBUG=0), signs in, and sends 200 sequential requests to each page, round-robin,
-so that every page sees the same machine. Prints p50 and p95 per page and the ratio of its
-p95 to the admin login page's (a trivial page); a ratio over 3 is flagged.
+and list endpoints read the database, not the files), with 20 materialized tables and a month
+of their history (`History`: refresh runs, micro-batches, commits, snapshots kept,
+maintenance runs, health samples), starts the app under gunicorn (one sync worker, DEBUG=0),
+signs in, and sends 200 sequential requests to each page, round-robin, so that every page
+sees the same machine. Prints p50 and p95 per page and the ratio of its p95 to the admin
+login page's (a trivial page); a ratio over 3 is flagged (3.5 for the two searches of views'
+SQL at 100,000 views), except for the pages measured outside the bar (ALSO_MEASURED).
 
     .venv/bin/python bench/pages.py [--requests 200] [--views 10000] [--tables 1000]
                                     [--namespaces 50] [--keep]
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ PASSWORD = "bench-password-not-secret"
 EMAIL = "bench@example.com"
 LIMIT_RATIO = 3.0
 BIG_NAMESPACE = "ns_00"
+TABLE_PAGE = "table_010"
 SEARCH = "sales.region"
 
 # -- seeding (inside Django) ------------------------------------------------------------------
@@ -114,12 +119,14 @@ def write_shared_metadata(warehouse: Path) -> tuple[str, str]:
     return str(view_file), str(table_file)
 
 
-def _insert_children(model: Any, objects: list) -> None:
+def _insert_children(model: Any, objects: list, *, own_key: bool = False) -> None:
     """Rows of a multi-table-inheritance child (View, Table) whose parent rows exist:
-    bulk_create refuses such models, so one executemany of the child's own columns."""
+    bulk_create refuses such models, so one executemany of the child's own columns. With
+    `own_key`, rows of a model with its own automatic key, inserted as they are (bulk_create
+    would stamp `auto_now_add` fields with the present moment)."""
     from django.db import connection
 
-    fields = model._meta.local_concrete_fields
+    fields = [f for f in model._meta.local_concrete_fields if not (own_key and f.primary_key)]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     marks = ", ".join(["%s"] * len(fields))
     table = connection.ops.quote_name(model._meta.db_table)
@@ -317,6 +324,7 @@ def seed_views(
         ],
         batch_size=500,
     )
+    _recount([namespace.pk])
 
 
 def seed_tables(namespace: Any, names: list[str], metadata_location: str) -> list[int]:
@@ -380,6 +388,7 @@ def seed_tables(namespace: Any, names: list[str], metadata_location: str) -> lis
         ],
         batch_size=500,
     )
+    _recount([namespace.pk])
     return [p.pk for p in parents]
 
 
@@ -401,6 +410,304 @@ def seed_materialized(table_ids: list[int]) -> None:
         ],
         batch_size=500,
     )
+    from catalog.models import CatalogObject
+
+    _recount(CatalogObject.objects.filter(pk__in=table_ids).values_list("namespace_id", flat=True))
+
+
+def _recount(namespace_ids: Any) -> None:
+    """Rows written in bulk send no signals: the namespaces' counts from their rows."""
+    from catalog import counts
+
+    counts.recount(set(namespace_ids))
+
+
+@dataclass(frozen=True)
+class History:
+    """How much history `seed_history` writes. The defaults are a month of a catalog in use:
+    FULL tables refreshed every hour for a week, continuous ones with a day of 10-second
+    micro-batches (the last hour's one row each, older hours folded into one row an hour, as
+    the streaming process folds them), their commits in the catalog's history (a day of
+    them, as they are folded after a day), a month of maintenance (a continuous table's
+    expiry every few minutes for the two days such runs are kept), and health samples
+    every 10 minutes for a month plus one before and after each run."""
+
+    full_hours: int = 168
+    batch_seconds: int = 10
+    batch_hours: int = 24
+    days: int = 30
+    expiry_minutes: int = 2
+    expiry_days: int = 2
+    sample_minutes: int = 10
+    snapshots: int = 60
+
+
+def seed_history(
+    mt_ids: list[int],
+    plain_ids: list[int],
+    *,
+    continuous: int = 4,
+    history: History | None = None,
+    now: Any = None,
+) -> dict[str, int]:
+    """A realistic past for materialized tables (`mt_ids`, the first `continuous` of them
+    continuous, a running stream; then two failing, two late, the rest fresh) and for plain
+    tables (`plain_ids`: maintenance and health only): refresh runs, commit events, snapshots
+    kept, maintenance runs and health samples, as `History` says. Returns the row counts."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from catalog.models import CatalogEvent, CatalogObject, Table, TableSnapshot
+    from maintenance.models import HealthSample, MaintenanceRun
+    from refresh.models import MaterializedTable, RefreshRun
+
+    history = history or History()
+    now = now or timezone.now()
+    hour = timedelta(hours=1)
+    mts = list(MaterializedTable.objects.filter(table_id__in=mt_ids).order_by("table_id"))
+    names = {
+        pk: f"{namespace}.{name}"
+        for pk, namespace, name in CatalogObject.objects.filter(
+            pk__in=[*mt_ids, *plain_ids]
+        ).values_list("pk", "namespace__name", "name")
+    }
+    uuids = dict(CatalogObject.objects.filter(pk__in=mt_ids).values_list("pk", "uuid"))
+    runs: list[RefreshRun] = []
+    events: list[CatalogEvent] = []
+    failing = set(range(continuous, continuous + 2))
+    late = set(range(continuous + 2, continuous + 4))
+    for index, mt in enumerate(mts):
+        name = names[mt.table_id]
+        if index < continuous:
+            mt.refresh_mode, mt.freshness_value, mt.freshness_unit = "CONTINUOUS", 10, "SECOND"
+            mt.stream_status, mt.stream_heartbeat_at = "RUNNING", now - timedelta(seconds=2)
+            mt.state = MaterializedTable.State.ACTIVATED
+            recent = 3600 // history.batch_seconds
+            for b in range(recent):
+                end = now - timedelta(seconds=b * history.batch_seconds)
+                runs.append(
+                    _run(mt, name, "CONTINUOUS", "INCREMENTAL", "SUCCEEDED", end, batch_id=-b)
+                )
+            for h in range(1, history.batch_hours):
+                end = now - h * hour
+                runs.append(
+                    _run(mt, name, "CONTINUOUS", "INCREMENTAL", "SUCCEEDED", end, batches=recent)
+                )
+            commits = history.batch_hours * recent
+            events.extend(
+                _commit_event(uuids[mt.table_id], name, now - timedelta(seconds=c * 10))
+                for c in range(commits)
+            )
+            continue
+        mt.refresh_mode, mt.freshness_value, mt.freshness_unit = "FULL", 1, "HOUR"
+        mt.state = MaterializedTable.State.ACTIVATED
+        # A late table's newest success is older than its freshness; the runs since failed.
+        offset = 3 if index in late else 0
+        for h in range(history.full_hours):
+            end = now - (h + offset) * hour - timedelta(minutes=5)
+            state, action = ("SKIPPED", "NO_DATA") if h % 4 == 3 else ("SUCCEEDED", "FULL")
+            if index in failing and h < 3:
+                state, action = "FAILED", "FULL"
+            runs.append(_run(mt, name, "SCHEDULED", action, state, end, tick=end))
+            if state == "SUCCEEDED":
+                events.append(_commit_event(uuids[mt.table_id], name, end))
+        if index in failing:
+            mt.consecutive_failures = 3
+    MaterializedTable.objects.bulk_update(
+        mts,
+        [
+            "refresh_mode",
+            "freshness_value",
+            "freshness_unit",
+            "stream_status",
+            "stream_heartbeat_at",
+            "state",
+            "consecutive_failures",
+        ],
+    )
+    RefreshRun.objects.bulk_create(runs, batch_size=1000)
+    for start in range(0, len(events), 1000):
+        _insert_children(CatalogEvent, events[start : start + 1000], own_key=True)
+
+    # Snapshots kept by expiry, the newest the current one, with the summary Spark writes.
+    snapshots = []
+    for pk in [*mt_ids, *plain_ids]:
+        for k in range(1, history.snapshots):
+            snapshots.append(
+                TableSnapshot(
+                    table_id=pk,
+                    snapshot_id=10_000_000 + pk * 1000 + k,
+                    sequence_number=history.snapshots - k,
+                    timestamp_ms=NOW_MS - k * 60_000,
+                    operation="overwrite",
+                    summary=spark_summary(k),
+                    manifest_list="",
+                    schema_id=0,
+                )
+            )
+    TableSnapshot.objects.bulk_create(snapshots, batch_size=1000)
+    Table.objects.filter(pk__in=[*mt_ids, *plain_ids]).update(refs={})
+
+    # Maintenance: daily compaction, manifests and orphans for a month; expiry daily, or
+    # every few minutes for a continuous table (kept two days). Samples around each run.
+    continuous_ids = {mt.table_id for mt in mts[:continuous]}
+    maintenance = []
+    for pk in [*mt_ids, *plain_ids]:
+        for day in range(history.days):
+            for n, action in enumerate(
+                ("REWRITE_DATA_FILES", "REWRITE_MANIFESTS", "REMOVE_ORPHAN_FILES")
+            ):
+                at = now - timedelta(days=day, hours=n + 1)
+                maintenance.append(_maintenance_run(pk, names[pk], action, at))
+        if pk in continuous_ids:
+            every = timedelta(minutes=history.expiry_minutes)
+            count = int(timedelta(days=history.expiry_days) / every)
+            expiries = [now - every * m for m in range(count)]
+        else:
+            expiries = [now - timedelta(days=day) for day in range(history.days)]
+        maintenance.extend(
+            _maintenance_run(pk, names[pk], "EXPIRE_SNAPSHOTS", at) for at in expiries
+        )
+    MaintenanceRun.objects.bulk_create(maintenance, batch_size=1000)
+    samples = [
+        HealthSample(
+            table_id=run.table_id,
+            taken_at=moment,
+            data_files=40 + i,
+            data_bytes=(40 + i) * 2_000_000,
+            snapshots=history.snapshots,
+            manifests=4,
+            metadata_bytes=30_000,
+            metadata_files=10,
+            run_id=run.pk,
+        )
+        for run in maintenance
+        for i, moment in enumerate((run.started_at, run.finished_at))
+    ]
+    sweep = timedelta(minutes=history.sample_minutes)
+    for pk in [*mt_ids, *plain_ids]:
+        count = int(timedelta(days=history.days) / sweep)
+        samples.extend(
+            HealthSample(
+                table_id=pk,
+                taken_at=now - sweep * m,
+                data_files=50,
+                data_bytes=100_000_000,
+                snapshots=history.snapshots,
+                manifests=4,
+                metadata_bytes=30_000,
+                metadata_files=10,
+            )
+            for m in range(count)
+        )
+    HealthSample.objects.bulk_create(samples, batch_size=1000)
+    return {
+        "refresh_runs": len(runs),
+        "events": len(events),
+        "maintenance_runs": len(maintenance),
+        "health_samples": len(samples),
+    }
+
+
+def spark_summary(k: int) -> dict[str, str]:
+    """A snapshot summary as Spark's Iceberg writes it for an overwrite."""
+    return {
+        "operation": "overwrite",
+        "spark.app.id": "local-1700000000000",
+        "added-data-files": "4",
+        "deleted-data-files": "4",
+        "added-records": str(1000 + k),
+        "deleted-records": str(999 + k),
+        "added-files-size": "65536",
+        "removed-files-size": "65024",
+        "changed-partition-count": "1",
+        "total-records": str(1000 + k),
+        "total-files-size": "65536",
+        "total-data-files": "4",
+        "total-delete-files": "0",
+        "total-position-deletes": "0",
+        "total-equality-deletes": "0",
+        "engine-version": "3.5.1",
+        "app-id": "local-1700000000000",
+        "engine-name": "spark",
+        "iceberg-version": "Apache Iceberg 1.6.1 (commit 8e9d59d299be42b0bca9461457cd1e95dbaad086)",
+    }
+
+
+def _run(
+    mt: Any,
+    name: str,
+    trigger: str,
+    action: str,
+    state: str,
+    end: Any,
+    *,
+    tick: Any = None,
+    batches: int = 1,
+    batch_id: int | None = None,
+) -> Any:
+    from datetime import timedelta
+
+    from refresh.models import RefreshRun
+
+    started = end - timedelta(seconds=20 if trigger == "SCHEDULED" else 2)
+    return RefreshRun(
+        materialized_table_id=mt.pk,
+        table_name=name,
+        trigger=trigger,
+        action=action,
+        state=state,
+        schedule_time=tick,
+        queued_at=started - timedelta(seconds=1),
+        started_at=started,
+        finished_at=end,
+        worker="bench:1",
+        rows_written=1000 if state == "SUCCEEDED" else None,
+        bytes_written=65_536 if state == "SUCCEEDED" else None,
+        batches=batches,
+        batch_id=batch_id if batch_id is None else abs(batch_id),
+        definition_version=1,
+        data_timestamp=started if state in ("SUCCEEDED", "SKIPPED") else None,
+        error="Spark said no" if state == "FAILED" else "",
+    )
+
+
+def _commit_event(uuid_: Any, name: str, at: Any) -> Any:
+    from catalog.models import CatalogEvent
+
+    return CatalogEvent(
+        occurred_at=at,
+        action="commit_table",
+        object_type="table",
+        object_uuid=uuid_,
+        object_name=name,
+        metadata_location=f"{name}/metadata/00001.metadata.json",
+    )
+
+
+def _maintenance_run(table_id: int, name: str, action: str, at: Any) -> Any:
+    from datetime import timedelta
+
+    from maintenance.models import MaintenanceRun
+
+    return MaintenanceRun(
+        table_id=table_id,
+        table_name=name,
+        action=action,
+        trigger="SCHEDULED",
+        state="SUCCEEDED",
+        queued_at=at - timedelta(seconds=31),
+        started_at=at - timedelta(seconds=30),
+        finished_at=at,
+        worker="bench:1",
+        files_before=60,
+        files_after=40,
+        bytes_before=120_000_000,
+        bytes_after=118_000_000,
+        snapshots_before=70,
+        snapshots_after=60,
+    )
 
 
 def seed_catalog(
@@ -410,12 +717,15 @@ def seed_catalog(
     tables: int = 1000,
     views: int = 10000,
     materialized: int = 20,
+    history: History | None = None,
 ) -> dict[str, int]:
     """`namespaces` namespaces: `sales` (views and tables named region_revenue..., and the
-    materialized tables) and ns_00, ns_01... sharing the rest evenly. Returns counts."""
+    materialized tables, with `history`) and ns_00, ns_01... sharing the rest evenly; the
+    table page the benchmark opens (ns_00.table_010) has maintenance history too. Returns
+    counts."""
     from django.db import transaction
 
-    from catalog.models import Namespace
+    from catalog.models import Namespace, Table
 
     view_file, table_file = write_shared_metadata(warehouse)
     with transaction.atomic():
@@ -438,7 +748,11 @@ def seed_catalog(
             table_names = [f"table_{j:03d}" for j in range(n_tables)]
             seed_tables(ns, table_names, table_file)
             seed_views(ns, [f"view_{j:04d}" for j in range(n_views)], view_file, table_names)
-    return {"namespaces": namespaces, "views": views, "tables": tables}
+        plain = Table.objects.filter(namespace__name=BIG_NAMESPACE, name=TABLE_PAGE)
+        rows = seed_history(
+            sales_tables[1:], list(plain.values_list("pk", flat=True)), history=history
+        )
+    return {"namespaces": namespaces, "views": views, "tables": tables, **rows}
 
 
 # -- the benchmark (outside Django) -------------------------------------------------------------
@@ -483,9 +797,10 @@ def _wait(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
         if process.poll() is not None:
             sys.exit(f"gunicorn exited with {process.returncode}")
         try:
-            requests.get(url, timeout=5)
+            requests.get(url, timeout=30)
             return
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):
+            # Not listening yet, or still loading its first request on a busy machine.
             time.sleep(0.2)
     sys.exit("gunicorn did not answer")
 
@@ -522,12 +837,45 @@ def _pages() -> list[tuple[str, str]]:
         ("search names and SQL 'view_01'", "/search/?q=view_01&sql=1"),
         (f"namespace {ns} (200 views)", f"/namespaces/{ns}/"),
         ("view page", f"/namespaces/{ns}/views/view_0100/"),
-        ("table page", f"/namespaces/{ns}/tables/table_010/"),
+        ("table page", f"/namespaces/{ns}/tables/{TABLE_PAGE}/"),
+        ("table page of a continuous table", "/namespaces/sales/tables/mt_000/"),
+        # The maintenance section, which both table pages fill in once they have loaded,
+        # and what its health chart asks for then.
+        ("maintenance section (later)", "/namespaces/sales/tables/mt_000/maintenance/"),
+        ("API table health (chart)", "/api/namespaces/sales/tables/mt_000/maintenance/health"),
         ("materialized tables list (20)", "/namespaces/sales/materialized-tables/"),
+        ("monitoring", "/monitoring/"),
+        ("lineage", f"/lineage/{ns}/{TABLE_PAGE}/"),
+        ("console", "/console/"),
         ("API views list", f"/api/namespaces/{ns}/views/"),
         ("API tables list", f"/api/namespaces/{ns}/tables/"),
         ("API namespaces list", "/api/namespaces/"),
+        # Measured beside the others (ALSO_MEASURED), outside issue 41's list.
+        ("continuous table's page", "/namespaces/sales/materialized-tables/mt_000/"),
+        ("FULL table's page", "/namespaces/sales/materialized-tables/mt_010/"),
+        ("API materialized tables list", "/api/namespaces/sales/materialized-tables/"),
+        ("API refresh runs list", "/api/namespaces/sales/materialized-tables/mt_000/runs/"),
+        ("API maintenance runs list", "/api/namespaces/sales/tables/mt_000/maintenance/runs/"),
+        ("API monitoring tables", "/api/monitoring/tables/"),
+        ("API monitoring history", "/api/monitoring/history/"),
     ]
+
+
+#: Pages and lists measured for what they cost, outside the bar of issue 41 (every page it
+#: names, the ones it added and what they load after the page, within LIMIT_RATIO): a
+#: materialized table's page and the lists of its runs and of monitoring.
+ALSO_MEASURED = {
+    "continuous table's page",
+    "FULL table's page",
+    "API materialized tables list",
+    "API refresh runs list",
+    "API maintenance runs list",
+    "API monitoring tables",
+    "API monitoring history",
+}
+#: The two searches of views' SQL may take up to this much at 100,000 views (issue 41).
+SQL_SEARCHES = {"search 'orders_view_0100' (SQL)", "search names and SQL 'view_01'"}
+SQL_LIMIT_RATIO = 3.5
 
 
 def measure(base: str, requests_per_page: int, warmup: int = 10) -> list[dict[str, Any]]:
@@ -625,20 +973,26 @@ def main() -> None:
             f"\n{args.requests} sequential requests per page, round-robin, gunicorn 1 sync "
             f"worker, SQLite, DEBUG=0 ({time.monotonic() - started:.0f} s)\n"
         )
-        print(f"{'page':<34} {'p50 ms':>8} {'p95 ms':>8} {'p95/base':>9} {'KB':>8}")
+        print(f"{'page':<36} {'p50 ms':>8} {'p95 ms':>8} {'p95/base':>9} {'KB':>8}")
         over = []
         for r in results:
-            flag = "  OVER 3x" if r["ratio"] > LIMIT_RATIO else ""
-            if flag:
+            limit = LIMIT_RATIO
+            if r["page"] in SQL_SEARCHES and args.views >= 100_000:
+                limit = SQL_LIMIT_RATIO
+            if r["page"] == min(ALSO_MEASURED, key=[p for p, _ in _pages()].index):
+                print(f"-- also measured (not in the bar) {'-' * 35}")
+            flag = f"  OVER {limit:g}x" if r["ratio"] > limit else ""
+            if flag and r["page"] not in ALSO_MEASURED:
                 over.append(r["page"])
             print(
-                f"{r['page']:<34} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} "
+                f"{r['page']:<36} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} "
                 f"{r['ratio']:8.2f}x {r['bytes'] / 1024:8.1f}{flag}"
             )
         print(
-            f"\nOver {LIMIT_RATIO:g}x the baseline: {', '.join(over)}"
+            f"\nOver the bar: {', '.join(over)}"
             if over
-            else f"\nEvery page within {LIMIT_RATIO:g}x the baseline."
+            else f"\nEvery page of the bar within {LIMIT_RATIO:g}x the baseline"
+            + (f" ({SQL_LIMIT_RATIO:g}x for the views' SQL)." if args.views >= 100_000 else ".")
         )
         if args.json:
             print(json.dumps(results, indent=2))

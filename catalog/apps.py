@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class CatalogConfig(AppConfig):
@@ -18,4 +19,11 @@ class CatalogConfig(AppConfig):
         # Object stores (attached tables on S3) are read with the operator's properties.
         metadata_io.configure(settings.FILE_IO_PROPERTIES)
         # The catalog's job kinds (catalog.jobs.KINDS) and the workers' heartbeat signals.
-        from catalog import operations, workers  # noqa: F401
+        from catalog import counts, operations, workers  # noqa: F401
+        from catalog.models import CatalogObject, Table, View
+
+        # Each namespace's counts follow its objects (a create is a child's save, a delete
+        # always deletes the parent row).
+        for model in (View, Table):
+            post_save.connect(counts.object_saved, sender=model, dispatch_uid=f"count-{model}")
+        post_delete.connect(counts.object_deleted, sender=CatalogObject, dispatch_uid="uncount")

@@ -15,35 +15,17 @@ from django.db import models
 from django.utils import timezone
 
 
-class NamespaceQuerySet(models.QuerySet):
-    def with_counts(self) -> NamespaceQuerySet:
-        """Each namespace with `object_count` (views and tables), `table_count` (tables,
-        materialized ones included) and `materialized_count`, in the query that lists them:
-        correlated counts for the listed rows alone, each a range of the (namespace, kind)
-        index (objects, tables) or of the namespace's tables (materialized ones), so that
-        counting tables does not visit the views."""
-
-        def count(queryset: models.QuerySet) -> models.Subquery:
-            counted = queryset.order_by().annotate(n=models.Func("pk", function="COUNT"))
-            return models.Subquery(counted.values("n"), output_field=models.IntegerField())
-
-        objects = CatalogObject.objects.filter(namespace=models.OuterRef("pk"))
-        tables = objects.filter(kind=CatalogObject.Kind.TABLE)
-        return self.annotate(
-            object_count=count(objects),
-            table_count=count(tables),
-            materialized_count=count(tables.filter(table__materialized__isnull=False)),
-        )
-
-
 class Namespace(models.Model):
     #: Levels joined by "." ("sales" or "sales.eu"); a level itself holds no dot.
     name = models.CharField(max_length=1024, unique=True)
     properties = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-
-    objects = NamespaceQuerySet.as_manager()
+    #: How many views and tables (materialized ones included) it holds, and how many of its
+    #: tables are materialized: kept with the objects (catalog.counts).
+    view_total = models.IntegerField(default=0)
+    table_total = models.IntegerField(default=0)
+    materialized_total = models.IntegerField(default=0)
 
     class Meta:
         ordering = ["name"]
@@ -484,7 +466,13 @@ class CatalogEvent(models.Model):
     class Meta:
         ordering = ["-occurred_at", "-id"]
         # The drops a namespace's "Recently dropped" page lists, newest first.
-        indexes = [models.Index(fields=["action", "-occurred_at"], name="catalog_event_action")]
+        indexes = [
+            models.Index(fields=["action", "-occurred_at"], name="catalog_event_action"),
+            # An object's recent history (its page), however many commits it has had.
+            models.Index(
+                fields=["object_uuid", "-occurred_at", "-id"], name="catalog_event_object"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_name}: {self.result}"

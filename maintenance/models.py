@@ -74,6 +74,8 @@ class MaintenanceRun(models.Model):
         indexes = [
             models.Index(fields=["table", "state"]),
             models.Index(fields=["table", "action", "-queued_at"]),
+            # The table's runs newest first (its page's last runs).
+            models.Index(fields=["table", "-queued_at", "-id"], name="maintenance_run_newest"),
         ]
 
     def __str__(self) -> str:

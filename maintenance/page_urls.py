@@ -1,4 +1,4 @@
-"""The forms of a table page's Maintenance section (mounted by webapp/urls.py)."""
+"""A table page's Maintenance section and its forms (mounted by webapp/urls.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ app_name = "maintenance"
 TABLE = "namespaces/<str:namespace>/tables/<str:name>"
 
 urlpatterns = [
+    path(f"{TABLE}/maintenance/", pages.section_page, name="table-maintenance-section"),
     path(f"{TABLE}/maintenance/enabled", pages.set_enabled, name="table-maintenance-enabled"),
     path(f"{TABLE}/maintenance/run", pages.run_now, name="table-maintenance-run"),
     path(

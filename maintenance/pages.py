@@ -1,6 +1,10 @@
 """The maintenance section of the table and materialized-table pages (one template,
 templates/maintenance/_section.html), and its two forms: the policy switch and "Run
-maintenance now". Thin: they call maintenance.services and go back to the page."""
+maintenance now". Thin: they call maintenance.services and go back to the page.
+
+A page shows the section once it has loaded (`later`: static/js/later.js asks
+`section_page` for it), so that the page does not wait for the section's reads (the
+policy, the health now, the last runs) and its rendering."""
 
 from __future__ import annotations
 
@@ -8,9 +12,9 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog.core.errors import CatalogError
 from catalog.models import Table
@@ -33,12 +37,15 @@ def duration(ms: int) -> str:
 
 
 def section(request: HttpRequest, table: Table) -> dict[str, Any]:
-    """What the section shows: the policy, the health now and over time, the last runs."""
+    """What the section shows: the policy, the health now, the last runs. The health over
+    time (hundreds of samples) is drawn after the page from the API's answer
+    (static/js/health_charts.js), so that the page does not wait for it."""
     managed = not hasattr(table, "attachment")
     if not managed:
         return {"managed": False}
     policy = selectors.policy_of(table)
-    health = selectors.health_of(table, with_files=True)
+    # The section shows the metadata file's size but not the manifests: no manifest list read.
+    health = selectors.health_of(table, with_files=True, with_manifests=False)
     return {
         "managed": managed,
         "policy": policy,
@@ -47,9 +54,29 @@ def section(request: HttpRequest, table: Table) -> dict[str, Any]:
         "health": health,
         "runs": list(selectors.runs(table)[:RUNS_LISTED]),
         "running": selectors.active(table).exists(),
-        "series": selectors.health_series(table),
+        "has_samples": selectors.has_samples(table),
+        "health_url": reverse("api:table-health", args=[table.namespace.name, table.name]),
         "can_edit": can_edit(request.user) and managed,
     }
+
+
+def later(request: HttpRequest, table: Table) -> dict[str, Any]:
+    """The section's place on a page: where static/js/later.js fetches it from."""
+    url = reverse("maintenance:table-maintenance-section", args=[table.namespace.name, table.name])
+    return {"later": True, "url": url}
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def section_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """The section alone (HTML), for the page it belongs to."""
+    table = get_object_or_404(
+        Table.objects.select_related("namespace", "attachment", "materialized"),
+        namespace__name=namespace,
+        name=name,
+    )
+    context = {"table": table, "maintenance": section(request, table)}
+    return render(request, "maintenance/_section.html", context)
 
 
 def _table(namespace: str, name: str) -> Table:

@@ -45,9 +45,10 @@ def _number(summary: dict, key: str) -> int:
         return 0
 
 
-def health_of(table: Table, *, with_files: bool = False) -> Health:
+def health_of(table: Table, *, with_files: bool = False, with_manifests: bool = True) -> Health:
     """The table's figures from its mirror (the current snapshot's summary); with
-    `with_files`, also its manifests and current metadata file's size (file reads)."""
+    `with_files`, also its current metadata file's size and (unless not `with_manifests`)
+    its manifests (file reads: the manifest list is read whole)."""
     current = (
         TableSnapshot.objects.filter(table=table, snapshot_id=table.current_snapshot_id)
         .values_list("summary", "manifest_list")
@@ -65,7 +66,7 @@ def health_of(table: Table, *, with_files: bool = False) -> Health:
     deletes = _number(summary, "total-delete-files")
     manifests = metadata_bytes = None
     if with_files:
-        manifests = _manifests(manifest_list)
+        manifests = _manifests(manifest_list) if with_manifests else None
         metadata_bytes = _size(table.metadata_location)
     return Health(
         data_files=_number(summary, "total-data-files"),
@@ -139,27 +140,55 @@ def active(table: Table) -> QuerySet[MaintenanceRun]:
     return MaintenanceRun.objects.filter(table=table, state__in=MaintenanceRun.ACTIVE)
 
 
+def has_samples(table: Table) -> bool:
+    return HealthSample.objects.filter(table=table).exists()
+
+
 def health_series(table: Table, *, since: datetime | None = None, limit: int = 500) -> list[dict]:
     """The table's health samples, oldest first (the last `limit`), with the runs they were
-    taken for marked."""
+    taken for marked. Plain values, not model instances: a chart reads hundreds."""
     samples = HealthSample.objects.filter(table=table)
     if since is not None:
         samples = samples.filter(taken_at__gte=since)
-    rows = list(samples.order_by("-taken_at").select_related("run")[:limit])
+    rows = list(
+        samples.order_by("-taken_at").values_list(
+            "taken_at",
+            "data_files",
+            "data_bytes",
+            "delete_files",
+            "snapshots",
+            "manifests",
+            "metadata_bytes",
+            "run_id",
+            "run__action",
+            "run__state",
+        )[:limit]
+    )
     return [
         {
-            "at": s.taken_at.isoformat(),
-            "data_files": s.data_files,
-            "average_file_bytes": s.average_file_bytes,
-            "delete_files": s.delete_files,
-            "snapshots": s.snapshots,
-            "manifests": s.manifests,
-            "metadata_bytes": s.metadata_bytes,
+            "at": taken_at.isoformat(),
+            "data_files": data_files,
+            "average_file_bytes": data_bytes // data_files if data_files else None,
+            "delete_files": delete_files,
+            "snapshots": snapshots,
+            "manifests": manifests,
+            "metadata_bytes": metadata_bytes,
             "run": (
-                {"id": s.run_id, "action": s.run.action, "state": s.run.state}
-                if s.run is not None
+                {"id": run_id, "action": run_action, "state": run_state}
+                if run_id is not None
                 else None
             ),
         }
-        for s in reversed(rows)
+        for (
+            taken_at,
+            data_files,
+            data_bytes,
+            delete_files,
+            snapshots,
+            manifests,
+            metadata_bytes,
+            run_id,
+            run_action,
+            run_state,
+        ) in reversed(rows)
     ]

@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, post_save
 
 
 class RefreshConfig(AppConfig):
@@ -33,3 +33,28 @@ class RefreshConfig(AppConfig):
 
         # This app's job kinds (catalog.jobs.KINDS).
         from refresh import operations  # noqa: F401
+
+        # A namespace's count of materialized tables follows them (catalog.counts).
+        post_save.connect(_counted, sender=MaterializedTable, dispatch_uid="count-mt")
+        post_delete.connect(_uncounted, sender=MaterializedTable, dispatch_uid="uncount-mt")
+
+
+def _counted(sender: object, instance: object, created: bool, **kwargs: object) -> None:
+    from catalog import counts
+
+    if created and not kwargs.get("raw"):
+        counts.adjust(instance.table.namespace_id, materialized=1)
+
+
+def _uncounted(sender: object, instance: object, **kwargs: object) -> None:
+    from catalog import counts
+    from catalog.models import CatalogObject
+
+    # Deleted before its table (a drop's cascade), whose row is still there.
+    namespace_id = (
+        CatalogObject.objects.filter(pk=instance.table_id)
+        .values_list("namespace_id", flat=True)
+        .first()
+    )
+    if namespace_id is not None:
+        counts.adjust(namespace_id, materialized=-1)

@@ -27,7 +27,7 @@ from django.urls import reverse
 
 from catalog import selectors as catalog_selectors
 from catalog.core.errors import NotFound
-from catalog.models import CatalogObject, View, ViewRead
+from catalog.models import CatalogObject, Namespace, View, ViewRead
 from refresh import selectors
 from refresh.models import MaterializedTable
 
@@ -55,8 +55,12 @@ def _same_catalog(catalog: str) -> bool:
 
 def view_reads(view: View) -> list[str]:
     """ "ns.name" of what a view's current version reads in this catalog."""
+    return _reads(view.dependencies)
+
+
+def _reads(dependencies: Any) -> list[str]:
     found: list[str] = []
-    for dependency in view.dependencies or []:
+    for dependency in dependencies or []:
         if not isinstance(dependency, list | tuple) or len(dependency) < 3:
             continue
         catalog, *levels, name = (str(part) for part in dependency)
@@ -74,7 +78,8 @@ class _Graph:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.kinds: dict[str, str] = {}
-        self.views: dict[str, View] = {}
+        #: A view's reads ("ns.name"), from its `dependencies`.
+        self.views: dict[str, list[str]] = {}
         self.mts: dict[str, MaterializedTable] = {}
         self.edges: set[tuple[str, str]] = set()
         self.truncated = False
@@ -90,18 +95,35 @@ class _Graph:
         if not fresh:
             return []
         pairs = [_split(n) for n in fresh]
-        objects = CatalogObject.objects.filter(
-            reduce(or_, (Q(namespace__name=ns, name=name) for ns, name in pairs))
-        ).select_related("namespace")
-        found = {f"{o.namespace.name}.{o.name}": o for o in objects}
-        view_ids = [o.pk for o in found.values() if o.kind == CatalogObject.Kind.VIEW]
-        table_ids = [o.pk for o in found.values() if o.kind == CatalogObject.Kind.TABLE]
-        for view in View.objects.filter(pk__in=view_ids).select_related("namespace"):
-            self.views[str(view)] = view
-        for mt in MaterializedTable.objects.filter(table_id__in=table_ids).select_related(
-            "table__namespace", "periodic_task"
-        ):
-            self.mts[str(mt.table)] = mt
+        # The namespaces by name, then their objects with one of the names (kept when the
+        # pair is asked for): plain lists, and no join a planner without statistics (new
+        # rows on PostgreSQL) could walk the wrong way round.
+        namespaces = dict(
+            Namespace.objects.filter(name__in={ns for ns, _ in pairs}).values_list("pk", "name")
+        )
+        rows = CatalogObject.objects.filter(
+            namespace_id__in=list(namespaces), name__in={name for _, name in pairs}
+        ).values_list("pk", "kind", "namespace_id", "name", "view__dependencies")
+        wanted = set(fresh)
+        found: dict[str, str] = {}
+        tables: dict[int, str] = {}
+        for pk, kind, namespace_id, name, dependencies in rows:
+            qualified = f"{namespaces[namespace_id]}.{name}"
+            if qualified not in wanted:
+                continue
+            found[qualified] = kind
+            if kind == CatalogObject.Kind.VIEW:
+                self.views[qualified] = _reads(dependencies)
+            elif kind == CatalogObject.Kind.TABLE:
+                tables[pk] = qualified
+        mt_ids = list(
+            MaterializedTable.objects.filter(table_id__in=list(tables)).values_list("pk", flat=True)
+        )
+        if mt_ids:
+            # Each one's last run and data time in the same query (its node's lag).
+            materialized = selectors.materialized_tables(with_freshness=True)
+            for mt in materialized.filter(pk__in=mt_ids):
+                self.mts[tables[mt.table_id]] = mt
         for name in fresh:
             obj = found.get(name)
             if obj is None:
@@ -121,7 +143,7 @@ class _Graph:
 
 def _sources_of(graph: _Graph, name: str) -> list[str]:
     if name in graph.views:
-        return view_reads(graph.views[name])
+        return graph.views[name]
     if name in graph.mts:
         return [str(s) for s in graph.mts[name].sources or []]
     return []
@@ -132,23 +154,34 @@ def _readers_of(names: list[str]) -> dict[str, list[str]]:
     names: one query for views and one for materialized tables."""
     wanted = set(names)
     readers: dict[str, list[str]] = {n: [] for n in names}
-    reads = (
+    if not names:
+        return readers
+    pairs = [_split(n) for n in names]
+    # The reads of the names' namespaces with one of the names (over ViewRead's index; kept
+    # when the pair is asked for), then the readers' names: plain lists, no join a planner
+    # without statistics could walk the wrong way round.
+    reads = list(
         ViewRead.objects.of_this_catalog()
-        .targets(_split(n) for n in names)
-        .order_by("view__namespace__name", "view__name")
-        .values_list("namespace", "name", "view__namespace__name", "view__name")
+        .filter(namespace__in={ns for ns, _ in pairs}, name__in={name for _, name in pairs})
+        .values_list("namespace", "name", "view_id")
     )
-    for namespace, name, view_namespace, view_name in reads:
-        read, reader = f"{namespace}.{name}", f"{view_namespace}.{view_name}"
-        if read in wanted and reader not in readers[read]:
+    views = {
+        pk: f"{namespace}.{name}"
+        for pk, namespace, name in CatalogObject.objects.filter(
+            pk__in={view_id for _, _, view_id in reads}
+        ).values_list("pk", "namespace__name", "name")
+    }
+    for namespace, name, view_id in sorted(reads, key=lambda read: _split(views.get(read[2], ""))):
+        read, reader = f"{namespace}.{name}", views.get(view_id)
+        if read in wanted and reader is not None and reader not in readers[read]:
             readers[read].append(reader)
     mts = MaterializedTable.objects.filter(
         reduce(or_, (Q(sources__icontains=n) for n in names))
-    ).select_related("table__namespace")
-    for mt in mts:
-        for source in mt.sources or []:
+    ).values_list("sources", "table__namespace__name", "table__name")
+    for sources, namespace, name in mts:
+        for source in sources or []:
             if source in wanted:
-                readers[source].append(str(mt.table))
+                readers[source].append(f"{namespace}.{name}")
     return readers
 
 

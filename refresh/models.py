@@ -274,7 +274,21 @@ class RefreshRun(models.Model):
 
     class Meta:
         ordering = ["-queued_at", "-id"]
-        indexes = [models.Index(fields=["materialized_table", "state"])]
+        indexes = [
+            models.Index(fields=["materialized_table", "state"]),
+            # A table's runs newest first (its page, its last finished run in every list),
+            # its data time, its finished runs for the charts: a walk of the table's newest
+            # entries, however long its history.
+            models.Index(
+                fields=["materialized_table", "-queued_at", "-id"], name="refresh_run_newest"
+            ),
+            models.Index(
+                fields=["materialized_table", "-data_timestamp"], name="refresh_run_data_time"
+            ),
+            models.Index(
+                fields=["materialized_table", "-finished_at"], name="refresh_run_finished"
+            ),
+        ]
         constraints = [
             # One run per planned tick: a tick beat sent twice (a redelivery, two beats) is
             # one run.

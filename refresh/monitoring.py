@@ -11,9 +11,10 @@ query however many tables there are, and `table_row` reads only those annotation
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +38,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from catalog.core.errors import InvalidInput
+from catalog.models import Namespace, Table
+from catalog.prepared import Prepared
 from maintenance.models import MaintenanceRun
 from refresh import selectors
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
@@ -121,8 +124,12 @@ def tables(
     is older than its freshness (what `selectors.lag` says, the same moment `now`). A table
     with no data yet is neither."""
     filters = filters or TableFilters()
-    now = now or timezone.now()
-    queryset = selectors.materialized_tables(filters.namespace, with_freshness=True)
+    rank = STATUSES.index(filters.status) if filters.status is not None else None
+    return _tables(filters.namespace, rank, now or timezone.now())
+
+
+def _tables(namespace: str | None, rank: int | None, now: datetime) -> QuerySet[MaterializedTable]:
+    queryset = selectors.materialized_tables(namespace, with_freshness=True)
     failing = (
         Q(consecutive_failures__gt=0)
         | Q(last_run_state=RefreshRun.State.FAILED)
@@ -155,24 +162,136 @@ def tables(
             output_field=IntegerField(),
         )
     )
-    if filters.status is not None:
-        queryset = queryset.filter(status_rank=STATUSES.index(filters.status))
+    if rank is not None:
+        queryset = queryset.filter(status_rank=rank)
     return queryset.order_by("status_rank", "table__namespace__name", "table__name")
 
 
-def counts(*, now: datetime | None = None) -> dict[str, int]:
-    """How many tables are late and how many failing (one query, grouped by status)."""
-    ranks = dict(
-        tables(now=now)
+# The status queries are built and compiled once per backend (catalog.prepared): building
+# and compiling them took about 20 ms a page, and running them well under one. Sample
+# values mark where each call's values go.
+_NOW = datetime(1970, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+_NAMESPACE = "lakeview sample namespace"
+_RANK = 7_654_321
+
+
+def _by_status(now: datetime, namespace: str | None = None) -> QuerySet:
+    return (
+        _tables(namespace, None, now)
         .order_by()
         .values("status_rank")
         .annotate(tables=Count("pk"))
         .values_list("status_rank", "tables")
     )
-    return {
-        LATE: ranks.get(STATUSES.index(LATE), 0),
-        FAILING: ranks.get(STATUSES.index(FAILING), 0),
-    }
+
+
+_BY_STATUS = {
+    False: Prepared(_by_status, now=_NOW),
+    True: Prepared(_by_status, now=_NOW, namespace=_NAMESPACE),
+}
+
+#: What a page of `tables()` reads of each table besides its row (table_row's annotations).
+_ANNOTATIONS = (
+    "status_rank",
+    "last_run_id",
+    "last_run_state",
+    "last_run_finished_at",
+    "runs_data_as_of",
+    "caught_up_at",
+)
+
+
+#: What `table_row` reads of a table's own columns (a page's tables are made from these, in
+#: the status query: no second read, no model building for each).
+_COLUMNS_READ = (
+    "table_id",
+    "state",
+    "refresh_mode",
+    "freshness_value",
+    "freshness_unit",
+    "stream_status",
+    "stream_heartbeat_at",
+    "consecutive_failures",
+    "suspended_reason",
+)
+
+
+def _ranked(now: datetime, namespace: str | None = None, rank: int | None = None) -> QuerySet:
+    return _tables(namespace, rank, now).values_list(
+        "pk", *_ANNOTATIONS, *_COLUMNS_READ, "table__name", "table__namespace__name"
+    )
+
+
+_RANKED = {
+    (has_namespace, has_rank): Prepared(
+        _ranked,
+        now=_NOW,
+        **({"namespace": _NAMESPACE} if has_namespace else {}),
+        **({"rank": _RANK} if has_rank else {}),
+    )
+    for has_namespace in (False, True)
+    for has_rank in (False, True)
+}
+
+
+def counts_by_status(*, namespace: str | None = None, now: datetime | None = None) -> dict:
+    """How many tables (of `namespace`) have each status (one query, grouped by status)."""
+    values = {"namespace": namespace} if namespace is not None else {}
+    ranks = dict(_BY_STATUS[namespace is not None].rows(now=now or timezone.now(), **values))
+    return {status: ranks.get(rank, 0) for rank, status in enumerate(STATUSES)}
+
+
+class TableList(Sequence):
+    """`tables(filters, now=now)` for a paginator, in the same order with the same
+    annotations: its length from `counts_by_status`, a page from the status query compiled
+    once, its tables made from the columns it reads (`table_row` reads no more)."""
+
+    def __init__(self, filters: TableFilters | None = None, *, now: datetime) -> None:
+        self.filters = filters or TableFilters()
+        self.now = now
+
+    @cached_property
+    def by_status(self) -> dict[str, int]:
+        """How many tables (of the filters' namespace) have each status."""
+        return counts_by_status(namespace=self.filters.namespace, now=self.now)
+
+    def count(self) -> int:
+        wanted = [self.filters.status] if self.filters.status else STATUSES
+        return sum(self.by_status[status] for status in wanted)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, slice):
+            return self[index : index + 1][0]
+        start = index.start or 0
+        stop = self.count() if index.stop is None else index.stop
+        if stop <= start:
+            return []
+        values: dict[str, Any] = {"now": self.now}
+        if self.filters.namespace is not None:
+            values["namespace"] = self.filters.namespace
+        if self.filters.status is not None:
+            values["rank"] = STATUSES.index(self.filters.status)
+        key = (self.filters.namespace is not None, self.filters.status is not None)
+        page = []
+        for pk, *read, name, namespace in _RANKED[key].rows(
+            limit=stop - start, offset=start, **values
+        ):
+            columns = dict(zip(_COLUMNS_READ, read[len(_ANNOTATIONS) :], strict=True))
+            mt = MaterializedTable(pk=pk, **columns)
+            mt.table = Table(pk=columns["table_id"], name=name, namespace=Namespace(name=namespace))
+            for annotation, value in zip(_ANNOTATIONS, read[: len(_ANNOTATIONS)], strict=True):
+                setattr(mt, annotation, value)
+            page.append(mt)
+        return page
+
+
+def counts(*, now: datetime | None = None) -> dict[str, int]:
+    """How many tables are late and how many failing (one query, grouped by status)."""
+    by_status = counts_by_status(now=now)
+    return {LATE: by_status[LATE], FAILING: by_status[FAILING]}
 
 
 def table_row(mt: MaterializedTable, now: datetime) -> dict[str, Any]:
@@ -295,21 +414,9 @@ _COLUMNS = (
 def _history_of(
     queryset: QuerySet, kind: str, table_path: str, filters: HistoryFilters, count: Any
 ) -> QuerySet:
-    if filters.state is not None:
-        queryset = queryset.filter(state=filters.state)
-    if filters.since is not None:
-        queryset = queryset.filter(queued_at__gte=filters.since)
-    if filters.table is not None:
-        queryset = queryset.filter(table_name__icontains=filters.table)
-    if filters.namespace is not None:
-        # The namespace of the name at the time (names have no "."): runs of dropped and
-        # renamed tables are found as they were listed then.
-        queryset = queryset.filter(
-            table_name__startswith=f"{filters.namespace}.",
-            table_name__regex=rf"^{re.escape(filters.namespace)}\.[^.]+$",
-        )
     return (
-        queryset.order_by()
+        _filtered(queryset, filters)
+        .order_by()
         .annotate(
             h_kind=Cast(Value(kind), output_field=TextField()),
             h_id=F("id"),
@@ -327,6 +434,83 @@ def _history_of(
         )
         .values(*_COLUMNS)
     )
+
+
+def _history_parts(filters: HistoryFilters) -> list[QuerySet]:
+    """The runs of each kind `filters` asks for (before the history's columns)."""
+    parts = []
+    if filters.kind in (None, REFRESH):
+        parts.append(_filtered(RefreshRun.objects.all(), filters))
+    if filters.kind in (None, MAINTENANCE):
+        parts.append(_filtered(MaintenanceRun.objects.all(), filters))
+    return parts
+
+
+def _filtered(queryset: QuerySet, filters: HistoryFilters) -> QuerySet:
+    if filters.state is not None:
+        queryset = queryset.filter(state=filters.state)
+    if filters.since is not None:
+        queryset = queryset.filter(queued_at__gte=filters.since)
+    if filters.table is not None:
+        queryset = queryset.filter(table_name__icontains=filters.table)
+    if filters.namespace is not None:
+        # The namespace of the name at the time (names have no "."): runs of dropped and
+        # renamed tables are found as they were listed then.
+        queryset = queryset.filter(
+            table_name__startswith=f"{filters.namespace}.",
+            table_name__regex=rf"^{re.escape(filters.namespace)}\.[^.]+$",
+        )
+    return queryset
+
+
+#: The monitoring page counts history rows up to this many (or up to the page asked for,
+#: when that is further): beyond, it says that more exist. Refresh runs are kept for good,
+#: so a full count would grow with every hour of every table.
+HISTORY_COUNTED = 10_000
+
+
+class HistoryList(Sequence):
+    """`history(filters)` for a paginator: each page one query (the UNION ALL), its length
+    from a count of each kind's runs alone, without the joins the page's columns need. With
+    `upto`, the count stops past that many rows (`more`: more exist)."""
+
+    def __init__(self, filters: HistoryFilters | None = None, *, upto: int | None = None):
+        self.filters = filters or HistoryFilters()
+        self.upto = upto
+        self.more = False
+        self._count: int | None = None
+
+    def count(self) -> int:
+        if self._count is None:
+            total = 0
+            for part in _history_parts(self.filters):
+                runs = part.order_by().values("pk")
+                if self.upto is not None:
+                    runs = runs[: self.upto + 1 - total]
+                total += runs.count()
+            if self.upto is not None and total > self.upto:
+                self.more, total = True, self.upto
+            self._count = total
+        return self._count
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, slice):
+            return self[index : index + 1][0]
+        if self.filters != HistoryFilters() or index.step is not None:
+            return list(history(self.filters)[index])
+        # Unfiltered (the page as it opens): the UNION ALL compiled once.
+        start = index.start or 0
+        stop = self.count() if index.stop is None else index.stop
+        if stop <= start:
+            return []
+        rows = _ALL_HISTORY.rows(limit=stop - start, offset=start)
+        return [dict(zip(_COLUMNS, row, strict=True)) for row in rows]
+
+
+_ALL_HISTORY = Prepared(lambda: history())
 
 
 def history(filters: HistoryFilters | None = None) -> QuerySet:

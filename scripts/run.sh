@@ -64,8 +64,9 @@ export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}"
 python manage.py migrate --noinput
 
 # A first administrator, so that a fresh clone can log in at once. The generated password is
-# kept in var/admin-password.txt (git-ignored, mode 600) so that every run can show it again.
-python manage.py shell --no-imports -c '
+# kept in var/admin-password.txt (git-ignored, mode 600) so that every run can show it again,
+# last, once everything runs.
+banner="$(python manage.py shell --no-imports -c '
 import secrets
 from pathlib import Path
 
@@ -90,7 +91,7 @@ else:
     print("  Log in with your existing account (the generated admin password")
     print("  no longer applies or users existed before).")
 print(bar)
-'
+')"
 
 # The sample data (namespace samples, about a million rows) on a new database; a no-op
 # once it is there, and when someone dropped it. LOAD_SAMPLES=0 skips it.
@@ -99,24 +100,39 @@ if [ "${LOAD_SAMPLES:-1}" != "0" ]; then
 fi
 
 # --- The app -----------------------------------------------------------------------------
+# The development server logs requests here; the worker, beat and the streaming host log to
+# var/log/, so that this terminal stays readable (beat alone writes a line every few seconds).
 python manage.py runserver "$HOST:$PORT" --noreload &
 pids+=("$!")
 # One worker process: its threads share one Spark session (started by the first refresh or
 # schema analysis, kept until the worker stops). Refresh jobs write through the app's own
 # Iceberg REST catalog at CATALOG_URI.
 export CATALOG_URI="${CATALOG_URI:-http://$HOST:$PORT/iceberg}"
-celery -A webapp worker -l info --pool threads &
+celery -A webapp worker -l info --pool threads >>var/log/worker.log 2>&1 &
 pids+=("$!")
-celery -A webapp beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler &
+celery -A webapp beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler \
+    >>var/log/beat.log 2>&1 &
 pids+=("$!")
 # The streaming process of continuous materialized tables (its Spark starts with the first
 # one; it follows the database, so tables come and go without a restart).
-python manage.py run_streams &
+python manage.py run_streams >>var/log/streams.log 2>&1 &
 pids+=("$!")
+names=(server worker beat streams)
 
+sleep 2
+printf '%s\n' "$banner"
 log "app on http://$HOST:$PORT/ (admin: http://$HOST:$PORT/admin/); Ctrl-C stops everything"
-# When any process ends (a crash, a port in use), stop the rest rather than run half an app.
+log "the worker, beat and the streaming host log to var/log/{worker,beat,streams}.log"
+# When any process ends (a crash, a port in use), stop the rest rather than run half an app,
+# and show why it ended.
 status=0
 wait -n "${pids[@]}" || status=$?
-log "a process exited (status $status); stopping the others"
+for i in "${!pids[@]}"; do
+    if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+        log "the ${names[$i]} process exited (status $status); stopping the others"
+        if [ "${names[$i]}" != server ]; then
+            tail -n 20 "var/log/${names[$i]}.log" >&2 || true
+        fi
+    fi
+done
 exit "$status"

@@ -12,12 +12,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from catalog import throttle
 from catalog.iceberg_rest import auth
+from catalog.iceberg_rest.routes import ENDPOINTS
 
 
 def config(request: HttpRequest, user: object) -> HttpResponse:
-    # Imported here: the route table lists the endpoints, and it imports this module.
-    from catalog.iceberg_rest.urls import ENDPOINTS
-
     return JsonResponse({"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS})
 
 

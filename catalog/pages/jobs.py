@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods
 from catalog import jobs, selectors
 from catalog.core.errors import CatalogError, NotFound
 from catalog.models import SparkJob
-from catalog.pages.views import catalog_page
+from catalog.pages.access import catalog_page
 
 
 def _job(request: HttpRequest, job_id: int) -> SparkJob:

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import wraps
 from typing import Any
 from urllib.parse import quote
 
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -25,6 +22,7 @@ from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
 from catalog.core.inputs import whole_number
 from catalog.models import CatalogEvent, CatalogObject, Namespace, View, ViewVersion
 from catalog.pages import view_facts
+from catalog.pages.access import catalog_page
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import (
@@ -36,45 +34,8 @@ from catalog.pages.forms import (
     view_dialects,
 )
 from catalog.pages.view_preview import preview_context
-from catalog.roles import can_edit, can_view
-from webapp.middleware import has_nul
 
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-NUL_MESSAGE = (
-    "NUL characters are not allowed in addresses or their parameters: no name or value in "
-    "the catalog can hold one."
-)
 HISTORY_LENGTH = 20
-
-
-# -- access ---------------------------------------------------------------------------------
-
-
-def catalog_page(*, editors_only: bool = False, own_nul_message: bool = False) -> Callable:
-    """Anonymous users go to the login page; users without a role get 403, and so does
-    anyone but an editor on a change page or with a POST; a NUL in the address or its
-    parameters is a 400 page, unless the view says so in its own words (`own_nul_message`:
-    the search form shows its problem beside the text)."""
-
-    def decorator(view_func: Callable) -> Callable:
-        @wraps(view_func)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            user = request.user
-            if not user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
-            if not can_view(user):
-                raise PermissionDenied("You have no role in this catalog.")
-            if (editors_only or request.method not in SAFE_METHODS) and not can_edit(user):
-                raise PermissionDenied("Only editors can change the catalog.")
-            if not own_nul_message and has_nul(request):
-                # PostgreSQL refuses a NUL in any text value: a name or a parameter that
-                # holds one would reach a query and fail it (a 500). No name can hold one.
-                return render(request, "400.html", {"message": NUL_MESSAGE}, status=400)
-            return view_func(request, *args, **kwargs)
-
-        return wrapper
-
-    return decorator
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -221,15 +182,19 @@ SEARCH_READ = 200
 LAST_PAGE_READ = 100_000
 
 
+def _page_number(request: HttpRequest) -> int:
+    try:
+        return min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
+    except ValueError:
+        return 1
+
+
 def _capped_page(request: HttpRequest, ids: Any) -> Any:
     """`_page` of a search's query of ids, in one query: the ids up to `SEARCH_READ`, plus
     one to know whether more exist (`page.more`; the count is then "more than"); a page past
     those, only its own ids (plus one). A page past the end reads up to it, and shows the
     last page as Django's paginator does."""
-    try:
-        number = min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
-    except ValueError:
-        number = 1
+    number = _page_number(request)
     start, upto = (number - 1) * PAGE_SIZE, number * PAGE_SIZE
     if upto > SEARCH_READ:
         window = selectors.all_ids(ids[start : upto + 1])
@@ -327,7 +292,10 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
         if with_sql:
             page = _capped_page(request, selectors.search_ids(query, sql=True))
         else:
-            page = _capped_page(request, selectors.search_ids(query))
+            # A page past the first read ones: the names' index may be the shorter way there.
+            upto = _page_number(request) * PAGE_SIZE + 1
+            deep = upto if upto > SEARCH_READ else None
+            page = _capped_page(request, selectors.search_ids(query, upto=deep))
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True
@@ -369,12 +337,17 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
     if query and request.method != "POST":
         # Old links to /?q=... keep working: they are the search page.
         return _search_page(request, query)
-    page = _page(request, Namespace.objects.with_counts().order_by("name").only("name"))
+    # The counts are kept on each namespace's row (catalog.counts): nothing is counted here.
+    listed = Namespace.objects.order_by("name").only(
+        "name", "view_total", "table_total", "materialized_total"
+    )
+    page = _page(request, listed)
     page.object_list = list(page.object_list)
     link = linker()
     for ns in page.object_list:
-        ns.view_count = ns.object_count - ns.table_count
-        ns.plain_table_count = ns.table_count - ns.materialized_count
+        ns.view_count = ns.view_total
+        ns.plain_table_count = ns.table_total - ns.materialized_total
+        ns.materialized_count = ns.materialized_total
         ns.url = link("catalog:namespace-detail", ns.name)
         ns.mt_url = link("refresh:mt-list", ns.name)
     # The late and failing counts come from refresh's template tag (refresh/templatetags).

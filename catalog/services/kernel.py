@@ -34,7 +34,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from catalog import history, mirror, selectors
+from catalog import counts, history, mirror, selectors
 from catalog.core import metadata_io, purge, tables, view_metadata
 from catalog.core.errors import (
     AlreadyExists,
@@ -522,6 +522,7 @@ def move(
                 )
                 if renamed != 1:
                     raise CommitConflict(f"Rename failed: {old} was renamed by another writer")
+                counts.moved(obj, source_id=obj.namespace_id, target_id=target.pk)
                 obj.refresh_from_db()
                 history.record_change(
                     obj, actor=actor, action=f"rename_{kind.name}", message=f"renamed from {old}"

@@ -92,7 +92,7 @@ class MonitoredTablesView(generics.ListAPIView):
     def get_queryset(self) -> Any:
         self.now = timezone.now()
         filters = monitoring.table_filters(self.request.query_params)
-        return monitoring.tables(filters, now=self.now)
+        return monitoring.TableList(filters, now=self.now)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
@@ -159,7 +159,7 @@ class MonitoringHistoryView(generics.ListAPIView):
     pagination_class = CatalogPagination
 
     def get_queryset(self) -> Any:
-        return monitoring.history(monitoring.history_filters(self.request.query_params))
+        return monitoring.HistoryList(monitoring.history_filters(self.request.query_params))
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())

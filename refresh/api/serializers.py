@@ -412,7 +412,13 @@ class MaterializedTableSummarySerializer(serializers.ModelSerializer):
     @extend_schema_field(RefreshRunSerializer(allow_null=True))
     def get_last_refresh(self, mt: MaterializedTable) -> dict[str, Any] | None:
         run = selectors.last_refresh(mt)
-        return RefreshRunSerializer(run).data if run is not None else None
+        if run is None:
+            return None
+        # One run serializer for a whole list: building a ModelSerializer's fields cost
+        # more than writing a run.
+        if not hasattr(self, "_runs"):
+            self._runs = RefreshRunSerializer()
+        return self._runs.to_representation(run)
 
     @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_lag_seconds(self, mt: MaterializedTable) -> float | None:

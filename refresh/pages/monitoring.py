@@ -10,10 +10,13 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.defaultfilters import truncatechars
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
 from catalog.core.errors import InvalidInput
+from catalog.pages.formatting import moment, places, text
 from catalog.pages.views import catalog_page, linker
 from refresh import monitoring
 from refresh.pages.views import duration_text
@@ -29,6 +32,102 @@ def _page(request: HttpRequest, items: Any, parameter: str) -> Page:
     return page
 
 
+# The lists' rows are written here, not by the template: fifty rows of each through the
+# template engine took most of the page. The markup is the template's, every value escaped.
+
+_STATUS_BADGES = {
+    monitoring.FAILING: '<span class="badge err">failing</span>',
+    monitoring.LATE: '<span class="badge late">late</span>',
+    monitoring.OK: '<span class="badge ok">ok</span>',
+}
+
+
+def table_rows_html(rows: list[dict[str, Any]]) -> SafeString:
+    out = []
+    for row in rows:
+        status = row["status"]
+        qualified = text(f"{row['namespace']}.{row['name']}")
+        state = text(row["state"])
+        reason = row["suspended_reason"]
+        suspended = (
+            f' <span class="small muted" title="{text(reason)}">'
+            f"{text(truncatechars(reason, 60))}</span>"
+            if reason
+            else ""
+        )
+        if row["lag_seconds"] is None:
+            lag = '<span class="muted">no data yet</span>'
+        else:
+            seconds = places(row["lag_seconds"], 0)
+            lag = f'<span title="{seconds} s">{text(row["lag_text"])}</span>'
+        ratio = places(row["lag_ratio"], 2) if row["lag_ratio"] is not None else ""
+        last = row["last_refresh"]
+        if last:
+            finished = moment(last["finished_at"])
+            last_html = (
+                f'<span class="run-state-{text(last["state"].lower())}">{text(last["state"])}'
+                f"</span> {finished}"
+            )
+        else:
+            last_html = '<span class="muted">never</span>'
+        out.append(
+            f'<tr id="mt-{qualified}" class="monitored status-{text(status)}'
+            f'{" late" if status != monitoring.OK else ""}" data-status="{text(status)}">'
+            f"<td>{_STATUS_BADGES[status]}</td>"
+            f'<td><a href="{text(row["url"])}">{qualified}</a></td>'
+            f'<td><span class="badge state state-{text(row["state"].lower())}">{state}</span>'
+            f"{suspended}</td>"
+            f"<td><code>{text(row['freshness']['text'])}</code></td>"
+            f'<td class="lag">{lag}</td><td>{ratio}</td><td>{last_html}</td>'
+            f"<td>{text(row['consecutive_failures'])}</td></tr>"
+        )
+    return mark_safe("\n".join(out))  # noqa: S308 - every value above is escaped
+
+
+def history_rows_html(entries: list[dict[str, Any]]) -> SafeString:
+    out = []
+    for entry in entries:
+        kind, state = text(entry["kind"]), text(entry["state"])
+        name = text(entry["table_name"])
+        table = (
+            f'<a href="{text(entry["url"])}">{name}</a>'
+            if entry.get("url")
+            else f'{name} <span class="muted small">(dropped)</span>'
+        )
+        count = entry["count"]
+        batches = f' <span class="run-batches">×{text(count)}</span>' if count > 1 else ""
+        seconds = entry["duration_seconds"]
+        duration = f"{places(seconds, 1)} s" if seconds is not None else ""
+        error = (
+            f'<details><summary>error</summary><pre class="error-text">{text(entry["error"])}'
+            "</pre></details>"
+            if entry["error"]
+            else ""
+        )
+        out.append(
+            f'<tr id="{kind}-run-{text(entry["id"])}" class="run" data-kind="{kind}" '
+            f'data-state="{state}"><td><span class="badge">{kind}</span></td>'
+            f"<td>{text(entry['id'])}</td><td>{table}</td>"
+            f"<td>{text(entry['action'])}{batches}</td><td>{text(entry['trigger'])}</td>"
+            f'<td class="run-state run-state-{text(entry["state"].lower())}">{state}</td>'
+            f"<td>{moment(entry['queued_at'])}</td><td>{moment(entry['finished_at'])}</td>"
+            f'<td>{duration}</td><td class="run-error">{error}</td></tr>'
+        )
+    return mark_safe("\n".join(out))  # noqa: S308 - every value above is escaped
+
+
+#: No page number beyond this one is read (a number is a LIMIT: it must stay an integer the
+#: database takes).
+LAST_PAGE_READ = 100_000
+
+
+def _number(request: HttpRequest, parameter: str) -> int:
+    try:
+        return min(max(int(request.GET.get(parameter) or 1), 1), LAST_PAGE_READ)
+    except ValueError:
+        return 1
+
+
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def monitoring_page(request: HttpRequest) -> HttpResponse:
@@ -41,7 +140,8 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     except InvalidInput as error:
         errors[error.field or "status"] = error.message
         table_filters = monitoring.TableFilters()
-    tables = _page(request, monitoring.tables(table_filters, now=now), "page")
+    listed = monitoring.TableList(table_filters, now=now)
+    tables = _page(request, listed, "page")
     rows = []
     for mt in tables.object_list:
         row = monitoring.table_row(mt, now)
@@ -57,7 +157,12 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     except InvalidInput as error:
         errors[error.field or "history"] = error.message
     else:
-        history = _page(request, monitoring.history(history_filters), "history_page")
+        # Counted up to HISTORY_COUNTED rows, or up to the page asked for: "more than".
+        asked = _number(request, "history_page") * monitoring.PAGE_SIZE
+        upto = max(monitoring.HISTORY_COUNTED, asked)
+        runs = monitoring.HistoryList(history_filters, upto=upto)
+        history = _page(request, runs, "history_page")
+        history.more = runs.more
         for entry in map(monitoring.history_row, history.object_list):
             if entry["namespace"] is not None and entry["name"] is not None:
                 detail = "refresh:mt-detail" if entry["kind"] == monitoring.REFRESH else None
@@ -68,12 +173,15 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
 
     context = {
         "rows": rows,
+        "table_rows": table_rows_html(rows),
         "page": tables,
         "status": table_filters.status or "",
         "statuses": monitoring.STATUSES,
-        "counts": monitoring.counts(now=now),
+        # The list counted every table by status already.
+        "counts": {key: listed.by_status[key] for key in (monitoring.LATE, monitoring.FAILING)},
         "history": history,
         "entries": entries,
+        "history_rows": history_rows_html(entries),
         "filters": {
             name: request.GET.get(name, "")
             for name in ("kind", "state", "namespace", "table", "since")

@@ -1,16 +1,27 @@
 /* A table's health over time (maintenance section): data files and delete files, average
    file size, snapshots kept, and the current metadata file's size, drawn by uPlot from the
-   JSON the page embeds (#health-chart-data). Samples taken for a maintenance run are drawn
-   as dots: the runs are marked on every line. A single sample is shown as its values
-   (charts.js). */
-(function () {
+   samples the API gives once the page has loaded (GET data-health-url, the table's health,
+   with the session's cookie). Samples taken for a maintenance run are drawn as dots: the
+   runs are marked on every line. A single sample is shown as its values (charts.js). */
+(function (drawSamples) {
   "use strict";
-  var source = document.getElementById("health-chart-data");
-  if (!source || typeof uPlot === "undefined" || typeof LakeviewCharts === "undefined") {
-    return;
+  // The section may arrive after the page (static/js/later.js): look again when it does.
+  function load() {
+    var box = document.getElementById("chart-health-files");
+    if (!box || !box.dataset.healthUrl || box.dataset.asked || typeof uPlot === "undefined") {
+      return;
+    }
+    box.dataset.asked = "1";
+    fetch(box.dataset.healthUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (body) { if (body && body.series) { drawSamples(body.series); } });
   }
+  load();
+  document.addEventListener("lakeview:later", load);
+})(function (samples) {
+  "use strict";
+  if (typeof LakeviewCharts === "undefined") { return; }
   var shared = LakeviewCharts;
-  var samples = JSON.parse(source.textContent) || [];
   if (!samples.length) { return; }
 
   function seconds(iso) { return Date.parse(iso) / 1000; }
@@ -81,4 +92,4 @@
       if (chart) { chart.setSize({ width: shared.width(chart.root.parentNode), height: 200 }); }
     });
   });
-})();
+});

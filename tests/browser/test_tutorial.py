@@ -148,9 +148,14 @@ def test_a_newcomer_follows_the_tutorial_in_the_browser(
         timeout=120,
         what="a micro-batch with the appended events",
     )
-    page.goto(f"{base}/namespaces/{shop}/materialized-tables/events_per_kind/")
-    batch = page.locator("table#runs tbody tr", has_text="CONTINUOUS").first
-    expect(batch).to_be_visible(timeout=60_000)
+    # The micro-batch's row is written just after its commit: the page shows it then.
+    batches = page.locator("table#runs tbody tr", has_text="CONTINUOUS")
+
+    def batch_shown() -> bool:
+        page.goto(f"{base}/namespaces/{shop}/materialized-tables/events_per_kind/")
+        return batches.count() > 0
+
+    stack.wait_for(batch_shown, timeout=60, what="the micro-batch in the table's history")
 
     # 5. A view, and its lineage down to the samples.
     step = tutorial.step(5)

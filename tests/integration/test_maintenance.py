@@ -5,6 +5,7 @@ decisions from the mirror, health samples, and pruning."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -332,13 +333,24 @@ def test_routine_scheduled_runs_are_pruned_sooner_than_failures_and_manual_runs(
     assert left == {runs[("SCHEDULED", "FAILED")], runs[("MANUAL", "SUCCEEDED")]}
 
 
+def _section(client, table) -> str:
+    """The maintenance section as the table page shows it: the page holds its place, which
+    static/js/later.js fills in from the address the place names."""
+    page = client.get(f"/namespaces/ops/tables/{table.name}/")
+    assert page.status_code == 200
+    url = re.search(r'id="maintenance" data-later="([^"]+)"', page.content.decode()).group(1)
+    assert url == f"/namespaces/ops/tables/{table.name}/maintenance/"
+    section = client.get(url)
+    assert section.status_code == 200
+    return section.content.decode()
+
+
 def test_the_table_page_shows_the_section_and_its_forms_switch_and_queue(client, editor) -> None:
     table = make_table()
     client.force_login(editor)
-    page = client.get(f"/namespaces/ops/tables/{table.name}/")
-    assert page.status_code == 200
-    html = page.content.decode()
-    assert 'id="maintenance"' in html and "Run maintenance now" in html
+    html = _section(client, table)
+    assert html.lstrip().startswith('<section class="card" id="maintenance">')
+    assert "Run maintenance now" in html
 
     switched = client.post(
         f"/namespaces/ops/tables/{table.name}/maintenance/enabled", {"enabled": "on"}
@@ -349,15 +361,15 @@ def test_the_table_page_shows_the_section_and_its_forms_switch_and_queue(client,
 
     client.post(f"/namespaces/ops/tables/{table.name}/maintenance/run")
     assert MaintenanceRun.objects.filter(table=table, trigger="MANUAL").count() == 5
-    page = client.get(f"/namespaces/ops/tables/{table.name}/").content.decode()
+    page = _section(client, table)
     assert 'id="maintenance-runs"' in page and "REMOVE_ORPHAN_FILES" in page
 
 
 def test_a_viewer_sees_the_section_without_its_forms(client, viewer) -> None:
     table = make_table()
     client.force_login(viewer)
-    html = client.get(f"/namespaces/ops/tables/{table.name}/").content.decode()
-    assert 'id="maintenance"' in html and "Run maintenance now" not in html
+    html = _section(client, table)
+    assert 'id="maintenance-state"' in html and "Run maintenance now" not in html
     response = client.post(f"/namespaces/ops/tables/{table.name}/maintenance/run")
     assert response.status_code == 403
 
@@ -396,7 +408,7 @@ def test_the_page_cancels_a_maintenance_run_of_its_own_table_only(client, editor
     [run] = maintenance.start(table=table, actions=[Action.EXPIRE_SNAPSHOTS])
     client.force_login(editor)
     cancel = f"/namespaces/ops/tables/{table.name}/maintenance/runs/{run.pk}/cancel"
-    assert cancel in client.get(f"/namespaces/ops/tables/{table.name}/").content.decode()
+    assert cancel in _section(client, table)
     elsewhere = f"/namespaces/ops/tables/{other.name}/maintenance/runs/{run.pk}/cancel"
     assert client.post(elsewhere).status_code == 404
     assert client.post(cancel).status_code == 302

@@ -432,6 +432,28 @@ def test_the_page_shows_the_history_with_its_filters_as_a_get_form(client, viewe
     assert f'href="{reverse("refresh:mt-detail", args=["sales", "broken"])}"' in runs
 
 
+def test_the_page_counts_the_history_up_to_a_bound_and_pages_on_beyond_it(
+    client, viewer, history, monkeypatch
+):
+    """Refresh runs are kept for good: past HISTORY_COUNTED rows (or the page asked for)
+    the page says "more than" instead of counting every run, and still pages on."""
+    monkeypatch.setattr(monitoring, "PAGE_SIZE", 2)
+    monkeypatch.setattr(monitoring, "HISTORY_COUNTED", 3)
+    total = RefreshRun.objects.count() + MaintenanceRun.objects.count()
+    assert total > 6
+    client.force_login(viewer)
+    first = client.get(PAGE).content.decode()
+    assert 'history <span class="muted small">(more than 3)</span>' in first
+    assert "page 1 of more than 2" in first and "?history_page=2" in first
+    # A page past the bound counts up to it, and says whether more exist beyond.
+    third = client.get(PAGE, {"history_page": 3}).content.decode()
+    assert "(more than 6)" in third and "?history_page=4" in third
+    last = (total + 1) // 2
+    end = client.get(PAGE, {"history_page": last}).content.decode()
+    assert f"({total})" in end and 'rel="next"' not in end.split('id="history-runs"')[1]
+    assert end.split('id="history-runs"')[1].count('class="run"') == total - (last - 1) * 2
+
+
 # -- bad filters ------------------------------------------------------------------------------
 
 

@@ -35,12 +35,18 @@ def catalog():
             services.create_table(namespace=namespace, name=name, schema=SCHEMA)
 
 
-@pytest.fixture(params=["rare", "common"])
+@pytest.fixture(params=["rare", "common", "deep"])
 def frequency(request, monkeypatch):
-    """Both ways: through the index's candidates, and (every text counting as common) the
-    walk of the (namespace, name) index."""
-    if request.param == "common":
+    """Every way: through the index's candidates, (every text counting as common) the walk
+    of the (namespace, name) index, and (a page far down) the index's whole list of
+    candidates for the text's end, read inside the query."""
+    if request.param in ("common", "deep"):
         monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)
+    if request.param == "deep":
+        candidates = selectors._name_candidates
+        monkeypatch.setattr(
+            selectors, "_name_candidates", lambda text, upto=None: candidates(text, upto=10**9)
+        )
     return request.param
 
 
@@ -94,6 +100,22 @@ def test_a_rare_text_reads_the_names_the_index_points_to(catalog):
     assert any(selectors.NAME_FTS_TABLE in q["sql"] for q in queries.captured_queries)
     ids = selectors.search_ids("eu.orders")
     assert selectors.all_ids(ids) and "IN (" in str(ids.query)
+
+
+def test_a_page_far_down_a_common_text_reads_the_index_when_that_is_the_shorter_way(
+    catalog, monkeypatch
+):
+    if connection.vendor != "sqlite":
+        pytest.skip("the names' trigram index is SQLite's (PostgreSQL scans the names)")
+    monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)  # "region" counts as common
+    first = selectors.search_ids("region", upto=None)
+    assert selectors.NAME_FTS_TABLE not in str(first.query)
+    deep = selectors.search_ids("region", upto=10**9)  # far down a catalog of 11 names
+    assert f"SELECT rowid FROM {selectors.NAME_FTS_TABLE}" in str(deep.query)
+    assert selectors.all_ids(deep) == selectors.all_ids(first)
+    # Not when the walk to the page is the shorter read (a page near the top).
+    near = selectors.search_ids("region", upto=1)
+    assert selectors.NAME_FTS_TABLE not in str(near.query)
 
 
 def test_the_index_follows_renames_moves_and_drops(catalog):

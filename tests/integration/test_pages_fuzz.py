@@ -21,9 +21,10 @@ from urllib.parse import quote, urlencode
 
 import pytest
 from django.apps import apps
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import DataError, connection
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -102,6 +103,7 @@ class World:
     job: int
     run: int
     maintenance_run: int
+    upload: str
 
     def value(self, route: str, name: str) -> str:
         """The real value of `name` in `route`."""
@@ -123,6 +125,8 @@ class World:
             return "1"
         if name == "run_id":
             return str(self.maintenance_run if "/maintenance/" in route else self.run)
+        if name == "token":
+            return self.upload
         raise AssertionError(f"no value for <{name}> in {route}")
 
     def url(self, route: str, **hostile: str) -> str:
@@ -140,7 +144,7 @@ class World:
 def world(daily, editor, tmp_path: Path, settings) -> World:  # noqa: F811
     """sales.orders (a table), sales.daily (a materialized table over it), sales.recent (a
     view), sales.events (an attached table with three snapshots), a credential, a Spark job,
-    a refresh run and a maintenance run."""
+    a refresh run, a maintenance run and the editor's upload waiting for its second step."""
     folder = tmp_path / "external"
     folder.mkdir()
     settings.ATTACH_LOCATIONS = [str(folder)]
@@ -153,6 +157,15 @@ def world(daily, editor, tmp_path: Path, settings) -> World:  # noqa: F811
     job = SparkJob.objects.create(kind="preview_table", arguments={}, requested_by=editor)
     orders = Table.objects.get(namespace__name="sales", name="orders")
     maintenance_run = MaintenanceRun.objects.create(table=orders)
+    settings.UPLOAD_DIR = str(tmp_path / "uploads")
+    uploader = Client()
+    uploader.force_login(editor)
+    staged = uploader.post(
+        reverse("catalog:upload", kwargs={"namespace": "sales"}),
+        {"file": SimpleUploadedFile("rows.csv", b"id,name\n1,a\n"), "table": "uploaded",
+         "mode": "create", "format": ""},
+    )  # fmt: skip
+    assert staged.status_code == 302, staged.content[:400]
     return World(
         view="recent",
         table="orders",
@@ -162,6 +175,7 @@ def world(daily, editor, tmp_path: Path, settings) -> World:  # noqa: F811
         job=job.pk,
         run=RefreshRun.objects.filter(materialized_table=daily).latest("pk").pk,
         maintenance_run=maintenance_run.pk,
+        upload=staged["Location"].rstrip("/").rsplit("/", 1)[-1],
     )
 
 

@@ -4,7 +4,9 @@ looks at names first and reads views' SQL only when no name matches or when aske
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -13,9 +15,22 @@ from django.urls import reverse
 from django.utils import dateformat, timezone
 from rest_framework.test import APIClient
 
-from bench.pages import seed_materialized, seed_tables, seed_views, write_shared_metadata
-from catalog.models import CatalogObject, Namespace
+from bench.pages import (
+    BIG_NAMESPACE,
+    TABLE_PAGE,
+    History,
+    seed_catalog,
+    seed_history,
+    seed_materialized,
+    seed_tables,
+    seed_views,
+    write_shared_metadata,
+)
+from bench.pages import _pages as bench_pages
+from catalog.models import CatalogEvent, CatalogObject, Namespace, Table, View
 from catalog.pages import views
+from maintenance.models import HealthSample, MaintenanceRun
+from refresh.models import MaterializedTable, RefreshRun
 
 pytestmark = pytest.mark.django_db
 
@@ -347,3 +362,95 @@ def test_a_search_text_no_name_or_sql_can_hold_is_a_400_that_says_why(client, vi
         assert response.status_code == 400
         problem = re.search(r'id="search-problem">(.*?)</div>', response.content.decode())
         assert ("NUL" if "\x00" in text else "longer than 1,000") in problem.group(1)
+
+
+# -- queries per page at two sizes ----------------------------------------------------------
+
+#: A small catalog's history: every kind of row the pages' panels read, a few of each.
+SMALL_HISTORY = History(
+    full_hours=6,
+    batch_seconds=600,
+    batch_hours=3,
+    days=2,
+    expiry_minutes=120,
+    expiry_days=1,
+    sample_minutes=240,
+    snapshots=5,
+)
+
+
+def _grow(files, now) -> None:
+    """More of everything the pages read: namespaces, views and tables (in the measured
+    namespace too), materialized tables with their history, and more history for the ones
+    there were (runs, events, maintenance runs, samples of days before)."""
+    view_file, table_file = files
+    for i in range(4):
+        ns = Namespace.objects.create(name=f"grown_{i}")
+        names = [f"t_{j}" for j in range(15)]
+        seed_tables(ns, names, table_file)
+        seed_views(ns, [f"v_{j:03d}" for j in range(120)], view_file, names)
+    big = Namespace.objects.get(name=BIG_NAMESPACE)
+    more_tables = [f"more_{j}" for j in range(20)]
+    seed_tables(big, more_tables, table_file)
+    seed_views(big, [f"more_{j:03d}" for j in range(150)], view_file, [TABLE_PAGE, *more_tables])
+    sales = Namespace.objects.get(name="sales")
+    existing = list(MaterializedTable.objects.values_list("table_id", flat=True))
+    added = seed_tables(sales, [f"mt_new_{j}" for j in range(10)], table_file)
+    seed_materialized(added)
+    plain = list(Table.objects.filter(namespace=big, name=TABLE_PAGE).values_list("pk", flat=True))
+    longer = dataclasses.replace(SMALL_HISTORY, full_hours=30, batch_hours=8, days=6, snapshots=1)
+    # The same tables a week earlier (the history grows backwards), then the new ones.
+    seed_history(existing, plain, history=longer, now=now - timedelta(days=7))
+    seed_history(added, [], continuous=2, history=longer, now=now)
+
+
+def _page_queries(client, api) -> dict[str, int]:
+    counts = {}
+    for name, path in bench_pages():
+        if path.startswith("/admin/"):
+            continue
+        caller = api if path.startswith("/api/") else client
+        assert caller.get(path).status_code == 200, path  # a first request reads its groups
+        with CaptureQueriesContext(connection) as queries:
+            assert caller.get(path).status_code == 200, path
+        counts[name] = len(queries.captured_queries)
+    return counts
+
+
+def test_no_page_or_list_the_benchmark_measures_makes_more_queries_as_the_catalog_grows(
+    client, viewer, viewer_api, warehouse
+):
+    """Every page and list endpoint of bench/pages.py, on a small seeded catalog and on one
+    with more namespaces, views, tables, materialized tables and more of their history
+    (refresh runs, micro-batches, commits, maintenance runs, health samples): the same
+    number of queries (a count that follows the catalog would grow without bound)."""
+    now = timezone.now()
+    seed_catalog(
+        warehouse, namespaces=3, tables=60, views=300, materialized=12, history=SMALL_HISTORY
+    )
+    client.force_login(viewer)
+    small = _page_queries(client, viewer_api)
+    before = {
+        "views": View.objects.count(),
+        "materialized": MaterializedTable.objects.count(),
+        "runs": RefreshRun.objects.count(),
+        "maintenance": MaintenanceRun.objects.count(),
+        "samples": HealthSample.objects.count(),
+        "events": CatalogEvent.objects.count(),
+    }
+    _grow(write_shared_metadata(warehouse), now)
+    large = _page_queries(client, viewer_api)
+    assert all(
+        model.objects.count() > before[key]
+        for key, model in (
+            ("views", View),
+            ("materialized", MaterializedTable),
+            ("runs", RefreshRun),
+            ("maintenance", MaintenanceRun),
+            ("samples", HealthSample),
+            ("events", CatalogEvent),
+        )
+    )
+    grew = {name: (small[name], large[name]) for name in small if large[name] != small[name]}
+    assert grew == {}
+    assert set(small) == {name for name, path in bench_pages() if not path.startswith("/admin/")}

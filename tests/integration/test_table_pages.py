@@ -3,6 +3,8 @@ properties, snapshots with their summaries, and the metadata log."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -104,3 +106,55 @@ def test_the_table_page_shows_schema_history_spec_snapshots_and_metadata_log(
 def test_an_unknown_table_is_404(client, viewer, events_table):
     client.force_login(viewer)
     assert client.get(reverse("catalog:table-detail", args=["lake", "nope"])).status_code == 404
+
+
+def test_a_snapshots_row_shows_its_figures_and_summary_with_every_value_escaped(
+    client, viewer, events_table
+):
+    """The rows of the table of snapshots are written in Python (tables.snapshot_rows_html):
+    what an engine put in a summary is text, never markup."""
+    services.commit_table(
+        namespace="lake",
+        name="events",
+        requirements=[],
+        updates=[
+            {
+                "action": "add-snapshot",
+                "snapshot": {
+                    "snapshot-id": 4343,
+                    "parent-snapshot-id": 4242,
+                    "sequence-number": 2,
+                    "timestamp-ms": 1_700_000_060_000,
+                    "manifest-list": "/nowhere/snap-4343.avro",
+                    "summary": {
+                        "operation": "overwrite",
+                        "added-records": "7",
+                        "total-records": "10",
+                        "<script>alert(1)</script>": '"><img src=x onerror=alert(2)>',
+                    },
+                    "schema-id": 1,
+                },
+            },
+            {
+                "action": "set-snapshot-ref",
+                "ref-name": "main",
+                "type": "branch",
+                "snapshot-id": 4343,
+            },
+        ],
+    )
+    client.force_login(viewer)
+    page = client.get(reverse("catalog:table-detail", args=["lake", "events"])).content.decode()
+    rows = re.search(r'id="snapshot-summaries">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
+    assert "<script>" not in rows and "<img" not in rows
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rows
+    assert "&quot;&gt;&lt;img src=x onerror=alert(2)&gt;" in rows
+    current = re.search(r'<tr class="current" data-snapshot-id="4343">(.*?)</tr>', rows).group(1)
+    assert '<span class="badge">current</span>' in current
+    assert "<td>2023-11-14 22:14:20</td><td>overwrite</td><td>1</td>" in current
+    cells = re.findall(r'<td class="num">(.*?)</td>', current)
+    dash = '<span class="muted">—</span>'
+    assert cells == ["7", dash, "10", dash, dash, dash, dash, dash]
+    assert '<a href="?at=4343&amp;files=1#files">files</a>' in current
+    assert '<tr data-snapshot-id="4242">' in rows
+    assert 'colspan="12"' in rows

@@ -1,9 +1,10 @@
 """refresh/ reads top-down: each module imports only modules of its own layer or the ones
 below, and no two modules import each other, even inside functions (a function-level import
-is still a dependency; it only hides the circle). catalog/ sits below refresh/ and imports
-nothing of it (what the catalog needs of Spark, refresh registers into it). Read from the
-source with `ast`, so a new module is covered without editing this test; one outside every
-layer fails it."""
+is still a dependency; it only hides the circle). catalog/ sits below refresh/ and
+maintenance/ and imports nothing of them (what the catalog needs of Spark, refresh registers
+into it; the table page's maintenance section, maintenance registers). No circle of imports
+anywhere in catalog/, maintenance/, webapp/ or refresh/. Read from the source with `ast`, so
+a new module is covered without editing this test; one outside every layer fails it."""
 
 from __future__ import annotations
 
@@ -39,15 +40,19 @@ PACKAGES = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+#: The apps and the project: one graph, in which no circle may form.
+APPLICATION = ("catalog", "maintenance", "refresh", "webapp")
+
+
+def module_name(path: Path, root: Path = REPO_ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def modules(package: str) -> dict[str, Path]:
+def modules(package: str, root: Path = REPO_ROOT) -> dict[str, Path]:
     return {
-        module_name(path): path
-        for path in sorted((REPO_ROOT / package).rglob("*.py"))
+        module_name(path, root): path
+        for path in sorted((root / package).rglob("*.py"))
         if "migrations" not in path.parts
     }
 
@@ -108,28 +113,57 @@ def test_no_module_of_refresh_imports_one_in_a_layer_above_it():
     assert upward == []
 
 
-def test_no_two_modules_of_refresh_import_each_other_even_through_others():
-    edges = graph()
-    circles = []
+def circles(edges: dict[str, set[str]]) -> list[str]:
+    """Every circle of the graph, once from each module on it: "a -> b -> a"."""
+    found = []
 
     def walk(start: str, node: str, path: list[str], seen: set[str]) -> None:
-        for target in edges.get(node, ()):
+        for target in sorted(edges.get(node, ())):
             if target == start:
-                circles.append(" -> ".join([*path, start]))
+                found.append(" -> ".join([*path, start]))
             elif target not in seen:
                 seen.add(target)
                 walk(start, target, [*path, target], seen)
 
-    for module in edges:
+    for module in sorted(edges):
         walk(module, module, [module], {module})
-    assert circles == []
+    return found
 
 
-def test_the_catalog_imports_nothing_of_refresh_even_inside_functions():
+def application_graph(root: Path = REPO_ROOT, packages: tuple[str, ...] = APPLICATION) -> dict:
+    """Module -> the modules of `packages` it imports, anywhere in its source. A package's
+    __init__ is a module of its own (importing the package runs it)."""
+    found = {name: path for package in packages for name, path in modules(package, root).items()}
+    known = set(found)
+    return {module: imports(path, known) - {module} for module, path in found.items()}
+
+
+def test_no_two_modules_of_refresh_import_each_other_even_through_others():
+    assert circles(graph()) == []
+
+
+def test_no_circle_of_imports_in_the_catalog_maintenance_the_project_or_across_them():
+    assert circles(application_graph()) == []
+
+
+def test_a_circle_closed_by_an_import_inside_a_function_is_found(tmp_path: Path):
+    package = tmp_path / "shop"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "orders.py").write_text("from shop import prices\n")
+    (package / "prices.py").write_text("def total():\n    from shop.orders import Order\n")
+    (package / "other.py").write_text("import shop.prices\n")
+    assert circles(application_graph(tmp_path, ("shop",))) == [
+        "shop.orders -> shop.prices -> shop.orders",
+        "shop.prices -> shop.orders -> shop.prices",
+    ]
+
+
+def test_the_catalog_imports_nothing_of_refresh_or_maintenance_even_inside_functions():
     reaching_up = [
         f"{module} imports {name}"
         for module, path in modules("catalog").items()
         for name in sorted(imported(path))
-        if name == "refresh" or name.startswith("refresh.")
+        if name.split(".")[0] in ("refresh", "maintenance")
     ]
     assert reaching_up == []

@@ -2,16 +2,17 @@
 
 The pointer (metadata_location) is kept; everything the mirror says (identity, location,
 properties, versions, representations, schemas, logs, snapshots, a view's dependencies) is
-derived again from the file by the same code that every commit uses (catalog.mirror). Use it
-after restoring a database backup that is older than the warehouse, or to check that the
-mirror agrees with the files."""
+derived again from the file by the same code that every commit uses (catalog.mirror), and
+each namespace's counts of views and tables from the rows (catalog.counts). Use it after
+restoring a database backup that is older than the warehouse, or to check that the mirror
+agrees with the files."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from catalog import mirror
+from catalog import counts, mirror
 from catalog.core.errors import CatalogError
 from catalog.models import CatalogObject
 from catalog.services.kernel import KINDS
@@ -35,6 +36,7 @@ class Command(BaseCommand):
                 mirror.rebuild(obj, metadata)
             rebuilt += 1
             self.stdout.write(f"{kind.name} {obj}: rebuilt")
+        counts.recount()
         self.stdout.write(self.style.SUCCESS(f"Rebuilt {rebuilt} objects; {failed} failed."))
         if failed:
             raise SystemExit(1)

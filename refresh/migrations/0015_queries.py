@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("catalog", "0012_event_action_index"),
-        ("refresh", "0012_run_cancel"),
+        ("refresh", "0014_namespace_materialized_counts"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

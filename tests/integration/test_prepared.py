@@ -1,0 +1,84 @@
+"""A query compiled once (catalog.prepared) answers as the ORM would with each call's values,
+and refuses to run when a value is not one of the query's parameters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from unittest.mock import ANY
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from catalog.models import CatalogEvent, Namespace
+from catalog.prepared import Prepared
+
+pytestmark = pytest.mark.django_db
+
+SAMPLE_TIME = datetime(1970, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+
+def _since(now: datetime, kind: str):
+    return (
+        CatalogEvent.objects.filter(occurred_at__gte=now, object_type=kind)
+        .order_by("occurred_at")
+        .values_list("object_name", "occurred_at")
+    )
+
+
+def test_a_prepared_query_answers_as_the_orm_with_each_calls_values():
+    now = timezone.now()
+    for minutes, name, kind in ((-10, "s.old", "view"), (5, "s.new", "view"), (20, "t", "table")):
+        event = CatalogEvent.objects.create(action="create", object_type=kind, object_name=name)
+        CatalogEvent.objects.filter(pk=event.pk).update(
+            occurred_at=now + timedelta(minutes=minutes)
+        )
+    prepared = Prepared(_since, now=SAMPLE_TIME, kind="sample kind")
+    for moment, kind in ((now, "view"), (now - timedelta(hours=1), "view"), (now, "table")):
+        assert prepared.rows(now=moment, kind=kind) == list(_since(moment, kind))
+    assert [name for name, _ in prepared.rows(now=now - timedelta(hours=1), kind="view")] == [
+        "s.old",
+        "s.new",
+    ]
+    # Aware datetimes come back, as the ORM gives them.
+    assert prepared.rows(now=now, kind="table")[0][1].tzinfo is not None
+    early = now - timedelta(hours=1)
+    assert prepared.rows(now=early, kind="view", limit=1, offset=1) == [("s.new", ANY)]
+
+
+def test_a_prepared_query_is_compiled_once_and_run_through_djangos_cursor():
+    calls = []
+
+    def build(name: str):
+        calls.append(name)
+        return Namespace.objects.filter(name=name).values_list("name", flat=True)
+
+    Namespace.objects.create(name="sales")
+    prepared = Prepared(build, name="sample name")
+    with CaptureQueriesContext(connection) as queries:
+        assert prepared.rows(name="sales") == [("sales",)]
+        assert prepared.rows(name="hr") == []
+    assert calls == ["sample name"]
+    assert len(queries.captured_queries) == 2
+
+
+def test_a_whole_number_is_a_value_too():
+    for count in (1, 3, 5):
+        CatalogEvent.objects.create(action="commit", object_type="table", count=count)
+    prepared = Prepared(
+        lambda least: CatalogEvent.objects.filter(count__gte=least)
+        .order_by("count")
+        .values_list("count", flat=True),
+        least=7_654_321,
+    )
+    assert prepared.rows(least=3) == [(3,), (5,)]
+    assert prepared.rows(least=6) == []
+
+
+def test_a_value_the_query_does_not_take_as_a_parameter_is_refused():
+    prepared = Prepared(lambda name: Namespace.objects.filter(name="sales"), name="sample name")
+    with pytest.raises(RuntimeError, match="does not take"):
+        prepared.rows(name="sales")
+    with pytest.raises(TypeError):
+        Prepared(lambda name: Namespace.objects.all(), name="x").rows(other="y")
