@@ -19,9 +19,11 @@ is fetched (`fetch`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from catalog.core.errors import SqlError
 from refresh.spark import sandbox
 from refresh.spark.batch import quote
 
@@ -59,7 +61,7 @@ def prepare(session: SparkSession, sql: str, *, catalog: str) -> Prepared:
         return _explain(session, parsed, catalog)
     if name == DESCRIBE_QUERY:
         frame, facts = _checked(session, parsed.plan(), catalog)
-        return _described(frame, facts, catalog, kind="DESCRIBE")
+        return _described(frame, _reads(session, facts, catalog), kind="DESCRIBE")
     if name in (DESCRIBE_TABLE, SHOW_COLUMNS):
         return _columns_of(session, parsed, catalog, show_columns=name == SHOW_COLUMNS)
     if name == DESCRIBE_COLUMN:
@@ -69,9 +71,16 @@ def prepare(session: SparkSession, sql: str, *, catalog: str) -> Prepared:
     frame, facts = _checked(session, parsed, catalog)
     return Prepared(
         kind="SELECT",
-        columns=[(f.name, f.dataType.simpleString()) for f in frame.schema.fields],
-        reads=sandbox.reads(facts, catalog),
+        columns=[(f.name, f.type) for f in _fields(frame)],
+        reads=_reads(session, facts, catalog),
         frame=frame,
+    )
+
+
+def _reads(session: SparkSession, facts: list, catalog: str) -> list[tuple[str, ...]]:
+    manager = session._jsparkSession.sessionState().catalogManager()  # noqa: SLF001
+    return sandbox.reads(
+        facts, catalog, namespace=[str(level) for level in manager.currentNamespace()]
     )
 
 
@@ -96,7 +105,7 @@ def _explain(session: SparkSession, parsed: Any, catalog: str) -> Prepared:
     return Prepared(
         kind="EXPLAIN",
         columns=[("plan", "string")],
-        reads=sandbox.reads(facts, catalog),
+        reads=_reads(session, facts, catalog),
         rows=[[str(text)]],
     )
 
@@ -122,31 +131,60 @@ def _columns_of(
         identifier = [*namespace, identifier[-1]] if len(identifier) == 1 else identifier
     if not show_columns and not parsed.partitionSpec().isEmpty():
         raise sandbox.SandboxRefused("DESCRIBE of a partition is not supported here")
-    with sandbox._refusals():  # noqa: SLF001
-        frame = session.table(quote([str(part) for part in identifier]))
-    plan = frame._jdf.queryExecution().analyzed()  # noqa: SLF001
-    facts = sandbox.facts_of(session, plan)
-    sandbox.check(facts, sandbox.policy_for(session, catalog=catalog))
+    # Read through SQL text, not `session.table`: a catalog view is told from the tables its
+    # SQL reads by the positions the parser gives. A refusal points at the name as the user
+    # wrote it, the one thing the text `SELECT * FROM name` holds.
+    origin = relation.origin()
+    line = int(origin.line().get()) if origin.line().isDefined() else None
+    column = int(origin.startPosition().get()) + 1 if origin.startPosition().isDefined() else None
+    try:
+        select = sandbox.parse(session, f"SELECT * FROM {quote([str(p) for p in identifier])}")
+        frame, facts = _checked(session, select, catalog)
+    except SqlError as error:
+        kind = sandbox.SandboxRefused if isinstance(error, sandbox.SandboxRefused) else SqlError
+        raise kind(error.base_message, line=line, column=column) from None
     if show_columns:
         return Prepared(
             kind="SHOW COLUMNS",
             columns=[("col_name", "string")],
-            reads=sandbox.reads(facts, catalog),
-            rows=[[f.name] for f in frame.schema.fields],
+            reads=_reads(session, facts, catalog),
+            rows=[[f.name] for f in _fields(frame)],
         )
-    return _described(frame, facts, catalog, kind="DESCRIBE")
+    return _described(frame, _reads(session, facts, catalog), kind="DESCRIBE")
 
 
-def _described(frame: DataFrame, facts: list, catalog: str, *, kind: str) -> Prepared:
+def _described(frame: DataFrame, reads: list[tuple[str, ...]], *, kind: str) -> Prepared:
     return Prepared(
         kind=kind,
         columns=[("col_name", "string"), ("data_type", "string"), ("comment", "string")],
-        reads=sandbox.reads(facts, catalog),
-        rows=[
-            [f.name, f.dataType.simpleString(), (f.metadata or {}).get("comment")]
-            for f in frame.schema.fields
-        ],
+        reads=reads,
+        rows=[[f.name, f.type, f.comment] for f in _fields(frame)],
     )
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    type: str  # Spark SQL's own text of the type, `decimal(12,2)`
+    comment: str | None
+    needs_text: bool  # a type Arrow or Parquet cannot hold
+
+
+def _fields(frame: DataFrame) -> list[_Field]:
+    """The frame's columns as the JVM has them. PySpark's `frame.schema` cannot be used: it
+    cannot parse every type Spark's analyzer gives (a calendar interval's JSON)."""
+    schema = frame._jdf.schema()  # noqa: SLF001
+    described = json.loads(schema.json())["fields"]
+    types = [str(field.dataType().simpleString()) for field in schema.fields()]
+    return [
+        _Field(
+            name=field["name"],
+            type=kind,
+            comment=(field.get("metadata") or {}).get("comment"),
+            needs_text=_needs_text(field["type"]),
+        )
+        for field, kind in zip(described, types, strict=True)
+    ]
 
 
 def fetch(prepared: Prepared, *, max_rows: int) -> pa.Table:
@@ -181,30 +219,36 @@ def _empty(frame: DataFrame) -> pa.Table:
 def _as_text_where_needed(frame: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
-    fields = frame.schema.fields
-    if not any(_needs_text(f.dataType) for f in fields):
+    fields = _fields(frame)
+    if not any(f.needs_text for f in fields):
         return frame
     # By position: a query's columns may share a name (a join's two ids).
     positional = frame.toDF(*(f"_{index}" for index in range(len(fields))))
     return positional.select(
         *(
-            (
-                F.col(f"_{index}").cast("string") if _needs_text(f.dataType) else F.col(f"_{index}")
-            ).alias(f.name)
+            (F.col(f"_{index}").cast("string") if f.needs_text else F.col(f"_{index}")).alias(
+                f.name
+            )
             for index, f in enumerate(fields)
         )
     )
 
 
 def _needs_text(kind: Any) -> bool:
-    from pyspark.sql import types as T
-
-    if isinstance(kind, T.CalendarIntervalType | T.YearMonthIntervalType):
-        return True
-    if isinstance(kind, T.ArrayType):
-        return _needs_text(kind.elementType)
-    if isinstance(kind, T.MapType):
-        return _needs_text(kind.keyType) or _needs_text(kind.valueType)
-    if isinstance(kind, T.StructType):
-        return any(_needs_text(f.dataType) for f in kind.fields)
+    """Whether a type, as the JSON of Spark's schema writes it, holds a calendar or a
+    year-month interval (`interval`, `interval year to month`...), which Spark's Arrow
+    conversion and Parquet cannot hold; day-time intervals are Arrow durations."""
+    if isinstance(kind, str):
+        return kind == "interval" or kind.split(" ")[:2] in (
+            ["interval", "year"],
+            ["interval", "month"],
+        )
+    if not isinstance(kind, dict):
+        return False
+    if kind.get("type") == "array":
+        return _needs_text(kind.get("elementType"))
+    if kind.get("type") == "map":
+        return _needs_text(kind.get("keyType")) or _needs_text(kind.get("valueType"))
+    if kind.get("type") == "struct":
+        return any(_needs_text(f.get("type")) for f in kind.get("fields", []))
     return False

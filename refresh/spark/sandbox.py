@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -427,22 +428,37 @@ def _refusals() -> Iterator[None]:
         raise spark_error(Exception(str(java.getMessage()))) from None
 
 
-def reads(facts: Sequence[Mapping[str, Any]], catalog: str) -> list[tuple[str, ...]]:
-    """What a checked plan reads, as the statement names it: each table (namespace levels...,
-    name) read outside any view, and each catalog view it reads (not the tables inside the
-    view's SQL), in order of first appearance."""
-    found: dict[tuple[str, ...], None] = {}
-    for fact in facts:
+def reads(
+    facts: Sequence[Mapping[str, Any]], catalog: str, *, namespace: Sequence[str] = ()
+) -> list[tuple[str, ...]]:
+    """What a checked plan reads, as (namespace levels..., name): each table read outside any
+    view, and each catalog view it reads (not the tables inside the view's SQL), in the order
+    the statement names them. A view named by its name alone is in `namespace`, the
+    session's current one."""
+    found: dict[tuple[str, ...], tuple[int, int, int]] = {}
+    for index, fact in enumerate(facts):
         if fact.get("kind") != "plan":
             continue
         if "view" in fact:
             parts = _identifier_parts(str(fact["view"]))
             if parts and parts[0] == catalog and len(parts) > 1:
                 parts = parts[1:]
-            found.setdefault(tuple(parts), None)
+            if len(parts) == 1:
+                parts = [*namespace, *parts]
+            where = (fact.get("view_line"), fact.get("view_position"))
         elif fact.get("class") in (_RELATION, _STREAM) and fact.get("identifier"):
-            found.setdefault(tuple(fact["identifier"]), None)
-    return list(found)
+            parts = list(fact["identifier"])
+            where = (fact.get("line"), fact.get("position"))
+        else:
+            continue
+        # The plan's facts come right side first; where the statement names each orders them.
+        at = (
+            (int(where[0]), int(where[1]), index)
+            if None not in where
+            else (sys.maxsize, sys.maxsize, index)
+        )
+        found[tuple(parts)] = min(found.get(tuple(parts), at), at)
+    return sorted(found, key=found.__getitem__)
 
 
 def _identifier_parts(text: str) -> list[str]:
