@@ -17,6 +17,7 @@ from datetime import timedelta
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -279,7 +280,14 @@ def test_a_cancelled_query_stops_its_spark_job_group_and_says_cancelled(
     job = submitted(client)["job"]
     cancels = cancellable(spark)
     outcome: list[str] = []
-    worker = threading.Thread(target=lambda: outcome.append(jobs.run(job["id"])))
+
+    def work() -> None:
+        try:
+            outcome.append(jobs.run(job["id"]))
+        finally:
+            connection.close()  # the thread's own; the test database is dropped after
+
+    worker = threading.Thread(target=work)
     worker.start()
     assert spark.fetch_started.wait(10)
     assert client.post(job["cancel_url"]).status_code == 200
