@@ -52,11 +52,29 @@ class Prepared:
                 self._compiled[key] = compiled
         return compiled.run(db, values, limit, offset)
 
+    def objects(
+        self,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        using: str = DEFAULT_DB_ALIAS,
+        **values: Any,
+    ) -> list[Any]:
+        """The query's model instances (with the related ones it selects and its
+        annotations), as iterating the queryset gives them: for a query of instances, not of
+        values."""
+        rows = self.rows(limit=limit, offset=offset, using=using, **values)
+        compiled = self._compiled[(using, connections[using].vendor)]
+        return compiled.instances(rows, using)
+
 
 class _Compiled:
     def __init__(self, queryset: QuerySet, samples: dict[str, Any], db: Any) -> None:
+        from django.db.models.query import ModelIterable
+
         compiler = queryset.query.get_compiler(connection=db)
         sql, params = compiler.as_sql()
+        self.of_instances = issubclass(queryset._iterable_class, ModelIterable)
         self.compiler = compiler
         self.sql = sql
         self.template = list(params)
@@ -88,6 +106,30 @@ class _Compiled:
         compiler = copy.copy(self.compiler)
         compiler.connection = db
         return list(compiler.results_iter(results=[rows], tuple_expected=True))
+
+    def instances(self, rows: list[tuple], using: str) -> list[Any]:
+        """Model instances of converted rows, built as Django's ModelIterable builds them."""
+        from django.db.models.query import get_related_populators
+
+        compiler = self.compiler
+        select, klass_info = compiler.select, compiler.klass_info
+        if not self.of_instances:
+            raise RuntimeError(f"The query selects values, not model instances: {self.sql}")
+        model = klass_info["model"]
+        fields = klass_info["select_fields"]
+        start, end = fields[0], fields[-1] + 1
+        names = [column[0].target.attname for column in select[start:end]]
+        populators = get_related_populators(klass_info, select, using)
+        annotations = compiler.annotation_col_map.items()
+        found = []
+        for row in rows:
+            obj = model.from_db(using, names, row[start:end])
+            for populator in populators:
+                populator.populate(row, obj)
+            for name, position in annotations:
+                setattr(obj, name, row[position])
+            found.append(obj)
+        return found
 
 
 def _same(param: Any, sample: Any) -> bool:

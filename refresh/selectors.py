@@ -5,12 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from catalog.core.errors import NotFound
+from catalog.prepared import Prepared
 from refresh.core.freshness import RefreshMode, next_schedule_times
-from refresh.models import MaterializedTable, RefreshRun
+from refresh.models import (
+    MaterializedTable,
+    MaterializedTableVersion,
+    MaterializedTableVersionLogEntry,
+    RefreshRun,
+    Verification,
+)
 
 
 class NoSuchMaterializedTable(NotFound):
@@ -47,13 +54,105 @@ def materialized_tables(
     return queryset.order_by("table__namespace__name", "table__name")
 
 
+# Reads of one table's page and its lists, built and compiled once per backend
+# (catalog.prepared): building and compiling took longer than running them. Sample values
+# mark where each call's values go.
+_NAMESPACE = "lakeview sample namespace"
+_NAME = "lakeview sample name"
+_ID = 7_654_321
+
+_BY_NAME = Prepared(
+    lambda namespace, name: materialized_tables(namespace).filter(table__name=name)[:1],
+    namespace=_NAMESPACE,
+    name=_NAME,
+)
+
+
 def get_materialized_table(namespace: str, name: str) -> MaterializedTable:
-    mt = materialized_tables(namespace).filter(table__name=name).first()
+    if namespace:
+        found = _BY_NAME.objects(namespace=namespace, name=name)
+        mt = found[0] if found else None
+    else:
+        mt = materialized_tables(namespace).filter(table__name=name).first()
     if mt is None:
         raise NoSuchMaterializedTable(
             f"Materialized table does not exist: {namespace}.{name}", field="name"
         )
     return mt
+
+
+#: What a list of tables reads of each (`TablePages`).
+_LISTED = (
+    "pk",
+    "table__namespace__name",
+    "table__name",
+    "state",
+    "refresh_mode",
+    "freshness_value",
+    "freshness_unit",
+    "mode_is_explicit",
+    "comment",
+    "updated_at",
+    "stream_status",
+    "stream_heartbeat_at",
+    "last_run_id",
+    "runs_data_as_of",
+)
+_LISTED_PAGE = Prepared(
+    lambda namespace: materialized_tables(namespace, with_freshness=True).values_list(*_LISTED),
+    namespace=_NAMESPACE,
+)
+_LISTED_COUNT = Prepared(
+    lambda namespace: MaterializedTable.objects.filter(table__namespace__name=namespace)
+    .order_by()
+    .values("table__namespace_id")
+    .annotate(n=Count("pk"))
+    .values_list("n"),
+    namespace=_NAMESPACE,
+)
+
+
+class TablePages:
+    """A namespace's materialized tables as a paginator reads them (a count and a slice, as
+    `materialized_tables(namespace, with_freshness=True)` orders them): unsaved instances
+    holding what a list shows (`namespace_name`, `name`, the freshness annotations) and
+    `last_run`, the values of their newest finished run's `fields` (or None), read in one
+    more query."""
+
+    ordered = True
+
+    def __init__(self, namespace: str, fields: tuple[str, ...]) -> None:
+        self.namespace = namespace
+        self.fields = fields
+
+    def count(self) -> int:
+        found = _LISTED_COUNT.rows(namespace=self.namespace)
+        return found[0][0] if found else 0
+
+    def __getitem__(self, page: slice) -> list[MaterializedTable]:
+        start = page.start or 0
+        rows = _LISTED_PAGE.rows(namespace=self.namespace, limit=page.stop - start, offset=start)
+        tables = []
+        for row in rows:
+            values = dict(zip(_LISTED, row, strict=True))
+            mt = MaterializedTable(
+                pk=values["pk"],
+                **{key: values[key] for key in _LISTED[3:12]},
+            )
+            mt.namespace_name = values["table__namespace__name"]
+            mt.name = values["table__name"]
+            mt.last_run_id = values["last_run_id"]
+            mt.runs_data_as_of = values["runs_data_as_of"]
+            tables.append(mt)
+        ids = [mt.last_run_id for mt in tables if mt.last_run_id is not None]
+        runs = {}
+        if ids:
+            for row in RefreshRun.objects.filter(pk__in=ids).values_list(*self.fields):
+                run = dict(zip(self.fields, row, strict=True))
+                runs[run["pk"]] = run
+        for mt in tables:
+            mt.last_run = runs.get(mt.last_run_id)
+        return tables
 
 
 def get_run(run_id: int | str) -> RefreshRun:
@@ -74,6 +173,84 @@ def runs(mt: MaterializedTable) -> QuerySet[RefreshRun]:
     return mt.runs.select_related("requested_by", "cancel_requested_by").order_by(
         "-queued_at", "-id"
     )
+
+
+_RUN_COUNT = Prepared(
+    lambda mt_id: RefreshRun.objects.filter(materialized_table_id=mt_id)
+    .order_by()
+    .values("materialized_table_id")
+    .annotate(n=Count("pk"))
+    .values_list("n"),
+    mt_id=_ID,
+)
+
+
+def run_count(mt: MaterializedTable) -> int:
+    """How many runs the table keeps (what `runs(mt).count()` answers)."""
+    found = _RUN_COUNT.rows(mt_id=mt.pk)
+    return found[0][0] if found else 0
+
+
+#: What a table's page shows of each run (its history rows).
+RUN_ROW_FIELDS = (
+    "pk",
+    "trigger",
+    "definition_version",
+    "requested_by__username",
+    "action",
+    "batches",
+    "reason",
+    "state",
+    "error",
+    "cancel_requested_at",
+    "cancel_requested_by__username",
+    "schedule_time",
+    "partition",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "rows_written",
+    "bytes_written",
+    "snapshot_id",
+)
+_RUN_ROWS: dict[tuple[str, ...], Prepared] = {}
+
+
+def run_rows(
+    mt: MaterializedTable, *, limit: int, offset: int = 0, fields: tuple[str, ...] = RUN_ROW_FIELDS
+) -> list[dict[str, Any]]:
+    """A page of the table's runs, newest first (as `runs`), as plain values of `fields`
+    (who asked as usernames)."""
+    prepared = _RUN_ROWS.get(fields)
+    if prepared is None:
+        prepared = _RUN_ROWS[fields] = Prepared(
+            lambda mt_id: RefreshRun.objects.filter(materialized_table_id=mt_id)
+            .order_by("-queued_at", "-id")
+            .values_list(*fields),
+            mt_id=_ID,
+        )
+    return [
+        dict(zip(fields, row, strict=True))
+        for row in prepared.rows(mt_id=mt.pk, limit=limit, offset=offset)
+    ]
+
+
+class RunPages:
+    """A table's runs as a paginator reads them: a count and a slice of plain values of
+    `fields`, each one compiled query (`run_count`, `run_rows`)."""
+
+    ordered = True
+
+    def __init__(self, mt: MaterializedTable, fields: tuple[str, ...] = RUN_ROW_FIELDS) -> None:
+        self.mt = mt
+        self.fields = fields
+
+    def count(self) -> int:
+        return run_count(self.mt)
+
+    def __getitem__(self, page: slice) -> list[dict[str, Any]]:
+        start = page.start or 0
+        return run_rows(self.mt, limit=page.stop - start, offset=start, fields=self.fields)
 
 
 def with_last_runs(tables: list[MaterializedTable]) -> list[MaterializedTable]:
@@ -100,7 +277,28 @@ def last_refresh(mt: MaterializedTable) -> RefreshRun | None:
         return RefreshRun(
             pk=mt.last_run_id, state=mt.last_run_state, finished_at=mt.last_run_finished_at
         )
-    return runs(mt).filter(state__in=RefreshRun.FINISHED).first()
+    found = _LAST_FINISHED.objects(mt_id=mt.pk)
+    return found[0] if found else None
+
+
+_LAST_FINISHED = Prepared(
+    lambda mt_id: RefreshRun.objects.filter(
+        materialized_table_id=mt_id, state__in=RefreshRun.FINISHED
+    )
+    .select_related("requested_by", "cancel_requested_by")
+    .order_by("-queued_at", "-id")[:1],
+    mt_id=_ID,
+)
+_DATA_AS_OF = Prepared(
+    lambda mt_id: RefreshRun.objects.filter(
+        materialized_table_id=mt_id,
+        state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
+        data_timestamp__isnull=False,
+    )
+    .order_by("-data_timestamp")
+    .values_list("data_timestamp")[:1],
+    mt_id=_ID,
+)
 
 
 def data_timestamp(mt: MaterializedTable) -> datetime | None:
@@ -110,15 +308,8 @@ def data_timestamp(mt: MaterializedTable) -> datetime | None:
     if hasattr(mt, "runs_data_as_of"):
         moments = [m for m in (mt.runs_data_as_of, _caught_up(mt)) if m is not None]
         return max(moments) if moments else None
-    from_runs = (
-        mt.runs.filter(
-            state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
-            data_timestamp__isnull=False,
-        )
-        .order_by("-data_timestamp")
-        .values_list("data_timestamp", flat=True)
-        .first()
-    )
+    found = _DATA_AS_OF.rows(mt_id=mt.pk)
+    from_runs = found[0][0] if found else None
     moments = [m for m in (from_runs, _caught_up(mt)) if m is not None]
     return max(moments) if moments else None
 
@@ -151,44 +342,53 @@ def next_run(mt: MaterializedTable, now: datetime | None = None) -> datetime | N
 def lag_series(mt: MaterializedTable, limit: int = 200) -> list[dict]:
     """Lag over time, as a sawtooth: at each run's end, the lag just before it (from the
     previous data timestamp) and just after it (from its own), in seconds."""
-    finished = list(
-        mt.runs.filter(
-            state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
-            data_timestamp__isnull=False,
-            finished_at__isnull=False,
-        )
-        .order_by("-finished_at")
-        .values("finished_at", "data_timestamp")[:limit]
-    )
+    finished = _LAG_ROWS.rows(mt_id=mt.pk, limit=limit)
     finished.reverse()
     points: list[dict] = []
     previous = None
-    for row in finished:
-        at = row["finished_at"]
+    for at, as_of in finished:
+        t = at.isoformat()
         if previous is not None:
-            points.append({"t": at.isoformat(), "lag": (at - previous).total_seconds()})
-        points.append({"t": at.isoformat(), "lag": (at - row["data_timestamp"]).total_seconds()})
-        previous = row["data_timestamp"]
+            points.append({"t": t, "lag": (at - previous).total_seconds()})
+        points.append({"t": t, "lag": (at - as_of).total_seconds()})
+        previous = as_of
     return points
+
+
+_LAG_ROWS = Prepared(
+    lambda mt_id: RefreshRun.objects.filter(
+        materialized_table_id=mt_id,
+        state__in=[RefreshRun.State.SUCCEEDED, RefreshRun.State.SKIPPED],
+        data_timestamp__isnull=False,
+        finished_at__isnull=False,
+    )
+    .order_by("-finished_at")
+    .values_list("finished_at", "data_timestamp"),
+    mt_id=_ID,
+)
+_DURATION_ROWS = Prepared(
+    lambda mt_id: RefreshRun.objects.filter(
+        materialized_table_id=mt_id, started_at__isnull=False, finished_at__isnull=False
+    )
+    .order_by("-finished_at")
+    .values_list("id", "state", "action", "started_at", "finished_at"),
+    mt_id=_ID,
+)
 
 
 def duration_series(mt: MaterializedTable, limit: int = 200) -> list[dict]:
     """Each finished run's duration in seconds, oldest first."""
-    rows = list(
-        mt.runs.filter(started_at__isnull=False, finished_at__isnull=False)
-        .order_by("-finished_at")
-        .values("id", "state", "action", "started_at", "finished_at")[:limit]
-    )
+    rows = _DURATION_ROWS.rows(mt_id=mt.pk, limit=limit)
     rows.reverse()
     return [
         {
-            "id": row["id"],
-            "t": row["finished_at"].isoformat(),
-            "seconds": (row["finished_at"] - row["started_at"]).total_seconds(),
-            "state": row["state"],
-            "action": row["action"],
+            "id": pk,
+            "t": finished.isoformat(),
+            "seconds": (finished - started).total_seconds(),
+            "state": state,
+            "action": action,
         }
-        for row in rows
+        for pk, state, action, started, finished in rows
     ]
 
 
@@ -196,17 +396,27 @@ def current_snapshot(table_id: int) -> tuple[int | None, dict]:
     """A table's current snapshot id and its summary, from the catalog's mirror (a commit
     that came through the REST catalog was mirrored before the commit answered): what a
     refresh or a micro-batch records of the commit it made, without asking Spark."""
-    from catalog.models import Table, TableSnapshot
 
-    snapshot_id = Table.objects.filter(pk=table_id).values_list("current_snapshot_id", flat=True)[0]
+    [(snapshot_id, summary)] = _CURRENT_SNAPSHOT.rows(table_id=table_id)
     if snapshot_id is None:
         return None, {}
-    summary = (
-        TableSnapshot.objects.filter(table_id=table_id, snapshot_id=snapshot_id)
-        .values_list("summary", flat=True)
-        .first()
-    )
     return snapshot_id, summary or {}
+
+
+def _current_snapshot(table_id: int) -> QuerySet:
+    from catalog.models import Table, TableSnapshot
+
+    summary = TableSnapshot.objects.filter(
+        table_id=OuterRef("pk"), snapshot_id=OuterRef("current_snapshot_id")
+    ).values("summary")[:1]
+    return (
+        Table.objects.filter(pk=table_id)
+        .annotate(current_summary=Subquery(summary))
+        .values_list("current_snapshot_id", "current_summary")
+    )
+
+
+_CURRENT_SNAPSHOT = Prepared(_current_snapshot, table_id=_ID)
 
 
 def written(summary: dict) -> dict[str, int | None]:
@@ -249,12 +459,86 @@ def verifications(mt: MaterializedTable) -> QuerySet:
     return mt.verifications.select_related("requested_by").order_by("-verified_at", "-id")
 
 
+_VERIFICATIONS = Prepared(
+    lambda mt_id: Verification.objects.filter(materialized_table_id=mt_id)
+    .select_related("requested_by")
+    .order_by("-verified_at", "-id"),
+    mt_id=_ID,
+)
+
+
+def latest_verifications(mt: MaterializedTable, limit: int) -> list[Verification]:
+    """The table's newest `limit` verifications (as `verifications`)."""
+    return _VERIFICATIONS.objects(mt_id=mt.pk, limit=limit)
+
+
+_VERSIONS = Prepared(
+    lambda mt_id: MaterializedTableVersion.objects.filter(materialized_table_id=mt_id)
+    .select_related("created_by")
+    .order_by("-version_id"),
+    mt_id=_ID,
+)
+_VERSION_LOG = Prepared(
+    lambda mt_id: MaterializedTableVersionLogEntry.objects.filter(materialized_table_id=mt_id)
+    .select_related("actor")
+    .order_by("-timestamp", "-id"),
+    mt_id=_ID,
+)
+
+
+def definition_versions(mt: MaterializedTable) -> list[MaterializedTableVersion]:
+    """The table's definitions, newest first, with who made each."""
+    return _VERSIONS.objects(mt_id=mt.pk)
+
+
+def version_log(mt: MaterializedTable) -> list[MaterializedTableVersionLogEntry]:
+    """The table's version log, newest first, with who asked for each change."""
+    return _VERSION_LOG.objects(mt_id=mt.pk)
+
+
+def _schema_fields(table_id: int, schema_id: int) -> QuerySet:
+    from catalog.models import TableSchemaField
+
+    return TableSchemaField.objects.filter(table_id=table_id, schema_id=schema_id).order_by(
+        "position"
+    )
+
+
+_SCHEMA_FIELDS = Prepared(_schema_fields, table_id=_ID, schema_id=7_654_322)
+
+
+def schema_fields(table: Any) -> list[Any]:
+    """The fields of a table's current schema, in order (as `Table.schema_fields()`)."""
+    if table.current_schema_id is None:
+        return list(table.schema_fields())
+    return _SCHEMA_FIELDS.objects(table_id=table.pk, schema_id=table.current_schema_id)
+
+
+def _source_table(namespace: str, name: str) -> QuerySet:
+    from catalog.models import Table
+
+    return Table.objects.filter(namespace__name=namespace, name=name).values_list(
+        "pk", "current_snapshot_id"
+    )[:1]
+
+
+def _snapshot_time(table_id: int, snapshot_id: int) -> QuerySet:
+    from catalog.models import TableSnapshot
+
+    return TableSnapshot.objects.filter(table_id=table_id, snapshot_id=snapshot_id).values_list(
+        "timestamp_ms"
+    )[:1]
+
+
+_SOURCE_TABLE = Prepared(_source_table, namespace=_NAMESPACE, name=_NAME)
+_SNAPSHOT_TIME = Prepared(_snapshot_time, table_id=_ID, snapshot_id=7_654_323)
+
+
 def current_answer(mt: MaterializedTable, now: datetime | None = None) -> dict[str, Any] | None:
     """What the table's current snapshot says it answers (its refresh state), for its page:
     the definition version, the partition a partition refresh wrote, and each source's
     snapshot with when it was committed, how old it was at `now` and whether the source
     has moved on since; or a person's change; None without a current snapshot."""
-    from catalog.models import Table, TableSnapshot
     from refresh.core.refresh_state import CHANGE, CHANGED_BY, read, read_partition
 
     snapshot_id, summary = current_snapshot(mt.table_id)
@@ -270,20 +554,13 @@ def current_answer(mt: MaterializedTable, now: datetime | None = None) -> dict[s
     answer["state"] = state
     answer["partition"] = read_partition(summary)
     for source in state.source_states:
-        table = (
-            Table.objects.filter(namespace__name=".".join(source.namespace), name=source.name)
-            .values("pk", "current_snapshot_id")
-            .first()
-        )
+        found = _SOURCE_TABLE.rows(namespace=".".join(source.namespace), name=source.name)
+        table = {"pk": found[0][0], "current_snapshot_id": found[0][1]} if found else None
         committed = None
         if table is not None and source.snapshot_id is not None:
-            stamp = (
-                TableSnapshot.objects.filter(table_id=table["pk"], snapshot_id=source.snapshot_id)
-                .values_list("timestamp_ms", flat=True)
-                .first()
-            )
-            if stamp is not None:
-                committed = datetime.fromtimestamp(stamp / 1000, tz=UTC)
+            stamps = _SNAPSHOT_TIME.rows(table_id=table["pk"], snapshot_id=source.snapshot_id)
+            if stamps:
+                committed = datetime.fromtimestamp(stamps[0][0] / 1000, tz=UTC)
         answer["sources"].append(
             {
                 "name": source.qualified,

@@ -96,7 +96,8 @@ as_postgres "$PG_BIN/initdb" -D "$TMP/pg/data" -U postgres --auth=trust --encodi
     --locale=C --no-instructions >"$TMP/initdb.log" 2>&1 \
     || { cat "$TMP/initdb.log" >&2; exit 1; }
 # Durability is pointless for a database that dies with the run; turning it off saves time.
-if ! as_postgres "$PG_BIN/pg_ctl" -D "$TMP/pg/data" -l "$TMP/pg/postgres.log" -w -t 60 \
+# At a lower CPU priority, as the PostgreSQL lane of the tests below is (its backends share it).
+if ! as_postgres nice -n 19 "$PG_BIN/pg_ctl" -D "$TMP/pg/data" -l "$TMP/pg/postgres.log" -w -t 60 \
     -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$TMP/pg/socket \
         -c fsync=off -c synchronous_commit=off -c full_page_writes=off" start >/dev/null; then
     log "PostgreSQL did not start:" >&2
@@ -127,13 +128,40 @@ step() {
 step "ruff check" ruff check .
 step "ruff format" ruff format --check .
 
-mkdir -p "$TMP/warehouse-sqlite" "$TMP/warehouse-pg"
+mkdir -p "$TMP/warehouse-sqlite" "$TMP/warehouse-sqlite-stacks" "$TMP/warehouse-pg"
 if [ "$#" -gt 0 ]; then
     step "pytest (SQLite)" env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite" pytest "$@"
 else
-    step "pytest (SQLite)" env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite" pytest
-    step "pytest tests/integration (PostgreSQL)" \
-        env DATABASE_URL="$PG_DATABASE_URL" WAREHOUSE="$TMP/warehouse-pg" pytest tests/integration
+    # Two lanes at once: the Spark and browser tests spend most of their time waiting (for a
+    # JVM, a worker, a stream's trigger, a page), which the unit and integration tests (on
+    # SQLite, then on PostgreSQL) fill at the lowest CPU priority, below even the stacks'
+    # workers (nice 10), so that the first lane's Spark and timed waits are not starved. Their databases, warehouses and Redis databases are apart
+    # (the stacks use their own: tests/refresh_stack.py). The second lane's output follows
+    # the first's.
+    lane="$TMP/lane-integration.log"
+    (
+        status=0
+        nice -n 19 env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite" \
+            pytest tests/unit tests/integration >"$lane.sqlite" 2>&1 || status=1
+        nice -n 19 env DATABASE_URL="$PG_DATABASE_URL" WAREHOUSE="$TMP/warehouse-pg" \
+            pytest tests/integration >"$lane.pg" 2>&1 || status=$((status + 2))
+        exit "$status"
+    ) &
+    lane_pid=$!
+    step "pytest tests/spark tests/browser (SQLite)" \
+        env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite-stacks" pytest tests/spark tests/browser
+    lane_status=0
+    wait "$lane_pid" || lane_status=$?
+    log "pytest tests/unit tests/integration (SQLite):"
+    cat "$lane.sqlite"
+    log "pytest tests/integration (PostgreSQL):"
+    cat "$lane.pg" 2>/dev/null || true
+    if [ $((lane_status & 1)) -ne 0 ]; then
+        failed+=("pytest tests/unit tests/integration (SQLite)")
+    fi
+    if [ $((lane_status & 2)) -ne 0 ]; then
+        failed+=("pytest tests/integration (PostgreSQL)")
+    fi
 fi
 
 if [ "${#failed[@]}" -gt 0 ]; then

@@ -799,6 +799,7 @@ class ApiRootView(APIView):
             "monitoring_tables": url("monitoring-tables"),
             "monitoring_history": url("monitoring-history"),
             "history": url("history"),
+            "completions": url("completions"),
             "token": url("token"),
         }
         return Response(

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
@@ -26,11 +26,12 @@ from django.views.decorators.http import require_http_methods
 from catalog import jobs, previews, services
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.core.inputs import whole_number
-from catalog.models import CatalogEvent, Table, View
+from catalog.models import CatalogEvent, Table, TableSchemaField, TableSnapshot, View
 from catalog.pages.formatting import moment, time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import job_preview, shown_preview
 from catalog.pages.views import HISTORY_LENGTH, catalog_page, linker
+from catalog.prepared import Prepared
 
 
 @dataclass(frozen=True)
@@ -181,11 +182,35 @@ def readable_specs(table: Table, names: dict[int, str]) -> list[dict[str, Any]]:
 # -- snapshots ----------------------------------------------------------------------------
 
 
+# The page's reads, built and compiled once per backend (catalog.prepared): building the
+# SQL of a table's rows (a child of CatalogObject) took longer than running it.
+_NAMESPACE = "lakeview sample namespace"
+_NAME = "lakeview sample name"
+_ID = 7_654_321
+_TABLE = Prepared(
+    lambda namespace, name: Table.objects.select_related("namespace", "attachment", "materialized")
+    .filter(namespace__name=namespace, name=name)
+    .order_by()[:1],
+    namespace=_NAMESPACE,
+    name=_NAME,
+)
+_FIELDS = Prepared(
+    lambda table_id: TableSchemaField.objects.filter(table_id=table_id).order_by(
+        "schema_id", "position"
+    ),
+    table_id=_ID,
+)
+_SNAPSHOTS = Prepared(
+    lambda table_id: TableSnapshot.objects.filter(table_id=table_id)
+    .order_by("-timestamp_ms", "-snapshot_id")
+    .values_list("snapshot_id", "timestamp_ms", "operation", "schema_id", "summary"),
+    table_id=_ID,
+)
+
+
 def _snapshot_rows(table: Table) -> list[dict[str, Any]]:
     known = {key for key, _ in SUMMARY_COLUMNS} | {"operation"}
-    rows = table.snapshots.order_by("-timestamp_ms", "-snapshot_id").values_list(
-        "snapshot_id", "timestamp_ms", "operation", "schema_id", "summary"
-    )
+    rows = _SNAPSHOTS.rows(table_id=table.pk)
     return [
         {
             "summary": summary or {},
@@ -307,12 +332,11 @@ def _when(snapshot: dict[str, Any]) -> str:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = get_object_or_404(
-        # The attachment and the materialized table (the page names both) in the same read.
-        Table.objects.select_related("namespace", "attachment", "materialized"),
-        namespace__name=namespace,
-        name=name,
-    )
+    # The attachment and the materialized table (the page names both) in the same read.
+    found = _TABLE.objects(namespace=namespace, name=name)
+    if not found:
+        raise Http404(f"Table does not exist: {namespace}.{name}")
+    table = found[0]
     attachment = table.attachment if hasattr(table, "attachment") else None
     if attachment is not None:
         # The writer may have written a newer metadata file since the last look.
@@ -320,7 +344,7 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         attachment.refresh_from_db()
 
     schemas: dict[int, list] = defaultdict(list)
-    for field in table.fields.order_by("schema_id", "position"):
+    for field in _FIELDS.objects(table_id=table.pk):
         schemas[field.schema_id].append(field)
     names = {f.field_id: f.name for _, fields in sorted(schemas.items()) for f in fields}
     names.update({f.field_id: f.name for f in schemas.get(table.current_schema_id, [])})

@@ -340,6 +340,88 @@ class RefreshRunSerializer(serializers.ModelSerializer):
         return table.name if table is not None else None
 
 
+#: What `run_data` reads of each run (RefreshRunSerializer's fields from the run's columns).
+RUN_DATA_FIELDS = (
+    "pk",
+    "table_name",
+    "trigger",
+    "action",
+    "state",
+    "schedule_time",
+    "partition",
+    "options",
+    "force",
+    "full",
+    "reason",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "worker",
+    "heartbeat_at",
+    "rows_written",
+    "bytes_written",
+    "snapshot_id",
+    "source_snapshots",
+    "data_timestamp",
+    "definition_version",
+    "batches",
+    "error",
+    "requested_by__username",
+    "cancel_requested_at",
+    "cancel_requested_by__username",
+)
+_MOMENT = serializers.DateTimeField()
+
+
+def run_data(row: dict[str, Any], *, namespace: str | None, name: str | None) -> dict[str, Any]:
+    """What RefreshRunSerializer writes of a run, from its values (RUN_DATA_FIELDS) and its
+    table's namespace and name: a list of fifty runs through the serializer's thirty fields
+    took most of its answer."""
+
+    def moment(key: str) -> str | None:
+        value = row[key]
+        return _MOMENT.to_representation(value) if value else None
+
+    started, finished, scheduled = row["started_at"], row["finished_at"], row["schedule_time"]
+    return {
+        "id": row["pk"],
+        "table_name": row["table_name"],
+        "namespace": namespace,
+        "name": name,
+        "trigger": row["trigger"],
+        "action": row["action"],
+        "state": row["state"],
+        "schedule_time": moment("schedule_time"),
+        "partition": row["partition"],
+        "options": row["options"],
+        "force": row["force"],
+        "full": row["full"],
+        "reason": row["reason"],
+        "queued_at": moment("queued_at"),
+        "started_at": moment("started_at"),
+        "finished_at": moment("finished_at"),
+        "duration_seconds": (finished - started).total_seconds()
+        if started is not None and finished is not None
+        else None,
+        "start_delay_seconds": round((started - scheduled).total_seconds(), 3)
+        if started is not None and scheduled is not None
+        else None,
+        "worker": row["worker"],
+        "heartbeat_at": moment("heartbeat_at"),
+        "rows_written": row["rows_written"],
+        "bytes_written": row["bytes_written"],
+        "snapshot_id": row["snapshot_id"],
+        "source_snapshots": row["source_snapshots"],
+        "data_timestamp": moment("data_timestamp"),
+        "definition_version": row["definition_version"],
+        "batches": row["batches"],
+        "error": row["error"],
+        "requested_by": row["requested_by__username"],
+        "cancel_requested_at": moment("cancel_requested_at"),
+        "cancel_requested_by": row["cancel_requested_by__username"],
+    }
+
+
 class RefreshAcceptedSerializer(serializers.Serializer):
     jobId = serializers.IntegerField()  # noqa: N815 - Flink's field name
     run = RefreshRunSerializer()
@@ -429,6 +511,29 @@ class MaterializedTableSummarySerializer(serializers.ModelSerializer):
     def get_next_run(self, mt: MaterializedTable) -> str | None:
         moment = selectors.next_run(mt)
         return serializers.DateTimeField().to_representation(moment) if moment else None
+
+
+def summary_data(mt: MaterializedTable) -> dict[str, Any]:
+    """What MaterializedTableSummarySerializer writes of a table of `selectors.TablePages`
+    (its last run's values as `run_data` writes them)."""
+    lag = selectors.lag(mt)
+    upcoming = selectors.next_run(mt)
+    last = mt.last_run
+    return {
+        "namespace": mt.namespace_name,
+        "name": mt.name,
+        "state": mt.state,
+        "refresh_mode": mt.refresh_mode,
+        "freshness": freshness_data(mt),
+        "mode_is_explicit": mt.mode_is_explicit,
+        "last_refresh": run_data(last, namespace=mt.namespace_name, name=mt.name)
+        if last is not None
+        else None,
+        "lag_seconds": lag.total_seconds() if lag is not None else None,
+        "next_run": _MOMENT.to_representation(upcoming) if upcoming else None,
+        "comment": mt.comment,
+        "updated_at": _MOMENT.to_representation(mt.updated_at) if mt.updated_at else None,
+    }
 
 
 class VersionLogEntrySerializer(serializers.ModelSerializer):

@@ -165,13 +165,14 @@ class MaterializedTableListView(generics.ListAPIView):
 
     def get_queryset(self) -> Any:
         namespace = catalog_selectors.get_namespace(self.kwargs["namespace"])
-        # Each table's last run and data time in the list's query, its last run whole in
+        # Each table's last run and data time in the list's query, its last run's values in
         # one more: a page of tables is two queries, not two a table.
-        return selectors.materialized_tables(namespace.name, with_freshness=True)
+        return selectors.TablePages(namespace.name, s.RUN_DATA_FIELDS)
 
-    def paginate_queryset(self, queryset: Any) -> Any:
-        page = super().paginate_queryset(queryset)
-        return selectors.with_last_runs(list(page)) if page is not None else None
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of plain values (s.summary_data: what the summary serializer writes)."""
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response([s.summary_data(mt) for mt in page])
 
     @extend_schema(
         operation_id="materialized_tables_list",
@@ -351,7 +352,16 @@ class RunListView(generics.ListAPIView):
 
     def get_queryset(self) -> Any:
         mt = selectors.get_materialized_table(self.kwargs["namespace"], self.kwargs["name"])
-        return selectors.runs(mt).select_related("materialized_table__table__namespace")
+        return selectors.RunPages(mt, s.RUN_DATA_FIELDS)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of plain values (s.run_data: what RefreshRunSerializer writes)."""
+        runs = self.get_queryset()
+        page = self.paginate_queryset(runs)
+        table = runs.mt.table
+        return self.get_paginated_response(
+            [s.run_data(row, namespace=table.namespace.name, name=table.name) for row in page]
+        )
 
     @extend_schema(
         operation_id="materialized_tables_runs_list",

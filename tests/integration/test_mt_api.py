@@ -363,6 +363,73 @@ def test_a_periodic_refresh_refreshes_the_partition_its_schedule_time_implies(ed
     assert fetched.json()["namespace"] == "sales" and fetched.json()["name"] == "daily"
 
 
+def test_the_runs_list_writes_each_run_as_the_run_endpoint_does(editor_api, editor, sales):
+    created_daily(editor_api)
+    url = "/api/namespaces/sales/materialized-tables/daily/refresh"
+    editor_api.post(url, {"isPeriodic": True, "scheduleTime": "2024-01-02 00:00:00"}, format="json")
+    editor_api.post(url, {"partition": {"ds": "2023-12-31"}, "force": True}, format="json")
+    started = RefreshRun.objects.order_by("pk").first()
+    RefreshRun.objects.filter(pk=started.pk).update(
+        state="RUNNING",
+        started_at=started.queued_at,
+        heartbeat_at=started.queued_at,
+        worker="w:1",
+        cancel_requested_at=started.queued_at,
+        cancel_requested_by=editor,
+        error="a <b>bad</b> day",
+        rows_written=3,
+        snapshot_id=2**62,
+    )
+
+    listed = editor_api.get("/api/namespaces/sales/materialized-tables/daily/runs/").json()
+
+    assert listed["count"] == RefreshRun.objects.count() >= 3
+    ids = list(RefreshRun.objects.order_by("-queued_at", "-id").values_list("pk", flat=True))
+    assert [run["id"] for run in listed["results"]] == ids
+    for run in listed["results"]:
+        assert run == editor_api.get(f"/api/refresh-runs/{run['id']}/").json()
+    assert listed["results"][-1]["cancel_requested_by"] == "erin"
+    paged = editor_api.get(
+        "/api/namespaces/sales/materialized-tables/daily/runs/", {"page_size": 1, "page": 2}
+    ).json()
+    assert [run["id"] for run in paged["results"]] == ids[1:2] and paged["next"]
+
+
+def test_the_materialized_tables_list_writes_each_table_as_its_serializer_does(editor_api, sales):
+    from unittest import mock
+
+    from django.utils import timezone
+
+    from refresh import selectors
+    from refresh.api.serializers import MaterializedTableSummarySerializer
+
+    created_daily(editor_api)
+    run_sql(editor_api, CREATE_DAILY.replace("daily", "hourly").replace("'1' DAY", "'1' HOUR"))
+    for run in RefreshRun.objects.filter(table_name="sales.daily"):
+        RefreshRun.objects.filter(pk=run.pk).update(
+            state="SUCCEEDED",
+            started_at=run.queued_at,
+            finished_at=run.queued_at,
+            data_timestamp=run.queued_at,
+            rows_written=3,
+        )
+    MaterializedTable.objects.filter(table__name="hourly").update(state="SUSPENDED", comment="<x>")
+
+    now = timezone.now()
+    with mock.patch("django.utils.timezone.now", return_value=now):
+        listed = editor_api.get("/api/namespaces/sales/materialized-tables/").json()
+        tables = selectors.with_last_runs(
+            list(selectors.materialized_tables("sales", with_freshness=True))
+        )
+        expected = json.loads(
+            json.dumps(MaterializedTableSummarySerializer(tables, many=True).data)
+        )
+
+    assert listed["count"] == 2 and listed["results"] == expected
+    assert [t["name"] for t in expected] == ["daily", "hourly"]
+    assert expected[0]["last_refresh"]["state"] == "SUCCEEDED"
+
+
 def test_a_refresh_with_a_schedule_time_in_another_format_and_run_options(editor_api, sales):
     created_daily(editor_api)
 

@@ -82,3 +82,24 @@ def test_a_value_the_query_does_not_take_as_a_parameter_is_refused():
         prepared.rows(name="sales")
     with pytest.raises(TypeError):
         Prepared(lambda name: Namespace.objects.all(), name="x").rows(other="y")
+
+
+def test_a_prepared_query_of_instances_gives_them_with_their_related_rows():
+    sales = Namespace.objects.create(name="sales")
+    Namespace.objects.create(name="hr")
+    for name in ("a", "b"):
+        CatalogEvent.objects.create(action="create", object_type="view", object_name=name)
+    prepared = Prepared(
+        lambda name: Namespace.objects.filter(name=name).order_by("pk"), name="sample name"
+    )
+    [found] = prepared.objects(name="sales")
+    assert isinstance(found, Namespace) and found.pk == sales.pk and found.name == "sales"
+    assert prepared.objects(name="nope") == []
+    events = Prepared(
+        lambda kind: CatalogEvent.objects.filter(object_type=kind).order_by("object_name"),
+        kind="sample kind",
+    )
+    assert [e.object_name for e in events.objects(kind="view", limit=1, offset=1)] == ["b"]
+    values = Prepared(lambda name: Namespace.objects.filter(name=name).values_list("pk"), name="x")
+    with pytest.raises(RuntimeError, match="not model instances"):
+        values.objects(name="sales")
