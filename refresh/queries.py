@@ -111,7 +111,7 @@ def run(
     analysis.need_spark("Spark runs the query")
     clock = {"started": time.perf_counter()}
     query = _start(statement, namespace=namespace, actor=actor, job=job, index=index)
-    deadline = _deadline(job)
+    deadline = None
     try:
         try:
             clock["claimed"] = time.perf_counter()
@@ -122,6 +122,10 @@ def run(
             else:
                 prepared = analysis.prepare_query(statement.positioned or statement.sql,
                                                   namespace=namespace)  # fmt: skip
+                # The statement's time runs from here, where its Spark jobs read: a
+                # worker's first query starts Spark (tens of seconds on a busy machine)
+                # while it is analyzed, and that is not the query's time.
+                deadline = _deadline(job)
                 clock["prepared"] = time.perf_counter()
                 may_read(actor, prepared.reads)
                 columns = prepared.columns
