@@ -27,6 +27,8 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,6 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from catalog import workers
@@ -49,6 +52,7 @@ from catalog.core.errors import (
 from catalog.models import SparkJob
 from catalog.roles import EDITOR, VIEWER, can_edit, can_view
 from catalog.watch import Watch, warehouse_floor
+from webapp import broker
 
 logger = logging.getLogger(__name__)
 
@@ -171,16 +175,21 @@ def attempt(
 ) -> Outcome:
     """Run the operation here if it needs no Spark; otherwise the job that runs it (see
     `job_for`)."""
-    if reuse:
-        known = _reusable(_key(kind_name, arguments, actor))
+    key = _key(kind_name, arguments, actor) if reuse else ""
+    if key:
+        known = _reusable(key)
         if known is not None:
             return Outcome(job=known)
-    if kind_name in ALWAYS_SPARK:
-        admit(actor, summary=summary)
-    try:
-        status, body = KINDS[kind_name](arguments, actor, None)
-    except NeedsWorker:
-        return Outcome(job=job_for(kind_name, arguments, actor=actor, summary=summary, reuse=reuse))
+    with (
+        admitted(actor, summary=summary) if kind_name in ALWAYS_SPARK else contextlib.nullcontext()
+    ):
+        try:
+            status, body = KINDS[kind_name](arguments, actor, None)
+        except NeedsWorker:
+            # Reuse was looked for above: two same requests racing each get a job, both
+            # within the user's bound (`submit`).
+            job = submit(kind_name, arguments, actor=actor, summary=summary, key=key)
+            return Outcome(job=job)
     return Outcome(status=status, body=body)
 
 
@@ -209,12 +218,68 @@ def _key(kind_name: str, arguments: dict[str, Any], actor: Any) -> str:
 
 
 def _reusable(key: str) -> SparkJob | None:
+    """The newest of the key's jobs waiting or running, else the newest asked for within
+    `JOBS_REUSE_SECONDS`: one query (a key has a few jobs at most, as each request within
+    the time reuses the last)."""
     fresh = timezone.now() - timedelta(seconds=settings.JOBS_REUSE_SECONDS)
-    recent = SparkJob.objects.filter(key=key).exclude(state=SparkJob.State.CANCELLED)
-    return (
-        recent.filter(state__in=SparkJob.ACTIVE).order_by("-created_at").first()
-        or recent.filter(created_at__gte=fresh).order_by("-created_at").first()
+    found = list(
+        SparkJob.objects.filter(key=key)
+        .exclude(state=SparkJob.State.CANCELLED)
+        .filter(Q(state__in=SparkJob.ACTIVE) | Q(created_at__gte=fresh))
+        .order_by("-created_at")[:8]
     )
+    return next((job for job in found if job.state in SparkJob.ACTIVE), None) or (
+        found[0] if found else None
+    )
+
+
+@contextlib.contextmanager
+def admitted(actor: Any, *, summary: str) -> Iterator[None]:
+    """`admit`, counting as the user's jobs their requests admitted before and still on
+    their way to `submit` (in Redis, each for at most `_ADMITTING_SECONDS`). Under a burst,
+    every request's first look comes before any of them has inserted its job: without this,
+    all of them passed it, each did its whole work (parsing, names, a CREATE's sources), and
+    all but the first few were refused only then, queued one by one on the user's lock in
+    `submit`. Counting the ones on their way errs only towards refusing (one that fails
+    before `submit` was counted); `submit`'s look stays exact."""
+    admit(actor, summary=summary)
+    user_id = getattr(actor, "pk", None)
+    if user_id is None:
+        yield
+        return
+    key, member, client = f"{settings.WORKERS_KEY}:admitting:{user_id}", uuid.uuid4().hex, None
+    try:
+        client = workers.redis_client()
+        now = time.time()
+        pipe = client.pipeline()
+        pipe.zremrangebyscore(key, "-inf", now - _ADMITTING_SECONDS)
+        pipe.zadd(key, {member: now})
+        pipe.expire(key, _ADMITTING_SECONDS)
+        pipe.zcard(key)
+        on_their_way = pipe.execute()[-1] - 1
+    except Exception:  # noqa: BLE001 - Redis down: admit's look alone (submit's is exact)
+        client, on_their_way = None, 0
+    try:
+        if on_their_way:
+            mine = SparkJob.objects.filter(requested_by_id=user_id, state__in=SparkJob.ACTIVE)
+            counted = mine.count() + on_their_way
+            if counted >= settings.JOBS_PER_USER:
+                raise TooManyJobs(
+                    f"You have {counted} Spark jobs waiting, running or being asked for, the "
+                    f"most one user may have ({settings.JOBS_PER_USER}); wait for one to "
+                    "finish or cancel one (/api/jobs/)",
+                    retry_after=settings.JOBS_RETRY_AFTER_SECONDS,
+                )
+        yield
+    finally:
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.zrem(key, member)
+
+
+#: How long a request admitted by `admitted` counts as on its way to `submit` at most (a
+#: web process killed mid-request leaves its entry; it stops counting after this).
+_ADMITTING_SECONDS = 60
 
 
 def admit(actor: Any, *, summary: str) -> None:
@@ -278,10 +343,8 @@ def submit(
         )
         if recorded is not None:
             recorded(job)
-    from celery import current_app
-
     try:  # by name: the task (catalog.tasks) sits above this module and calls it
-        current_app.send_task("catalog.run_spark_job", args=[job.pk])
+        broker.send_task("catalog.run_spark_job", args=[job.pk])
     except Exception as error:  # the broker is down: the job says why it never ran
         _finish(job, SparkJob.State.FAILED, status=503, error={"message": str(error)})
         raise Unavailable(f"The task queue cannot be reached: {error}") from error
@@ -334,10 +397,8 @@ def run(job_id: int, *, hops: int = 0) -> str:
 
 
 def _hand_on(job_id: int, hops: int) -> bool:
-    from celery import current_app
-
     try:
-        current_app.send_task("catalog.run_spark_job", args=[job_id], kwargs={"hops": hops})
+        broker.send_task("catalog.run_spark_job", args=[job_id], kwargs={"hops": hops})
     except Exception:  # noqa: BLE001 - the broker is down: run it here instead
         logger.warning("Spark job %s could not be handed on; running it here", job_id)
         return False

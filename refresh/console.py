@@ -15,6 +15,7 @@ says where to read them."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -154,44 +155,45 @@ def run(
     # it (503) or its user has too many jobs (429): cheaply, and all or nothing.
     needing = _first_needing_spark(sql, namespace) if isinstance(sql, str) else None
     asking = [i for i in st.query_indexes(sql) if i >= needing] if needing is not None else []
-    if needing is not None:
-        try:
-            jobs.admit(actor, summary="a console script")
-            if asking:
-                queries.check_bound(actor)
-        except CatalogError as error:
-            offset, padded = st.located_statements(sql)[needing]
-            text = padded[offset:].strip()
-            start = offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
-            return [_failed(text, *st.position(sql, start), error)], None
-    started: list[Any] = []
+    with contextlib.ExitStack() as admission:
+        if needing is not None:
+            try:
+                admission.enter_context(jobs.admitted(actor, summary="a console script"))
+                if asking:
+                    queries.check_bound(actor)
+            except CatalogError as error:
+                offset, padded = st.located_statements(sql)[needing]
+                text = padded[offset:].strip()
+                start = offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
+                return [_failed(text, *st.position(sql, start), error)], None
+        started: list[Any] = []
 
-    def defer(index: int, statement: st.Statement) -> Any:
-        holds_query = any(i >= index for i in asking)
-        if holds_query and index == 0 and len(st.located_statements(sql)) == 1:
-            summary = "Console query"
-        else:
-            summary = f"Console script, from statement {index + 1}"
+        def defer(index: int, statement: st.Statement) -> Any:
+            holds_query = any(i >= index for i in asking)
+            if holds_query and index == 0 and len(st.located_statements(sql)) == 1:
+                summary = "Console query"
+            else:
+                summary = f"Console script, from statement {index + 1}"
 
-        def recorded(job: Any) -> None:
-            # The query's history row, written with its job, before a worker may take it.
-            if isinstance(statement, st.Query):
-                queries.record_queued(
-                    statement, job=job, index=index, namespace=namespace, actor=actor
-                )
+            def recorded(job: Any) -> None:
+                # The query's history row, written with its job, before a worker may take it.
+                if isinstance(statement, st.Query):
+                    queries.record_queued(
+                        statement, job=job, index=index, namespace=namespace, actor=actor
+                    )
 
-        job = jobs.submit(
-            queries.JOB_KIND if holds_query else "statements",
-            {"sql": sql, "namespace": namespace, "start": index},
-            actor=actor,
-            summary=summary,
-            bound=queries.check_bound if holds_query else None,
-            recorded=recorded,
-        )
-        started.append(job)
-        return job
+            job = jobs.submit(
+                queries.JOB_KIND if holds_query else "statements",
+                {"sql": sql, "namespace": namespace, "start": index},
+                actor=actor,
+                summary=summary,
+                bound=queries.check_bound if holds_query else None,
+                recorded=recorded,
+            )
+            started.append(job)
+            return job
 
-    results = execute(sql, namespace=namespace, actor=actor, defer=defer)
+        results = execute(sql, namespace=namespace, actor=actor, defer=defer)
     return results, started[0] if started else None
 
 

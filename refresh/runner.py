@@ -30,7 +30,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.utils import timezone
 
@@ -46,6 +45,7 @@ from refresh.core.refresh_state import partition_entry
 from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark import batch, changes
+from webapp import broker
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def run_scheduled(
     tick refreshes; then run here, or handed on to an idle worker (catalog.workers)."""
     if workers.hand_over(hops):
         try:
-            current_app.send_task(
+            broker.send_task(
                 "refresh.scheduled_refresh",
                 args=[materialized_table_id, options],
                 kwargs={"sent_at": sent_at or time.time(), "hops": hops + 1},
@@ -149,7 +149,7 @@ def _hand_on(run_id: int, hops: int) -> bool:
     if not RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).exists():
         return False  # taken or finished: the claim below says so
     try:
-        current_app.send_task("refresh.run_refresh", args=[run_id], kwargs={"hops": hops})
+        broker.send_task("refresh.run_refresh", args=[run_id], kwargs={"hops": hops})
     except Exception:  # noqa: BLE001 - the broker is down: run it here instead
         logger.warning("Refresh run %s could not be handed on; running it here", run_id)
         return False

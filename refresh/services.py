@@ -66,6 +66,7 @@ from refresh.models import (
 )
 from refresh.sources import check_streamable
 from refresh.spark.schema import iceberg_schema
+from webapp import broker
 from webapp.broker import redis_client
 
 logger = logging.getLogger(__name__)
@@ -1057,10 +1058,8 @@ def enqueue(
 def dispatch(run: RefreshRun, *, countdown: float | None = None) -> None:
     """Send the run to a worker (Celery's task `refresh.run_refresh`, by name: services sit
     below the tasks that call them). A broker that cannot be reached is Unavailable."""
-    from celery import current_app
-
     try:
-        current_app.send_task("refresh.run_refresh", args=[run.pk], countdown=countdown)
+        broker.send_task("refresh.run_refresh", args=[run.pk], countdown=countdown)
     except Exception as error:  # kombu's OperationalError and friends: the broker is down
         raise Unavailable(f"The task queue cannot be reached: {error}") from error
 

@@ -135,9 +135,14 @@ else
     # Two lanes at once: the Spark and browser tests spend most of their time waiting (for a
     # JVM, a worker, a stream's trigger, a page), which the unit and integration tests (on
     # SQLite, then on PostgreSQL) fill at the lowest CPU priority, below even the stacks'
-    # workers (nice 10), so that the first lane's Spark and timed waits are not starved. Their databases, warehouses and Redis databases are apart
-    # (the stacks use their own: tests/refresh_stack.py). The second lane's output follows
-    # the first's.
+    # workers (nice 10), so that the first lane's Spark and timed waits are not starved.
+    # Their databases, warehouses and Redis databases are apart (the stacks use their own:
+    # tests/refresh_stack.py). The second lane's output follows the first's.
+    # First, alone: the flood test times every answer of the app under a flood (under 1 s),
+    # which a second lane's processes beside it would time too.
+    timed=tests/spark/test_abuse.py
+    step "pytest $timed (SQLite, alone)" \
+        env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite-stacks" pytest "$timed"
     lane="$TMP/lane-integration.log"
     (
         status=0
@@ -149,7 +154,8 @@ else
     ) &
     lane_pid=$!
     step "pytest tests/spark tests/browser (SQLite)" \
-        env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite-stacks" pytest tests/spark tests/browser
+        env -u DATABASE_URL WAREHOUSE="$TMP/warehouse-sqlite-stacks" \
+        pytest tests/spark tests/browser --ignore="$timed"
     lane_status=0
     wait "$lane_pid" || lane_status=$?
     log "pytest tests/unit tests/integration (SQLite):"

@@ -13,6 +13,7 @@ into SQL builds a literal with sqlglot (`partition_predicate`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -243,6 +244,23 @@ _UNCLOSED = {"'": "string literal", '"': "string literal", "`": "quoted name", "
 
 
 def _tokenize(text: str) -> list[Token]:
+    # A long script is read again rather than kept: eight of them would hold their tokens.
+    return list(_tokens(text)) if len(text) <= _REMEMBERED_CHARS else _read_tokens(text)
+
+
+_REMEMBERED_CHARS = 64 * 1024
+
+
+@functools.lru_cache(maxsize=8)
+def _tokens(text: str) -> tuple[Token, ...]:
+    """The tokens of `text`, remembered for the few texts read last: a console request reads
+    its script's tokens three or four times (which statement needs Spark, where each one
+    starts, its first keywords) before it parses, and tokenizing was a third of the CPU of a
+    request refused with 429. Nothing changes a token once read."""
+    return tuple(_read_tokens(text))
+
+
+def _read_tokens(text: str) -> list[Token]:
     tokenizer = _Tokenizer(dialect=_DIALECT)
     try:
         return tokenizer.tokenize(text)

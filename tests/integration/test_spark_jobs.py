@@ -387,3 +387,39 @@ def test_a_console_scripts_job_page_shows_its_sql(sales, client, editor, alive):
 
     assert response.status_code == 200
     assert "CREATE MATERIALIZED TABLE daily" in response.content.decode()
+
+
+def test_requests_on_their_way_to_a_job_count_against_the_users_bound_so_a_burst_is_refused_early(
+    sales, viewer, alive, settings, monkeypatch
+):
+    # Two previews admitted and not yet at `submit` (as in a burst, where every request's
+    # first look comes before any job row exists): the third is refused before its work.
+    settings.JOBS_PER_USER = 2
+    ran: list[str] = []
+    monkeypatch.setitem(jobs.KINDS, "preview_view", lambda *args: ran.append("ran") or (200, {}))
+    with jobs.admitted(viewer, summary="one"), jobs.admitted(viewer, summary="two"):
+        refused = preview(api_for(viewer), "id = 3")
+        assert refused.status_code == 429
+        assert "2 Spark jobs waiting, running or being asked for" in refused.json()["error"]
+        assert ran == [] and not SparkJob.objects.exists()
+    # Once they are through, their places are free again.
+    assert preview(api_for(viewer), "id = 3").status_code == 200
+    assert ran == ["ran"]
+
+
+def test_a_job_sent_to_the_workers_leaves_no_result_subscription_in_the_web_process(
+    sales, viewer, alive, monkeypatch
+):
+    # Celery's send_task has the result backend subscribe the sender to each task's result
+    # channel (on_task_call) unless told the result is ignored: a web process would keep one
+    # subscription per job it ever sent, and wait on Redis for each.
+    from celery import current_app
+
+    subscribed: list[str] = []
+    monkeypatch.setattr(
+        current_app.backend, "on_task_call", lambda producer, task_id: subscribed.append(task_id)
+    )
+    for index in range(3):
+        assert preview(api_for(viewer), f"id = {index}").status_code == 202
+    assert SparkJob.objects.count() == 3
+    assert subscribed == []
