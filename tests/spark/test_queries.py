@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from catalog.core.errors import SqlError
 from refresh.spark import jobs, query
 from tests.live_server import CatalogServer
-from tests.spark.conftest import rest_catalog_conf
+from tests.spark.conftest import rest_catalog_conf, rest_session
 from tests.spark.test_sandbox import REFUSED
 
 NS = "qx"
@@ -31,10 +31,13 @@ def secret(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def session(lv_spark: SparkSession, catalog_server: CatalogServer) -> SparkSession:
+def session(spark: SparkSession, catalog_server: CatalogServer) -> SparkSession:
     """A worker's run session in namespace qx: a table with a commented column and three
-    snapshots, a view, a view whose SQL calls reflect(), and another catalog's table."""
-    spark = lv_spark
+    snapshots, a view, a view whose SQL calls reflect(), and another catalog's table. The
+    set-up runs in a session of its own (its own catalog instances), not the shared
+    `lv_spark`: in a full run, that one's `lv` answered "Connection refused" here after other
+    modules had used it, while this module passed alone."""
+    spark = rest_session(spark, catalog_server)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lv.{NS}")
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS lv.{NS}.orders (id BIGINT COMMENT 'the order', "
