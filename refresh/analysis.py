@@ -198,8 +198,9 @@ def prepare_query(sql: str, *, namespace: str | None) -> Any:
     from refresh import engine
     from refresh.spark import query
 
-    session = engine.run_session(namespace=namespace.split(".") if namespace else [])
-    return query.prepare(session, sql, catalog=settings.CATALOG_NAME)
+    levels = namespace.split(".") if namespace else []
+    session = engine.run_session(namespace=levels)
+    return query.prepare(session, sql, catalog=settings.CATALOG_NAME, namespace=levels)
 
 
 def fetch_query(prepared: Any, *, max_rows: int) -> Any:

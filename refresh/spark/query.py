@@ -20,6 +20,7 @@ is fetched (`fetch`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,18 +53,23 @@ class Prepared:
     rows: list[list[Any]] = field(default_factory=list)
 
 
-def prepare(session: SparkSession, sql: str, *, catalog: str) -> Prepared:
+def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequence[str]) -> Prepared:
     """Parse, analyze and check `sql` (a SqlError / SandboxRefused otherwise, with Spark's
-    line and column); nothing is read yet but the catalog's metadata."""
+    line and column); nothing is read yet but the catalog's metadata. `namespace` is the
+    session's current one (a view named by its name alone is in it), as the caller set it:
+    asking the session's catalog manager would load its catalog with the settings of the
+    thread's active session, which may be another one."""
     parsed = sandbox.parse(session, sql)
     name = parsed.getClass().getName()
     if name == EXPLAIN:
-        return _explain(session, parsed, catalog)
+        return _explain(session, parsed, catalog, namespace)
     if name == DESCRIBE_QUERY:
         frame, facts = _checked(session, parsed.plan(), catalog)
-        return _described(frame, _reads(session, facts, catalog), kind="DESCRIBE")
+        return _described(
+            frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE"
+        )
     if name in (DESCRIBE_TABLE, SHOW_COLUMNS):
-        return _columns_of(session, parsed, catalog, show_columns=name == SHOW_COLUMNS)
+        return _columns_of(session, parsed, catalog, namespace, show_columns=name == SHOW_COLUMNS)
     if name == DESCRIBE_COLUMN:
         raise sandbox.SandboxRefused(
             "DESCRIBE of one column is not supported here; DESCRIBE the table or view"
@@ -72,15 +78,8 @@ def prepare(session: SparkSession, sql: str, *, catalog: str) -> Prepared:
     return Prepared(
         kind="SELECT",
         columns=[(f.name, f.type) for f in _fields(frame)],
-        reads=_reads(session, facts, catalog),
+        reads=sandbox.reads(facts, catalog, namespace=namespace),
         frame=frame,
-    )
-
-
-def _reads(session: SparkSession, facts: list, catalog: str) -> list[tuple[str, ...]]:
-    manager = session._jsparkSession.sessionState().catalogManager()  # noqa: SLF001
-    return sandbox.reads(
-        facts, catalog, namespace=[str(level) for level in manager.currentNamespace()]
     )
 
 
@@ -98,20 +97,27 @@ def _checked(session: SparkSession, parsed: Any, catalog: str) -> tuple[DataFram
     return DataFrame(dataset, session), facts
 
 
-def _explain(session: SparkSession, parsed: Any, catalog: str) -> Prepared:
+def _explain(
+    session: SparkSession, parsed: Any, catalog: str, namespace: Sequence[str]
+) -> Prepared:
     frame, facts = _checked(session, parsed.logicalPlan(), catalog)
     with sandbox._refusals():  # noqa: SLF001 - planning may refuse what analysis let by
         text = frame._jdf.queryExecution().explainString(parsed.mode())  # noqa: SLF001
     return Prepared(
         kind="EXPLAIN",
         columns=[("plan", "string")],
-        reads=_reads(session, facts, catalog),
+        reads=sandbox.reads(facts, catalog, namespace=namespace),
         rows=[[str(text)]],
     )
 
 
 def _columns_of(
-    session: SparkSession, parsed: Any, catalog: str, *, show_columns: bool
+    session: SparkSession,
+    parsed: Any,
+    catalog: str,
+    namespace: Sequence[str],
+    *,
+    show_columns: bool,
 ) -> Prepared:
     """DESCRIBE [TABLE] name / SHOW COLUMNS {FROM | IN} name [{FROM | IN} namespace]: the
     table or view read as `SELECT *` reads it, through the same checks."""
@@ -123,12 +129,12 @@ def _columns_of(
         ).asJava()
     )
     if show_columns and parsed.namespace().isDefined():
-        namespace = list(
+        within = list(
             jvm.scala.collection.JavaConverters.seqAsJavaListConverter(
                 parsed.namespace().get()
             ).asJava()
         )
-        identifier = [*namespace, identifier[-1]] if len(identifier) == 1 else identifier
+        identifier = [*within, identifier[-1]] if len(identifier) == 1 else identifier
     if not show_columns and not parsed.partitionSpec().isEmpty():
         raise sandbox.SandboxRefused("DESCRIBE of a partition is not supported here")
     # Read through SQL text, not `session.table`: a catalog view is told from the tables its
@@ -147,10 +153,10 @@ def _columns_of(
         return Prepared(
             kind="SHOW COLUMNS",
             columns=[("col_name", "string")],
-            reads=_reads(session, facts, catalog),
+            reads=sandbox.reads(facts, catalog, namespace=namespace),
             rows=[[f.name] for f in _fields(frame)],
         )
-    return _described(frame, _reads(session, facts, catalog), kind="DESCRIBE")
+    return _described(frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE")
 
 
 def _described(frame: DataFrame, reads: list[tuple[str, ...]], *, kind: str) -> Prepared:

@@ -75,7 +75,7 @@ def snapshots(session: SparkSession) -> list[tuple[int, datetime.datetime]]:
 
 
 def answer(session: SparkSession, sql: str, max_rows: int = 100) -> tuple[query.Prepared, list]:
-    prepared = query.prepare(session, sql, catalog="lv")
+    prepared = query.prepare(session, sql, catalog="lv", namespace=[NS])
     table = query.fetch(prepared, max_rows=max_rows)
     # By position: a join's columns may share a name.
     columns = [column.to_pylist() for column in table.columns]
@@ -150,10 +150,40 @@ def test_explain_gives_sparks_plan_as_text_and_runs_nothing(session: SparkSessio
     assert list(session.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
 
 
+def test_a_query_reads_through_its_own_session_whatever_session_is_active_on_the_thread(
+    spark: SparkSession, session: SparkSession, catalog_server: CatalogServer
+):
+    """The JVM keeps an active session per thread, and Spark's catalog manager reads the
+    default catalog's name, and loads a catalog, with the settings of that session, not its
+    own, when called outside the session's own calls. A thread (an earlier test's, a
+    streaming host's) may hold another session: here one whose default catalog is a server
+    that is not there."""
+    elsewhere = spark.newSession()
+    elsewhere.conf.set("spark.sql.catalog.gone", "org.apache.iceberg.spark.SparkCatalog")
+    elsewhere.conf.set("spark.sql.catalog.gone.type", "rest")
+    elsewhere.conf.set("spark.sql.catalog.gone.uri", "http://127.0.0.1:9/iceberg")
+    elsewhere.conf.set("spark.sql.defaultCatalog", "gone")
+    jvm = spark._jvm  # noqa: SLF001
+    was = jvm.org.apache.spark.sql.SparkSession.getActiveSession()
+    conf = {**rest_catalog_conf(catalog_server), "spark.sql.defaultCatalog": "lv"}
+    run = jobs.session_with(spark, catalog="lv", namespace=[NS], conf=conf)
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(elsewhere._jsparkSession)  # noqa: SLF001
+    try:
+        prepared, rows = answer(run, "SELECT id FROM big ORDER BY id")
+    finally:
+        if was.isDefined():
+            jvm.org.apache.spark.sql.SparkSession.setActiveSession(was.get())
+        else:
+            jvm.org.apache.spark.sql.SparkSession.clearActiveSession()
+    assert (prepared.reads, rows) == ([(NS, "big")], [[1], [2]])
+
+
 def test_a_result_is_fetched_one_row_past_its_bound_so_that_a_cut_is_known(session):
-    prepared = query.prepare(session, "SELECT id FROM range(10)", catalog="lv")
+    prepared = query.prepare(session, "SELECT id FROM range(10)", catalog="lv", namespace=[NS])
     assert query.fetch(prepared, max_rows=3).num_rows == 4
-    empty = query.prepare(session, "SELECT id, ds FROM orders WHERE id < 0", catalog="lv")
+    empty = query.prepare(
+        session, "SELECT id, ds FROM orders WHERE id < 0", catalog="lv", namespace=[NS]
+    )
     fetched = query.fetch(empty, max_rows=3)
     assert (fetched.num_rows, fetched.column_names) == (0, ["id", "ds"])
 
@@ -185,7 +215,7 @@ def refused(session: SparkSession, sql: str) -> SqlError:
     group = f"refused-{uuid.uuid4().hex}"
     session.sparkContext.setJobGroup(group, "refused")
     with pytest.raises(SqlError) as error:
-        prepared = query.prepare(session, sql, catalog="lv")
+        prepared = query.prepare(session, sql, catalog="lv", namespace=[NS])
         query.fetch(prepared, max_rows=10)
     assert list(session.sparkContext.statusTracker().getJobIdsForGroup(group)) == [], sql
     assert "s3cr3t" not in error.value.message
@@ -296,7 +326,7 @@ def test_a_plain_read_gives_the_same_rows_in_process_as_spark_does(
         )
         in_process = results.json_rows(found.arrow)
         in_spark = results.json_rows(
-            query.fetch(query.prepare(session, sql, catalog="lv"), max_rows=100)
+            query.fetch(query.prepare(session, sql, catalog="lv", namespace=[NS]), max_rows=100)
         )
         assert sorted(in_process) == sorted(in_spark), sql
         assert in_spark, sql
