@@ -11,9 +11,10 @@ million by default) through the app's Iceberg REST catalog, and then, for each q
 alternating which goes first, `--repeat` times each (after one unmeasured run of each, so
 that both sides are warm):
 
-- through the app: `POST /api/statements/` until `GET /api/jobs/<id>/rows` gives the first
-  page of rows (polled every `--poll` seconds): the request, the job's pickup by the worker,
-  the sandbox's checks, Spark, the first part stored;
+- through the app: `POST /api/statements/`, then `GET /api/jobs/<id>/rows?wait=5` (answered
+  as soon as the worker stores the first rows; `--wait 0` polls every `--poll` seconds
+  instead) until the first page of rows: the request, the job's pickup by the worker, the
+  sandbox's checks, Spark, the first part stored;
 - the same SQL in this process's already warm Spark session (local[2] too, through the same
   REST catalog with its table cache off, as the worker's): `spark.sql(...).collect()`.
 
@@ -26,7 +27,7 @@ It prints the medians, their ratio (goal: at most 1.5 each) and the point query'
 through the app (goal: under 1 s), and where the app's time went: the POST, the wait for
 a worker (job created to started), and the worker's phases (refresh.queries logs them).
 
-    .venv/bin/python bench/query.py [--rows 1000000] [--repeat 7] [--poll 0.02]
+    .venv/bin/python bench/query.py [--rows 1000000] [--repeat 7] [--wait 5] [--poll 0.02]
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--wait", type=float, default=5.0)
     parser.add_argument("--poll", type=float, default=0.02)
     args = parser.parse_args()
 
@@ -89,11 +91,11 @@ def main() -> None:
             spark.sql("USE st.bench")
             print("\n== the worker's Spark reads every query (QUERY_PLAIN_READS=0) ==")
             _restart_worker(stack, plain=False)
-            _compare(stack, spark, QUERIES, repeat=args.repeat, poll=args.poll)
+            _compare(stack, spark, QUERIES, repeat=args.repeat, poll=args.poll, wait=args.wait)
             print("\n== plain reads answered in process (QUERY_PLAIN_READS=1) ==")
             _restart_worker(stack, plain=True)
             plain = {name: QUERIES[name] for name in ("point", "filter + LIMIT 100")}
-            _compare(stack, spark, plain, repeat=args.repeat, poll=args.poll)
+            _compare(stack, spark, plain, repeat=args.repeat, poll=args.poll, wait=args.wait)
             spark.stop()
     finally:
         if redis is not None:
@@ -101,7 +103,7 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _through_the_app(stack, sql: str, poll: float) -> tuple[float, float, dict]:
+def _through_the_app(stack, sql: str, poll: float, wait: float) -> tuple[float, float, dict]:
     """Seconds from the POST to the first page of rows, the POST's own seconds, and the job."""
     base = stack.server.base_url
     started = time.perf_counter()
@@ -112,7 +114,9 @@ def _through_the_app(stack, sql: str, poll: float) -> tuple[float, float, dict]:
     assert response.status_code == 202, response.text
     job = response.json()["job"]
     while True:
-        page = stack.api.get(f"{base}{job['url']}rows", params={"limit": 100}, timeout=30).json()
+        page = stack.api.get(
+            f"{base}{job['url']}rows", params={"limit": 100, "wait": wait}, timeout=30
+        ).json()
         if page["rows"] or page["complete"]:
             break
         time.sleep(poll)
@@ -136,12 +140,14 @@ def _restart_worker(stack, *, plain: bool) -> None:
     stack.start_worker()
 
 
-def _compare(stack, spark, queries: dict[str, str], *, repeat: int, poll: float) -> None:
+def _compare(
+    stack, spark, queries: dict[str, str], *, repeat: int, poll: float, wait: float
+) -> None:
     base = stack.server.base_url
     skip = len(_phase_lines(stack.log("worker", 200_000)))
     print("warming up (the worker's Spark starts with its first job) ...", flush=True)
     for sql in queries.values():
-        _through_the_app(stack, sql, poll)
+        _through_the_app(stack, sql, poll, wait)
         _in_spark(spark, sql)
     app: dict[str, list[float]] = {name: [] for name in queries}
     direct: dict[str, list[float]] = {name: [] for name in queries}
@@ -153,7 +159,7 @@ def _compare(stack, spark, queries: dict[str, str], *, repeat: int, poll: float)
             steps = ("app", "spark") if round_ % 2 == 0 else ("spark", "app")
             for step in steps:
                 if step == "app":
-                    seconds, posted, job = _through_the_app(stack, sql, poll)
+                    seconds, posted, job = _through_the_app(stack, sql, poll, wait)
                     app[name].append(seconds)
                     posts.append(posted)
                     jobs.append(job["id"])

@@ -159,10 +159,19 @@ def run(
         result_bytes=query.result_bytes,
         expires_at=query.expires_at,
     )
+    _announce(query)
     _keep_newest_results(query.requested_by_id)
     clock["finished"] = time.perf_counter()
     _log_phases(query, clock)
     return query
+
+
+def _announce(query: Query) -> None:
+    """Wake the requests waiting for the query's rows at its job's URL or its own."""
+    from catalog import jobs
+
+    if query.job_id is not None:
+        jobs.announce(query.job_id)
 
 
 def _log_phases(query: Query, clock: dict[str, float]) -> None:
@@ -324,6 +333,7 @@ def _failed(query: Query, error: Exception, *, job: SparkJob | None, deadline: A
     _delete_result(query.result_folder)
     Query.objects.filter(pk=query.pk).update(result_folder="", parts=[], row_count=0)
     query.refresh_from_db()
+    _announce(query)
     raised.query = summary(query)  # type: ignore[attr-defined] - the console shows it
     return raised
 
@@ -351,7 +361,9 @@ def _store(query: Query, table: Any, clock: dict[str, float]) -> None:
         results.write_part(folder, index, part)
         stored.append(part.num_rows)
         Query.objects.filter(pk=query.pk).update(parts=list(stored), row_count=sum(stored))
-        clock.setdefault("first_rows", time.perf_counter())
+        if "first_rows" not in clock:
+            clock["first_rows"] = time.perf_counter()
+            _announce(query)
     query.parts, query.row_count = stored, sum(stored)
 
 

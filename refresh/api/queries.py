@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from catalog import jobs
 from catalog import selectors as catalog_selectors
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
@@ -34,13 +35,20 @@ _PAGE = [
         description=f"At most this many rows (default 100, at most {queries.MAX_PAGE_ROWS}).",
     ),
 ]
+_WAIT = OpenApiParameter(
+    "wait",
+    OpenApiTypes.NUMBER,
+    description="Seconds (at most 5) to wait for the first rows or the end when there are "
+    "none yet: the answer comes as soon as they are there (default 0: at once).",
+)
 _TAGS = ["queries"]
 ROWS_HELP = (
     "Rows of the query's kept result from `offset`, as JSON values (decimals and 64-bit "
     "edge cases as text where JSON cannot carry them exactly, binary as base64), with the "
     "columns and their Spark types, the state, and `complete`: while the query waits or "
     "runs, `rows` holds what is stored so far (the first page is stored first), so a client "
-    "polls this URL until `complete`. Another user's query is a 404."
+    "asks this URL again (with `wait`, it is answered as soon as rows are there) until "
+    "`complete`. Another user's query is a 404."
 )
 
 
@@ -56,6 +64,34 @@ def _page_bounds(request: Request) -> tuple[int, int]:
     if limit < 1:
         raise InvalidInput("limit must be 1 or more", field="limit")
     return offset, limit
+
+
+def _wait(request: Request) -> float:
+    text = request.query_params.get("wait", "0")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= jobs.MAX_WAIT_SECONDS:  # NaN fails too
+        raise InvalidInput(
+            f"wait must be a number of seconds from 0 to {jobs.MAX_WAIT_SECONDS:g}, "
+            f"not {text[:40]!r}",
+            field="wait",
+        )
+    return seconds
+
+
+def _waited(request: Request, job_id: int | None, look: Any) -> Response:
+    """`look()`'s page of rows, once it has rows or is complete or `wait` has passed."""
+
+    def looked() -> tuple[dict[str, Any], bool]:
+        page = look()
+        return page, bool(page["rows"]) or page["complete"]
+
+    seconds = _wait(request)
+    if job_id is None:
+        return Response(look())
+    return Response(jobs.wait_for_news(job_id, user=request.user, seconds=seconds, look=looked))
 
 
 class QueryListView(generics.ListAPIView):
@@ -96,7 +132,7 @@ class QueryRowsView(APIView):
 
     @extend_schema(
         operation_id="queries_rows",
-        parameters=[_QUERY, *_PAGE],
+        parameters=[_QUERY, *_PAGE, _WAIT],
         responses={200: s.QueryRowsSerializer},
         description=ROWS_HELP,
         tags=_TAGS,
@@ -104,7 +140,13 @@ class QueryRowsView(APIView):
     def get(self, request: Request, query_id: int) -> Response:
         offset, limit = _page_bounds(request)
         query = queries.get(query_id, user=request.user)
-        return Response(queries.page(query, offset=offset, limit=limit))
+        return _waited(
+            request,
+            query.job_id,
+            lambda: queries.page(
+                queries.get(query_id, user=request.user), offset=offset, limit=limit
+            ),
+        )
 
 
 class JobRowsView(APIView):
@@ -118,6 +160,7 @@ class JobRowsView(APIView):
         parameters=[
             _JOB,
             *_PAGE,
+            _WAIT,
             OpenApiParameter(
                 "query",
                 OpenApiTypes.INT,
@@ -131,12 +174,14 @@ class JobRowsView(APIView):
     )
     def get(self, request: Request, job_id: int) -> Response:
         offset, limit = _page_bounds(request)
-        job = catalog_selectors.get_spark_job(job_id, user=request.user)
-        query = queries.of_job(job, user=request.user, query_id=request.query_params.get("query"))
-        if query is not None:
-            return Response(queries.page(query, offset=offset, limit=limit))
-        return Response(
-            {
+        asked = request.query_params.get("query")
+
+        def look() -> dict[str, Any]:
+            job = catalog_selectors.get_spark_job(job_id, user=request.user)
+            query = queries.of_job(job, user=request.user, query_id=asked)
+            if query is not None:
+                return queries.page(query, offset=offset, limit=limit)
+            return {
                 "query": None,
                 "state": job.state,
                 "kind": None,
@@ -151,7 +196,8 @@ class JobRowsView(APIView):
                 "duration_seconds": None,
                 "error": job.error,
             }
-        )
+
+        return _waited(request, job_id, look)
 
 
 class QueryDownloadView(APIView):

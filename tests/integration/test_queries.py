@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 from catalog import jobs, workers
 from catalog.core.errors import Forbidden, SqlError
 from catalog.models import SparkJob
-from refresh import queries
+from refresh import analysis, queries
 from refresh.models import Query
 from refresh.spark.query import Prepared
 
@@ -539,3 +539,59 @@ def test_what_the_in_process_reader_cannot_answer_exactly_goes_to_spark(
     spark.prepared.clear()
     jobs.run(submitted(client, "SELECT * FROM items LIMIT 1")["job"]["id"])
     assert spark.prepared == [("SELECT * FROM items LIMIT 1", "sales")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_asked_with_wait_come_as_soon_as_the_worker_stores_them(
+    viewer, alive, spark, monkeypatch
+):
+    client = api_for(viewer)
+    job = submitted(client)["job"]
+    release = threading.Event()
+    fetch = analysis.fetch_query
+
+    def slow_fetch(prepared, *, max_rows):
+        assert release.wait(20)
+        return fetch(prepared, max_rows=max_rows)
+
+    monkeypatch.setattr("refresh.analysis.fetch_query", slow_fetch)
+    monkeypatch.setattr(jobs, "LOOK_AGAIN_SECONDS", 30)  # only the worker's news wakes it
+    nothing_yet = client.get(f"{job['url']}rows", {"wait": "0.3"}).json()
+    assert (nothing_yet["rows"], nothing_yet["complete"]) == ([], False)
+
+    def work() -> None:
+        try:
+            jobs.run(job["id"])
+        finally:
+            connection.close()
+
+    answers: list[tuple[float, dict]] = []
+
+    def wait() -> None:
+        try:
+            waiter = api_for(viewer)
+            started = time.monotonic()
+            page = waiter.get(f"{job['url']}rows", {"wait": "5"}).json()
+            answers.append((time.monotonic() - started, page))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work), threading.Thread(target=wait)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # the waiter is waiting: no rows yet
+    assert answers == []
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    [(seconds, page)] = answers
+    assert page["rows"] == [[0, "row-0"], [1, "row-1"], [2, "row-2"]]
+    assert seconds < 4, "answered at the wait's end, not when the rows came"
+
+
+@pytest.mark.parametrize("wait", ["-1", "6", "nan", "soon"])
+def test_a_wait_out_of_bounds_is_a_400_naming_it(viewer, alive, spark, wait):
+    job = submitted(api_for(viewer))["job"]
+    response = api_for(viewer).get(f"{job['url']}rows", {"wait": wait})
+    assert response.status_code == 400
+    assert response.json()["field"] == "wait"
