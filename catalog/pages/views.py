@@ -189,13 +189,22 @@ def _page_number(request: HttpRequest) -> int:
         return 1
 
 
-def _capped_page(request: HttpRequest, ids: Any) -> Any:
+def _capped_page(request: HttpRequest, ids: Any, *, known_more: bool = False) -> Any:
     """`_page` of a search's query of ids, in one query: the ids up to `SEARCH_READ`, plus
     one to know whether more exist (`page.more`; the count is then "more than"); a page past
-    those, only its own ids (plus one). A page past the end reads up to it, and shows the
-    last page as Django's paginator does."""
+    those, or any page when more than `SEARCH_READ` are `known_more` to match
+    (`selectors.names_beyond`), only its own ids (plus one). A page past the end reads up
+    to it, and shows the last page as Django's paginator does."""
     number = _page_number(request)
     start, upto = (number - 1) * PAGE_SIZE, number * PAGE_SIZE
+    if known_more and upto <= SEARCH_READ:
+        window = selectors.all_ids(ids[start:upto])
+        # The same page and count ("more than SEARCH_READ") as reading them all shows (a
+        # number the paginator reads otherwise, "-4", is left to the reading of them all).
+        page = _page(request, _Window(start, window, length=SEARCH_READ))
+        if len(window) == upto - start and page.number == number:
+            page.more = True
+            return page
     if upto > SEARCH_READ:
         window = selectors.all_ids(ids[start : upto + 1])
         if window:
@@ -213,11 +222,12 @@ class _Window(Sequence):
     """Ids `start` to `start + len(items)` of a longer list, for a paginator that slices
     only the page it shows (the ids before `start` are not read)."""
 
-    def __init__(self, start: int, items: list[int]) -> None:
+    def __init__(self, start: int, items: list[int], *, length: int | None = None) -> None:
         self.start, self.items = start, items
+        self.length = self.start + len(self.items) if length is None else length
 
     def __len__(self) -> int:
-        return self.start + len(self.items)
+        return self.length
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -289,13 +299,20 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     by_sql_alone = False
     page = None
     if query:
+        number = _page_number(request)
+        upto = number * PAGE_SIZE + 1
+        # A page among the first ones of a text in many names reads only its own ids.
+        known_more = number * PAGE_SIZE <= SEARCH_READ and selectors.names_beyond(
+            query, SEARCH_READ
+        )
         if with_sql:
-            page = _capped_page(request, selectors.search_ids(query, sql=True))
+            ids = selectors.search_ids(query, sql=True, in_many_names=known_more)
+            page = _capped_page(request, ids, known_more=known_more)
         else:
             # A page past the first read ones: the names' index may be the shorter way there.
-            upto = _page_number(request) * PAGE_SIZE + 1
             deep = upto if upto > SEARCH_READ else None
-            page = _capped_page(request, selectors.search_ids(query, upto=deep))
+            ids = selectors.search_ids(query, upto=deep, in_many_names=known_more)
+            page = _capped_page(request, ids, known_more=known_more)
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True
