@@ -851,6 +851,11 @@ def _pages() -> list[tuple[str, str]]:
         ("API tables list", f"/api/namespaces/{ns}/tables/"),
         ("API namespaces list", "/api/namespaces/"),
         ("continuous materialized table page", "/namespaces/sales/materialized-tables/mt_000/"),
+        # What the page's charts fetch once it has loaded.
+        (
+            "materialized table charts (later)",
+            "/namespaces/sales/materialized-tables/mt_000/charts",
+        ),
         ("FULL materialized table page", "/namespaces/sales/materialized-tables/mt_010/"),
         ("API materialized tables list", "/api/namespaces/sales/materialized-tables/"),
         ("API refresh runs list", "/api/namespaces/sales/materialized-tables/mt_000/runs/"),

@@ -376,6 +376,11 @@ _DURATION_ROWS = Prepared(
 )
 
 
+def has_chart_points(mt: MaterializedTable) -> bool:
+    """Whether `duration_series` or `lag_series` has a point: whether a run has finished."""
+    return bool(_DURATION_ROWS.rows(mt_id=mt.pk, limit=1) or _LAG_ROWS.rows(mt_id=mt.pk, limit=1))
+
+
 def duration_series(mt: MaterializedTable, limit: int = 200) -> list[dict]:
     """Each finished run's duration in seconds, oldest first."""
     rows = _DURATION_ROWS.rows(mt_id=mt.pk, limit=limit)

@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
@@ -208,11 +208,9 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "page": page,
         "active_runs": active,
         "partition_columns": list(mt.partitioned_by),
-        "chart_data": {
-            "durations": selectors.duration_series(mt),
-            "lag": selectors.lag_series(mt),
-            "freshness_seconds": mt.freshness.seconds,
-        },
+        # The charts' points (hundreds) are fetched once the page has loaded (mt_charts).
+        "has_charts": selectors.has_chart_points(mt),
+        "charts_url": reverse("refresh:mt-charts", args=[namespace, name]),
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
         "answer": selectors.current_answer(mt),
         "verifications": selectors.latest_verifications(mt, VERIFICATIONS_SHOWN),
@@ -220,6 +218,21 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     }
     context["maintenance"] = maintenance_pages.later(request, mt.table)
     return render(request, "refresh/mt_detail.html", context)
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def mt_charts(request: HttpRequest, namespace: str, name: str) -> JsonResponse:
+    """The points of a materialized table's charts (static/js/mt_charts.js): each finished
+    run's duration, the lag before and after each successful one, and the freshness."""
+    mt = _get(namespace, name)
+    return JsonResponse(
+        {
+            "durations": selectors.duration_series(mt),
+            "lag": selectors.lag_series(mt),
+            "freshness_seconds": mt.freshness.seconds,
+        }
+    )
 
 
 def _day_and_time(value: Any) -> str:
