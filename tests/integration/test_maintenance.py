@@ -469,3 +469,23 @@ def test_a_maintenance_run_past_the_deployments_limit_is_stopped_and_failed(
     run.refresh_from_db()
     assert run.error.startswith("Timed out: stopped after 1 s") and cancelled
     assert "REFRESH_TIMEOUT_SECONDS" in run.error
+
+
+def test_a_tables_health_counts_its_snapshots_and_finds_the_oldest_no_branch_or_tag_holds():
+    table = make_table()
+    add_snapshots(table, count=4, age_minutes=40)
+    table.refresh_from_db()
+    by_age = list(
+        table.snapshots.order_by("timestamp_ms").values_list("snapshot_id", "timestamp_ms")
+    )
+    health = selectors.health_of(table, with_files=True, with_manifests=False)
+    assert health.snapshots == 4 and health.data_files == 4
+    assert health.oldest_snapshot_ms == by_age[0][1]
+    assert health.metadata_files == table.metadata_log.count() + 1
+    # A tag on the oldest and one on the next: the third is the oldest one expiry may take.
+    table.refs = {
+        **table.refs,
+        "old": {"snapshot-id": by_age[0][0], "type": "tag"},
+        "older": {"snapshot-id": by_age[1][0], "type": "tag"},
+    }
+    assert selectors.health_of(table).oldest_snapshot_ms == by_age[2][1]
