@@ -312,7 +312,22 @@ def table_row(mt: MaterializedTable, now: datetime) -> dict[str, Any]:
     lag = selectors.lag(mt, now)
     freshness = mt.freshness
     lag_seconds = lag.total_seconds() if lag is not None else None
-    last = selectors.last_refresh(mt)
+    if hasattr(mt, "last_run_id") and not hasattr(mt, "last_finished_run"):
+        # The status query's annotations, read as they are (no run instance built).
+        last = None
+        if mt.last_run_id is not None:
+            last = {
+                "id": mt.last_run_id,
+                "state": mt.last_run_state,
+                "finished_at": mt.last_run_finished_at,
+            }
+    else:
+        run = selectors.last_refresh(mt)
+        last = (
+            {"id": run.pk, "state": run.state, "finished_at": run.finished_at}
+            if run is not None
+            else None
+        )
     return {
         "mt": mt,
         "namespace": mt.table.namespace.name,
@@ -328,11 +343,7 @@ def table_row(mt: MaterializedTable, now: datetime) -> dict[str, Any]:
         "data_timestamp": selectors.data_timestamp(mt),
         "lag_seconds": lag_seconds,
         "lag_ratio": round(lag_seconds / freshness.seconds, 3) if lag_seconds is not None else None,
-        "last_refresh": (
-            {"id": last.pk, "state": last.state, "finished_at": last.finished_at}
-            if last is not None
-            else None
-        ),
+        "last_refresh": last,
         "consecutive_failures": mt.consecutive_failures,
         "suspended_reason": mt.suspended_reason,
         "status": STATUSES[mt.status_rank],
