@@ -162,9 +162,9 @@ def _deep_candidates(text: str, upto: int) -> RawSQL | None:
     list about `matches` ids (each costing CANDIDATE_COST names walked), and the matches are
     about as many as the candidates; in a catalog of at most DEEP_WALK_OBJECTS the walk is
     short whatever the page. At 100,000 views page 90 of a text in 5,000 names walked
-    90,000 names (17 ms). The index is
-    asked for the text's end, as `_sql_candidates` does (fewer, longer lists are read); the
-    ids stay in the database (thousands of parameters cost more to pass than to read)."""
+    90,000 names (17 ms). The index is asked for the text's end, as `_sql_candidates` does
+    (fewer, longer lists are read); the ids stay in the database (thousands of parameters
+    cost more to pass than to read)."""
     totals = Namespace.objects.aggregate(views=Sum("view_total"), tables=Sum("table_total"))
     objects = (totals["views"] or 0) + (totals["tables"] or 0)
     if objects <= DEEP_WALK_OBJECTS:
