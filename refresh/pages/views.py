@@ -133,7 +133,7 @@ def _trino(query: str, namespace: str) -> tuple[str | None, str | None]:
 @catalog_page()
 def mt_list(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
-    tables = selectors.materialized_tables(ns.name, with_freshness=True)
+    tables = selectors.ListedTables(ns.name)
     page = Paginator(tables, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     # What templates/catalog/_pagination.html reads to build its links.
     page.parameter = "page"

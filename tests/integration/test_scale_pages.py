@@ -491,3 +491,31 @@ def test_no_page_or_list_the_benchmark_measures_makes_more_queries_as_the_catalo
     grew = {name: (small[name], large[name]) for name in small if large[name] != small[name]}
     assert grew == {}
     assert set(small) == {name for name, path in bench_pages() if not path.startswith("/admin/")}
+
+
+def test_the_materialized_tables_list_pages_its_tables_in_name_order(
+    client, viewer, files, monkeypatch
+):
+    """The list's pages (read through a compiled query) are the query's, in name order,
+    with each table's last refresh."""
+    from refresh.pages import views as mt_views
+    from refresh.selectors import materialized_tables
+
+    monkeypatch.setattr(mt_views, "LIST_PAGE_SIZE", 4)
+    ns = Namespace.objects.create(name="sales")
+    ids = seed_tables(ns, [f"mt_{i:02d}" for i in range(10)], files[1])
+    seed_materialized(ids)
+    seed_history(ids[:3], [], history=SMALL_HISTORY, now=timezone.now())
+    client.force_login(viewer)
+    url = reverse("refresh:mt-list", args=["sales"])
+    shown = []
+    for number in (1, 2, 3):
+        html = client.get(url, {"page": number}).content.decode()
+        shown += re.findall(r'<tr id="mt-(mt_\d+)"', html)
+    assert "page 3 of 3" in html
+    expected = list(materialized_tables("sales", with_freshness=True))
+    assert shown == [mt.table.name for mt in expected]
+    first = client.get(url).content.decode()
+    row = re.search(r'<tr id="mt-mt_00".*?</tr>', first).group(0)
+    last = expected[0].last_run_state
+    assert (f"run-state-{last.lower()}" in row) if last else ("never" in row)
