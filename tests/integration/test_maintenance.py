@@ -489,3 +489,38 @@ def test_a_tables_health_counts_its_snapshots_and_finds_the_oldest_no_branch_or_
         "older": {"snapshot-id": by_age[1][0], "type": "tag"},
     }
     assert selectors.health_of(table).oldest_snapshot_ms == by_age[2][1]
+
+
+def test_the_list_of_a_tables_runs_answers_what_the_run_serializer_writes(
+    editor_api: APIClient, editor
+) -> None:
+    from maintenance.api import RunSerializer
+
+    table = make_table()
+    now = timezone.now()
+    for i in range(7):
+        MaintenanceRun.objects.create(
+            table=table,
+            table_name=str(table),
+            action="EXPIRE_SNAPSHOTS",
+            trigger="API",
+            state="SUCCEEDED" if i % 3 else "FAILED",
+            queued_at=now - timedelta(minutes=10 * i),
+            started_at=now - timedelta(minutes=10 * i, seconds=-1) if i % 2 else None,
+            finished_at=now - timedelta(minutes=10 * i, seconds=-31) if i % 2 else None,
+            files_before=60 if i % 2 else None,
+            files_outside=["/elsewhere/f.parquet"] if i == 3 else [],
+            details={"kept": i},
+            error="it failed <badly>" if i % 3 == 0 else "",
+            requested_by=editor if i == 1 else None,
+            cancel_requested_at=now if i == 5 else None,
+            cancel_requested_by=editor if i == 5 else None,
+        )
+    runs = list(selectors.runs(table))
+    listed = editor_api.get(f"{policy_url(table)}/runs/", {"page_size": 3}).json()
+    assert listed["count"] == 7
+    assert listed["results"] == RunSerializer(runs[:3], many=True).data
+    for page in (2, 3):
+        answer = editor_api.get(f"{policy_url(table)}/runs/", {"page": page, "page_size": 3})
+        start = (page - 1) * 3
+        assert answer.json()["results"] == RunSerializer(runs[start : start + 3], many=True).data
