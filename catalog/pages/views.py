@@ -3,6 +3,7 @@ and shows its `CatalogError` on the form that caused it."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 from catalog import selectors, services
 from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
 from catalog.core.inputs import whole_number
-from catalog.models import CatalogEvent, CatalogObject, Namespace, View, ViewVersion
+from catalog.models import (
+    CatalogEvent,
+    CatalogObject,
+    Namespace,
+    View,
+    ViewSchemaField,
+    ViewVersion,
+    ViewVersionLogEntry,
+)
 from catalog.pages import view_facts
 from catalog.pages.access import catalog_page
 from catalog.pages.diff import side_by_side
@@ -34,6 +43,7 @@ from catalog.pages.forms import (
     view_dialects,
 )
 from catalog.pages.view_preview import preview_context
+from catalog.prepared import Prepared
 
 HISTORY_LENGTH = 20
 
@@ -51,10 +61,40 @@ def _spark_job(kind: str, arguments: dict[str, Any], request: HttpRequest, summa
     return jobs.submit(kind, arguments, actor=request.user, summary=summary)
 
 
+# The view page's reads, built and compiled once (catalog.prepared): building them took
+# longer than running them.
+_VIEW = Prepared(
+    lambda namespace, name: View.objects.select_related("namespace")
+    .filter(namespace__name=namespace, name=name)
+    .order_by()[:1],
+    namespace="lakeview sample namespace",
+    name="lakeview sample name",
+)
+_VERSION_LOG = Prepared(
+    lambda view_id: ViewVersionLogEntry.objects.filter(view_id=view_id).order_by("position"),
+    view_id=7_654_321,
+)
+_EVENTS = Prepared(
+    # CatalogEvent.objects.for_object(view), by the view's uuid.
+    lambda object_uuid: CatalogEvent.objects.filter(object_uuid=object_uuid).select_related(
+        "actor"
+    ),
+    object_uuid=uuid.UUID("1a4e5c1e-0000-4000-8000-1a4e5c1e0001"),
+)
+_FIELDS = Prepared(
+    lambda view_id, schema_id: ViewSchemaField.objects.filter(
+        view_id=view_id, schema_id=schema_id
+    ).order_by("position"),
+    view_id=7_654_321,
+    schema_id=7_654_322,
+)
+
+
 def _get_view(namespace: str, name: str) -> View:
-    return get_object_or_404(
-        View.objects.select_related("namespace"), namespace__name=namespace, name=name
-    )
+    found = _VIEW.objects(namespace=namespace, name=name)
+    if not found:
+        raise Http404(f"View does not exist: {namespace}.{name}")
+    return found[0]
 
 
 def _versions(view: View) -> list[ViewVersion]:
@@ -70,7 +110,7 @@ def _version_log(view: View) -> list[Any]:
     """The version log, newest first. An entry is a rollback when its version appeared
     earlier in the log."""
     seen: set[int] = set()
-    entries = list(view.log_entries.order_by("position"))
+    entries = _VERSION_LOG.objects(view_id=view.pk)
     for entry in entries:
         entry.created = time_of(entry.timestamp_ms)
         entry.is_rollback = entry.version_id in seen
@@ -143,11 +183,11 @@ def _view_page(
         "namespace": view.namespace,
         "current": current,
         "representations": list(current.representations.all()) if current else [],
-        "fields": list(view.schema_fields(current.schema_id)) if current else [],
+        "fields": _FIELDS.objects(view_id=view.pk, schema_id=current.schema_id) if current else [],
         "versions": versions,
         "version_log": version_log,
         "properties": sorted(view.properties.items()),
-        "events": CatalogEvent.objects.for_object(view)[:HISTORY_LENGTH],
+        "events": _EVENTS.objects(object_uuid=view.uuid, limit=HISTORY_LENGTH),
         "diff_form": _diff_form(view, versions, log=version_log),
         "property_form": property_form or PropertyForm(),
         **view_facts.page_facts(view, current, versions),
