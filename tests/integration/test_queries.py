@@ -27,6 +27,7 @@ from catalog.models import SparkJob
 from refresh import analysis, queries
 from refresh.models import Query
 from refresh.spark.query import Prepared
+from webapp import broker
 
 pytestmark = pytest.mark.django_db
 
@@ -595,3 +596,37 @@ def test_a_wait_out_of_bounds_is_a_400_naming_it(viewer, alive, spark, wait):
     response = api_for(viewer).get(f"{job['url']}rows", {"wait": wait})
     assert response.status_code == 400
     assert response.json()["field"] == "wait"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_waits_in_at_most_queries_per_user_plus_one_requests_the_next_answers_at_once(
+    viewer, alive, spark, settings
+):
+    settings.QUERIES_PER_USER = 1
+    job = submitted(api_for(viewer))["job"]  # no worker runs it: it stays QUEUED
+    answers: list[float] = []
+
+    def wait(seconds: str) -> None:
+        try:
+            started = time.monotonic()
+            response = api_for(viewer).get(f"{job['url']}rows", {"wait": seconds})
+            assert response.status_code == 200, response.content
+            assert response.json()["state"] == "QUEUED"
+            answers.append(time.monotonic() - started)
+        finally:
+            connection.close()
+
+    holding = [threading.Thread(target=wait, args=("5",)) for _ in range(2)]
+    for thread in holding:
+        thread.start()
+    waiting = f"{settings.WORKERS_KEY}:waiting:{viewer.pk}"
+    deadline = time.monotonic() + 10
+    while int(broker.redis_client().get(waiting) or 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # until both hold a web thread each, waiting for news
+    wait("5")
+    assert answers[0] < 2.5, "a third waiting request of the same user answers at once"
+    for thread in holding:
+        thread.join(15)
+    assert len(answers) == 3 and min(answers[1:]) > 4, "the first two waited for news"
+    wait("0.5")
+    assert answers[-1] >= 0.5, "their places are given back once they answered"
