@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Max, QuerySet
 
 from catalog.core import metadata_io
 from catalog.core.errors import NotFound
 from catalog.models import Table, TableMetadataLogEntry, TableSnapshot
-from catalog.prepared import Prepared
+from catalog.prepared import Prepared, PreparedCount
 from maintenance.core import policy as policies
 from maintenance.core.policy import Action, Health, Policy
 from maintenance.models import HealthSample, MaintenanceRun
@@ -68,8 +68,8 @@ def health_of(table: Table, *, with_files: bool = False, with_manifests: bool = 
         ),
         None,
     )
-    [[snapshot_count]] = _SNAPSHOT_COUNT.rows(table_id=table.pk) or [[0]]
-    [[log_count]] = _LOG_COUNT.rows(table_id=table.pk) or [[0]]
+    snapshot_count = _SNAPSHOT_COUNT.number(table_id=table.pk)
+    log_count = _LOG_COUNT.number(table_id=table.pk)
     deletes = _number(summary, "total-delete-files")
     manifests = metadata_bytes = None
     if with_files:
@@ -108,20 +108,12 @@ _OLDEST = Prepared(
     .values_list("snapshot_id", "timestamp_ms"),
     table_id=_ID,
 )
-_SNAPSHOT_COUNT = Prepared(
-    lambda table_id: TableSnapshot.objects.filter(table_id=table_id)
-    .order_by()
-    .values("table_id")
-    .annotate(n=Count("pk"))
-    .values_list("n"),
-    table_id=_ID,
+_SNAPSHOT_COUNT = PreparedCount(
+    lambda table_id: TableSnapshot.objects.filter(table_id=table_id), by="table_id", table_id=_ID
 )
-_LOG_COUNT = Prepared(
-    lambda table_id: TableMetadataLogEntry.objects.filter(table_id=table_id)
-    .order_by()
-    .values("table_id")
-    .annotate(n=Count("pk"))
-    .values_list("n"),
+_LOG_COUNT = PreparedCount(
+    lambda table_id: TableMetadataLogEntry.objects.filter(table_id=table_id),
+    by="table_id",
     table_id=_ID,
 )
 
@@ -168,13 +160,8 @@ def runs(table: Table | None = None) -> QuerySet[MaintenanceRun]:
 
 
 _RUN_ROWS: dict[tuple[str, ...], Prepared] = {}
-_RUN_COUNT = Prepared(
-    lambda table_id: MaintenanceRun.objects.filter(table_id=table_id)
-    .order_by()
-    .values("table_id")
-    .annotate(n=Count("pk"))
-    .values_list("n"),
-    table_id=_ID,
+_RUN_COUNT = PreparedCount(
+    lambda table_id: MaintenanceRun.objects.filter(table_id=table_id), by="table_id", table_id=_ID
 )
 
 
@@ -189,8 +176,7 @@ class RunPages:
         self.fields = fields
 
     def count(self) -> int:
-        rows = _RUN_COUNT.rows(table_id=self.table.pk)
-        return rows[0][0] if rows else 0
+        return _RUN_COUNT.number(table_id=self.table.pk)
 
     def __getitem__(self, page: slice) -> list[dict[str, Any]]:
         prepared = _RUN_ROWS.get(self.fields)

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from catalog.core.errors import NotFound
-from catalog.prepared import Prepared
+from catalog.prepared import Prepared, PreparedCount
 from refresh.core.freshness import RefreshMode, next_schedule_times
 from refresh.models import (
     MaterializedTable,
@@ -78,8 +78,7 @@ class ListedTables(Sequence):
 
     @cached_property
     def _length(self) -> int:
-        rows = _LISTED_COUNT.rows(namespace=self.namespace)
-        return rows[0][0] if rows else 0
+        return _LISTED_COUNT.number(namespace=self.namespace)
 
     def __len__(self) -> int:
         return self._length
@@ -135,12 +134,9 @@ _LISTED_PAGE = Prepared(
     lambda namespace: materialized_tables(namespace, with_freshness=True).values_list(*_LISTED),
     namespace=_NAMESPACE,
 )
-_LISTED_COUNT = Prepared(
-    lambda namespace: MaterializedTable.objects.filter(table__namespace__name=namespace)
-    .order_by()
-    .values("table__namespace_id")
-    .annotate(n=Count("pk"))
-    .values_list("n"),
+_LISTED_COUNT = PreparedCount(
+    lambda namespace: MaterializedTable.objects.filter(table__namespace__name=namespace),
+    by="table__namespace_id",
     namespace=_NAMESPACE,
 )
 
@@ -159,8 +155,7 @@ class TablePages:
         self.fields = fields
 
     def count(self) -> int:
-        found = _LISTED_COUNT.rows(namespace=self.namespace)
-        return found[0][0] if found else 0
+        return _LISTED_COUNT.number(namespace=self.namespace)
 
     def __getitem__(self, page: slice) -> list[MaterializedTable]:
         start = page.start or 0
@@ -208,20 +203,16 @@ def runs(mt: MaterializedTable) -> QuerySet[RefreshRun]:
     )
 
 
-_RUN_COUNT = Prepared(
-    lambda mt_id: RefreshRun.objects.filter(materialized_table_id=mt_id)
-    .order_by()
-    .values("materialized_table_id")
-    .annotate(n=Count("pk"))
-    .values_list("n"),
+_RUN_COUNT = PreparedCount(
+    lambda mt_id: RefreshRun.objects.filter(materialized_table_id=mt_id),
+    by="materialized_table_id",
     mt_id=_ID,
 )
 
 
 def run_count(mt: MaterializedTable) -> int:
     """How many runs the table keeps (what `runs(mt).count()` answers)."""
-    found = _RUN_COUNT.rows(mt_id=mt.pk)
-    return found[0][0] if found else 0
+    return _RUN_COUNT.number(mt_id=mt.pk)
 
 
 #: What a table's page shows of each run (its history rows).
