@@ -139,14 +139,16 @@ class QueryRowsView(APIView):
     )
     def get(self, request: Request, query_id: int) -> Response:
         offset, limit = _page_bounds(request)
-        query = queries.get(query_id, user=request.user)
-        return _waited(
-            request,
-            query.job_id,
-            lambda: queries.page(
-                queries.get(query_id, user=request.user), offset=offset, limit=limit
-            ),
-        )
+        read = [queries.get(query_id, user=request.user)]
+        job_id = read[0].job_id
+
+        def look() -> dict[str, Any]:
+            # The first look answers from the row read above; a waiting request reads it
+            # again each time the job has news.
+            query = read.pop() if read else queries.get(query_id, user=request.user)
+            return queries.page(query, offset=offset, limit=limit)
+
+        return _waited(request, job_id, look)
 
 
 class JobRowsView(APIView):
