@@ -58,60 +58,33 @@ class RunSerializer(serializers.ModelSerializer):
         ]
 
 
-#: What `run_data` reads of each run: RunSerializer's fields, from the run's columns.
-RUN_DATA_FIELDS = (
-    "id",
-    "table_name",
-    "action",
-    "trigger",
-    "state",
-    "queued_at",
-    "started_at",
-    "finished_at",
-    "files_before",
-    "files_after",
-    "bytes_before",
-    "bytes_after",
-    "snapshots_before",
-    "snapshots_after",
-    "snapshots_expired",
-    "files_rewritten",
-    "files_added",
-    "files_deleted",
-    "orphans_removed",
-    "files_outside",
-    "details",
-    "error",
-    "requested_by__username",
-    "cancel_requested_at",
-    "cancel_requested_by__username",
-)
 _MOMENT = serializers.DateTimeField()
+_MOMENTS = frozenset({"queued_at", "started_at", "finished_at", "cancel_requested_at"})
+_USERS = frozenset({"requested_by", "cancel_requested_by"})
+
+#: What `run_data` reads of each run: RunSerializer's fields, from the run's columns.
+RUN_DATA_FIELDS = tuple(
+    f"{name}__username" if name in _USERS else name
+    for name in RunSerializer.Meta.fields
+    if name != "duration_seconds"
+)
 
 
 def run_data(row: dict[str, Any]) -> dict[str, Any]:
     """What RunSerializer writes of a run, from its values (RUN_DATA_FIELDS): a page of fifty
     runs through the serializer's twenty-six fields took most of the list's answer."""
-
-    def moment(key: str) -> str | None:
-        value = row[key]
-        return _MOMENT.to_representation(value) if value else None
-
-    started, finished = row["started_at"], row["finished_at"]
-    duration = None if started is None or finished is None else (finished - started)
-    data = {key: row[key] for key in RUN_DATA_FIELDS[:5]}
-    data.update(
-        queued_at=moment("queued_at"),
-        started_at=moment("started_at"),
-        finished_at=moment("finished_at"),
-        duration_seconds=None if duration is None else float(duration.total_seconds()),
-    )
-    data.update((key, row[key]) for key in RUN_DATA_FIELDS[8:22])
-    data.update(
-        requested_by=row["requested_by__username"],
-        cancel_requested_at=moment("cancel_requested_at"),
-        cancel_requested_by=row["cancel_requested_by__username"],
-    )
+    data: dict[str, Any] = {}
+    for name in RunSerializer.Meta.fields:
+        if name == "duration_seconds":
+            started, finished = row["started_at"], row["finished_at"]
+            done = started is not None and finished is not None
+            data[name] = float((finished - started).total_seconds()) if done else None
+        elif name in _USERS:
+            data[name] = row[f"{name}__username"]
+        elif name in _MOMENTS:
+            data[name] = _MOMENT.to_representation(row[name]) if row[name] else None
+        else:
+            data[name] = row[name]
     return data
 
 
