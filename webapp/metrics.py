@@ -1,0 +1,155 @@
+"""The app's Prometheus metrics (prometheus_client), which every process records and
+`GET /metrics` (webapp/metrics_endpoint.py) exposes.
+
+Counters and histograms are recorded where things happen: HTTP requests here (the
+middleware), Iceberg commits in the catalog's kernel, refresh runs where refresh/services.py
+and the streaming host finish them. Each web worker, Celery worker and streaming host is a
+process of its own, so in production they share one folder, PROMETHEUS_MULTIPROC_DIR
+(prometheus_client's multiprocess mode): each process writes its own files there and a
+scrape sums them all. The launchers empty that folder when the app starts (scripts/run.sh,
+compose's migrate service); gunicorn's child_exit hook marks a dead worker
+(webapp/gunicorn.conf.py). Without the variable (tests, one process) the values stay in the
+process.
+
+What is state rather than events (lag, queued and running jobs, live streaming hosts) is
+read from the database at scrape time by the collectors the apps register in `COLLECTORS`,
+each with a bounded number of aggregate queries whatever the number of tables.
+
+This module imports nothing of the apps: the catalog's kernel and refresh both import it."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import Counter, Histogram, Summary, values
+from prometheus_client.core import Metric
+
+MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+
+_HOST = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())
+
+
+def process_identifier(pid: int | None = None) -> str:
+    """The name of a process's files in the multiprocess folder: the host's name and the
+    pid, since containers sharing the folder (compose's web, catalog, worker...) each
+    number their processes from 1."""
+    return f"{_HOST}-{os.getpid() if pid is None else pid}"
+
+
+if MULTIPROC_DIR:
+    os.makedirs(MULTIPROC_DIR, exist_ok=True)
+    # Chosen before any metric below gets a value (prometheus_client reads it per value).
+    values.ValueClass = values.MultiProcessValue(process_identifier)
+
+
+def mark_process_dead(pid: int) -> None:
+    """A process that ended (a gunicorn worker): its live gauges go (counters stay summed)."""
+    if MULTIPROC_DIR:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(process_identifier(pid), MULTIPROC_DIR)
+
+
+#: Collectors of what is read at scrape time: each a function yielding metric families.
+COLLECTORS: list[Callable[[], Iterable[Metric]]] = []
+
+
+def register_collector(collect: Callable[[], Iterable[Metric]]) -> None:
+    if collect not in COLLECTORS:
+        COLLECTORS.append(collect)
+
+
+# -- HTTP ------------------------------------------------------------------------------------
+
+HTTP_REQUESTS = Counter(
+    "lakeview_http_requests",
+    "HTTP requests answered, by Django route name, method and status class.",
+    ["view", "method", "status"],
+)
+HTTP_SECONDS = Histogram(
+    "lakeview_http_request_duration_seconds",
+    "Time to answer an HTTP request, by Django route name and method.",
+    ["view", "method"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+#: Methods outside these count as OTHER: a label's values stay few whatever clients send.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def request_answered(view: str, method: str, status: int, seconds: float) -> None:
+    method = method if method in METHODS else "OTHER"
+    HTTP_REQUESTS.labels(view, method, f"{status // 100}xx").inc()
+    HTTP_SECONDS.labels(view, method).observe(seconds)
+
+
+# -- Iceberg commits -------------------------------------------------------------------------
+
+COMMITS = Counter(
+    "lakeview_iceberg_commits",
+    "Objects whose metadata pointer a commit moved, by kind (view or table).",
+    ["kind"],
+)
+COMMIT_CONFLICTS = Counter(
+    "lakeview_iceberg_commit_conflicts",
+    "Objects in commits refused because another writer moved a pointer first, or a guard "
+    "refused (HTTP 409), by kind.",
+    ["kind"],
+)
+
+
+def committed(kind: str) -> None:
+    COMMITS.labels(kind).inc()
+
+
+def commit_conflict(kind: str) -> None:
+    COMMIT_CONFLICTS.labels(kind).inc()
+
+
+# -- refresh runs ----------------------------------------------------------------------------
+
+REFRESH_RUNS = Summary(
+    "lakeview_refresh_runs",
+    "Finished refresh runs (_count) and their seconds from start to end (_sum), by "
+    "materialized table, trigger, action and outcome.",
+    ["table", "trigger", "action", "outcome"],
+)
+REFRESH_SECONDS = Histogram(
+    "lakeview_refresh_run_duration_seconds",
+    "Seconds from a refresh run's start to its end, by trigger, action and outcome.",
+    ["trigger", "action", "outcome"],
+    buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
+
+
+def refresh_finished(
+    *, table: str, trigger: str, action: str, outcome: str, seconds: float | None
+) -> None:
+    seconds = max(seconds or 0.0, 0.0)
+    action = action or "NONE"
+    REFRESH_RUNS.labels(table, trigger, action, outcome).observe(seconds)
+    REFRESH_SECONDS.labels(trigger, action, outcome).observe(seconds)
+
+
+class RequestMetricsMiddleware:
+    """Counts and times every request by its route's name (`resolver_match.view_name`),
+    never its path: paths hold names and ids without bound, route names are fixed.
+    Requests no route matched (unknown paths) count as "unmatched"."""
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: object) -> object:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        request_answered(
+            match.view_name if match is not None else "unmatched",
+            request.method or "",  # type: ignore[attr-defined]
+            response.status_code,  # type: ignore[attr-defined]
+            time.perf_counter() - started,
+        )
+        return response
