@@ -24,7 +24,7 @@ from functools import cache
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -33,6 +33,8 @@ from webapp import metrics
 logger = logging.getLogger(__name__)
 
 PATH = "/metrics"
+#: Prometheus's classic text format, which every Prometheus version reads.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -108,7 +110,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         )
         response["WWW-Authenticate"] = "Bearer"
         return response
-    response = HttpResponse(scrape(), content_type=CONTENT_TYPE_LATEST)
+    response = HttpResponse(scrape(), content_type=CONTENT_TYPE)
     response["Cache-Control"] = "no-store"
     return response
 
