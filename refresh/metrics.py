@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 from django.db.models import Count, IntegerField, OuterRef, Subquery, TextField, Value
 from django.db.models.functions import Coalesce
@@ -105,6 +106,7 @@ _TABLES = Prepared(_tables)
 _COUNTS = Prepared(_counts, live_after=_CUTOFF)
 
 
+@cache
 def _freshness_seconds(value: int, unit: str) -> float | None:
     try:
         return Freshness(value, TimeUnit(unit)).to_timedelta().total_seconds()
