@@ -281,3 +281,53 @@ def test_a_dead_gunicorn_worker_is_marked_and_its_counts_stay(tmp_path) -> None:
     )
     assert not list(folder.glob("gauge_livesum_*.db"))
     assert list(folder.glob("counter_*.db"))
+
+
+def test_the_text_is_what_prometheus_clients_own_writer_writes(tmp_path) -> None:
+    from prometheus_client import (
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        Histogram,
+        Summary,
+        generate_latest,
+    )
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    from webapp import metrics_endpoint
+
+    own = CollectorRegistry()
+    Counter("c", 'help with \\ and\na "line"', ["v"], registry=own).labels('say "hi"\\n').inc()
+    Histogram("h", "a histogram", ["v"], registry=own).labels("x").observe(0.3)
+    Summary("s", "a summary", registry=own).observe(2)
+    Gauge("g", "a gauge", registry=own).set(-1.5)
+    assert metrics_endpoint.text(metrics_endpoint._families(own.collect())) == (
+        generate_latest(own)
+    )
+    folder = tmp_path / "metrics"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder), "PYTHONPATH": str(REPO_ROOT)}
+    record = textwrap.dedent(
+        """
+        from webapp import metrics
+
+        metrics.request_answered("login", "GET", 200, 0.02)
+        metrics.request_answered("login", "POST", 302, 3)
+        metrics.refresh_finished(
+            table="ns.t", trigger="SCHEDULED", action="FULL", outcome="SUCCEEDED", seconds=40
+        )
+        """
+    )
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", record], env=env, check=True)
+    library = CollectorRegistry()
+    MultiProcessCollector(library, path=str(folder))
+
+    def lines(text: bytes) -> list[str]:
+        return sorted(line for line in text.decode().splitlines() if not line.startswith("#"))
+
+    ours = metrics_endpoint.text(metrics_endpoint.recorded(str(folder)))
+    assert lines(ours) == lines(generate_latest(library))
+    assert (
+        'lakeview_http_request_duration_seconds_bucket{le="+Inf",method="GET",view="login"} 2.0'
+        in (ours.decode())
+    )
