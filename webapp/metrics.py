@@ -153,3 +153,17 @@ class RequestMetricsMiddleware:
             time.perf_counter() - started,
         )
         return response
+
+
+def clear() -> int:
+    """Empty the multiprocess folder of every process's files (the launcher's step before
+    the app's processes start: counts start from zero). Returns how many went."""
+    if not MULTIPROC_DIR:
+        return 0
+    removed = 0
+    for name in os.listdir(MULTIPROC_DIR):
+        path = os.path.join(MULTIPROC_DIR, name)
+        if name.endswith(".db") and os.path.isfile(path):
+            os.remove(path)
+            removed += 1
+    return removed

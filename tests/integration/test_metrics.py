@@ -331,3 +331,16 @@ def test_the_text_is_what_prometheus_clients_own_writer_writes(tmp_path) -> None
         'lakeview_http_request_duration_seconds_bucket{le="+Inf",method="GET",view="login"} 2.0'
         in (ours.decode())
     )
+
+
+def test_clear_metrics_empties_the_folder_of_the_processes_files_only(tmp_path, monkeypatch):
+    from django.core.management import call_command
+
+    folder = tmp_path / "metrics"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder), "PYTHONPATH": str(REPO_ROOT)}
+    subprocess.run([sys.executable, "-c", INCREMENT, "1"], env=env, check=True)
+    (folder / "notes.txt").write_text("not ours")
+    monkeypatch.setattr(metrics, "MULTIPROC_DIR", str(folder))
+    call_command("clear_metrics")
+    assert [path.name for path in folder.iterdir()] == ["notes.txt"]
+    assert value(scrape(), "lakeview_iceberg_commits_total", kind="view") == 0

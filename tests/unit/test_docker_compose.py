@@ -119,7 +119,7 @@ def test_migrate_empties_the_metrics_then_makes_the_schema_the_first_admin_and_t
     steps = [shlex.split(step) for step in command[2].split("&&")]
     # Each step runs only once the one before succeeded; any failing fails the service.
     assert steps == [
-        ["find", "/metrics", "-maxdepth", "1", "-type", "f", "-name", "*.db", "-delete"],
+        ["python", "manage.py", "clear_metrics"],
         ["python", "manage.py", "migrate", "--noinput"],
         ["python", "manage.py", "ensure_admin"],
         ["python", "manage.py", "load_samples", "--not-if-dropped"],
