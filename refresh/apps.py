@@ -31,6 +31,12 @@ class RefreshConfig(AppConfig):
         if stream_hosts.check_commit not in kernel.COMMIT_GUARDS:
             kernel.COMMIT_GUARDS.append(stream_hosts.check_commit)
 
+        # GET /metrics reads the tables' lag and the work in progress at each scrape.
+        from refresh import metrics as refresh_metrics
+        from webapp import metrics
+
+        metrics.register_collector(refresh_metrics.collect)
+
         # This app's job kinds (catalog.jobs.KINDS).
         from refresh import operations  # noqa: F401
 

@@ -66,7 +66,7 @@ from refresh.models import (
 )
 from refresh.sources import check_streamable
 from refresh.spark.schema import iceberg_schema
-from webapp import broker
+from webapp import broker, metrics
 from webapp.broker import redis_client
 
 logger = logging.getLogger(__name__)
@@ -859,10 +859,12 @@ def fail_rebuild(
     change did not take effect. Not counted toward the automatic suspension: the table's
     refreshes are not failing."""
     with transaction.atomic():
-        RefreshRun.objects.filter(pk=run.pk, state__in=RefreshRun.ACTIVE).update(
+        done = RefreshRun.objects.filter(pk=run.pk, state__in=RefreshRun.ACTIVE).update(
             state=state, finished_at=timezone.now(), error=error[:10_000]
         )
         run.refresh_from_db()
+        if done == 1:
+            observe_finished(run)
         entry = MaterializedTableVersionLogEntry.objects.filter(run=run).first()
         if entry is not None and run.materialized_table_id is not None:
             entry.outcome = MaterializedTableVersionLogEntry.Outcome.FAILED
@@ -1201,9 +1203,28 @@ def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> R
             pk=run.pk, state__in=[RefreshRun.State.RUNNING, RefreshRun.State.QUEUED]
         ).update(state=state, finished_at=timezone.now(), error=error[:10_000], **results)
         run.refresh_from_db()
+        if done == 1:
+            observe_finished(run)
         if done == 1 and run.materialized_table_id is not None:
             _count(run)
     return run
+
+
+def observe_finished(run: RefreshRun) -> None:
+    """The run counts in the app's metrics (webapp.metrics) once its end is committed."""
+    seconds = (
+        (run.finished_at - run.started_at).total_seconds()
+        if run.started_at is not None and run.finished_at is not None
+        else 0.0
+    )
+    labels = {
+        "table": run.table_name,
+        "trigger": run.trigger,
+        "action": run.action,
+        "outcome": run.state,
+        "seconds": seconds,
+    }
+    transaction.on_commit(lambda: metrics.refresh_finished(**labels))
 
 
 def _count(run: RefreshRun) -> None:

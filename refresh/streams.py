@@ -509,6 +509,8 @@ class Supervisor:
                     finished_at=timezone.now(),
                     error=str(error)[:5000],
                 )
+                run.refresh_from_db()
+                services.observe_finished(run)
             raise
         checkpoint = _new_checkpoint(mt, mt.current_version)
         results = {
@@ -531,6 +533,8 @@ class Supervisor:
                 RefreshRun.objects.filter(pk=run.pk).update(
                     state=RefreshRun.State.SUCCEEDED, finished_at=timezone.now(), **results
                 )
+                run.refresh_from_db()
+                services.observe_finished(run)
             MaterializedTable.objects.filter(pk=mt.pk).update(
                 stream_checkpoint=checkpoint,
                 stream_start={k: list(v) if v else None for k, v in pins.items()},
@@ -843,7 +847,7 @@ def _record_batch(
     started = datetime.fromtimestamp(result.started, tz=UTC)
     # The commit's own figures, from the snapshot the micro-batch made.
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
-    RefreshRun.objects.create(
+    batch = RefreshRun.objects.create(
         materialized_table=mt,
         table_name=str(mt.table),
         trigger=RefreshRun.Trigger.CONTINUOUS,
@@ -861,6 +865,7 @@ def _record_batch(
         definition_version=version,
         worker=worker or f"streams:{os.getpid()}",
     )
+    services.observe_finished(batch)
 
 
 def _recompute_next(mt: MaterializedTable, checkpoint: str, *, why: str, error: str = "") -> None:

@@ -99,6 +99,13 @@ if [ "${LOAD_SAMPLES:-1}" != "0" ]; then
     python manage.py load_samples --not-if-dropped
 fi
 
+# --- Metrics -----------------------------------------------------------------------------
+# Every process below records its Prometheus metrics in one folder, which GET /metrics
+# sums (webapp/metrics.py); emptied here, at the start, so that counts start from zero.
+export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$ROOT/var/metrics}"
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+find "$PROMETHEUS_MULTIPROC_DIR" -maxdepth 1 -type f -name '*.db' -delete
+
 # --- The app -----------------------------------------------------------------------------
 # The development server logs requests here; the worker, beat and the streaming host log to
 # var/log/, so that this terminal stays readable (beat alone writes a line every few seconds).

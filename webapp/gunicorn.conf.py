@@ -14,7 +14,10 @@ run` uses Django's own server). docs/deployment.md says why these numbers.
   on it, and the client sees "connection reset" (pyiceberg's commits do not retry it). A
   client whose idle time is close to the keep-alive hits that often under load: engines
   poll the catalog every trigger (5-60 s) and refresh workers every tick. 75 s is above
-  those cadences, as nginx's default; an idle connection costs a socket, not a thread."""
+  those cadences, as nginx's default; an idle connection costs a socket, not a thread.
+- Metrics: with PROMETHEUS_MULTIPROC_DIR set, each worker writes its metrics there
+  (webapp/metrics.py) and a worker that exits is marked dead (child_exit); the launcher,
+  not gunicorn, empties the folder, since other processes (Celery) share it."""
 
 import multiprocessing
 import os
@@ -43,3 +46,9 @@ def post_worker_init(worker: object) -> None:
     from webapp.warmup import warm
 
     warm()
+
+
+def child_exit(server: object, worker: object) -> None:
+    from webapp.metrics import mark_process_dead
+
+    mark_process_dead(worker.pid)  # type: ignore[attr-defined]

@@ -48,6 +48,7 @@ from catalog.core.errors import (
 )
 from catalog.core.inputs import check_name, check_namespace_name, folder_name
 from catalog.models import Attachment, CatalogObject, Namespace, Table, View
+from webapp import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -283,6 +284,7 @@ def commit(changes: Sequence[Change], *, actor: Any, action: str) -> list[Commit
                 prepared.append(_prepare(change))
             except CatalogError as error:
                 _record_failure(change, obj=None, actor=actor, action=action, error=error)
+                _count_conflict(error, [change])
                 raise
         if all(p.unchanged for p in prepared):
             return [Committed(p.obj, p.metadata, p.base_location) for p in prepared]
@@ -297,9 +299,11 @@ def commit(changes: Sequence[Change], *, actor: Any, action: str) -> list[Commit
                 swapped = True
                 for p in prepared:
                     _delete_superseded_metadata_on_commit(p)
+                _count_commits(prepared)
         except CatalogError as error:
             for p in prepared:
                 _record_failure(p.change, obj=p.obj, actor=actor, action=action, error=error)
+            _count_conflict(error, [p.change for p in prepared])
             raise
         return results
     finally:
@@ -309,6 +313,19 @@ def commit(changes: Sequence[Change], *, actor: Any, action: str) -> list[Commit
             for p in prepared:
                 if p.written:
                     metadata_io.delete_file(p.new_location)
+
+
+def _count_commits(prepared: list[_Prepared]) -> None:
+    """Each object whose pointer moved counts once the outermost transaction commits (a
+    commit inside a caller's transaction that rolls back never happened)."""
+    kinds = [p.change.kind.name for p in prepared if not p.unchanged]
+    transaction.on_commit(lambda: [metrics.committed(kind) for kind in kinds])
+
+
+def _count_conflict(error: CatalogError, changes: Sequence[Change]) -> None:
+    if isinstance(error, CommitConflict):
+        for change in changes:
+            metrics.commit_conflict(change.kind.name)
 
 
 def _delete_superseded_metadata_on_commit(p: _Prepared) -> None:

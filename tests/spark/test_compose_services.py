@@ -69,6 +69,7 @@ SWAPS: dict[str, tuple[str, str]] = {
         "the redis service: a database of its own on the test run's Redis",
     ),
     "WAREHOUSE": (r"/warehouse", "the warehouse volume: a temporary folder"),
+    "PROMETHEUS_MULTIPROC_DIR": (r"/metrics", "the metrics volume: a temporary folder"),
     "ATTACH_LOCATIONS": (r"/external", "the EXTERNAL_TABLES mount: a temporary folder"),
     "SPARK_MASTER": (
         r"spark://spark-master:7077",
@@ -229,6 +230,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "DATABASE_URL": database_url,
             "REDIS_URL": stack_redis_url(REDIS_DB),
             "WAREHOUSE": str(root / "warehouse"),
+            "PROMETHEUS_MULTIPROC_DIR": str(root / "metrics"),
             "ATTACH_LOCATIONS": str(root / "external"),
             "SPARK_MASTER": "local[2]",
             "SPARK_JARS_DIR": str(REPO_ROOT / "var" / "jars"),

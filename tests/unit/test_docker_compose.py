@@ -112,13 +112,14 @@ def test_the_header_says_how_to_try_it_over_plain_http_and_that_production_puts_
     assert "/healthz" in text and "/readyz" in text
 
 
-def test_migrate_makes_the_schema_the_first_admin_and_the_samples_and_only_it_sees_the_password():
+def test_migrate_empties_the_metrics_then_makes_the_schema_the_first_admin_and_the_samples_and_only_it_sees_the_password():  # noqa: E501
     services = load_compose()["services"]
     command = service_command(services["migrate"])
     assert command[:2] == ["sh", "-c"]
     steps = [shlex.split(step) for step in command[2].split("&&")]
     # Each step runs only once the one before succeeded; any failing fails the service.
     assert steps == [
+        ["python", "manage.py", "clear_metrics"],
         ["python", "manage.py", "migrate", "--noinput"],
         ["python", "manage.py", "ensure_admin"],
         ["python", "manage.py", "load_samples", "--not-if-dropped"],
@@ -196,4 +197,15 @@ def test_the_variables_compose_reads_are_the_documented_few() -> None:
         "DJANGO_SUPERUSER_EMAIL": "",
         "SPARK_WORKER_CORES": "2",
         "SPARK_WORKER_MEMORY": "2g",
+        "METRICS_TOKEN": "",
+        "METRICS_ALLOWED_NETWORKS": "",
     }
+
+
+def test_every_app_process_records_its_metrics_in_one_shared_volume() -> None:
+    services = load_compose()["services"]
+    for name in APP_SERVICES:
+        service = services[name]
+        assert environment_of(service)["PROMETHEUS_MULTIPROC_DIR"] == "/metrics", name
+        assert "metrics:/metrics" in service["volumes"], name
+    assert "metrics" in load_compose()["volumes"]

@@ -1,11 +1,13 @@
 """Settings shared by every environment. Each value a deployment changes comes from the
 environment; dev.py, test.py and prod.py choose the defaults."""
 
+import ipaddress
 import json
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -44,9 +46,13 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # /healthz and /readyz, answered before the host check, sessions and CSRF (probes).
     "webapp.health.HealthMiddleware",
+    # GET /metrics for Prometheus, from allowed addresses only (webapp/metrics_endpoint.py).
+    "webapp.metrics_endpoint.MetricsEndpointMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files under gunicorn (DEBUG=0) too: pages are styled and charted in production.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Every request counted and timed by its route's name (static files are not).
+    "webapp.metrics.RequestMetricsMiddleware",
     "webapp.middleware.MachineErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -59,6 +65,22 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "webapp.urls"
+
+# Who may read GET /metrics (webapp/metrics_endpoint.py): with METRICS_TOKEN set, requests
+# must carry it as a bearer token; METRICS_ALLOWED_NETWORKS (CIDRs) limits the client
+# addresses: loopback by default, any address by default once a token guards it. Others
+# get the 404 of any unknown path.
+METRICS_TOKEN = env("METRICS_TOKEN", "") or ""
+METRICS_ALLOWED_NETWORKS = env_list(
+    "METRICS_ALLOWED_NETWORKS", "0.0.0.0/0,::/0" if METRICS_TOKEN else "127.0.0.0/8,::1/128"
+)
+for _cidr in METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"METRICS_ALLOWED_NETWORKS: {_cidr!r} is not a network (CIDR, as 10.0.0.0/8)"
+        ) from None
 
 # Request bodies: a commit or a view is a few kilobytes; refuse what no client sends before
 # parsing it (RequestDataTooBig -> 413), and documents nested deeper than any metadata.
