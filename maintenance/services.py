@@ -19,7 +19,7 @@ from catalog import history
 from catalog.core.errors import CommitConflict, InvalidInput, NotFound, ReadOnly, Unavailable
 from catalog.models import Table
 from catalog.services import tables as table_services
-from maintenance import selectors
+from maintenance import selectors, signals
 from maintenance.core import policy as policies
 from maintenance.core.policy import Action, PolicyError
 from maintenance.models import HealthSample, MaintenanceRun
@@ -198,23 +198,31 @@ def cancel_asked(run: MaintenanceRun) -> bool:
 
 
 def finish(run: MaintenanceRun, *, state: str, error: str = "", **results: Any) -> MaintenanceRun:
-    MaintenanceRun.objects.filter(pk=run.pk, state__in=MaintenanceRun.ACTIVE).update(
-        state=state, finished_at=timezone.now(), error=error[:10_000], **results
-    )
-    run.refresh_from_db()
+    """An active run -> a finished state; its end is announced (signals.run_finished:
+    notifications) in the same transaction."""
+    with transaction.atomic():
+        done = MaintenanceRun.objects.filter(pk=run.pk, state__in=MaintenanceRun.ACTIVE).update(
+            state=state, finished_at=timezone.now(), error=error[:10_000], **results
+        )
+        run.refresh_from_db()
+        if done == 1:
+            signals.run_finished.send(MaintenanceRun, run=run)
     return run
 
 
 def fail_abandoned(*, silent_for: timedelta) -> int:
     """Runs whose worker stopped beating (killed mid-action) are failed, freeing the table."""
     cutoff = timezone.now() - silent_for
-    return MaintenanceRun.objects.filter(
+    abandoned = MaintenanceRun.objects.filter(
         state=MaintenanceRun.State.RUNNING, heartbeat_at__lt=cutoff
-    ).update(
-        state=MaintenanceRun.State.FAILED,
-        finished_at=timezone.now(),
-        error="The worker running this stopped answering (it was stopped or died)",
     )
+    for run in abandoned:
+        finish(
+            run,
+            state=MaintenanceRun.State.FAILED,
+            error="The worker running this stopped answering (it was stopped or died)",
+        )
+    return len(abandoned)
 
 
 def record_sample(table: Table, *, run: MaintenanceRun | None = None) -> HealthSample:

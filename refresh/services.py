@@ -51,7 +51,7 @@ from catalog.core.errors import (
 )
 from catalog.core.inputs import check_name
 from catalog.models import Namespace, View
-from refresh import analysis, schedules
+from refresh import analysis, schedules, signals
 from refresh.core import definition as defs
 from refresh.core.columns import ColumnDefinition, check_declared, with_comments
 from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
@@ -998,6 +998,7 @@ def record_verification(
             VERIFICATIONS_KEPT:
         ]
         Verification.objects.filter(pk__in=list(stale)).delete()
+        signals.verified.send(Verification, verification=verification)
         message = f"snapshot {snapshot_id}: {verdict.lower()}"
         if verdict == Verification.Verdict.DIFFERS:
             message += f" ({missing_rows} rows missing, {extra_rows} extra)"
@@ -1203,15 +1204,17 @@ def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> R
             pk=run.pk, state__in=[RefreshRun.State.RUNNING, RefreshRun.State.QUEUED]
         ).update(state=state, finished_at=timezone.now(), error=error[:10_000], **results)
         run.refresh_from_db()
-        if done == 1:
-            observe_finished(run)
         if done == 1 and run.materialized_table_id is not None:
             _count(run)
+        if done == 1:
+            observe_finished(run)
     return run
 
 
 def observe_finished(run: RefreshRun) -> None:
-    """The run counts in the app's metrics (webapp.metrics) once its end is committed."""
+    """The run counts in the app's metrics (webapp.metrics) once its end is committed, and
+    its end is announced (signals.run_finished: notifications) in its transaction."""
+    signals.run_finished.send(RefreshRun, run=run)
     seconds = (
         (run.finished_at - run.started_at).total_seconds()
         if run.started_at is not None and run.finished_at is not None

@@ -21,7 +21,7 @@ SHELL_READ = re.compile(r"\$\{([A-Z][A-Z0-9_]*)(?::?[-?])")
 COMPOSE_READ = re.compile(r"\$\{([A-Z][A-Z0-9_]*)")
 DOCUMENTED = re.compile(r"^\| `([A-Z][A-Z0-9_]*)` \|", re.MULTILINE)
 
-PYTHON_SOURCES = ("webapp", "catalog", "refresh", "maintenance", "scripts")
+PYTHON_SOURCES = ("webapp", "catalog", "refresh", "maintenance", "alerts", "scripts")
 
 
 def python_files() -> list[Path]:

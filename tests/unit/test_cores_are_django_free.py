@@ -15,6 +15,7 @@ CORE_PACKAGES = [
     "refresh/spark",
     "maintenance/core",
     "maintenance/spark",
+    "alerts/core",
 ]
 
 

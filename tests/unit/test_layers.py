@@ -3,8 +3,10 @@ below, and no two modules import each other, even inside functions (a function-l
 is still a dependency; it only hides the circle). catalog/ sits below refresh/ and
 maintenance/ and imports nothing of them (what the catalog needs of Spark, refresh registers
 into it; the table page's maintenance section, maintenance registers). No circle of imports
-anywhere in catalog/, maintenance/, webapp/ or refresh/. Read from the source with `ast`, so
-a new module is covered without editing this test; one outside every layer fails it."""
+anywhere in catalog/, maintenance/, alerts/, webapp/ or refresh/; refresh/ and maintenance/
+import nothing of alerts/ (they announce outcomes with signals it connects to). Read from
+the source with `ast`, so a new module is covered without editing this test; one outside
+every layer fails it."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pure rules", ("refresh.core",)),
     ("Spark jobs", ("refresh.spark.",)),
     ("state", ("refresh.models", "refresh.credentials", "refresh.leases", "refresh.engine",
-               "refresh.stream_hosts")),
+               "refresh.stream_hosts", "refresh.signals")),
     ("reads and decisions", ("refresh.selectors", "refresh.schedules", "refresh.sources",
                              "refresh.lineage", "refresh.monitoring", "refresh.analysis",
                              "refresh.metrics")),
@@ -42,7 +44,7 @@ PACKAGES = {
 
 
 #: The apps and the project: one graph, in which no circle may form.
-APPLICATION = ("catalog", "maintenance", "refresh", "webapp")
+APPLICATION = ("alerts", "catalog", "maintenance", "refresh", "webapp")
 
 
 def module_name(path: Path, root: Path = REPO_ROOT) -> str:
@@ -160,11 +162,22 @@ def test_a_circle_closed_by_an_import_inside_a_function_is_found(tmp_path: Path)
     ]
 
 
-def test_the_catalog_imports_nothing_of_refresh_or_maintenance_even_inside_functions():
+def test_the_catalog_imports_nothing_of_refresh_maintenance_or_alerts_even_inside_functions():
     reaching_up = [
         f"{module} imports {name}"
         for module, path in modules("catalog").items()
         for name in sorted(imported(path))
-        if name.split(".")[0] in ("refresh", "maintenance")
+        if name.split(".")[0] in ("refresh", "maintenance", "alerts")
+    ]
+    assert reaching_up == []
+
+
+def test_refresh_and_maintenance_import_nothing_of_alerts_even_inside_functions():
+    reaching_up = [
+        f"{module} imports {name}"
+        for package in ("refresh", "maintenance")
+        for module, path in modules(package).items()
+        for name in sorted(imported(path))
+        if name.split(".")[0] == "alerts"
     ]
     assert reaching_up == []

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "catalog",
     "refresh",
     "maintenance",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -369,3 +370,26 @@ CELERY_BEAT_SCHEDULE["fold-commit-events"] = {
     "task": "catalog.fold_commit_events",
     "schedule": HISTORY_FOLD_EVERY_SECONDS,
 }
+
+# Notifications (alerts/): subscriptions of an email address or a webhook to a materialized
+# table's or a namespace's events. Webhooks never reach loopback, private, link-local,
+# multicast or reserved addresses unless ALERTS_ALLOWED_NETWORKS lists their network.
+ALERTS_ALLOWED_NETWORKS = env_list("ALERTS_ALLOWED_NETWORKS", "")
+ALERTS_BASE_URL = env("ALERTS_BASE_URL", "")
+ALERTS_LATE_GRACE_SECONDS = int(env("ALERTS_LATE_GRACE_SECONDS", "300"))
+ALERTS_SWEEP_SECONDS = float(env("ALERTS_SWEEP_SECONDS", "60"))
+ALERTS_WEBHOOK_TIMEOUT_SECONDS = float(env("ALERTS_WEBHOOK_TIMEOUT_SECONDS", "5"))
+ALERTS_RETRY_BASE_SECONDS = float(env("ALERTS_RETRY_BASE_SECONDS", "10"))
+ALERTS_RETRY_FOR_SECONDS = float(env("ALERTS_RETRY_FOR_SECONDS", "3600"))
+CELERY_BEAT_SCHEDULE["alerts-sweep"] = {"task": "alerts.sweep", "schedule": ALERTS_SWEEP_SECONDS}
+
+# Email (notifications): Django's SMTP backend, configured here.
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(env("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env("EMAIL_USE_TLS", "0") == "1"
+EMAIL_USE_SSL = env("EMAIL_USE_SSL", "0") == "1"
+EMAIL_TIMEOUT = float(env("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "lakeview@localhost")

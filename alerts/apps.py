@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+
+
+class AlertsConfig(AppConfig):
+    name = "alerts"
+    verbose_name = "Notifications"
+
+    def ready(self) -> None:
+        # Refresh and maintenance announce outcomes; they import nothing of this app.
+        from alerts import receivers
+        from maintenance import signals as maintenance_signals
+        from refresh import signals as refresh_signals
+
+        refresh_signals.run_finished.connect(receivers.refresh_run_finished, dispatch_uid="alerts")
+        refresh_signals.verified.connect(receivers.verified, dispatch_uid="alerts")
+        maintenance_signals.run_finished.connect(
+            receivers.maintenance_run_finished, dispatch_uid="alerts"
+        )
