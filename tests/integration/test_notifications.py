@@ -1,0 +1,404 @@
+"""Notifications: subscriptions of an email address or a webhook to a materialized table or
+a namespace, one message per change of a table's state, deliveries signed, recorded and
+retried, and webhooks kept out of the app's own networks. A real HTTP receiver on
+127.0.0.1 (allowed through ALERTS_ALLOWED_NETWORKS in each test that uses it) checks every
+signature; tasks go to the real Redis, and each test makes the worker's attempt itself."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.core import mail
+from django.db import transaction
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from alerts import services as alerts
+from alerts.core import signing
+from alerts.models import Delivery, NotificationState, Subscription
+from maintenance.models import MaintenanceRun
+from refresh import services as refresh_services
+from refresh.models import MaterializedTable, RefreshRun, Verification
+from tests.integration.test_monitoring import materialized, refreshed
+
+pytestmark = pytest.mark.django_db(transaction=False)
+
+
+class Receiver:
+    """An HTTP server that keeps every request and answers with the next status queued."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.statuses: list[int] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/lakeview"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def events(self, secret: str) -> list[str]:
+        """The events received, each one's signature checked with `secret`."""
+        found = []
+        for request in self.requests:
+            header = request["headers"][signing.HEADER]
+            assert signing.verify(secret, header, request["body"], now=time.time()), header
+            found.append(json.loads(request["body"])["event"])
+        return found
+
+
+@pytest.fixture
+def receiver(settings) -> Iterator[Receiver]:
+    settings.ALERTS_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    settings.ALERTS_RETRY_BASE_SECONDS = 0
+    running = Receiver()
+    yield running
+    running.server.shutdown()
+    running.server.server_close()
+
+
+@pytest.fixture
+def client(editor) -> APIClient:
+    api = APIClient()
+    api.force_authenticate(editor)
+    return api
+
+
+def deliver_all() -> list[str]:
+    """What a worker does with every delivery due: one attempt each."""
+    return [
+        alerts.deliver(pk)
+        for pk in Delivery.objects.filter(status="PENDING")
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    ]
+
+
+def end(mt: MaterializedTable, state: str, capture, *, error: str = "boom") -> RefreshRun:
+    run = RefreshRun.objects.create(
+        materialized_table=mt,
+        table_name=str(mt.table),
+        trigger=RefreshRun.Trigger.SCHEDULED,
+        action=RefreshRun.Action.FULL,
+        state=RefreshRun.State.RUNNING,
+        started_at=timezone.now() - timedelta(seconds=5),
+    )
+    with capture(execute=True):
+        refresh_services.finish(run, state=state, error=error if state == "FAILED" else "")
+    return run
+
+
+def test_a_failing_run_sends_one_failed_a_second_failure_none_and_a_success_recovered(
+    receiver, django_capture_on_commit_callbacks
+) -> None:
+    mt = materialized("ns", "daily")
+    subscription = alerts.create_subscription(
+        materialized_table="ns.daily", webhook_url=receiver.url
+    )
+    first = end(mt, "FAILED", django_capture_on_commit_callbacks, error="division by zero")
+    assert deliver_all() == ["DELIVERED"]
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    assert deliver_all() == []
+    end(mt, "SUCCEEDED", django_capture_on_commit_callbacks)
+    end(mt, "SUCCEEDED", django_capture_on_commit_callbacks)
+    assert deliver_all() == ["DELIVERED"]
+    assert receiver.events(subscription.secret) == ["FAILED", "RECOVERED"]
+    failed = json.loads(receiver.requests[0]["body"])
+    assert failed["table"] == "ns.daily"
+    assert failed["run"]["id"] == first.pk
+    assert failed["run"]["state"] == "FAILED"
+    assert failed["run"]["finished_at"]
+    assert failed["error"] == "division by zero"
+    assert failed["links"]["materialized_table"] == "/namespaces/ns/materialized-tables/daily/"
+    assert receiver.requests[0]["path"] == "/hooks/lakeview"
+    assert receiver.requests[0]["headers"]["X-Lakeview-Event"] == "FAILED"
+
+
+def test_a_namespace_subscription_covers_the_tables_of_namespaces_inside_it_and_says_suspended(
+    receiver, settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.MT_FAILURES_BEFORE_SUSPEND = 2
+    from catalog import services as catalog_services
+
+    catalog_services.create_namespace(name="sales")
+    mt = materialized("sales.eu", "orders")
+    subscription = alerts.create_subscription(namespace="sales", webhook_url=receiver.url)
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    deliver_all()
+    assert receiver.events(subscription.secret) == ["FAILED", "SUSPENDED"]
+    suspended = json.loads(receiver.requests[1]["body"])
+    assert "Suspended after 2 consecutive failed refreshes" in suspended["message"]
+
+
+def test_a_run_whose_transaction_rolls_back_leaves_no_message_and_nothing_is_sent(
+    receiver, django_capture_on_commit_callbacks
+) -> None:
+    mt = materialized("ns", "undone")
+    alerts.create_subscription(materialized_table="ns.undone", webhook_url=receiver.url)
+    run = RefreshRun.objects.create(
+        materialized_table=mt, table_name="ns.undone", trigger="MANUAL", state="RUNNING"
+    )
+    with (
+        django_capture_on_commit_callbacks(execute=True) as callbacks,
+        pytest.raises(RuntimeError),
+        transaction.atomic(),
+    ):
+        refresh_services.finish(run, state=RefreshRun.State.FAILED, error="boom")
+        raise RuntimeError("the caller's transaction fails after the run ended")
+    assert callbacks == []
+    assert not Delivery.objects.exists()
+    assert not NotificationState.objects.exists()
+
+
+def test_a_message_whose_task_was_never_sent_is_sent_again_by_the_sweep(
+    receiver, django_capture_on_commit_callbacks
+) -> None:
+    mt = materialized("ns", "lost")
+    alerts.create_subscription(materialized_table="ns.lost", webhook_url=receiver.url)
+    run = RefreshRun.objects.create(
+        materialized_table=mt, table_name="ns.lost", trigger="MANUAL", state="RUNNING"
+    )
+    with django_capture_on_commit_callbacks(execute=False):  # the broker never heard of it
+        refresh_services.finish(run, state=RefreshRun.State.FAILED, error="boom")
+    delivery = Delivery.objects.get()
+    assert alerts.sweep()["resent"] == 0  # not overdue yet
+    Delivery.objects.filter(pk=delivery.pk).update(
+        next_attempt_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert alerts.sweep()["resent"] == 1
+    assert deliver_all() == ["DELIVERED"]
+
+
+def test_a_webhook_to_an_internal_address_is_refused_with_a_400_naming_the_field(
+    client,
+) -> None:
+    materialized("ns", "daily")
+    for url in (
+        "http://10.0.0.1/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:8080/hook",
+        "http://[::ffff:10.0.0.1]/hook",
+        "http://localhost:8000/hook",
+        "ftp://hooks.example.com/",
+    ):
+        answer = client.post(
+            "/api/subscriptions/",
+            {"materialized_table": "ns.daily", "webhook_url": url},
+            format="json",
+        )
+        assert answer.status_code == 400, url
+        assert answer.json()["field"] == "webhook_url", url
+    assert not Subscription.objects.exists()
+
+
+def test_an_address_allowed_at_creation_but_not_at_the_send_fails_without_a_request(
+    receiver, settings, django_capture_on_commit_callbacks
+) -> None:
+    mt = materialized("ns", "rebound")
+    alerts.create_subscription(materialized_table="ns.rebound", webhook_url=receiver.url)
+    settings.ALERTS_ALLOWED_NETWORKS = []  # as if the name now resolved to the loopback
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    assert deliver_all() == ["FAILED"]
+    delivery = Delivery.objects.get()
+    assert delivery.attempts == 1
+    assert "webhooks may not reach" in delivery.error
+    assert receiver.requests == []
+
+
+def test_a_receiver_answering_500_is_tried_again_and_the_attempts_are_recorded(
+    receiver, django_capture_on_commit_callbacks
+) -> None:
+    mt = materialized("ns", "flaky")
+    subscription = alerts.create_subscription(
+        materialized_table="ns.flaky", webhook_url=receiver.url
+    )
+    receiver.statuses = [500, 503]
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    assert deliver_all() == ["PENDING"]
+    delivery = Delivery.objects.get()
+    assert (delivery.attempts, delivery.response_code) == (1, 500)
+    assert "answered 500" in delivery.error
+    assert deliver_all() == ["PENDING"]
+    assert deliver_all() == ["DELIVERED"]
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.response_code) == ("DELIVERED", 3, 200)
+    assert delivery.error == "" and delivery.delivered_at is not None
+    assert receiver.events(subscription.secret) == ["FAILED"] * 3
+    ids = {json.loads(r["body"])["delivery"] for r in receiver.requests}
+    assert ids == {delivery.pk}
+
+
+def test_retries_stop_once_the_bounded_time_is_over(
+    receiver, settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.ALERTS_RETRY_FOR_SECONDS = 0
+    mt = materialized("ns", "down")
+    alerts.create_subscription(materialized_table="ns.down", webhook_url=receiver.url)
+    receiver.statuses = [500]
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    assert deliver_all() == ["FAILED"]
+    assert Delivery.objects.get().response_code == 500
+
+
+def test_a_4xx_answer_is_not_tried_again(receiver, django_capture_on_commit_callbacks) -> None:
+    mt = materialized("ns", "gone")
+    alerts.create_subscription(materialized_table="ns.gone", webhook_url=receiver.url)
+    receiver.statuses = [410]
+    end(mt, "FAILED", django_capture_on_commit_callbacks)
+    assert deliver_all() == ["FAILED"]
+
+
+def test_an_email_subscription_gets_the_failure_through_djangos_mail(
+    django_capture_on_commit_callbacks,
+) -> None:
+    mt = materialized("ns", "mailed")
+    alerts.create_subscription(materialized_table="ns.mailed", email="ops@example.com")
+    end(mt, "FAILED", django_capture_on_commit_callbacks, error="out of memory")
+    assert deliver_all() == ["DELIVERED"]
+    [message] = mail.outbox
+    assert message.to == ["ops@example.com"]
+    assert message.subject == "[Lakeview] FAILED ns.mailed"
+    assert "out of memory" in message.body
+    assert "/namespaces/ns/materialized-tables/mailed/" in message.body
+
+
+def test_a_table_late_beyond_the_grace_is_told_once_and_recovered_when_on_time(
+    receiver, settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.ALERTS_LATE_GRACE_SECONDS = 600
+    mt = materialized("ns", "slow", freshness=(1, "HOUR"))
+    subscription = alerts.create_subscription(
+        materialized_table="ns.slow", webhook_url=receiver.url
+    )
+    refreshed(mt, ago=timedelta(minutes=65))  # over the freshness, within the grace
+    with django_capture_on_commit_callbacks(execute=True):
+        assert alerts.sweep()["messages"] == 0
+    refreshed(mt, ago=timedelta(minutes=71))
+    RefreshRun.objects.filter(materialized_table=mt).exclude(
+        queued_at__lt=timezone.now() - timedelta(minutes=70)
+    ).delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert alerts.sweep()["messages"] == 1
+        assert alerts.sweep()["messages"] == 0
+    refreshed(mt, ago=timedelta(minutes=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert alerts.sweep()["messages"] == 1
+    deliver_all()
+    assert receiver.events(subscription.secret) == ["LATE", "RECOVERED"]
+
+
+def test_a_failed_maintenance_run_and_a_verification_that_differs_are_told_once(
+    receiver, django_capture_on_commit_callbacks
+) -> None:
+    from maintenance import services as maintenance_services
+
+    mt = materialized("ns", "kept")
+    subscription = alerts.create_subscription(namespace="ns", webhook_url=receiver.url)
+    for _ in range(2):
+        run = MaintenanceRun.objects.create(
+            table=mt.table,
+            table_name="ns.kept",
+            action="EXPIRE_SNAPSHOTS",
+            trigger="SCHEDULED",
+            state="RUNNING",
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            maintenance_services.finish(run, state="FAILED", error="disk full")
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            refresh_services.record_verification(
+                mt,
+                snapshot_id=1,
+                verdict=Verification.Verdict.DIFFERS,
+                missing_rows=2,
+                extra_rows=1,
+            )
+    deliver_all()
+    assert receiver.events(subscription.secret) == ["MAINTENANCE_FAILED", "VERIFICATION_DIFFERS"]
+    differs = json.loads(receiver.requests[1]["body"])
+    assert "2 rows missing, 1 extra" in differs["message"]
+
+
+def test_editors_subscribe_send_a_test_list_deliveries_and_delete_through_the_api(
+    client, receiver, django_capture_on_commit_callbacks
+) -> None:
+    materialized("ns", "daily")
+    created = client.post(
+        "/api/subscriptions/",
+        {"materialized_table": "ns.daily", "webhook_url": receiver.url},
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["materialized_table"] == "ns.daily" and body["channel"] == "WEBHOOK"
+    assert body["secret"].startswith("whsec_")
+    listed = client.get("/api/subscriptions/").json()
+    assert [s["id"] for s in listed["results"]] == [body["id"]]
+    assert "secret" not in listed["results"][0]
+    with django_capture_on_commit_callbacks(execute=True):
+        tested = client.post(f"/api/subscriptions/{body['id']}/test")
+    assert tested.status_code == 202
+    deliver_all()
+    assert receiver.events(body["secret"]) == ["TEST"]
+    deliveries = client.get(f"/api/subscriptions/{body['id']}/deliveries/").json()["results"]
+    assert [(d["event"], d["status"], d["attempts"], d["response_code"]) for d in deliveries] == [
+        ("TEST", "DELIVERED", 1, 200)
+    ]
+    assert client.delete(f"/api/subscriptions/{body['id']}/").status_code == 204
+    assert client.delete(f"/api/subscriptions/{body['id']}/").status_code == 404
+    assert not Delivery.objects.exists()
+
+
+def test_the_api_names_what_is_wrong_with_a_subscription(client) -> None:
+    materialized("ns", "daily")
+    cases = [
+        ({"webhook_url": "https://example.com/"}, 400, "materialized_table"),
+        ({"materialized_table": "ns.nope", "email": "a@example.com"}, 404, "materialized_table"),
+        ({"namespace": "nope", "email": "a@example.com"}, 404, "namespace"),
+        ({"materialized_table": "ns.daily", "email": "not an address"}, 400, "email"),
+        ({"materialized_table": "ns.daily"}, 400, "email"),
+    ]
+    for data, code, field in cases:
+        answer = client.post("/api/subscriptions/", data, format="json")
+        assert (answer.status_code, answer.json().get("field")) == (code, field), data
+
+
+def test_viewers_read_subscriptions_but_cannot_make_or_delete_them(viewer, editor) -> None:
+    materialized("ns", "daily")
+    subscription = alerts.create_subscription(
+        materialized_table="ns.daily", email="ops@example.com", actor=editor
+    )
+    api = APIClient()
+    api.force_authenticate(viewer)
+    assert api.get("/api/subscriptions/").status_code == 200
+    made = api.post(
+        "/api/subscriptions/",
+        {"materialized_table": "ns.daily", "email": "x@example.com"},
+        format="json",
+    )
+    assert made.status_code == 403
+    assert api.delete(f"/api/subscriptions/{subscription.pk}/").status_code == 403
+    assert api.post(f"/api/subscriptions/{subscription.pk}/test").status_code == 403
