@@ -6,6 +6,7 @@ calls one service."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -16,6 +17,7 @@ from rest_framework.views import APIView
 from alerts import services
 from alerts.models import Delivery, Subscription
 from catalog.api.views import CatalogPagination, _validated
+from catalog.roles import can_edit
 
 
 class SubscriptionSerializer(serializers.ModelSerializer):
@@ -38,6 +40,19 @@ class SubscriptionSerializer(serializers.ModelSerializer):
     def get_materialized_table(self, subscription: Subscription) -> str | None:
         mt = subscription.materialized_table
         return str(mt.table) if mt is not None else None
+
+    def to_representation(self, subscription: Subscription) -> dict[str, Any]:
+        data = super().to_representation(subscription)
+        request = self.context.get("request")
+        if (
+            request is not None
+            and subscription.channel == Subscription.Channel.WEBHOOK
+            and not can_edit(request.user)
+        ):
+            # A webhook's path and query often hold a token of the receiver's (Slack's do).
+            parts = urlsplit(subscription.address)
+            data["address"] = f"{parts.scheme}://{parts.netloc}/..."
+        return data
 
 
 class CreatedSubscriptionSerializer(SubscriptionSerializer):
@@ -86,7 +101,9 @@ class SubscriptionListView(APIView):
         ).order_by("pk")
         paginator = CatalogPagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
-        return paginator.get_paginated_response(SubscriptionSerializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            SubscriptionSerializer(page, many=True, context={"request": request}).data
+        )
 
     @extend_schema(
         operation_id="subscriptions_create",
@@ -117,7 +134,8 @@ class SubscriptionDetailView(APIView):
         tags=["notifications"],
     )
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(SubscriptionSerializer(services.get_subscription(subscription_id)).data)
+        subscription = services.get_subscription(subscription_id)
+        return Response(SubscriptionSerializer(subscription, context={"request": request}).data)
 
     @extend_schema(
         operation_id="subscriptions_delete", responses={204: None}, tags=["notifications"]

@@ -143,6 +143,7 @@ def send_test(subscription_id: int, *, actor: Any = None) -> Delivery:
         payload = _payload(
             Event.TEST,
             table=subject,
+            is_table=subscription.materialized_table_id is not None,
             message=f"A test message for the subscription of {subscription.address} "
             f"to the {subscription.subject}",
         )
@@ -452,10 +453,12 @@ def _attempt(delivery: Delivery) -> int | None:
 # -- messages ------------------------------------------------------------------------------
 
 
-def _payload(event: Event, *, table: str, message: str, run: dict | None = None) -> dict:
+def _payload(
+    event: Event, *, table: str, message: str, run: dict | None = None, is_table: bool = True
+) -> dict:
     namespace, _, name = table.rpartition(".")
     links = {}
-    if namespace:
+    if is_table and namespace:
         links["table"] = _link(reverse("catalog:table-detail", args=[namespace, name]))
         links["materialized_table"] = _link(reverse("refresh:mt-detail", args=[namespace, name]))
     links["monitoring"] = _link(reverse("refresh:monitoring"))

@@ -386,14 +386,29 @@ def test_the_api_names_what_is_wrong_with_a_subscription(client) -> None:
         assert (answer.status_code, answer.json().get("field")) == (code, field), data
 
 
-def test_viewers_read_subscriptions_but_cannot_make_or_delete_them(viewer, editor) -> None:
+def test_viewers_read_subscriptions_without_webhook_paths_and_cannot_change_them(
+    viewer, editor
+) -> None:
     materialized("ns", "daily")
     subscription = alerts.create_subscription(
         materialized_table="ns.daily", email="ops@example.com", actor=editor
     )
+    hook = Subscription.objects.create(
+        materialized_table=subscription.materialized_table,
+        channel="WEBHOOK",
+        address="https://hooks.example.com/services/T000/B000/secret-token",
+        secret="whsec_x",
+    )
     api = APIClient()
     api.force_authenticate(viewer)
-    assert api.get("/api/subscriptions/").status_code == 200
+    listed = api.get("/api/subscriptions/")
+    assert listed.status_code == 200
+    assert [s["address"] for s in listed.json()["results"]] == [
+        "ops@example.com",
+        "https://hooks.example.com/...",
+    ]
+    assert api.get(f"/api/subscriptions/{hook.pk}/").json()["address"].endswith("/...")
+    assert all("secret" not in s for s in listed.json()["results"])
     made = api.post(
         "/api/subscriptions/",
         {"materialized_table": "ns.daily", "email": "x@example.com"},
@@ -402,3 +417,23 @@ def test_viewers_read_subscriptions_but_cannot_make_or_delete_them(viewer, edito
     assert made.status_code == 403
     assert api.delete(f"/api/subscriptions/{subscription.pk}/").status_code == 403
     assert api.post(f"/api/subscriptions/{subscription.pk}/test").status_code == 403
+
+
+def test_the_admin_refuses_an_internal_webhook_and_gives_a_new_one_a_secret(
+    admin_client, settings
+) -> None:
+    from catalog.models import Namespace
+
+    materialized("ns", "daily")
+    namespace = Namespace.objects.get(name="ns")
+    form = {"namespace": namespace.pk, "channel": "WEBHOOK", "address": "http://10.0.0.1/h"}
+    refused = admin_client.post("/admin/alerts/subscription/add/", form)
+    assert refused.status_code == 200
+    assert "webhooks may not reach" in refused.content.decode()
+    assert not Subscription.objects.exists()
+    settings.ALERTS_ALLOWED_NETWORKS = ["10.0.0.0/8"]
+    made = admin_client.post("/admin/alerts/subscription/add/", form)
+    assert made.status_code == 302
+    subscription = Subscription.objects.get()
+    assert subscription.secret.startswith("whsec_")
+    assert subscription.created_by is not None
