@@ -16,3 +16,11 @@ class AlertsConfig(AppConfig):
         maintenance_signals.run_finished.connect(
             receivers.maintenance_run_finished, dispatch_uid="alerts"
         )
+        # The materialized table's page shows this app's section; refresh imports nothing of it.
+        from alerts import pages
+        from catalog.pages.tables import Panel
+        from refresh.pages import views
+
+        panel = Panel("notifications", "alerts/_section.html", pages.later)
+        if panel not in views.PANELS:
+            views.PANELS.append(panel)

@@ -17,5 +17,6 @@ urlpatterns = [
     path("iceberg/", include("catalog.iceberg_rest.urls")),
     path("", include("refresh.pages.urls")),
     path("", include("maintenance.page_urls")),
+    path("", include("alerts.page_urls")),
     path("", include("catalog.pages.urls")),
 ]

@@ -27,6 +27,7 @@ from catalog.models import Namespace, SparkJob
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import moment, places, text
 from catalog.pages.jobs import job_context
+from catalog.pages.tables import Panel
 from catalog.pages.views import catalog_page, linker
 from catalog.roles import can_edit, can_view
 from maintenance import pages as maintenance_pages
@@ -45,6 +46,9 @@ RUNS_PER_PAGE = 25
 #: Verifications the page lists (the API pages through all that are kept).
 VERIFICATIONS_SHOWN = 10
 ACTIVE = (RefreshRun.State.QUEUED, RefreshRun.State.RUNNING)
+#: Sections other apps add to a materialized table's page, after maintenance's
+#: (alerts/apps.py adds notifications'); this app knows none of them.
+PANELS: list[Panel] = []
 
 
 def _get(namespace: str, name: str) -> MaterializedTable:
@@ -218,6 +222,8 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         **_definition_versions(mt),
     }
     context["maintenance"] = maintenance_pages.later(request, mt.table)
+    context["panel_templates"] = [panel.template for panel in PANELS]
+    context.update({panel.name: panel.context(request, mt.table) for panel in PANELS})
     return render(request, "refresh/mt_detail.html", context)
 
 

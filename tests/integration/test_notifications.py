@@ -437,3 +437,44 @@ def test_the_admin_refuses_an_internal_webhook_and_gives_a_new_one_a_secret(
     subscription = Subscription.objects.get()
     assert subscription.secret.startswith("whsec_")
     assert subscription.created_by is not None
+
+
+def test_the_materialized_tables_page_lists_its_subscriptions_and_editors_subscribe_there(
+    editor, viewer, receiver, django_capture_on_commit_callbacks
+) -> None:
+    from django.test import Client
+
+    materialized("ns", "daily")
+    page = "/namespaces/ns/materialized-tables/daily/"
+    section = page + "notifications/"
+    browser = Client()
+    browser.force_login(editor)
+    assert f'data-later="{section}"' in browser.get(page).content.decode()
+    assert "Nobody is told about this table yet" in browser.get(section).content.decode()
+
+    refused = browser.post(
+        section + "subscribe", {"address": "http://169.254.169.254/"}, follow=True
+    )
+    assert "webhooks may not reach" in refused.content.decode()
+    made = browser.post(
+        section + "subscribe", {"address": receiver.url + "?token=abc"}, follow=True
+    )
+    assert "signing secret (shown once): whsec_" in made.content.decode()
+    browser.post(section + "subscribe", {"address": "ops@example.com"})
+    hook = Subscription.objects.get(channel="WEBHOOK")
+    with django_capture_on_commit_callbacks(execute=True):
+        browser.post(section + "test", {"subscription": hook.pk})
+    deliver_all()
+    assert receiver.events(hook.secret) == ["TEST"]
+    shown = browser.get(section).content.decode()
+    assert "token=abc" in shown and "ops@example.com" in shown and "DELIVERED" in shown
+
+    reader = Client()
+    reader.force_login(viewer)
+    read = reader.get(section).content.decode()
+    assert "token=abc" not in read and "127.0.0.1" in read and "Subscribe" not in read
+    assert reader.post(section + "delete", {"subscription": hook.pk}).status_code == 403
+    missing = browser.post(section + "delete", {"subscription": "99999"}, follow=True)
+    assert "No such subscription covers this table" in missing.content.decode()
+    browser.post(section + "delete", {"subscription": hook.pk})
+    assert list(Subscription.objects.values_list("address", flat=True)) == ["ops@example.com"]
