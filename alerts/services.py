@@ -276,7 +276,8 @@ def sweep(*, now: datetime | None = None) -> dict[str, int]:
     """celery-beat's pass (ALERTS_SWEEP_SECONDS): LATE for each active subscribed table
     whose lag has been over its freshness for longer than ALERTS_LATE_GRACE_SECONDS, and
     RECOVERED once it is on time again; then every PENDING delivery whose attempt is
-    overdue by a minute (its task was never sent, or its worker died) is sent again."""
+    overdue by a minute (its task was never sent, or its worker died) is sent again, and
+    finished deliveries older than ALERTS_KEEP_DAYS are deleted."""
     now = now or timezone.now()
     grace = timedelta(seconds=settings.ALERTS_LATE_GRACE_SECONDS)
     late = 0
@@ -310,7 +311,13 @@ def sweep(*, now: datetime | None = None) -> dict[str, int]:
     for delivery_id in overdue.values_list("pk", flat=True)[:1000]:
         _send(delivery_id)
         resent += 1
-    return {"messages": late, "resent": resent}
+    kept_after = now - timedelta(days=settings.ALERTS_KEEP_DAYS)
+    pruned, _ = (
+        Delivery.objects.filter(created_at__lt=kept_after)
+        .exclude(status=Delivery.Status.PENDING)
+        .delete()
+    )
+    return {"messages": late, "resent": resent, "pruned": pruned}
 
 
 def _subscribed_tables() -> list[int]:

@@ -5,9 +5,11 @@ since the check from sending the request elsewhere. Redirects are not followed."
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +17,8 @@ from alerts.core.addresses import Address, Target
 
 #: How much of a receiver's answer is kept with the delivery.
 ANSWER_BYTES = 2000
+#: The whole exchange with an address may take this many `timeout`s.
+TOTAL_TIMEOUTS = 3
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,17 @@ def post(
     *,
     timeout: float,
 ) -> Answer:
-    """POST `body` to the first of `addresses` that accepts a connection. Raises OSError
-    (http.client's errors included) when none answers."""
+    """POST `body` to the first of `addresses` that accepts a connection. `timeout` bounds
+    each step (connect, each read); the whole exchange with one address is cut after
+    TOTAL_TIMEOUTS of them, so a receiver sending its answer a byte at a time cannot hold
+    a worker. Raises OSError (http.client's errors included) when none answers."""
     error: Exception | None = None
     for address in addresses:
         kind = _PinnedTLS if target.scheme == "https" else _Pinned
         connection = kind(target, address, timeout)
+        cut = threading.Timer(timeout * TOTAL_TIMEOUTS, _cut, args=[connection])
+        cut.daemon = True
+        cut.start()
         try:
             connection.request("POST", target.path, body=body, headers=dict(headers))
             response = connection.getresponse()
@@ -66,5 +75,14 @@ def post(
         except ConnectionRefusedError as refused:  # another address may answer
             error = refused
         finally:
+            cut.cancel()
             connection.close()
     raise error or OSError("no address to connect to")
+
+
+def _cut(connection: http.client.HTTPConnection) -> None:
+    """End a connection that took too long: a blocked read returns at once."""
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

@@ -192,6 +192,26 @@ def test_a_message_whose_task_was_never_sent_is_sent_again_by_the_sweep(
     assert deliver_all() == ["DELIVERED"]
 
 
+def test_finished_deliveries_are_kept_for_the_days_set_and_pending_ones_always(
+    settings,
+) -> None:
+    settings.ALERTS_KEEP_DAYS = 30
+    materialized("ns", "old")
+    subscription = alerts.create_subscription(materialized_table="ns.old", email="a@example.com")
+    long_ago = timezone.now() - timedelta(days=31)
+    for status in ("DELIVERED", "FAILED", "PENDING"):
+        Delivery.objects.create(
+            subscription=subscription,
+            event="FAILED",
+            status=status,
+            created_at=long_ago,
+            next_attempt_at=timezone.now() + timedelta(minutes=5),
+        )
+    Delivery.objects.create(subscription=subscription, event="FAILED", status="DELIVERED")
+    assert alerts.sweep()["pruned"] == 2
+    assert sorted(Delivery.objects.values_list("status", flat=True)) == ["DELIVERED", "PENDING"]
+
+
 def test_a_webhook_to_an_internal_address_is_refused_with_a_400_naming_the_field(
     client,
 ) -> None:

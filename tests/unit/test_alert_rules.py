@@ -216,3 +216,50 @@ def test_maintenance_and_verification_problems_are_told_once_until_they_clear() 
         None,
         Event.VERIFICATION_DIFFERS,
     ]
+
+
+def test_a_receiver_answering_a_byte_at_a_time_is_cut_off_after_a_bounded_time() -> None:
+    import socket
+    import threading
+    import time
+
+    from alerts.core import webhooks
+
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip() -> None:
+        client, _ = server.accept()
+        client.recv(65536)
+        with client:
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 1000:
+                if stop.is_set():
+                    return
+                try:
+                    client.send(bytes([byte]))
+                except OSError:
+                    return
+                time.sleep(0.1)
+
+    threading.Thread(target=drip, daemon=True).start()
+    target = addresses.Target("http", "127.0.0.1", server.getsockname()[1], "/")
+    started = time.monotonic()
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - http.client's or the socket's error
+            webhooks.post(target, [ipaddress.ip_address("127.0.0.1")], b"{}", {}, timeout=0.3)
+    finally:
+        stop.set()
+        server.close()
+    assert time.monotonic() - started < 0.3 * webhooks.TOTAL_TIMEOUTS + 1
+
+
+def test_a_refused_connection_is_an_oserror() -> None:
+    import socket
+
+    from alerts.core import webhooks
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+    target = addresses.Target("http", "127.0.0.1", port, "/")
+    with pytest.raises(OSError):
+        webhooks.post(target, [ipaddress.ip_address("127.0.0.1")], b"{}", {}, timeout=1)

@@ -381,6 +381,7 @@ ALERTS_SWEEP_SECONDS = float(env("ALERTS_SWEEP_SECONDS", "60"))
 ALERTS_WEBHOOK_TIMEOUT_SECONDS = float(env("ALERTS_WEBHOOK_TIMEOUT_SECONDS", "5"))
 ALERTS_RETRY_BASE_SECONDS = float(env("ALERTS_RETRY_BASE_SECONDS", "10"))
 ALERTS_RETRY_FOR_SECONDS = float(env("ALERTS_RETRY_FOR_SECONDS", "3600"))
+ALERTS_KEEP_DAYS = int(env("ALERTS_KEEP_DAYS", "30"))
 CELERY_BEAT_SCHEDULE["alerts-sweep"] = {"task": "alerts.sweep", "schedule": ALERTS_SWEEP_SECONDS}
 
 # Email (notifications): Django's SMTP backend, configured here.
