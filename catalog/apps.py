@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_migrate, post_save
 
 
 class CatalogConfig(AppConfig):
@@ -27,3 +27,20 @@ class CatalogConfig(AppConfig):
         for model in (View, Table):
             post_save.connect(counts.object_saved, sender=model, dispatch_uid=f"count-{model}")
         post_delete.connect(counts.object_deleted, sender=CatalogObject, dispatch_uid="uncount")
+        post_migrate.connect(role_groups, sender=self, dispatch_uid="catalog-role-groups")
+
+
+def role_groups(**kwargs) -> None:
+    """The viewer and editor groups, with their grants on the catalog, when they are missing
+    (a new database, or one a test emptied): migration 0017 gave existing ones theirs. A
+    group that exists is left as its administrators made it."""
+    from django.contrib.auth.models import Group
+
+    from catalog.models import Grant
+    from catalog.roles import ROLE_GRANTS
+
+    using = kwargs.get("using", "default")
+    for name, privilege in ROLE_GRANTS.items():
+        group, created = Group.objects.using(using).get_or_create(name=name)
+        if created:
+            Grant.objects.using(using).create(group=group, privilege=privilege)

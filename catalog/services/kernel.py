@@ -449,6 +449,7 @@ def _swap(p: _Prepared, *, actor: Any, action: str) -> Committed:
                     metadata_location=p.new_location,
                     created_by=user,
                     updated_by=user,
+                    owner=user,
                 )
         except IntegrityError:
             if selectors.holder_of(p.namespace, p.change.name) is None:

@@ -35,7 +35,11 @@ def create_namespace(
             )
         try:
             with transaction.atomic():
-                namespace = Namespace.objects.create(name=name, properties=properties)
+                namespace = Namespace.objects.create(
+                    name=name,
+                    properties=properties,
+                    owner=actor if getattr(actor, "pk", None) else None,
+                )
                 history.record(
                     actor=actor, action="create_namespace", object_type=KIND, object_name=name
                 )
