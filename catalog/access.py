@@ -20,7 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Case, CharField, IntegerField, Q, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    Exists,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.functions import Concat, Length, Substr
 
 from catalog.core.access import IMPLIES, OWN, READ_DATA, READ_METADATA, Held
 from catalog.models import CatalogClient, CatalogObject, Grant, Namespace
@@ -93,23 +104,41 @@ class Principal:
         """Every privilege held on the securable (what each grant implies included)."""
         if not self.active:
             return frozenset()
-        if self.superuser:
+        if self.superuser and not self.narrowed_superuser():
             return IMPLIES[OWN]
         mine, narrowing = self.held()
-        found = _privileges(mine, securable)
+        found = IMPLIES[OWN] if self.superuser else _privileges(mine, securable)
         if securable.is_object and securable.owner_id == self.user.pk:
             found = IMPLIES[OWN]
         if narrowing is not None:
             found &= _privileges(narrowing, securable)
         return found
 
+    def narrowed_superuser(self) -> bool:
+        # A superuser's credential can be narrowed too (a read-only one, say); without a
+        # narrowed credential a superuser's answers need no query.
+        return self.client is not None and self.client.narrowed
+
+    def holds_anything(self) -> bool:
+        """Whether the principal holds any privilege anywhere (owning counts)."""
+        if not self.active:
+            return False
+        if self.superuser and not self.narrowed_superuser():
+            return True
+        mine, narrowing = self.held()
+        if self.superuser:
+            return narrowing is None or not narrowing.is_empty()
+        return not mine.is_empty() and (narrowing is None or not narrowing.is_empty())
+
     def sees_namespace(self, name: str) -> bool:
         """A namespace is visible to whoever holds anything on it, above it or under it."""
         if not self.active:
             return False
-        if self.superuser:
+        if self.superuser and not self.narrowed_superuser():
             return True
         mine, narrowing = self.held()
+        if self.superuser:
+            return narrowing is None or narrowing.sees_namespace(name)
         return mine.sees_namespace(name) and (narrowing is None or narrowing.sees_namespace(name))
 
 
@@ -240,6 +269,36 @@ def _load(user: Any, client: CatalogClient | None) -> tuple[Held, Held | None]:
     return Held.from_rows(mine), Held.from_rows(narrowing) if narrowed else None
 
 
+# -- one object's read, inside another query ------------------------------------------------
+
+
+def may_read_condition(namespace_name: str, user_id: int, client_id: int) -> Q:
+    """`may(principal, READ_DATA, table)` for the table row of the query that carries it
+    (OuterRef("pk"), its owner_id), as one SQL condition, so that load-table needs no query
+    of its own for the grant. It answers true only where `may` does: a user's or group's
+    grant implying read_data on the catalog, on the table or on its namespace or one above
+    it; owning the table or one of those namespaces; and never for a narrowed credential
+    (which `may` then decides, with a query). False means "ask `may`"."""
+    memberships = get_user_model().groups.through.objects.filter(user_id=user_id)
+    # The namespace and every one above it: a name equal to it, or a prefix of it ending at
+    # a level (compared as text, never with LIKE, whose wildcards a name may hold).
+    above = Namespace.objects.annotate(
+        head=Substr(Value(namespace_name), 1, Length("name") + 1)
+    ).filter(Q(name=namespace_name) | Q(head=Concat("name", Value("."), output_field=CharField())))
+    readers = [p for p, implied in IMPLIES.items() if READ_DATA in implied and p != OWN]
+    granted = Grant.objects.filter(
+        Q(user_id=user_id) | Q(group_id__in=memberships.values("group_id")),
+        Q(namespace__isnull=True, object__isnull=True)
+        | Q(object_id=OuterRef("pk"))
+        | Q(namespace_id__in=above.values("pk")),
+        privilege__in=readers,
+    )
+    narrowed = CatalogClient.objects.filter(pk=client_id, narrowed=True)
+    return (
+        Q(Exists(granted)) | Q(Exists(above.filter(owner_id=user_id))) | Q(owner_id=user_id)
+    ) & ~Q(Exists(narrowed))
+
+
 # -- lists ---------------------------------------------------------------------------------
 
 
@@ -248,10 +307,10 @@ def visible_objects(principal: Principal, queryset: QuerySet) -> QuerySet:
     (READ_METADATA), filtered in the query so that counts and pages stay right."""
     if not principal.active:
         return queryset.none()
-    if principal.superuser:
+    if principal.superuser and not principal.narrowed_superuser():
         return queryset
     mine, narrowing = principal.held()
-    found = _object_filter(mine, owner_id=principal.user.pk)
+    found = None if principal.superuser else _object_filter(mine, owner_id=principal.user.pk)
     if found is not None:
         queryset = queryset.filter(found)
     if narrowing is not None:
@@ -275,6 +334,6 @@ def _object_filter(held: Held, *, owner_id: int | None) -> Q | None:
 
 def visible_namespace_names(principal: Principal, names: list[str]) -> list[str]:
     """The names among `names` the principal may see, in their order."""
-    if principal.superuser:
+    if principal.superuser and not principal.narrowed_superuser():
         return names
     return [name for name in names if principal.sees_namespace(name)]

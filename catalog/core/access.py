@@ -106,6 +106,9 @@ class Held:
                 held.catalog.update(implied)
         return held
 
+    def is_empty(self) -> bool:
+        return not (self.catalog or self.namespaces or self.objects or self.beneath)
+
     def on_catalog(self) -> frozenset[str]:
         return frozenset(self.catalog)
 
