@@ -7,13 +7,11 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import access, selectors, services
+from catalog import access, checks, selectors, services
 from catalog.core.access import MANAGE
 from catalog.core.errors import InvalidInput
-from catalog.core.inputs import check_namespace_name, check_property_changes
-from catalog.iceberg_rest import bodies, checks
+from catalog.iceberg_rest import bodies
 from catalog.models import Namespace
-from catalog.services.namespaces import missing_parent
 
 
 def list_namespaces(request: HttpRequest, user: Any) -> HttpResponse:
@@ -38,14 +36,7 @@ def create_namespace(request: HttpRequest, user: Any) -> HttpResponse:
     if not isinstance(levels, list) or not levels or not all(isinstance(x, str) for x in levels):
         raise InvalidInput("Invalid request: namespace must be a non-empty list of strings")
     properties = bodies.string_map(document, "properties")
-    # What the service checks before it looks for the parent, first: a parent the principal
-    # may not see is then answered as the service answers a missing one.
-    name = check_namespace_name(levels)
-    check_property_changes(properties, None)
-    parent = name.rpartition(".")[0]
-    if parent and not checks.principal(request).sees_namespace(parent):
-        raise missing_parent(name, parent)
-    checks.create_in(request, parent or None)
+    checks.create_namespace(request, levels, properties)
     namespace = services.create_namespace(name=levels, properties=properties, actor=user)
     return JsonResponse({"namespace": namespace.levels, "properties": namespace.properties})
 

@@ -7,10 +7,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import access, selectors
+from catalog import access, checks, selectors
 from catalog.core import metadata_io
-from catalog.core.access import CREATE, MANAGE
-from catalog.iceberg_rest import bodies, checks
+from catalog.iceberg_rest import bodies
 from catalog.models import CatalogObject
 from catalog.services.kernel import Kind
 
@@ -43,9 +42,7 @@ def rename(
     target_ns, target = bodies.parse_identifier(
         bodies.required(document, "destination"), "destination"
     )
-    checks.obj(request, kind, source_ns, source, MANAGE)
-    if target_ns != source_ns:
-        checks.namespace(request, target_ns, CREATE)
+    checks.rename(request, kind, source_ns, source, target_ns)
     service(namespace=source_ns, name=source, new_namespace=target_ns, new_name=target, actor=user)
     return HttpResponse(status=204)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import access, selectors, services
+from catalog import access, checks, selectors, services
 from catalog.core.access import (
     CREATE,
     MANAGE,
@@ -26,7 +26,7 @@ from catalog.core.access import (
 )
 from catalog.core.errors import NotFound
 from catalog.core.tables import table_metadata_json
-from catalog.iceberg_rest import bodies, checks, etags, objects, table_loads
+from catalog.iceberg_rest import bodies, etags, objects, table_loads
 from catalog.iceberg_rest.errors import Forbidden
 from catalog.iceberg_rest.resource import bearer_digest, refuse_if_holding_nothing
 from catalog.models import Table

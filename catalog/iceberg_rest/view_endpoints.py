@@ -8,9 +8,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import services
+from catalog import checks, services
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
-from catalog.iceberg_rest import bodies, checks, objects
+from catalog.iceberg_rest import bodies, objects
 from catalog.models import View
 from catalog.services.kernel import VIEW
 

@@ -1,4 +1,4 @@
-"""What each protocol endpoint asks `catalog.access` before it acts.
+"""What the Iceberg REST endpoints and the API ask `catalog.access` before they act.
 
 What a principal may not see answers exactly as what does not exist (the same exception,
 so the same status and body); what it may see but not change is a 403 naming the privilege
@@ -9,10 +9,12 @@ from __future__ import annotations
 from django.http import HttpRequest
 
 from catalog import access, selectors
-from catalog.core.access import CREATE, READ_METADATA
-from catalog.iceberg_rest.errors import Forbidden
+from catalog.core.access import CREATE, MANAGE, READ_METADATA
+from catalog.core.errors import Forbidden
+from catalog.core.inputs import check_namespace_name, check_property_changes
 from catalog.models import CatalogObject
 from catalog.services import kernel
+from catalog.services.namespaces import missing_parent
 
 
 def principal(request: HttpRequest) -> access.Principal:
@@ -24,12 +26,14 @@ def _refuse(who: access.Principal, privilege: str, what: str) -> Forbidden:
     return Forbidden(f"Forbidden: {name} lacks the {privilege} privilege on {what}")
 
 
-def namespace(request: HttpRequest, name: str, privilege: str = READ_METADATA) -> None:
-    """The namespace must be visible (else: as if it did not exist) and allow `privilege`."""
+def namespace(request: HttpRequest, name: str, privilege: str | None = None) -> None:
+    """The namespace must be visible (else: as if it did not exist) and, when `privilege`
+    is given, hold it there (inherited or its own: READ_METADATA then means reading
+    everything in it, not only seeing it)."""
     who = principal(request)
     if not who.sees_namespace(name):
         raise selectors.no_such_namespace(name)
-    if privilege != READ_METADATA and not access.may(who, privilege, access.namespace(name)):
+    if privilege is not None and privilege not in who.privileges(access.namespace(name)):
         raise _refuse(who, privilege, f"namespace {name}")
 
 
@@ -68,3 +72,25 @@ def check(request: HttpRequest, found: CatalogObject, privilege: str, *, kind: k
         raise kind.missing(found.namespace.name, found.name)
     if privilege not in held:
         raise _refuse(who, privilege, f"{kind.name} {found.namespace.name}.{found.name}")
+
+
+def create_namespace(request: HttpRequest, levels: object, properties: object) -> None:
+    """CREATE in the new namespace's parent (the catalog's for a top-level one). What the
+    service checks before it looks for the parent comes first, so that a parent the
+    principal may not see is answered as the service answers a missing one."""
+    name = check_namespace_name(levels)  # type: ignore[arg-type]
+    check_property_changes(properties, None)  # type: ignore[arg-type]
+    parent = name.rpartition(".")[0]
+    if parent and not principal(request).sees_namespace(parent):
+        raise missing_parent(name, parent)
+    create_in(request, parent or None)
+
+
+def rename(
+    request: HttpRequest, kind: kernel.Kind, namespace_name: str, name: str, target: str
+) -> None:
+    """MANAGE on the object, and CREATE in the destination when it moves to another
+    namespace."""
+    obj(request, kind, namespace_name, name, MANAGE)
+    if target != namespace_name:
+        namespace(request, target, CREATE)
