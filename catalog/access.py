@@ -33,7 +33,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Concat, Length, Substr
 
-from catalog.core.access import IMPLIES, OWN, READ_DATA, READ_METADATA, Held
+from catalog.core.access import IMPLIES, MANAGE, OWN, READ_DATA, READ_METADATA, Held
 from catalog.models import CatalogClient, CatalogObject, Grant, Namespace
 
 #: Markers in the loaded rows' privilege column beside real privileges.
@@ -166,8 +166,9 @@ _ATTRIBUTE = "_catalog_principal"
 
 
 def for_user(user: Any) -> Principal:
-    """The user's principal, kept on the user object: pages and the API load their user
-    anew for every request, so it lives as long as the request does."""
+    """The user's principal, kept on the user object (as roles were): for callers that
+    have a user and no request (roles, the console). A request's checks use
+    `principal_of`, which lives exactly as long as the request."""
     principal = getattr(user, _ATTRIBUTE, None)
     if principal is None:
         principal = Principal(user)
@@ -177,10 +178,15 @@ def for_user(user: Any) -> Principal:
 
 
 def principal_of(request: Any) -> Principal:
-    """The request's principal (a DRF Request or Django's): the one `bind` gave it, else
-    its user's."""
-    bound = getattr(getattr(request, "_request", request), _ATTRIBUTE, None)
-    return bound if bound is not None else for_user(getattr(request, "user", None))
+    """The request's principal (a DRF Request or Django's), made on first use and kept on
+    the request: a revoked grant is gone at the next request."""
+    http = getattr(request, "_request", request)
+    principal = getattr(http, _ATTRIBUTE, None)
+    user = getattr(request, "user", None)
+    if principal is None or (principal.client is None and principal.user is not user):
+        principal = Principal(user)
+        setattr(http, _ATTRIBUTE, principal)
+    return principal
 
 
 def bind(request: Any, principal: Principal) -> Principal:
@@ -337,3 +343,34 @@ def visible_namespace_names(principal: Principal, names: list[str]) -> list[str]
     if principal.superuser and not principal.narrowed_superuser():
         return names
     return [name for name in names if principal.sees_namespace(name)]
+
+
+def visible_grants(principal: Principal, queryset: QuerySet) -> QuerySet:
+    """The grants of `queryset` the principal may list: its own (its user's, its groups',
+    its credentials'), and every grant on what it may manage (anything under a namespace
+    it manages, its objects)."""
+    if not principal.active:
+        return queryset.none()
+    if principal.superuser:
+        return queryset
+    user_id = principal.user.pk
+    memberships = get_user_model().groups.through.objects.filter(user_id=user_id)
+    mine, _ = principal.held()
+    if MANAGE in mine.catalog:
+        return queryset
+    found = (
+        Q(user_id=user_id)
+        | Q(group_id__in=memberships.values("group_id"))
+        | Q(client__user_id=user_id)
+        | Q(object_id__in=sorted(mine.objects_with(MANAGE)))
+        | Q(object__owner_id=user_id)
+    )
+    for name in mine.namespaces_with(MANAGE):
+        under = name + "."
+        found |= (
+            Q(namespace__name=name)
+            | Q(namespace__name__startswith=under)
+            | Q(object__namespace__name=name)
+            | Q(object__namespace__name__startswith=under)
+        )
+    return queryset.filter(found)

@@ -851,6 +851,7 @@ class ApiRootView(APIView):
             "monitoring_tables": url("monitoring-tables"),
             "monitoring_history": url("monitoring-history"),
             "history": url("history"),
+            "grants": url("grant-list"),
             "completions": url("completions"),
             "token": url("token"),
         }
