@@ -89,10 +89,6 @@ class Principal:
         via = f" via {self.client.client_id}" if self.client is not None else ""
         return f"<Principal {getattr(self.user, 'username', None)!r}{via}>"
 
-    @property
-    def user_id(self) -> int | None:
-        return self.user.pk if self.active else None
-
     def held(self) -> tuple[Held, Held | None]:
         """The user's privileges and, for a narrowed credential, the credential's: read in
         one query on first use."""
