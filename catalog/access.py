@@ -31,7 +31,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Concat, Length, Substr
+from django.db.models.functions import Cast, Concat, Length, Substr
 
 from catalog.core.access import IMPLIES, MANAGE, OWN, READ_DATA, READ_METADATA, Held
 from catalog.models import CatalogClient, CatalogObject, Grant, Namespace
@@ -197,7 +197,8 @@ def bind(request: Any, principal: Principal) -> Principal:
 
 def _rows(user_id: int, client_id: int | None) -> QuerySet:
     """One UNION ALL: (marker or privilege, namespace, object id, object's namespace,
-    credential id)."""
+    credential id). Its NULLs are typed: PostgreSQL gives an untyped one in a DISTINCT part
+    the type text."""
     text, number = CharField(), IntegerField()
     memberships = get_user_model().groups.through.objects.filter(user_id=user_id)
     whose = Q(user_id=user_id) | Q(group_id__in=memberships.values("group_id"))
@@ -219,8 +220,8 @@ def _rows(user_id: int, client_id: int | None) -> QuerySet:
         .order_by()
         .annotate(
             p=Value(OWN, output_field=text),
-            o=Value(None, output_field=number),
-            x_ns=Value(None, output_field=text),
+            o=Cast(Value(None), number),
+            x_ns=Cast(Value(None), text),
             c=Value(0, output_field=number),
         )
         .values_list("p", "name", "o", "x_ns", "c")
@@ -230,8 +231,8 @@ def _rows(user_id: int, client_id: int | None) -> QuerySet:
         .order_by()
         .annotate(
             p=Value(_BENEATH, output_field=text),
-            n=Value(None, output_field=text),
-            o=Value(None, output_field=number),
+            n=Cast(Value(None), text),
+            o=Cast(Value(None), number),
             c=Value(0, output_field=number),
         )
         .values_list("p", "n", "o", "namespace__name", "c")
@@ -244,9 +245,9 @@ def _rows(user_id: int, client_id: int | None) -> QuerySet:
             .order_by()
             .annotate(
                 p=Value(_NARROWED, output_field=text),
-                n=Value(None, output_field=text),
-                o=Value(None, output_field=number),
-                x_ns=Value(None, output_field=text),
+                n=Cast(Value(None), text),
+                o=Cast(Value(None), number),
+                x_ns=Cast(Value(None), text),
                 c=Value(1, output_field=number),
             )
             .values_list("p", "n", "o", "x_ns", "c")

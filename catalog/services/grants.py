@@ -252,7 +252,8 @@ def transfer_owner(
     row = target.obj if target.obj is not None else target.namespace
     model = CatalogObject if target.obj is not None else Namespace
     with transaction.atomic():
-        locked = model.objects.select_for_update().select_related("owner").get(pk=row.pk)
+        locked = model.objects.select_for_update(of=("self",)).select_related("owner")
+        locked = locked.get(pk=row.pk)
         previous = locked.owner.get_username() if locked.owner is not None else ""
         model.objects.filter(pk=row.pk).update(owner=new_owner)
         _record(
