@@ -39,8 +39,8 @@ COPY . .
 # Editable, so that BASE_DIR (templates/, static/) stays /app.
 RUN pip install --no-deps -e . \
     && useradd --create-home --uid 1000 lakeview \
-    && mkdir -p /warehouse /app/var/staticfiles /tmp/spark-work \
-    && chown -R lakeview:lakeview /warehouse /app/var /tmp/spark-work
+    && mkdir -p /warehouse /query-results /app/var/staticfiles /tmp/spark-work \
+    && chown -R lakeview:lakeview /warehouse /query-results /app/var /tmp/spark-work
 
 USER lakeview
 EXPOSE 8000 8181

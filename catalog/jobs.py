@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -312,10 +312,20 @@ def _within_bounds(actor: Any, *, on_their_way: int = 0) -> None:
 
 
 def submit(
-    kind_name: str, arguments: dict[str, Any], *, actor: Any, summary: str, key: str = ""
+    kind_name: str,
+    arguments: dict[str, Any],
+    *,
+    actor: Any,
+    summary: str,
+    key: str = "",
+    bound: Callable[[Any], None] | None = None,
+    recorded: Callable[[SparkJob], None] | None = None,
 ) -> SparkJob:
     """A QUEUED job, sent to the workers; Unavailable (503) when no worker is alive,
-    TooManyJobs (429) past the bounds."""
+    TooManyJobs (429) past the bounds. `bound(user)` is a bound of the caller's own (a
+    user's queries at a time), checked with the others while the user's submissions wait
+    their turn, so that its count is exact too; `recorded(job)` writes the caller's own
+    rows about the job in the job's transaction, before any worker may take it."""
     if kind_name not in KINDS:
         raise ValueError(f"Unknown job kind {kind_name!r}")
     user = actor if getattr(actor, "pk", None) else None
@@ -324,6 +334,8 @@ def submit(
             # One submitter at a time per user: the count `admit` makes is then exact.
             get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         admit(user, summary=summary)
+        if bound is not None:
+            bound(user)
         job = SparkJob.objects.create(
             kind=kind_name,
             arguments=arguments,
@@ -331,6 +343,8 @@ def submit(
             key=key,
             requested_by=user,
         )
+        if recorded is not None:
+            recorded(job)
     try:  # by name: the task (catalog.tasks) sits above this module and calls it
         broker.send_task("catalog.run_spark_job", args=[job.pk])
     except Exception as error:  # the broker is down: the job says why it never ran
@@ -400,7 +414,7 @@ def _run(job: SparkJob) -> str:
             job, SparkJob.State.FAILED, status=403, error={"message": lost, "type": "Forbidden"}
         )
         return SparkJob.State.FAILED
-    group = f"lakeview-job-{job.pk}"
+    group = spark_group(job)
     jobs = SparkJob.objects.filter(pk=job.pk)
     watch = Watch(
         f"job-{job.pk}",
@@ -435,6 +449,17 @@ def _run(job: SparkJob) -> str:
     return SparkJob.objects.values_list("state", flat=True).get(pk=job.pk)
 
 
+def spark_group(job: SparkJob) -> str:
+    """The Spark job group a job's Spark work runs in."""
+    return f"lakeview-job-{job.pk}"
+
+
+def cancel_spark(job: SparkJob) -> None:
+    """Cancel the Spark jobs the job runs now (a statement of it past its own time limit);
+    a Spark job the group starts later runs, so a caller that means to stop asks again."""
+    _executor.cancel(spark_group(job))
+
+
 def _end(job: SparkJob, watch: Watch, state: str, **fields: Any) -> None:
     watch.stop()
     if state == SparkJob.State.FAILED and watch.ended_by == "cancel":
@@ -459,6 +484,76 @@ def _finish(job: SparkJob, state: str, **fields: Any) -> None:
     SparkJob.objects.filter(pk=job.pk, state__in=SparkJob.ACTIVE).update(
         state=state, finished_at=timezone.now(), **fields
     )
+    announce(job.pk)
+
+
+# -- waiting for a job's news -------------------------------------------------------------
+#
+# A client that asks for a job's rows with `wait` is answered when there is news (its query
+# stored its first rows, or it ended) instead of asking again and again: the worker
+# publishes on the job's channel, and the waiting request, subscribed, wakes.
+
+T = TypeVar("T")
+
+#: The longest a request waits for a job's news, in seconds: it holds a web thread.
+MAX_WAIT_SECONDS = 5.0
+#: A waiting request looks again this often without news (a news lost with Redis).
+LOOK_AGAIN_SECONDS = 0.5
+
+
+def _news_channel(job_id: int) -> str:
+    return f"{settings.WORKERS_KEY}:job-news:{job_id}"
+
+
+def announce(job_id: int) -> None:
+    """Wake the requests waiting on the job (`wait_for_news`). Best effort: a waiter looks
+    again on its own every LOOK_AGAIN_SECONDS."""
+    import redis
+
+    try:
+        broker.redis_client().publish(_news_channel(job_id), b"1")
+    except redis.RedisError as error:
+        logger.debug("Job %s's news not published: %s", job_id, error)
+
+
+def wait_for_news(
+    job_id: int, *, user: Any, seconds: float, look: Callable[[], tuple[T, bool]]
+) -> T:
+    """What `look()` answers once it says it is done (its second value), or when `seconds`
+    (at most MAX_WAIT_SECONDS) have passed: `look` runs first, then each time the job has
+    news. A user waits in at most QUERIES_PER_USER + 1 requests at a time (each holds a web
+    thread); beyond, and when Redis cannot be reached, the answer is `look()`'s at once."""
+    import redis
+
+    value, done = look()
+    if done or seconds <= 0:
+        return value
+    client = broker.redis_client()
+    waiting = f"{settings.WORKERS_KEY}:waiting:{getattr(user, 'pk', None)}"
+    try:
+        with client.pipeline() as pipe:
+            count, _ = pipe.incr(waiting).expire(waiting, 60).execute()
+    except redis.RedisError:
+        return value
+    pubsub = None
+    try:
+        if count > settings.QUERIES_PER_USER + 1:
+            return value
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(_news_channel(job_id))
+        deadline = time.monotonic() + min(seconds, MAX_WAIT_SECONDS)
+        value, done = look()  # news sent from the subscription on wakes this request
+        while not done and (left := deadline - time.monotonic()) > 0:
+            pubsub.get_message(timeout=min(left, LOOK_AGAIN_SECONDS))
+            value, done = look()
+        return value
+    except redis.RedisError:
+        return value
+    finally:
+        with contextlib.suppress(redis.RedisError):
+            if pubsub is not None:
+                pubsub.close()
+            client.decr(waiting)
 
 
 # -- housekeeping (celery-beat) ----------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog.core.errors import NeedsWorker, Unavailable
+from catalog.core.errors import CatalogError, InvalidInput, NeedsWorker, Unavailable
 from catalog.jobs import Executor
 from refresh.core.refresh_state import user_change
 
@@ -188,3 +188,41 @@ def preview_with_spark(
         row_filter=row_filter,
         limit=limit,
     )
+
+
+def prepare_query(sql: str, *, namespace: str | None) -> Any:
+    """A console query parsed, analyzed and checked by the worker's Spark through the
+    sandbox, nothing read yet (refresh.spark.query.Prepared: its kind, columns and what it
+    reads); names resolve in `namespace` (the catalog's own when None)."""
+    need_spark("Spark runs the query")
+    from refresh import engine
+    from refresh.spark import query
+
+    levels = namespace.split(".") if namespace else []
+    session = engine.run_session(namespace=levels)
+    return query.prepare(session, sql, catalog=settings.CATALOG_NAME, namespace=levels)
+
+
+def fetch_query(prepared: Any, *, max_rows: int) -> Any:
+    """The prepared query's first `max_rows + 1` rows as an Arrow table. A Spark job of the
+    query that fails (a division by zero under ANSI mode, a cast, raise_error()) is the
+    query's fault: InvalidInput with its root cause; a JVM gone is Unavailable."""
+    need_spark("Spark reads the query's rows")
+    from refresh import engine
+    from refresh.spark import query
+    from refresh.spark.errors import failure_message
+
+    try:
+        return query.fetch(prepared, max_rows=max_rows)
+    except CatalogError:
+        raise
+    except Exception as error:
+        lost = engine.lost_jvm_message(error)
+        if lost is not None:
+            raise Unavailable(lost.replace("this run", "this query")) from error
+        if type(error).__name__ not in (
+            "Py4JJavaError",
+            "PythonException",
+        ) and not _is_spark_refusal(error):
+            raise
+        raise InvalidInput(f"The query failed in Spark: {failure_message(error)}") from error

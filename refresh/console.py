@@ -3,13 +3,15 @@
 
 Statements run in order; the first error stops the script (what ran before it stays done)
 and is reported at its line and column in the script. Names are `[catalog.][namespace.]name`;
-an unqualified name resolves in the console's namespace. SHOW and DESCRIBE need a viewer,
-everything else an editor.
+an unqualified name resolves in the console's namespace. SHOW, DESCRIBE and queries need a
+viewer, everything else an editor.
 
 The request never waits for Spark: `run` executes statements until one needs a worker's
-Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE), and hands it and the rest of the
-script to a job (kind "statements", refresh.operations) that a worker runs with the same
-`execute`, its results growing on the job as each statement finishes."""
+Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE, a query), and hands it and the rest
+of the script to a job (kind "statements", or "query" when a query is among them:
+refresh.operations) that a worker runs with the same `execute`, its results growing on the
+job as each statement finishes. A query keeps its rows apart (refresh.queries): its result
+says where to read them."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.roles import can_edit
-from refresh import pipelines, selectors, services
+from refresh import pipelines, queries, selectors, services
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -59,6 +61,9 @@ class StatementResult:
     #: What the statement does or would do (refresh.pipelines.Plan): create, alter with
     #: the changes, nothing, refused...; set by a dry run and by CREATE [OR ALTER].
     plan: dict[str, Any] | None = None
+    #: A query's kept result (refresh.queries.summary): its id, kind, columns, rows kept,
+    #: whether it was cut, and the URLs of its rows and downloads.
+    query: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,16 +76,18 @@ def execute(
     actor: Any = None,
     start: int = 0,
     progress: Callable[[StatementResult], None] | None = None,
-    defer: Callable[[int], Any] | None = None,
+    defer: Callable[[int, st.Statement], Any] | None = None,
+    job: Any = None,
 ) -> list[StatementResult]:
     """Every statement of `sql` from the `start`-th (0-based) in order, stopping at the
     first error; `progress` hears of each result as it comes.
 
     A statement that needs a worker's Spark (a CREATE's or ALTER ... AS's schema, a data
-    change), met where none runs, is handed with the rest of the script to `defer(index)`,
-    which makes them a job (catalog.jobs) and returns it: the statement's result then
-    says which job runs it, and the script stops here. Without `defer`, NeedsWorker
-    propagates."""
+    change, a query), met where none runs, is handed with the rest of the script to
+    `defer(index, statement)`, which makes them a job (catalog.jobs) and returns it: the
+    statement's result then says which job runs it, and the script stops here. Without
+    `defer`, NeedsWorker propagates. `job`: the Spark job running the script on a worker
+    (a query's time limit cancels its Spark jobs)."""
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidInput("Write at least one statement", field="sql")
     results: list[StatementResult] = []
@@ -105,15 +112,20 @@ def execute(
         try:
             statement = st.parse_statement(padded, threshold=services.threshold())
             try:
-                result = _run(statement, padded, namespace=namespace, actor=actor)
+                if isinstance(statement, st.Query):
+                    result = _query(statement, namespace, actor, job, index)
+                else:
+                    result = _run(statement, padded, namespace=namespace, actor=actor)
             except NeedsWorker:
                 if defer is None:
                     raise
-                job = defer(index)
+                deferred = defer(index, statement)
                 result = StatementResult(
-                    "", 0, 0, kind=type(statement).__name__, spark_job=job.pk,
-                    message=f"Running on a refresh worker's Spark as job {job.pk}",
+                    "", 0, 0, kind=type(statement).__name__, spark_job=deferred.pk,
+                    message=f"Running on a refresh worker's Spark as job {deferred.pk}",
                 )  # fmt: skip
+                if isinstance(statement, st.Query):
+                    result.query = queries.summary(queries.of_job(deferred, user=actor))
                 result.statement, result.line, result.column = text, line, column
                 results.append(result)
                 if progress is not None:
@@ -121,6 +133,7 @@ def execute(
                 break
         except CatalogError as error:
             results.append(_failed(text, line, column, error))
+            results[-1].query = getattr(error, "query", None)  # a query's own record
             if progress is not None:
                 progress(results[-1])
             break
@@ -141,10 +154,13 @@ def run(
     # A script that will need a worker is refused before anything runs when none can take
     # it (503) or its user has too many jobs (429): cheaply, and all or nothing.
     needing = _first_needing_spark(sql, namespace) if isinstance(sql, str) else None
+    asking = [i for i in st.query_indexes(sql) if i >= needing] if needing is not None else []
     with contextlib.ExitStack() as admission:
         if needing is not None:
             try:
                 admission.enter_context(jobs.admitted(actor, summary="a console script"))
+                if asking:
+                    queries.check_bound(actor)
             except CatalogError as error:
                 offset, padded = st.located_statements(sql)[needing]
                 text = padded[offset:].strip()
@@ -152,12 +168,27 @@ def run(
                 return [_failed(text, *st.position(sql, start), error)], None
         started: list[Any] = []
 
-        def defer(index: int) -> Any:
+        def defer(index: int, statement: st.Statement) -> Any:
+            holds_query = any(i >= index for i in asking)
+            if holds_query and index == 0 and len(st.located_statements(sql)) == 1:
+                summary = "Console query"
+            else:
+                summary = f"Console script, from statement {index + 1}"
+
+            def recorded(job: Any) -> None:
+                # The query's history row, written with its job, before a worker may take it.
+                if isinstance(statement, st.Query):
+                    queries.record_queued(
+                        statement, job=job, index=index, namespace=namespace, actor=actor
+                    )
+
             job = jobs.submit(
-                "statements",
+                queries.JOB_KIND if holds_query else "statements",
                 {"sql": sql, "namespace": namespace, "start": index},
                 actor=actor,
-                summary=f"Console script, from statement {index + 1}",
+                summary=summary,
+                bound=queries.check_bound if holds_query else None,
+                recorded=recorded,
             )
             started.append(job)
             return job
@@ -219,6 +250,8 @@ def _failed(
         "status": http_status(error),
     }
     body.update({k: v for k, v in where.items() if v is not None})
+    if getattr(error, "retry_after", None):
+        body["retry_after"] = error.retry_after
     result = StatementResult(
         text, line, column, ok=False, message=error.message, error=body, kind="error"
     )
@@ -246,6 +279,21 @@ def _in_script(error: SqlError, text: str, part: str) -> SqlError:
     return SqlError(
         error.base_message, line=error.line + line - 1, column=moved_column, field=error.field
     )
+
+
+def _query(
+    statement: st.Query, namespace: str | None, actor: Any, job: Any, index: int
+) -> StatementResult:
+    """A query, on a worker (NeedsWorker in a web request, before anything is written)."""
+    query = queries.run(statement, namespace=namespace, actor=actor, job=job, index=index)
+    result = StatementResult("", 0, 0, kind=type(statement).__name__)
+    result.query = queries.summary(query)
+    result.columns = [column["name"] for column in query.columns]
+    rows = f"{query.row_count:,} row{'' if query.row_count == 1 else 's'}"
+    result.message = f"{query.kind}: {rows} in {query.duration_seconds or 0:.2f} s"
+    if query.cut:
+        result.message += f"; {queries.cut_message(query)}"
+    return result
 
 
 def _run(

@@ -346,3 +346,77 @@ class Verification(models.Model):
 
     def __str__(self) -> str:
         return f"snapshot {self.snapshot_id}: {self.verdict}"
+
+
+class Query(models.Model):
+    """One query a user ran from the console or POST /api/statements/ (a SELECT, DESCRIBE,
+    SHOW COLUMNS or EXPLAIN): their history, and the pointer to its kept result (Parquet
+    parts in `result_folder` under QUERY_RESULTS_DIR, refresh.core.results) until it expires.
+    It runs inside a Spark job (`job`): the one a web request made when it met the query, or
+    the one running the script the query is part of."""
+
+    class State(models.TextChoices):
+        QUEUED = "QUEUED"
+        RUNNING = "RUNNING"
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+        CANCELLED = "CANCELLED"
+
+    ACTIVE = (State.QUEUED, State.RUNNING)
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    job = models.ForeignKey(
+        "catalog.SparkJob",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="queries",
+    )
+    #: The statement's place in its script (0-based): a job's queries in order.
+    statement_index = models.PositiveIntegerField(default=0)
+    #: SELECT (any query), DESCRIBE, SHOW COLUMNS or EXPLAIN.
+    kind = models.CharField(max_length=16, default="SELECT")
+    sql = models.TextField()
+    #: The console's namespace, where unqualified names resolved ("" for none).
+    namespace = models.TextField(blank=True, default="")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    #: [{"name", "type"}]: Spark's names and SQL types.
+    columns = models.JSONField(default=list, blank=True)
+    #: Row counts of the parts stored so far, in order (readable as soon as listed).
+    parts = models.JSONField(default=list, blank=True)
+    row_count = models.BigIntegerField(default=0)
+    #: Bytes of the kept rows as Arrow holds them (what QUERY_RESULT_MAX_BYTES bounds).
+    result_bytes = models.BigIntegerField(default=0)
+    #: "" (all rows kept), "rows" or "bytes": which bound cut the result.
+    cut = models.CharField(max_length=8, blank=True, default="")
+    #: The folder of the kept result (random, under QUERY_RESULTS_DIR); "" once pruned.
+    result_folder = models.CharField(max_length=64, blank=True, default="")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    #: {"message", "type", "line", "column", "status"} when it failed.
+    error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["requested_by", "-created_at"]),
+            models.Index(fields=["state", "expires_at"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "statement_index"], name="one_query_per_statement_of_a_job"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"query {self.pk} ({self.kind}): {self.state}"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

@@ -13,7 +13,7 @@ from catalog.jobs import kind, progress
 from catalog.models import SparkJob
 from catalog.operations import as_json
 from catalog.roles import VIEWER
-from refresh import console, selectors, services, verification
+from refresh import console, queries, selectors, services, verification
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
 
@@ -25,9 +25,11 @@ def _mt_detail(namespace: str, name: str) -> dict[str, Any]:
     )
 
 
+@kind(queries.JOB_KIND, role=VIEWER)
 @kind("statements", role=VIEWER)  # each statement checks its own role
 def statements(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
-    """The rest of a console script, from statement `start`."""
+    """The rest of a console script, from statement `start` (kind "query" when a query is
+    among them: refresh.queries bounds how many a user runs at a time)."""
     done: list[dict[str, Any]] = []
 
     def heard(result: console.StatementResult) -> None:
@@ -40,6 +42,7 @@ def statements(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> t
         actor=actor,
         start=int(arguments.get("start", 0)),
         progress=heard,
+        job=job,
     )
     return console.answer(results)
 

@@ -347,6 +347,8 @@ def plan(
         statement, st.ShowMaterializedTables | st.DescribeJob | st.ShowCreateMaterializedTable
     ):
         return Plan("read", changes=["reads only"])
+    if isinstance(statement, st.Query):
+        return Plan("read", changes=[f"a {statement.kind} query: reads only (Spark runs it)"])
     if isinstance(statement, st.CreateMaterializedTable):
         return _plan_create(statement, namespace=namespace, actor=actor, planned=planned)
     target = statement.target if isinstance(statement, st.DataChange) else statement.name

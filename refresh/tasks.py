@@ -57,3 +57,12 @@ def fold_skipped_runs() -> int:
     from refresh import services
 
     return services.fold_skipped_runs(periodic=True)
+
+
+@shared_task(name="refresh.prune_query_results")
+def prune_query_results() -> int:
+    """Query results past QUERY_RESULT_KEEP_HOURS or beyond each user's newest
+    QUERY_RESULTS_PER_USER, and history past QUERY_HISTORY_KEEP_DAYS (celery-beat)."""
+    from refresh import queries
+
+    return queries.prune()

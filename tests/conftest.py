@@ -17,6 +17,14 @@ def warehouse(tmp_path: Path, settings) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def query_results(tmp_path: Path, settings) -> Path:
+    """Each test keeps query results in a folder of its own."""
+    folder = tmp_path / "query-results"
+    settings.QUERY_RESULTS_DIR = str(folder)
+    return folder
+
+
 @pytest.fixture
 def editor(django_user_model):
     from django.contrib.auth.models import Group

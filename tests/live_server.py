@@ -78,6 +78,8 @@ def server_env(
             "DJANGO_SETTINGS_MODULE": "webapp.settings.dev",
             "DATABASE_URL": database_url or f"sqlite:///{db_path}",
             "WAREHOUSE": str(warehouse),
+            # Kept query results beside the warehouse, never in the repository's var/.
+            "QUERY_RESULTS_DIR": str(warehouse.parent / "query-results"),
             "DEBUG": "0",
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",

@@ -115,6 +115,12 @@ class TooManyJobs(CatalogError):
         self.retry_after = retry_after
 
 
+class StatementTimeout(InvalidInput):
+    """A statement ran past the time limit statements of its kind have, and was stopped
+    (a query past QUERY_TIMEOUT_SECONDS). HTTP 400: the statement, not the service, is at
+    fault."""
+
+
 class NeedsWorker(Exception):  # noqa: N818 - a signal, not an error users see
     """The operation needs a worker's Spark and was attempted where none runs (a web
     request): the caller turns it into a job (catalog.jobs) instead of waiting.

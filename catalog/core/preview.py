@@ -158,6 +158,9 @@ class Preview:
     schema_id: int
     metadata_location: str
     pruning: Pruning
+    #: The rows read as Arrow gave them, one more than `rows` when `truncated` (a console
+    #: query keeps them as they are: refresh.queries).
+    arrow: pa.Table | None = field(default=None, compare=False, repr=False)
 
     def json_rows(self) -> list[list[Any]]:
         """The rows with JSON-safe values (see the module)."""
@@ -978,6 +981,7 @@ def preview(
         schema.schema_id,
         metadata_location,
         pruning,
+        arrow=table,
     )
 
 

@@ -3,16 +3,27 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 from catalog import converters  # noqa: F401 - registers <dotted:...>
 from refresh.api import monitoring as mt_monitoring
+from refresh.api import queries as query_views
 from refresh.api import views as mt_views
 
 MT = "namespaces/<dotted:namespace>/materialized-tables/<str:name>"
 
 urlpatterns = [
     path("statements/", mt_views.StatementsView.as_view(), name="statements"),
+    path("queries/", query_views.QueryListView.as_view(), name="query-list"),
+    path("queries/<int:query_id>/", query_views.QueryDetailView.as_view(), name="query-detail"),
+    path("queries/<int:query_id>/rows", query_views.QueryRowsView.as_view(), name="query-rows"),
+    re_path(
+        r"^queries/(?P<query_id>[0-9]+)/result\.(?P<fmt>csv|parquet)$",
+        query_views.QueryDownloadView.as_view(),
+        name="query-download",
+    ),
+    path("queries/<int:query_id>/run", query_views.QueryRunView.as_view(), name="query-run"),
+    path("jobs/<int:job_id>/rows", query_views.JobRowsView.as_view(), name="job-rows"),
     path(
         "namespaces/<dotted:namespace>/materialized-tables/",
         mt_views.MaterializedTableListView.as_view(),

@@ -47,8 +47,9 @@ from refresh.core.partitions import check_formatter_column, compile_pattern
 
 STATEMENTS = (
     "CREATE [OR ALTER] MATERIALIZED TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, "
-    "DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW CREATE MATERIALIZED TABLE, or UPDATE, "
-    "DELETE or MERGE of a materialized table"
+    "DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW CREATE MATERIALIZED TABLE, UPDATE, "
+    "DELETE or MERGE of a materialized table, or a query (SELECT, WITH, VALUES, DESCRIBE, "
+    "SHOW COLUMNS, EXPLAIN)"
 )
 FRESHNESS_SYNTAX = "FRESHNESS = INTERVAL '<n>' <unit>"
 # Flink's messages (parserImpls.ftl, MaterializedTableUtils, SqlConstraintValidator).
@@ -182,10 +183,24 @@ class DataChange:
     sql: str
 
 
+@dataclass(frozen=True)
+class Query:
+    """A read of the catalog's tables and views, run by the workers' Spark through its
+    sandbox (refresh.spark.query), which has the last word on what it is: SELECT (any
+    query: WITH, VALUES, TABLE, FROM ... SELECT, set operations, time travel), DESCRIBE [TABLE
+    | QUERY], SHOW COLUMNS, or EXPLAIN."""
+
+    kind: str
+    sql: str
+    #: The statement as Spark reads it: what precedes it in its script blanked (lines kept),
+    #: so that Spark's lines and columns are the script's.
+    positioned: str = field(default="", compare=False)
+
+
 Statement = (
     CreateMaterializedTable | Suspend | Resume | Refresh | SetFreshness | SetRefreshMode
     | SetOptions | ResetOptions | AlterQuery | DropMaterializedTable | DescribeJob
-    | ShowMaterializedTables | ShowCreateMaterializedTable | DataChange
+    | ShowMaterializedTables | ShowCreateMaterializedTable | DataChange | Query
 )  # fmt: skip
 
 
@@ -306,24 +321,54 @@ def position(text: str, offset: int) -> tuple[int, int]:
 
 #: First keywords of the statements whose work needs Spark's analyzer or Spark itself.
 _SPARK_STATEMENTS = ({"CREATE"}, {"UPDATE"}, {"DELETE"}, {"MERGE"})
+#: First keywords of a query (Spark's `query` rule: a SELECT, a CTE, VALUES, TABLE name,
+#: FROM ... SELECT, a query in parentheses) and of EXPLAIN.
+_QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "FROM", "(", "EXPLAIN"})
+
+
+def _query_kind(tokens: list[Token]) -> str | None:
+    """The kind of query a statement is, from its first keywords (None: not a query)."""
+    first = _words(tokens[0])[:1]
+    second = _words(tokens[1])[:1] if len(tokens) > 1 else []
+    if not first:
+        return None
+    if first[0] in _QUERY_STARTS:
+        if first == ["EXPLAIN"]:
+            return "EXPLAIN"
+        return "VALUES" if first == ["VALUES"] else "SELECT"
+    if first[0] in ("DESCRIBE", "DESC") and second != ["JOB"]:
+        return "DESCRIBE"
+    if first == ["SHOW"] and tokens[1:2] and tokens[1].text.upper() == "COLUMNS":
+        return "SHOW COLUMNS"
+    return None
 
 
 def first_needing_spark(script: str) -> int | None:
     """The index of the script's first statement that needs a worker's Spark (CREATE, ALTER
-    ... AS, UPDATE, DELETE, MERGE), judged from its keywords alone (cheap: nothing is
-    parsed); None when none does. A script that does not tokenize gives None (its error is
-    reported when it runs)."""
+    ... AS, UPDATE, DELETE, MERGE, a query), judged from its keywords alone (cheap: nothing
+    is parsed); None when none does. A script that does not tokenize gives None (its error
+    is reported when it runs)."""
     try:
         spans = _spans(script, _tokenize(script))
     except SqlError:
         return None
     for index, (_, _, tokens) in enumerate(spans):
         first = set(_words(tokens[0])[:1])
-        if first in _SPARK_STATEMENTS:
+        if first in _SPARK_STATEMENTS or _query_kind(tokens) is not None:
             return index
         if first == {"ALTER"} and any(_words(token) == ["AS"] for token in tokens):
             return index
     return None
+
+
+def query_indexes(script: str) -> list[int]:
+    """The indexes of the script's queries, from their keywords (cheap); [] when it does
+    not tokenize."""
+    try:
+        spans = _spans(script, _tokenize(script))
+    except SqlError:
+        return []
+    return [index for index, (_, _, tokens) in enumerate(spans) if _query_kind(tokens)]
 
 
 def leading_words(statement: str, count: int) -> list[str]:
@@ -606,6 +651,9 @@ def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> S
     if first is None:
         raise SqlError("The statement is empty", line=1, column=1)
     keyword = _words(first)[:1]
+    kind = _query_kind(tokens)
+    if kind is not None:
+        return Query(kind, text[first.start : end].strip(), text[:end])
     if keyword == ["CREATE"]:
         return _create(reader, end, threshold)
     if keyword == ["ALTER"]:

@@ -22,9 +22,10 @@ class ConsoleForm(CatalogForm):
         widget=forms.Textarea(
             attrs={"rows": 12, "spellcheck": "false", "class": "sql", "id": "console-sql"}
         ),
-        help_text="CREATE [OR ALTER] / ALTER / DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW "
-        "MATERIALIZED TABLES, SHOW CREATE MATERIALIZED TABLE, UPDATE or DELETE; separate "
-        "statements with semicolons.",
+        help_text="Queries (SELECT, WITH, VALUES, DESCRIBE, SHOW COLUMNS, EXPLAIN), CREATE "
+        "[OR ALTER] / ALTER / DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW MATERIALIZED "
+        "TABLES, SHOW CREATE MATERIALIZED TABLE, UPDATE or DELETE; separate statements with "
+        "semicolons.",
     )
 
     def __init__(self, *args: Any, namespaces: list[str], **kwargs: Any) -> None:

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from refresh.pages import monitoring, views
+from refresh.pages import monitoring, queries, views
 
 app_name = "refresh"
 
@@ -9,6 +9,7 @@ MT = "namespaces/<str:namespace>/materialized-tables/<str:name>/"
 
 urlpatterns = [
     path("console/", views.console_page, name="console"),
+    path("queries/<int:query_id>/", queries.query_page, name="query"),
     path("monitoring/", monitoring.monitoring_page, name="monitoring"),
     path("namespaces/<str:namespace>/materialized-tables/", views.mt_list, name="mt-list"),
     path(MT, views.mt_detail, name="mt-detail"),

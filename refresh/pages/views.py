@@ -39,6 +39,7 @@ from refresh.models import (
     RefreshRun,
 )
 from refresh.pages.forms import AlterQueryForm, ConsoleForm, VersionDiffForm
+from refresh.pages.queries import console_context
 
 RUNS_PER_PAGE = 25
 #: Verifications the page lists (the API pages through all that are kept).
@@ -679,6 +680,7 @@ def console_page(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("You have no role in this catalog.")
     namespaces = list(Namespace.objects.order_by("name").values_list("name", flat=True))
     results: list[dict[str, Any]] = []
+    query_part = console_context(request)  # the history, a query to run again
     # "Plan": what each statement would do, nothing changed (refresh.console.plan).
     planning = request.method == "POST" and request.POST.get("action") == "plan"
     if request.method == "POST":
@@ -702,11 +704,12 @@ def console_page(request: HttpRequest) -> HttpResponse:
             else:
                 results = [_linked(result) for result in ran]
     else:
-        form = ConsoleForm(
-            initial={"namespace": request.GET.get("namespace", "")}, namespaces=namespaces
-        )
+        again = query_part.get("again") or {}
+        initial = {"namespace": again.get("namespace") or request.GET.get("namespace", "")}
+        form = ConsoleForm(initial={**initial, "sql": again.get("sql", "")}, namespaces=namespaces)
     if planning:
         context = {"form": form, "results": results, "failed": False, "planning": True}
+        context.update(query_part)
         return render(request, "refresh/console.html", context, status=400 if form.errors else 200)
     failed = bool(results) and not results[-1]["result"].ok
     status = 400 if failed or (request.method == "POST" and form.errors) else 200
@@ -715,6 +718,6 @@ def console_page(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "refresh/console.html",
-        {"form": form, "results": results, "failed": failed},
+        {"form": form, "results": results, "failed": failed, **query_part},
         status=status,
     )

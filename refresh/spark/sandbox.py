@@ -28,9 +28,11 @@ this one is the check that cannot be read around, since it is Spark's own readin
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -372,15 +374,23 @@ def facts_of(spark: SparkSession, plan: Any) -> list[dict[str, Any]]:
 
 def _analyzed(session: SparkSession, sql: str) -> Any:
     """`sql` parsed by Spark (one statement) and analyzed without running any command."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors.exceptions.captured import CapturedException
+    return analyze(session, parse(session, sql))
 
-    from refresh.spark.errors import spark_error
 
+def parse(session: SparkSession, sql: str) -> Any:
+    """`sql` parsed by Spark's parser (one statement), nothing resolved: the plan whose kind
+    says what the statement is (a query, EXPLAIN, DESCRIBE...)."""
     if not isinstance(sql, str) or not sql.strip():
         raise SandboxRefused("The statement is empty")
     if "\x00" in sql:
         raise SandboxRefused("The statement holds a NUL character")
+    harden(session)
+    with _refusals():
+        return session._jsparkSession.sessionState().sqlParser().parsePlan(sql)  # noqa: SLF001
+
+
+def analyze(session: SparkSession, parsed: Any) -> Any:
+    """A parsed plan analyzed with commands *not* run (CommandExecutionMode.SKIP)."""
     harden(session)
     jsession = session._jsparkSession  # noqa: SLF001
     jvm = session._jvm  # noqa: SLF001
@@ -389,10 +399,21 @@ def _analyzed(session: SparkSession, sql: str) -> Any:
         .__getattr__("MODULE$")
         .SKIP()
     )
-    try:
-        parsed = jsession.sessionState().sqlParser().parsePlan(sql)
+    with _refusals():
         return jsession.sessionState().executePlan(parsed, skip).analyzed()
-    except CapturedException as error:  # parse and analysis errors, Iceberg's included
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """Spark's parse and analysis errors (Iceberg's included) as the user's SqlError."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    from refresh.spark.errors import spark_error
+
+    try:
+        yield
+    except CapturedException as error:
         raise spark_error(error) from None
     except Py4JJavaError as error:
         # Spark failing on the statement while analyzing it (a SparkException with error
@@ -405,6 +426,68 @@ def _analyzed(session: SparkSession, sql: str) -> Any:
         ):
             raise
         raise spark_error(Exception(str(java.getMessage()))) from None
+
+
+def reads(
+    facts: Sequence[Mapping[str, Any]], catalog: str, *, namespace: Sequence[str] = ()
+) -> list[tuple[str, ...]]:
+    """What a checked plan reads, as (namespace levels..., name): each table read outside any
+    view, and each catalog view it reads (not the tables inside the view's SQL), in the order
+    the statement names them. A view named by its name alone is in `namespace`, the
+    session's current one."""
+    found: dict[tuple[str, ...], tuple[int, int, int]] = {}
+    for index, fact in enumerate(facts):
+        if fact.get("kind") != "plan":
+            continue
+        if "view" in fact:
+            parts = _identifier_parts(str(fact["view"]))
+            if parts and parts[0] == catalog and len(parts) > 1:
+                parts = parts[1:]
+            if len(parts) == 1:
+                parts = [*namespace, *parts]
+            where = (fact.get("view_line"), fact.get("view_position"))
+        elif fact.get("class") in (_RELATION, _STREAM) and fact.get("identifier"):
+            parts = list(fact["identifier"])
+            where = (fact.get("line"), fact.get("position"))
+        else:
+            continue
+        # The plan's facts come right side first; where the statement names each orders them.
+        at = (
+            (int(where[0]), int(where[1]), index)
+            if None not in where
+            else (sys.maxsize, sys.maxsize, index)
+        )
+        found[tuple(parts)] = min(found.get(tuple(parts), at), at)
+    return sorted(found, key=found.__getitem__)
+
+
+def _identifier_parts(text: str) -> list[str]:
+    """Spark's quoted multi-part name (`a.b`, or `` `a.b`.c `` with doubled backticks) as its
+    parts."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quoted:
+            if char == "`" and text[index + 1 : index + 2] == "`":
+                current.append("`")
+                index += 1
+            elif char == "`":
+                quoted = False
+            else:
+                current.append(char)
+        elif char == "`":
+            quoted = True
+        elif char == ".":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        index += 1
+    parts.append("".join(current))
+    return parts
 
 
 def query(

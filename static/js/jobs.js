@@ -78,7 +78,9 @@
       box.appendChild(element("p", "error-position small", "At line " + result.error.line +
         ", column " + result.error.column + " of the script."));
     }
-    if (result.columns && result.columns.length) {
+    if (result.query && window.lakeviewQueryGrid) {
+      box.appendChild(window.lakeviewQueryGrid(result.query, result.error));  // query_results.js
+    } else if (result.columns && result.columns.length) {
       var table = element("table", "list small result-rows");
       var head_row = element("tr");
       result.columns.forEach(function (name) { head_row.appendChild(element("th", "", name)); });
@@ -103,7 +105,9 @@
     var pending = block.closest(".statement-result") || block;
     var results = (job.result && job.result.results) || [];
     if (!results.length && job.error) {
-      results = [{ ok: false, line: "?", column: "?", statement: job.summary, message: job.error.message }];
+      var grid = pending.querySelector(".query-result");  // a query's grid says how it ended
+      results = [{ ok: false, line: "?", column: "?", statement: job.summary, message: job.error.message,
+        query: grid ? { id: grid.getAttribute("data-query-id") } : null }];
     }
     var number = parseInt((pending.id || "result-1").replace("result-", ""), 10) || 1;
     var tableUrl = block.getAttribute("data-table-url");

@@ -170,8 +170,24 @@ def test_a_newcomer_follows_the_tutorial_in_the_browser(
     expect(page.locator("body")).to_contain_text("orders")
     page.screenshot(path=str(results_dir / "tutorial-lineage.png"), full_page=True)
 
-    # 6. A credential, and the text's own pyiceberg and DuckDB snippets with it.
+    # 6. The view queried in the console: its rows in the grid, with their downloads.
     step = tutorial.step(6)
+    press(page, step.label("SQL console"))
+    page.locator("#console-namespace").select_option(step.name_after("choose the namespace"))
+    page.locator("#console-sql").fill(step.block("sql"))
+    press(page, step.label("Run"))
+    grid = page.locator(".query-result").first
+    expect(grid.locator(".query-state")).to_have_text("SUCCEEDED", timeout=SPARK_TIMEOUT_MS)
+    revenue = counts(catalog, f"{shop}.revenue_by_status", "status", "revenue")
+    targeted = set(counts(catalog, f"{shop}.{targets}", "status", "target"))
+    expect(grid.locator("tbody tr")).to_have_count(len(set(revenue) & targeted))
+    expect(grid.locator("thead th").first).to_contain_text("status")
+    for download in ("CSV", "Parquet"):
+        expect(grid.get_by_role("link", name=step.label(download), exact=True)).to_be_visible()
+    page.screenshot(path=str(results_dir / "tutorial-query.png"), full_page=True)
+
+    # 7. A credential, and the text's own pyiceberg and DuckDB snippets with it.
+    step = tutorial.step(7)
     press(page, step.label("Engine credentials"))
     page.get_by_label("Client name").fill(step.name_after("client name"))
     press(page, step.label("Create credential"))

@@ -204,7 +204,7 @@ def test_a_partition_value_its_date_formatter_cannot_read_is_a_400_and_queues_no
 
 
 def test_a_statement_that_is_not_a_materialized_table_statement_is_a_400(editor_api, sales):
-    response = run_sql(editor_api, "SELECT * FROM orders")
+    response = run_sql(editor_api, "INSERT INTO orders VALUES (1, '2024-01-01')")
 
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "SqlError"

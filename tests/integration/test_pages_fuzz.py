@@ -32,7 +32,7 @@ from catalog import services
 from catalog.iceberg_rest import auth
 from catalog.models import SparkJob, Table
 from maintenance.models import MaintenanceRun
-from refresh.models import MaterializedTable, RefreshRun
+from refresh.models import MaterializedTable, Query, RefreshRun
 from tests.integration.test_mt_api import dispatched, sales, spark  # noqa: F401 - fixtures
 from tests.integration.test_mt_pages import daily  # noqa: F401 - fixture
 from tests.integration.test_table_browse_pages import write_orders
@@ -104,6 +104,7 @@ class World:
     run: int
     maintenance_run: int
     upload: str
+    query: int
 
     def value(self, route: str, name: str) -> str:
         """The real value of `name` in `route`."""
@@ -127,6 +128,8 @@ class World:
             return str(self.maintenance_run if "/maintenance/" in route else self.run)
         if name == "token":
             return self.upload
+        if name == "query_id":
+            return str(self.query)
         raise AssertionError(f"no value for <{name}> in {route}")
 
     def url(self, route: str, **hostile: str) -> str:
@@ -144,7 +147,8 @@ class World:
 def world(daily, editor, tmp_path: Path, settings) -> World:  # noqa: F811
     """sales.orders (a table), sales.daily (a materialized table over it), sales.recent (a
     view), sales.events (an attached table with three snapshots), a credential, a Spark job,
-    a refresh run, a maintenance run and the editor's upload waiting for its second step."""
+    a refresh run, a maintenance run, the editor's upload waiting for its second step and a
+    failed query of the editor's."""
     folder = tmp_path / "external"
     folder.mkdir()
     settings.ATTACH_LOCATIONS = [str(folder)]
@@ -157,6 +161,13 @@ def world(daily, editor, tmp_path: Path, settings) -> World:  # noqa: F811
     job = SparkJob.objects.create(kind="preview_table", arguments={}, requested_by=editor)
     orders = Table.objects.get(namespace__name="sales", name="orders")
     maintenance_run = MaintenanceRun.objects.create(table=orders)
+    query = Query.objects.create(
+        requested_by=editor,
+        job=job,
+        sql="SELECT * FROM sales.orders",
+        state=Query.State.FAILED,
+        error={"message": "Table or view not found", "line": 1, "column": 15},
+    )
     settings.UPLOAD_DIR = str(tmp_path / "uploads")
     uploader = Client()
     uploader.force_login(editor)
@@ -176,6 +187,7 @@ def world(daily, editor, tmp_path: Path, settings) -> World:  # noqa: F811
         run=RefreshRun.objects.filter(materialized_table=daily).latest("pk").pk,
         maintenance_run=maintenance_run.pk,
         upload=staged["Location"].rstrip("/").rsplit("/", 1)[-1],
+        query=query.pk,
     )
 
 

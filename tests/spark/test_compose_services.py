@@ -454,8 +454,18 @@ def test_the_tutorial_through_the_api(deployment, api, catalog) -> None:
     fields = [f.name for f in catalog.load_view(f"{shop}.{view}").schema().fields]
     assert fields == ["status", "revenue", "target", "share_of_target"]
 
-    # 6. The reader's own snippets, pointed at the catalog service with a credential.
-    for code in tutorial.step(6).blocks("python"):
+    # 6. The view queried as the console queries it: its rows kept, read at the job's URL.
+    answer = api.statements(tutorial.step(6).block("sql"), namespace=shop)
+    assert answer.status_code == 200, answer.text
+    [result] = answer.json()["results"]
+    kept = api.api.get(f"{web}{result['query']['rows_url']}", timeout=30).json()
+    assert [c["name"] for c in kept["columns"]] == ["status", "revenue", "share_of_target"]
+    assert kept["complete"] and kept["rows"], kept
+
+    # 7. The reader's own snippets, pointed at the catalog service with a credential.
+    codes = tutorial.step(7).blocks("python")
+    assert codes, "README's step 7 has no Python snippet"
+    for code in codes:
         ran = subprocess.run(
             [sys.executable, "-c", tutorial.with_address(code, deployment.url("catalog", ""),
                                                          api.server.credential)],

@@ -115,3 +115,58 @@ def test_the_apps_own_temporary_views_are_trusted_and_only_those():
     check(facts, Policy(catalog="lv", trusted_views=frozenset({"batch"})))
     with pytest.raises(SqlError):
         check(facts, POLICY)
+
+
+def test_what_a_plan_reads_is_its_tables_and_its_views_as_themselves_once_each():
+    from refresh.spark.sandbox import reads
+
+    named_at = {"view": "lv.ns.`odd.view`", "view_line": 1, "view_position": 20}
+    inside_view = {**relation(name="hidden"), **named_at}
+    facts = [
+        *project(),
+        relation(name="orders"),
+        {"kind": "plan", "class": PLAN + "SubqueryAlias", "leaf": False, **named_at},
+        inside_view,
+        relation(name="orders"),
+        {**relation(name="snapshots"), "identifier": ["ns", "orders", "snapshots"],
+         "position": 30},
+        {"kind": "expression", "class": EXPR + "Upper", "view": "lv.other.v"},
+    ]  # fmt: skip
+    assert reads(facts, "lv") == [
+        ("ns", "orders"),
+        ("ns", "odd.view"),
+        ("ns", "orders", "snapshots"),
+    ]
+
+
+def test_what_a_plan_reads_is_in_the_order_the_statement_names_it():
+    from refresh.spark.sandbox import reads
+
+    # A join's facts come right side first.
+    facts = [
+        *project(),
+        {**relation(name="customers"), "line": 2, "position": 5},
+        {"kind": "plan", "class": PLAN + "SubqueryAlias", "leaf": False, "view": "big",
+         "view_line": 1, "view_position": 30},
+        {**relation(name="orders"), "line": 1, "position": 14},
+    ]  # fmt: skip
+    assert reads(facts, "lv", namespace=["ns"]) == [
+        ("ns", "orders"),
+        ("ns", "big"),
+        ("ns", "customers"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("lv.ns.v", ["lv", "ns", "v"]),
+        ("lv.`a.b`.v", ["lv", "a.b", "v"]),
+        ("`we``ird`.v", ["we`ird", "v"]),
+        ("v", ["v"]),
+    ],
+)
+def test_sparks_quoted_names_are_read_back_into_their_parts(text, parts):
+    from refresh.spark.sandbox import _identifier_parts
+
+    assert _identifier_parts(text) == parts

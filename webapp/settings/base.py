@@ -275,6 +275,31 @@ CELERY_BEAT_SCHEDULE["fail-abandoned-jobs"] = {
     "task": "catalog.fail_abandoned_jobs",
     "schedule": 15.0,
 }
+# Queries from the console and POST /api/statements/ (refresh/queries.py): each runs as a
+# Spark job, at most QUERIES_PER_USER of a user's at a time (429 past it), each stopped
+# after QUERY_TIMEOUT_SECONDS (a 400 that says so). A result keeps its first
+# QUERY_RESULT_MAX_ROWS rows and at most QUERY_RESULT_MAX_BYTES bytes (as Arrow holds
+# them; the query says when it was cut), as Parquet files in a folder of its own under
+# QUERY_RESULTS_DIR, which the web processes and the workers must share (as they share the
+# warehouse), for QUERY_RESULT_KEEP_HOURS, and each user's newest QUERY_RESULTS_PER_USER
+# results only; the history of queries is kept QUERY_HISTORY_KEEP_DAYS days. celery-beat
+# prunes them.
+QUERIES_PER_USER = int(env("QUERIES_PER_USER", "2"))
+QUERY_TIMEOUT_SECONDS = int(env("QUERY_TIMEOUT_SECONDS", "300"))
+QUERY_RESULTS_DIR = env("QUERY_RESULTS_DIR", str(BASE_DIR / "var" / "query-results"))
+QUERY_RESULT_MAX_ROWS = int(env("QUERY_RESULT_MAX_ROWS", "100000"))
+QUERY_RESULT_MAX_BYTES = int(env("QUERY_RESULT_MAX_BYTES", str(64 * 1024 * 1024)))
+QUERY_RESULT_KEEP_HOURS = float(env("QUERY_RESULT_KEEP_HOURS", "24"))
+QUERY_RESULTS_PER_USER = int(env("QUERY_RESULTS_PER_USER", "20"))
+QUERY_HISTORY_KEEP_DAYS = int(env("QUERY_HISTORY_KEEP_DAYS", "90"))
+# A plain read of one table (columns, a filter, a limit: refresh/core/plain_reads.py) is
+# answered on the worker by the previews' in-process reader, without Spark; 0: Spark reads
+# every query.
+QUERY_PLAIN_READS = env("QUERY_PLAIN_READS", "1") == "1"
+CELERY_BEAT_SCHEDULE["prune-query-results"] = {
+    "task": "refresh.prune_query_results",
+    "schedule": 600.0,
+}
 # One worker process, several threads: they share the process's one Spark session.
 # WORKER_INTERACTIVE_THREADS of them are kept for Spark jobs (previews, schema analyses,
 # console data changes): refresh runs take at most the others, so a job never waits

@@ -1,0 +1,260 @@
+"""A console query in the workers' Spark, read-only, through the sandbox. Django-free.
+
+What runs: a query (SELECT, WITH ... SELECT, VALUES, TABLE, FROM ... SELECT, time travel
+with FOR VERSION / FOR TIMESTAMP AS OF), DESCRIBE [TABLE] and SHOW COLUMNS of a table or
+view, DESCRIBE QUERY, and EXPLAIN of a query. Spark's parser says which of them a
+statement is; then every plan is analyzed with commands not run and checked by the sandbox
+as a query (refresh.spark.sandbox: the app's catalog only, allow-listed functions, no
+command, no write), before a row or a plan is read:
+
+- a query's checked plan is what runs (`Dataset.ofRows`), as `sandbox.query` does;
+- EXPLAIN's inner statement is checked as a query, and its plan text is Spark's own
+  (`QueryExecution.explainString` in the mode asked for): planned, never run;
+- DESCRIBE and SHOW COLUMNS read the table or view as `SELECT *` would (so a view whose SQL
+  the sandbox refuses is refused here too), and answer its columns without running it.
+
+`prepare` does all of that and says what the statement reads (`reads`: the tables and
+views it names), so that the caller decides whether its user may read them before any row
+is fetched (`fetch`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from catalog.core.errors import SqlError
+from refresh.spark import sandbox
+from refresh.spark.batch import quote
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+_LOGICAL = "org.apache.spark.sql.catalyst.plans.logical."
+_COMMAND = "org.apache.spark.sql.execution.command."
+EXPLAIN = _COMMAND + "ExplainCommand"
+DESCRIBE_TABLE = _LOGICAL + "DescribeRelation"
+DESCRIBE_COLUMN = _LOGICAL + "DescribeColumn"
+DESCRIBE_QUERY = _COMMAND + "DescribeQueryCommand"
+SHOW_COLUMNS = _LOGICAL + "ShowColumns"
+
+
+@dataclass
+class Prepared:
+    """A statement checked and ready: its kind, its columns (name, Spark SQL type), what it
+    reads, and either the DataFrame whose rows `fetch` reads or the rows known already."""
+
+    kind: str
+    columns: list[tuple[str, str]]
+    reads: list[tuple[str, ...]]
+    frame: DataFrame | None = None
+    rows: list[list[Any]] = field(default_factory=list)
+
+
+def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequence[str]) -> Prepared:
+    """Parse, analyze and check `sql` (a SqlError / SandboxRefused otherwise, with Spark's
+    line and column); nothing is read yet but the catalog's metadata. `namespace` is the
+    session's current one (a view named by its name alone is in it), as the caller set it:
+    asking the session's catalog manager would load its catalog with the settings of the
+    thread's active session, which may be another one."""
+    parsed = sandbox.parse(session, sql)
+    name = parsed.getClass().getName()
+    if name == EXPLAIN:
+        return _explain(session, parsed, catalog, namespace)
+    if name == DESCRIBE_QUERY:
+        frame, facts = _checked(session, parsed.plan(), catalog)
+        return _described(
+            frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE"
+        )
+    if name in (DESCRIBE_TABLE, SHOW_COLUMNS):
+        return _columns_of(session, parsed, catalog, namespace, show_columns=name == SHOW_COLUMNS)
+    if name == DESCRIBE_COLUMN:
+        raise sandbox.SandboxRefused(
+            "DESCRIBE of one column is not supported here; DESCRIBE the table or view"
+        )
+    frame, facts = _checked(session, parsed, catalog)
+    return Prepared(
+        kind="SELECT",
+        columns=[(f.name, f.type) for f in _fields(frame)],
+        reads=sandbox.reads(facts, catalog, namespace=namespace),
+        frame=frame,
+    )
+
+
+def _checked(session: SparkSession, parsed: Any, catalog: str) -> tuple[DataFrame, list]:
+    """The DataFrame of exactly the plan the sandbox checked as a query."""
+    from pyspark.sql import DataFrame
+
+    analyzed = sandbox.analyze(session, parsed)
+    facts = sandbox.facts_of(session, analyzed)
+    sandbox.check(facts, sandbox.policy_for(session, catalog=catalog))
+    dataset = session._jvm.org.apache.spark.sql.Dataset.ofRows(  # noqa: SLF001
+        session._jsparkSession,  # noqa: SLF001
+        analyzed,
+    )
+    return DataFrame(dataset, session), facts
+
+
+def _explain(
+    session: SparkSession, parsed: Any, catalog: str, namespace: Sequence[str]
+) -> Prepared:
+    frame, facts = _checked(session, parsed.logicalPlan(), catalog)
+    with sandbox._refusals():  # noqa: SLF001 - planning may refuse what analysis let by
+        text = frame._jdf.queryExecution().explainString(parsed.mode())  # noqa: SLF001
+    return Prepared(
+        kind="EXPLAIN",
+        columns=[("plan", "string")],
+        reads=sandbox.reads(facts, catalog, namespace=namespace),
+        rows=[[str(text)]],
+    )
+
+
+def _columns_of(
+    session: SparkSession,
+    parsed: Any,
+    catalog: str,
+    namespace: Sequence[str],
+    *,
+    show_columns: bool,
+) -> Prepared:
+    """DESCRIBE [TABLE] name / SHOW COLUMNS {FROM | IN} name [{FROM | IN} namespace]: the
+    table or view read as `SELECT *` reads it, through the same checks."""
+    jvm = session._jvm  # noqa: SLF001
+    relation = parsed.child() if show_columns else parsed.relation()
+    identifier = list(
+        jvm.scala.collection.JavaConverters.seqAsJavaListConverter(
+            relation.multipartIdentifier()
+        ).asJava()
+    )
+    if show_columns and parsed.namespace().isDefined():
+        within = list(
+            jvm.scala.collection.JavaConverters.seqAsJavaListConverter(
+                parsed.namespace().get()
+            ).asJava()
+        )
+        identifier = [*within, identifier[-1]] if len(identifier) == 1 else identifier
+    if not show_columns and not parsed.partitionSpec().isEmpty():
+        raise sandbox.SandboxRefused("DESCRIBE of a partition is not supported here")
+    # Read through SQL text, not `session.table`: a catalog view is told from the tables its
+    # SQL reads by the positions the parser gives. A refusal points at the name as the user
+    # wrote it, the one thing the text `SELECT * FROM name` holds.
+    origin = relation.origin()
+    line = int(origin.line().get()) if origin.line().isDefined() else None
+    column = int(origin.startPosition().get()) + 1 if origin.startPosition().isDefined() else None
+    try:
+        select = sandbox.parse(session, f"SELECT * FROM {quote([str(p) for p in identifier])}")
+        frame, facts = _checked(session, select, catalog)
+    except SqlError as error:
+        kind = sandbox.SandboxRefused if isinstance(error, sandbox.SandboxRefused) else SqlError
+        raise kind(error.base_message, line=line, column=column) from None
+    if show_columns:
+        return Prepared(
+            kind="SHOW COLUMNS",
+            columns=[("col_name", "string")],
+            reads=sandbox.reads(facts, catalog, namespace=namespace),
+            rows=[[f.name] for f in _fields(frame)],
+        )
+    return _described(frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE")
+
+
+def _described(frame: DataFrame, reads: list[tuple[str, ...]], *, kind: str) -> Prepared:
+    return Prepared(
+        kind=kind,
+        columns=[("col_name", "string"), ("data_type", "string"), ("comment", "string")],
+        reads=reads,
+        rows=[[f.name, f.type, f.comment] for f in _fields(frame)],
+    )
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    type: str  # Spark SQL's own text of the type, `decimal(12,2)`
+    comment: str | None
+    needs_text: bool  # a type Arrow or Parquet cannot hold
+
+
+def _fields(frame: DataFrame) -> list[_Field]:
+    """The frame's columns as the JVM has them. PySpark's `frame.schema` cannot be used: it
+    cannot parse every type Spark's analyzer gives (a calendar interval's JSON)."""
+    schema = frame._jdf.schema()  # noqa: SLF001
+    described = json.loads(schema.json())["fields"]
+    types = [str(field.dataType().simpleString()) for field in schema.fields()]
+    return [
+        _Field(
+            name=field["name"],
+            type=kind,
+            comment=(field.get("metadata") or {}).get("comment"),
+            needs_text=_needs_text(field["type"]),
+        )
+        for field, kind in zip(described, types, strict=True)
+    ]
+
+
+def fetch(prepared: Prepared, *, max_rows: int) -> pa.Table:
+    """The statement's first `max_rows + 1` rows (one more than is kept, so that the caller
+    knows whether the result was cut) as an Arrow table, by Spark's own Arrow conversion.
+    Columns Arrow or Parquet cannot hold (Spark's calendar and year-month intervals) come
+    as Spark's text of them."""
+    import pyarrow as pa
+
+    if prepared.frame is None:
+        names = [name for name, _ in prepared.columns]
+        columns = list(zip(*prepared.rows, strict=True)) if prepared.rows else [()] * len(names)
+        arrays = [pa.array(list(values), pa.string()) for values in columns]
+        return pa.Table.from_arrays(arrays, names=names)
+    frame = _as_text_where_needed(prepared.frame).limit(max_rows + 1)
+    batches = frame._collect_as_arrow()  # noqa: SLF001 - Spark 3.5's Arrow collect
+    if batches:
+        return pa.Table.from_batches(batches)
+    return _empty(frame)
+
+
+def _empty(frame: DataFrame) -> pa.Table:
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(frame.schema).empty_table()
+    except (TypeError, ValueError, NotImplementedError):  # a type PySpark's side lacks
+        return pa.table({f.name: pa.array([], pa.string()) for f in frame.schema.fields})
+
+
+def _as_text_where_needed(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    fields = _fields(frame)
+    if not any(f.needs_text for f in fields):
+        return frame
+    # By position: a query's columns may share a name (a join's two ids).
+    positional = frame.toDF(*(f"_{index}" for index in range(len(fields))))
+    return positional.select(
+        *(
+            (F.col(f"_{index}").cast("string") if f.needs_text else F.col(f"_{index}")).alias(
+                f.name
+            )
+            for index, f in enumerate(fields)
+        )
+    )
+
+
+def _needs_text(kind: Any) -> bool:
+    """Whether a type, as the JSON of Spark's schema writes it, holds a calendar or a
+    year-month interval (`interval`, `interval year to month`...), which Spark's Arrow
+    conversion and Parquet cannot hold; day-time intervals are Arrow durations."""
+    if isinstance(kind, str):
+        return kind == "interval" or kind.split(" ")[:2] in (
+            ["interval", "year"],
+            ["interval", "month"],
+        )
+    if not isinstance(kind, dict):
+        return False
+    if kind.get("type") == "array":
+        return _needs_text(kind.get("elementType"))
+    if kind.get("type") == "map":
+        return _needs_text(kind.get("keyType")) or _needs_text(kind.get("valueType"))
+    if kind.get("type") == "struct":
+        return any(_needs_text(f.get("type")) for f in kind.get("fields", []))
+    return False
