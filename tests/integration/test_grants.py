@@ -623,3 +623,19 @@ def test_the_api_refuses_changes_without_the_privilege_and_allows_them_with_it(
     )
     give(admin, MANAGE, alice, namespace="sales", name="big_orders")
     assert client.delete("/api/namespaces/sales/views/big_orders/").status_code == 204
+
+
+def test_a_querys_reads_are_decided_by_read_data_on_each_table_and_view(catalog, admin, alice):
+    from catalog.core.errors import Forbidden
+    from catalog.roles import may_read
+
+    give(admin, READ_DATA, alice, namespace="finance")
+    give(admin, READ_METADATA, alice, namespace="sales")
+    alice.refresh_from_db()
+
+    may_read(alice, [("finance", "ledger"), ("finance", "eu", "revenue")])
+    with pytest.raises(Forbidden, match="sales.orders, sales.big_orders"):
+        may_read(alice, [("finance", "ledger"), ("sales", "orders"), ("sales", "big_orders")])
+    fresh = type(alice).objects.get(pk=alice.pk)
+    with pytest.raises(Forbidden, match="sales.nothing"):
+        may_read(fresh, [("sales", "nothing")])
