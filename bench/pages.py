@@ -839,6 +839,8 @@ def _pages() -> list[tuple[str, str]]:
         ("view page", f"/namespaces/{ns}/views/view_0100/"),
         ("table page", f"/namespaces/{ns}/tables/{TABLE_PAGE}/"),
         ("table page of a continuous table", "/namespaces/sales/tables/mt_000/"),
+        # What the table page fetches once it has loaded: its snapshots' summaries.
+        ("table snapshots (later)", f"/namespaces/{ns}/tables/{TABLE_PAGE}/snapshots"),
         # The maintenance section, which both table pages fill in once they have loaded,
         # and what its health chart asks for then.
         ("maintenance section (later)", "/namespaces/sales/tables/mt_000/maintenance/"),
@@ -851,6 +853,11 @@ def _pages() -> list[tuple[str, str]]:
         ("API tables list", f"/api/namespaces/{ns}/tables/"),
         ("API namespaces list", "/api/namespaces/"),
         ("continuous materialized table page", "/namespaces/sales/materialized-tables/mt_000/"),
+        # What the page's charts fetch once it has loaded.
+        (
+            "materialized table charts (later)",
+            "/namespaces/sales/materialized-tables/mt_000/charts",
+        ),
         ("FULL materialized table page", "/namespaces/sales/materialized-tables/mt_010/"),
         ("API materialized tables list", "/api/namespaces/sales/materialized-tables/"),
         ("API refresh runs list", "/api/namespaces/sales/materialized-tables/mt_000/runs/"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -155,4 +156,6 @@ def _adapt(db: Any, value: Any) -> Any:
     """A value as the ORM passes it to this database as a parameter."""
     if isinstance(value, datetime):
         return db.ops.adapt_datetimefield_value(value)
+    if isinstance(value, uuid.UUID) and not db.features.has_native_uuid_field:
+        return value.hex  # as UUIDField stores it
     return value

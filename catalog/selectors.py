@@ -4,6 +4,7 @@ lists of the search and namespace pages."""
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from typing import Any
 
@@ -99,7 +100,12 @@ def column_lookup(catalog_names: set[str]) -> Callable[[tuple[str, ...]], list |
 
 
 def search_ids(
-    text: str, *, names: bool = True, sql: bool = False, upto: int | None = None
+    text: str,
+    *,
+    names: bool = True,
+    sql: bool = False,
+    upto: int | None = None,
+    in_many_names: bool = False,
 ) -> QuerySet:
     """Ids, in list order (namespace, then name), of the objects of any kind whose qualified
     name contains `text` (`CatalogObject.objects.search`: "sales.region" finds
@@ -111,16 +117,19 @@ def search_ids(
     (LIMIT/OFFSET) walks it from the first namespace on and stops when the page is full, a
     count reads the index only. A page far down a common text's list (`upto`: the last row it
     needs) may read the trigram index's whole list instead (`_deep_candidates`). By SQL, see
-    `_in_sql`. Building the query asks the trigram indexes once or twice each."""
+    `_in_sql`. Building the query asks the trigram indexes once or twice each, unless the
+    caller knows the text is `in_many_names` (`names_beyond`) and reads one of the first
+    pages: then a walk in order finds the page among the names soon, testing the SQL of
+    the objects it passes, and no index is asked."""
     found = CatalogObject.objects.none()
     if names:
         found = CatalogObject.objects.search(text)
-        candidates = _name_candidates(text, upto=upto)
+        candidates = None if in_many_names else _name_candidates(text, upto=upto)
         if candidates is not None:
             # Few names contain it (none, often): read those, not the whole index.
             found = found.filter(pk__in=candidates)
     if sql:
-        by_sql = CatalogObject.objects.filter(_in_sql(text))
+        by_sql = CatalogObject.objects.filter(_in_sql(text, walk=in_many_names))
         # One WHERE with an OR (not an IN over the name search): the walk stays on the index.
         found = (found | by_sql) if names else by_sql
     return found.order_by("namespace__name", "name").values_list("pk", flat=True)
@@ -136,6 +145,12 @@ NAME_CANDIDATES = 200
 
 #: A deep page reads at most this many candidates from the names' trigram index.
 DEEP_CANDIDATES = 10_000
+#: Up to this many objects, a deep page walks the names' index: all of them take about as
+#: long to walk (SQLite, 2-core machine: 1.5 ms for 11,000) as counting the candidates.
+DEEP_WALK_OBJECTS = 20_000
+#: Reading a candidate from the trigram index (and sorting it) costs about as much as
+#: walking this many names in order.
+CANDIDATE_COST = 5
 
 
 def _name_candidates(text: str, *, upto: int | None = None) -> list[int] | RawSQL | None:
@@ -157,10 +172,16 @@ def _deep_candidates(text: str, upto: int) -> RawSQL | None:
     """The candidates for a page ending at match `upto` of a text in many names, as a
     subquery of the trigram index, when reading them is the shorter way: the walk in order
     reads about `objects x upto / matches` names to get there (it stops at the page), the
-    list about `matches` ids, and the matches are about as many as the candidates. At
-    100,000 views page 90 of a text in 5,000 names walked 90,000 names (17 ms). The index is
-    asked for the text's end, as `_sql_candidates` does (fewer, longer lists are read); the
-    ids stay in the database (thousands of parameters cost more to pass than to read)."""
+    list about `matches` ids (each costing CANDIDATE_COST names walked), and the matches are
+    about as many as the candidates; in a catalog of at most DEEP_WALK_OBJECTS the walk is
+    short whatever the page. At 100,000 views page 90 of a text in 5,000 names walked
+    90,000 names (17 ms). The index is asked for the text's end, as `_sql_candidates` does
+    (fewer, longer lists are read); the ids stay in the database (thousands of parameters
+    cost more to pass than to read)."""
+    totals = Namespace.objects.aggregate(views=Sum("view_total"), tables=Sum("table_total"))
+    objects = (totals["views"] or 0) + (totals["tables"] or 0)
+    if objects <= DEEP_WALK_OBJECTS:
+        return None  # walking every name costs less than counting the candidates
     phrase = '"' + text[-SQL_SUFFIX:].replace('"', '""') + '"'
     matching = f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s"
     with connection.cursor() as cursor:
@@ -168,9 +189,32 @@ def _deep_candidates(text: str, upto: int) -> RawSQL | None:
         candidates = cursor.fetchone()[0]
     if candidates > DEEP_CANDIDATES:
         return None
-    totals = Namespace.objects.aggregate(views=Sum("view_total"), tables=Sum("table_total"))
-    objects = (totals["views"] or 0) + (totals["tables"] or 0)
-    return RawSQL(matching, [phrase]) if candidates**2 < objects * upto else None
+    return RawSQL(matching, [phrase]) if CANDIDATE_COST * candidates**2 < objects * upto else None
+
+
+#: SQLite's LIKE (Django's `icontains`) folds the case of ASCII letters only.
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def names_beyond(text: str, count: int) -> bool:
+    """Whether more than `count` objects' qualified names contain `text` as `search` matches
+    them (ASCII letters in any case), known from the first `count + 1` entries of migration
+    0007's trigram index, each checked as LIKE checks it: a search that knows this reads
+    only its page, where finding `count + 1` matches in list order would walk past every
+    object before them (and a text in one name in twenty has the walk grow with the
+    catalog). False when not known: other databases, a text shorter than a trigram, fewer
+    entries, or one the index folds but LIKE does not (a non-ASCII letter)."""
+    if connection.vendor != "sqlite" or len(text) < 3:
+        return False
+    phrase = '"' + text.replace('"', '""') + '"'
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT qualified FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s LIMIT %s",
+            [phrase, count + 1],
+        )
+        names = [row[0] for row in cursor.fetchall()]
+    needle = text.translate(_ASCII_LOWER)
+    return len(names) > count and all(needle in name.translate(_ASCII_LOWER) for name in names)
 
 
 def _fts_rowids(table: str, text: str, limit: int) -> list[int]:
@@ -193,7 +237,7 @@ SQL_CANDIDATES = 2000
 SQL_SUFFIX = 5
 
 
-def _in_sql(text: str) -> Q:
+def _in_sql(text: str, *, walk: bool = False) -> Q:
     """The condition "a view whose retained SQL contains `text`" (`icontains`: the user's
     text taken literally, any case), written for how common the text is:
 
@@ -201,8 +245,9 @@ def _in_sql(text: str) -> Q:
       views of those, so only they are read, however many views the catalog holds;
     - common (more, or shorter than a trigram, which no trigram index answers): each object's
       SQL is looked at as the list is walked in order, and a page of matches is found long
-      before the end, where listing thousands of views first would read them all."""
-    candidates = _sql_candidates(text)
+      before the end, where listing thousands of views first would read them all (as when
+      `walk`, without asking the index)."""
+    candidates = None if walk else _sql_candidates(text)
     if candidates == []:
         return Q(pk__in=[])
     if candidates is not None:

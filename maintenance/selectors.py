@@ -4,12 +4,14 @@ and health series, and which tables the sweep looks at."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Max, QuerySet
+from django.db.models import Count, Max, QuerySet
 
 from catalog.core import metadata_io
 from catalog.core.errors import NotFound
-from catalog.models import Table, TableSnapshot
+from catalog.models import Table, TableMetadataLogEntry, TableSnapshot
+from catalog.prepared import Prepared
 from maintenance.core import policy as policies
 from maintenance.core.policy import Action, Health, Policy
 from maintenance.models import HealthSample, MaintenanceRun
@@ -49,20 +51,25 @@ def health_of(table: Table, *, with_files: bool = False, with_manifests: bool = 
     """The table's figures from its mirror (the current snapshot's summary); with
     `with_files`, also its current metadata file's size and (unless not `with_manifests`)
     its manifests (file reads: the manifest list is read whole)."""
-    current = (
-        TableSnapshot.objects.filter(table=table, snapshot_id=table.current_snapshot_id)
-        .values_list("summary", "manifest_list")
-        .first()
-    )
+    current = None
+    if table.current_snapshot_id is not None:
+        found = _CURRENT.rows(table_id=table.pk, snapshot_id=table.current_snapshot_id, limit=1)
+        current = found[0] if found else None
     summary, manifest_list = current if current else ({}, "")
     referenced = {ref.get("snapshot-id") for ref in (table.refs or {}).values()}
-    snapshots = TableSnapshot.objects.filter(table=table)
-    oldest = (
-        snapshots.exclude(snapshot_id__in=[r for r in referenced if r is not None])
-        .order_by("timestamp_ms")
-        .values_list("timestamp_ms", flat=True)
-        .first()
+    # The oldest snapshot no branch or tag holds is among the first len(referenced) + 1.
+    oldest = next(
+        (
+            timestamp_ms
+            for snapshot_id, timestamp_ms in _OLDEST.rows(
+                table_id=table.pk, limit=len(referenced) + 1
+            )
+            if snapshot_id not in referenced
+        ),
+        None,
     )
+    [[snapshot_count]] = _SNAPSHOT_COUNT.rows(table_id=table.pk) or [[0]]
+    [[log_count]] = _LOG_COUNT.rows(table_id=table.pk) or [[0]]
     deletes = _number(summary, "total-delete-files")
     manifests = metadata_bytes = None
     if with_files:
@@ -75,12 +82,48 @@ def health_of(table: Table, *, with_files: bool = False, with_manifests: bool = 
         # The summary counts delete files of both kinds together: all are position deletes
         # when no equality delete rows are counted.
         position_delete_files=deletes if _number(summary, "total-equality-deletes") == 0 else 0,
-        snapshots=snapshots.count(),
+        snapshots=snapshot_count,
         oldest_snapshot_ms=oldest,
         manifests=manifests,
         metadata_bytes=metadata_bytes,
-        metadata_files=table.metadata_log.count() + 1,
+        metadata_files=log_count + 1,
     )
+
+
+# health_of's reads, compiled once (catalog.prepared): building them took longer than
+# running them, on the maintenance section and the health chart's answer alike.
+_ID = 7_654_321
+_CURRENT = Prepared(
+    lambda table_id, snapshot_id: TableSnapshot.objects.filter(
+        table_id=table_id, snapshot_id=snapshot_id
+    )
+    .order_by()
+    .values_list("summary", "manifest_list"),
+    table_id=_ID,
+    snapshot_id=7_654_322,
+)
+_OLDEST = Prepared(
+    lambda table_id: TableSnapshot.objects.filter(table_id=table_id)
+    .order_by("timestamp_ms", "snapshot_id")
+    .values_list("snapshot_id", "timestamp_ms"),
+    table_id=_ID,
+)
+_SNAPSHOT_COUNT = Prepared(
+    lambda table_id: TableSnapshot.objects.filter(table_id=table_id)
+    .order_by()
+    .values("table_id")
+    .annotate(n=Count("pk"))
+    .values_list("n"),
+    table_id=_ID,
+)
+_LOG_COUNT = Prepared(
+    lambda table_id: TableMetadataLogEntry.objects.filter(table_id=table_id)
+    .order_by()
+    .values("table_id")
+    .annotate(n=Count("pk"))
+    .values_list("n"),
+    table_id=_ID,
+)
 
 
 def _size(path: str | None) -> int | None:
@@ -124,6 +167,46 @@ def runs(table: Table | None = None) -> QuerySet[MaintenanceRun]:
     return queryset.select_related("requested_by", "cancel_requested_by")
 
 
+_RUN_ROWS: dict[tuple[str, ...], Prepared] = {}
+_RUN_COUNT = Prepared(
+    lambda table_id: MaintenanceRun.objects.filter(table_id=table_id)
+    .order_by()
+    .values("table_id")
+    .annotate(n=Count("pk"))
+    .values_list("n"),
+    table_id=_ID,
+)
+
+
+class RunPages:
+    """A table's runs (`runs`, newest first) as a paginator reads them: a count and a slice
+    of plain values of `fields` (who asked as usernames), each one query compiled once."""
+
+    ordered = True
+
+    def __init__(self, table: Table, fields: tuple[str, ...]) -> None:
+        self.table = table
+        self.fields = fields
+
+    def count(self) -> int:
+        rows = _RUN_COUNT.rows(table_id=self.table.pk)
+        return rows[0][0] if rows else 0
+
+    def __getitem__(self, page: slice) -> list[dict[str, Any]]:
+        prepared = _RUN_ROWS.get(self.fields)
+        if prepared is None:
+            fields = self.fields
+            prepared = _RUN_ROWS[fields] = Prepared(
+                lambda table_id: MaintenanceRun.objects.filter(table_id=table_id)
+                .order_by("-queued_at", "-id")
+                .values_list(*fields),
+                table_id=_ID,
+            )
+        start = page.start or 0
+        rows = prepared.rows(table_id=self.table.pk, limit=page.stop - start, offset=start)
+        return [dict(zip(self.fields, row, strict=True)) for row in rows]
+
+
 def get_run(run_id: int | str) -> MaintenanceRun:
     try:
         pk = int(run_id)
@@ -144,14 +227,11 @@ def has_samples(table: Table) -> bool:
     return HealthSample.objects.filter(table=table).exists()
 
 
-def health_series(table: Table, *, since: datetime | None = None, limit: int = 500) -> list[dict]:
-    """The table's health samples, oldest first (the last `limit`), with the runs they were
-    taken for marked. Plain values, not model instances: a chart reads hundreds."""
-    samples = HealthSample.objects.filter(table=table)
-    if since is not None:
-        samples = samples.filter(taken_at__gte=since)
-    rows = list(
-        samples.order_by("-taken_at").values_list(
+def _series(table_id: int) -> QuerySet:
+    return (
+        HealthSample.objects.filter(table_id=table_id)
+        .order_by("-taken_at")
+        .values_list(
             "taken_at",
             "data_files",
             "data_bytes",
@@ -162,8 +242,20 @@ def health_series(table: Table, *, since: datetime | None = None, limit: int = 5
             "run_id",
             "run__action",
             "run__state",
-        )[:limit]
+        )
     )
+
+
+_SERIES = Prepared(_series, table_id=_ID)
+
+
+def health_series(table: Table, *, since: datetime | None = None, limit: int = 500) -> list[dict]:
+    """The table's health samples, oldest first (the last `limit`), with the runs they were
+    taken for marked. Plain values, not model instances: a chart reads hundreds."""
+    if since is None:
+        rows = _SERIES.rows(table_id=table.pk, limit=limit)
+    else:
+        rows = list(_series(table.pk).filter(taken_at__gte=since)[:limit])
     return [
         {
             "at": taken_at.isoformat(),

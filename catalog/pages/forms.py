@@ -188,8 +188,8 @@ class ViewReplaceForm(ViewDefinitionForm):
 
 
 class PropertyForm(CatalogForm):
-    key = forms.CharField(label="Property", max_length=255)
-    value = forms.CharField(label="Value", required=False)
+    key = forms.CharField(label="Property", max_length=255, widget=QuickTextInput)
+    value = forms.CharField(label="Value", required=False, widget=QuickTextInput)
 
     service_fields = {"properties": "key"}
 
@@ -204,9 +204,9 @@ def view_dialects(extra: list[str] | None = None) -> list[str]:
 
 
 class DiffForm(forms.Form):
-    left = forms.TypedChoiceField(label="Left version", coerce=int)
-    right = forms.TypedChoiceField(label="Right version", coerce=int)
-    dialect = forms.ChoiceField(label="Dialect")
+    left = forms.TypedChoiceField(label="Left version", coerce=int, widget=QuickSelect)
+    right = forms.TypedChoiceField(label="Right version", coerce=int, widget=QuickSelect)
+    dialect = forms.ChoiceField(label="Dialect", widget=QuickSelect)
 
     def __init__(self, *args: Any, version_ids: list[int], dialects: list[str], **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -492,7 +492,7 @@ class ViewPreviewForm(CatalogForm):
     columns = AnyChoices(
         label="Columns",
         required=False,
-        widget=forms.SelectMultiple(attrs={"size": 5}),
+        widget=QuickSelectMultiple(attrs={"size": 5}),
         help_text="None chosen: every column.",
     )
     row_filter = TablePreviewForm.base_fields["row_filter"]

@@ -11,6 +11,7 @@ whatever the table holds."""
 from __future__ import annotations
 
 import html
+import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
@@ -26,7 +28,14 @@ from django.views.decorators.http import require_http_methods
 from catalog import jobs, previews, services
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.core.inputs import whole_number
-from catalog.models import CatalogEvent, Table, TableSchemaField, TableSnapshot, View
+from catalog.models import (
+    CatalogEvent,
+    Table,
+    TableMetadataLogEntry,
+    TableSchemaField,
+    TableSnapshot,
+    View,
+)
 from catalog.pages.formatting import moment, time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import job_preview, shown_preview
@@ -100,16 +109,23 @@ def _number(value: Any) -> int | None:
 READERS_LISTED = 50
 
 
+_READERS = Prepared(
+    lambda namespace, name: View.objects.reading(namespace, name)
+    .order_by("namespace__name", "name")
+    .values_list("namespace__name", "name"),
+    namespace="lakeview sample namespace",
+    name="lakeview sample name",
+)
+
+
 def readers_of(table: Table) -> dict[str, Any]:
     """The first READERS_LISTED views whose current version reads `table` (over
     `ViewRead`'s index), as {"listed": [{"name", "url"}], "count": all of them}."""
-    views = (
-        View.objects.reading(table.namespace.name, table.name)
-        .order_by("namespace__name", "name")
-        .values_list("namespace__name", "name")
-    )
-    found = list(views[: READERS_LISTED + 1])
-    count = len(found) if len(found) <= READERS_LISTED else views.count()
+    namespace, name = table.namespace.name, table.name
+    found = _READERS.rows(namespace=namespace, name=name, limit=READERS_LISTED + 1)
+    count = len(found)
+    if count > READERS_LISTED:
+        count = View.objects.reading(namespace, name).count()
     link = linker()
     return {
         "listed": [
@@ -205,6 +221,23 @@ _SNAPSHOTS = Prepared(
     .order_by("-timestamp_ms", "-snapshot_id")
     .values_list("snapshot_id", "timestamp_ms", "operation", "schema_id", "summary"),
     table_id=_ID,
+)
+
+
+_METADATA_LOG = Prepared(
+    lambda table_id: TableMetadataLogEntry.objects.filter(table_id=table_id)
+    .order_by("-position")
+    .values_list("metadata_file", "timestamp_ms"),
+    table_id=_ID,
+)
+
+
+_HISTORY = Prepared(
+    # CatalogEvent.objects.for_object(table), by the table's uuid.
+    lambda object_uuid: CatalogEvent.objects.filter(object_uuid=object_uuid).select_related(
+        "actor"
+    ),
+    object_uuid=uuid.UUID("1a4e5c1e-0000-4000-8000-1a4e5c1e0000"),
 )
 
 
@@ -331,6 +364,23 @@ def _when(snapshot: dict[str, Any]) -> str:
 
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
+def table_snapshots(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """The table of the snapshots' summaries alone (HTML), which the table's page fetches
+    once it has loaded (static/js/later.js): the newest SNAPSHOTS_LISTED snapshots, each with
+    its figures and its other summary entries."""
+    found = _TABLE.objects(namespace=namespace, name=name)
+    if not found:
+        raise Http404(f"Table does not exist: {namespace}.{name}")
+    snapshots = _snapshot_rows(found[0])[:SNAPSHOTS_LISTED]
+    context = {
+        "snapshot_rows": snapshot_rows_html(snapshots),
+        "summary_headings": [heading for _, heading in SUMMARY_COLUMNS],
+    }
+    return render(request, "catalog/_snapshot_summaries.html", context)
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
 def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     # The attachment and the materialized table (the page names both) in the same read.
     found = _TABLE.objects(namespace=namespace, name=name)
@@ -380,10 +430,10 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     if preview_form.errors or (preview and preview.get("error")):
         status = 400
 
-    history = list(CatalogEvent.objects.for_object(table)[:HISTORY_LENGTH])
+    history = _HISTORY.objects(object_uuid=table.uuid, limit=HISTORY_LENGTH)
     metadata_log = [
-        {"file": e.metadata_file, "time": time_of(e.timestamp_ms)}
-        for e in table.metadata_log.order_by("-position")
+        {"file": metadata_file, "time": time_of(timestamp_ms)}
+        for metadata_file, timestamp_ms in _METADATA_LOG.rows(table_id=table.pk)
     ]
     context = {
         "table": table,
@@ -399,10 +449,10 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "specs": readable_specs(table, names),
         "properties": sorted(table.properties.items()),
         "snapshots": snapshots[:SNAPSHOTS_LISTED],
-        "snapshot_rows": snapshot_rows_html(snapshots[:SNAPSHOTS_LISTED]),
+        # The rows (a dozen summary entries each) are fetched once the page has loaded.
+        "snapshots_url": reverse("catalog:table-snapshots", args=[namespace, name]),
         "snapshots_hidden": max(0, len(snapshots) - SNAPSHOTS_LISTED),
         "snapshot_count": len(snapshots),
-        "summary_headings": [heading for _, heading in SUMMARY_COLUMNS],
         "chart_data": _chart_data(snapshots),
         "schema_columns": {
             str(schema_id): [f.name for f in fields] for schema_id, fields in schemas.items()

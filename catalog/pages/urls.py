@@ -24,6 +24,11 @@ urlpatterns = [
     path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
     path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
     path("namespaces/<str:namespace>/tables/<str:name>/", tables.table_detail, name="table-detail"),
+    path(
+        "namespaces/<str:namespace>/tables/<str:name>/snapshots",
+        tables.table_snapshots,
+        name="table-snapshots",
+    ),
     # attached tables (catalog/pages/attach.py)
     path("namespaces/<str:namespace>/attach", attach.attach, name="table-attach"),
     path(

@@ -17,6 +17,7 @@ from catalog.core.view_metadata import (
     VERSION_HISTORY_SIZE,
 )
 from catalog.models import CatalogObject, View, ViewVersion
+from catalog.prepared import Prepared
 from catalog.services.sql_views import (
     ENGINE_NAME,
     SQL_AS_WRITTEN,
@@ -28,28 +29,33 @@ from catalog.services.sql_views import (
 INTERNAL_PROPERTIES = frozenset({REPLACE_DROP_DIALECT_ALLOWED})
 
 
+#: The kind of the object of a name (compiled once, catalog.prepared).
+_KIND = Prepared(
+    lambda namespace, name: CatalogObject.objects.filter(namespace__name=namespace, name=name)
+    .order_by()
+    .values_list("kind")[:1],
+    namespace="lakeview sample namespace",
+    name="lakeview sample name",
+)
+
+
 def reads(view: View) -> list[dict[str, Any]]:
     """The current version's sources: dotted name (no empty catalog), and a link when the
     catalog holds it."""
     result = []
     for parts in view.dependencies or []:
         catalog, *namespace, name = parts
-        target = None
+        kind = None
         if catalog in ("", settings.CATALOG_NAME) and namespace:
-            target = (
-                CatalogObject.objects.filter(namespace__name=".".join(namespace), name=name)
-                .only("kind")
-                .first()
-            )
+            found = _KIND.rows(namespace=".".join(namespace), name=name)
+            kind = found[0][0] if found else None
         url = None
-        if target is not None:
+        if kind is not None:
             route = (
-                "catalog:view-detail"
-                if target.kind == CatalogObject.Kind.VIEW
-                else "catalog:table-detail"
+                "catalog:view-detail" if kind == CatalogObject.Kind.VIEW else "catalog:table-detail"
             )
             url = reverse(route, kwargs={"namespace": ".".join(namespace), "name": name})
-        result.append({"name": display_name(parts), "url": url, "known": target is not None})
+        result.append({"name": display_name(parts), "url": url, "known": kind is not None})
     return result
 
 

@@ -3,6 +3,7 @@ and shows its `CatalogError` on the form that caused it."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 from catalog import selectors, services
 from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
 from catalog.core.inputs import whole_number
-from catalog.models import CatalogEvent, CatalogObject, Namespace, View, ViewVersion
+from catalog.models import (
+    CatalogEvent,
+    CatalogObject,
+    Namespace,
+    View,
+    ViewSchemaField,
+    ViewVersion,
+    ViewVersionLogEntry,
+)
 from catalog.pages import view_facts
 from catalog.pages.access import catalog_page
 from catalog.pages.diff import side_by_side
@@ -34,6 +43,7 @@ from catalog.pages.forms import (
     view_dialects,
 )
 from catalog.pages.view_preview import preview_context
+from catalog.prepared import Prepared
 
 HISTORY_LENGTH = 20
 
@@ -51,10 +61,40 @@ def _spark_job(kind: str, arguments: dict[str, Any], request: HttpRequest, summa
     return jobs.submit(kind, arguments, actor=request.user, summary=summary)
 
 
+# The view page's reads, built and compiled once (catalog.prepared): building them took
+# longer than running them.
+_VIEW = Prepared(
+    lambda namespace, name: View.objects.select_related("namespace")
+    .filter(namespace__name=namespace, name=name)
+    .order_by()[:1],
+    namespace="lakeview sample namespace",
+    name="lakeview sample name",
+)
+_VERSION_LOG = Prepared(
+    lambda view_id: ViewVersionLogEntry.objects.filter(view_id=view_id).order_by("position"),
+    view_id=7_654_321,
+)
+_EVENTS = Prepared(
+    # CatalogEvent.objects.for_object(view), by the view's uuid.
+    lambda object_uuid: CatalogEvent.objects.filter(object_uuid=object_uuid).select_related(
+        "actor"
+    ),
+    object_uuid=uuid.UUID("1a4e5c1e-0000-4000-8000-1a4e5c1e0001"),
+)
+_FIELDS = Prepared(
+    lambda view_id, schema_id: ViewSchemaField.objects.filter(
+        view_id=view_id, schema_id=schema_id
+    ).order_by("position"),
+    view_id=7_654_321,
+    schema_id=7_654_322,
+)
+
+
 def _get_view(namespace: str, name: str) -> View:
-    return get_object_or_404(
-        View.objects.select_related("namespace"), namespace__name=namespace, name=name
-    )
+    found = _VIEW.objects(namespace=namespace, name=name)
+    if not found:
+        raise Http404(f"View does not exist: {namespace}.{name}")
+    return found[0]
 
 
 def _versions(view: View) -> list[ViewVersion]:
@@ -70,7 +110,7 @@ def _version_log(view: View) -> list[Any]:
     """The version log, newest first. An entry is a rollback when its version appeared
     earlier in the log."""
     seen: set[int] = set()
-    entries = list(view.log_entries.order_by("position"))
+    entries = _VERSION_LOG.objects(view_id=view.pk)
     for entry in entries:
         entry.created = time_of(entry.timestamp_ms)
         entry.is_rollback = entry.version_id in seen
@@ -143,11 +183,11 @@ def _view_page(
         "namespace": view.namespace,
         "current": current,
         "representations": list(current.representations.all()) if current else [],
-        "fields": list(view.schema_fields(current.schema_id)) if current else [],
+        "fields": _FIELDS.objects(view_id=view.pk, schema_id=current.schema_id) if current else [],
         "versions": versions,
         "version_log": version_log,
         "properties": sorted(view.properties.items()),
-        "events": CatalogEvent.objects.for_object(view)[:HISTORY_LENGTH],
+        "events": _EVENTS.objects(object_uuid=view.uuid, limit=HISTORY_LENGTH),
         "diff_form": _diff_form(view, versions, log=version_log),
         "property_form": property_form or PropertyForm(),
         **view_facts.page_facts(view, current, versions),
@@ -189,13 +229,22 @@ def _page_number(request: HttpRequest) -> int:
         return 1
 
 
-def _capped_page(request: HttpRequest, ids: Any) -> Any:
+def _capped_page(request: HttpRequest, ids: Any, *, known_more: bool = False) -> Any:
     """`_page` of a search's query of ids, in one query: the ids up to `SEARCH_READ`, plus
     one to know whether more exist (`page.more`; the count is then "more than"); a page past
-    those, only its own ids (plus one). A page past the end reads up to it, and shows the
-    last page as Django's paginator does."""
+    those, or any page when more than `SEARCH_READ` are `known_more` to match
+    (`selectors.names_beyond`), only its own ids (plus one). A page past the end reads up
+    to it, and shows the last page as Django's paginator does."""
     number = _page_number(request)
     start, upto = (number - 1) * PAGE_SIZE, number * PAGE_SIZE
+    if known_more and upto <= SEARCH_READ:
+        window = selectors.all_ids(ids[start:upto])
+        # The same page and count ("more than SEARCH_READ") as reading them all shows (a
+        # number the paginator reads otherwise, "-4", is left to the reading of them all).
+        page = _page(request, _Window(start, window, length=SEARCH_READ))
+        if len(window) == upto - start and page.number == number:
+            page.more = True
+            return page
     if upto > SEARCH_READ:
         window = selectors.all_ids(ids[start : upto + 1])
         if window:
@@ -213,11 +262,12 @@ class _Window(Sequence):
     """Ids `start` to `start + len(items)` of a longer list, for a paginator that slices
     only the page it shows (the ids before `start` are not read)."""
 
-    def __init__(self, start: int, items: list[int]) -> None:
+    def __init__(self, start: int, items: list[int], *, length: int | None = None) -> None:
         self.start, self.items = start, items
+        self.length = self.start + len(self.items) if length is None else length
 
     def __len__(self) -> int:
-        return self.start + len(self.items)
+        return self.length
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -289,13 +339,20 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     by_sql_alone = False
     page = None
     if query:
+        number = _page_number(request)
+        upto = number * PAGE_SIZE + 1
+        # A page among the first ones of a text in many names reads only its own ids.
+        known_more = number * PAGE_SIZE <= SEARCH_READ and selectors.names_beyond(
+            query, SEARCH_READ
+        )
         if with_sql:
-            page = _capped_page(request, selectors.search_ids(query, sql=True))
+            ids = selectors.search_ids(query, sql=True, in_many_names=known_more)
+            page = _capped_page(request, ids, known_more=known_more)
         else:
             # A page past the first read ones: the names' index may be the shorter way there.
-            upto = _page_number(request) * PAGE_SIZE + 1
             deep = upto if upto > SEARCH_READ else None
-            page = _capped_page(request, selectors.search_ids(query, upto=deep))
+            ids = selectors.search_ids(query, upto=deep, in_many_names=known_more)
+            page = _capped_page(request, ids, known_more=known_more)
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True

@@ -13,6 +13,7 @@ urlpatterns = [
     path("monitoring/", monitoring.monitoring_page, name="monitoring"),
     path("namespaces/<str:namespace>/materialized-tables/", views.mt_list, name="mt-list"),
     path(MT, views.mt_detail, name="mt-detail"),
+    path(f"{MT}charts", views.mt_charts, name="mt-charts"),
     path(f"{MT}suspend", views.mt_suspend, name="mt-suspend"),
     path(f"{MT}resume", views.mt_resume, name="mt-resume"),
     path(f"{MT}refresh", views.mt_refresh, name="mt-refresh"),

@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
@@ -134,7 +134,7 @@ def _trino(query: str, namespace: str) -> tuple[str | None, str | None]:
 @catalog_page()
 def mt_list(request: HttpRequest, namespace: str) -> HttpResponse:
     ns = get_object_or_404(Namespace, name=namespace)
-    tables = selectors.materialized_tables(ns.name, with_freshness=True)
+    tables = selectors.ListedTables(ns.name)
     page = Paginator(tables, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     # What templates/catalog/_pagination.html reads to build its links.
     page.parameter = "page"
@@ -209,11 +209,9 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "page": page,
         "active_runs": active,
         "partition_columns": list(mt.partitioned_by),
-        "chart_data": {
-            "durations": selectors.duration_series(mt),
-            "lag": selectors.lag_series(mt),
-            "freshness_seconds": mt.freshness.seconds,
-        },
+        # The charts' points (hundreds) are fetched once the page has loaded (mt_charts).
+        "has_charts": selectors.has_chart_points(mt),
+        "charts_url": reverse("refresh:mt-charts", args=[namespace, name]),
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
         "answer": selectors.current_answer(mt),
         "verifications": selectors.latest_verifications(mt, VERIFICATIONS_SHOWN),
@@ -221,6 +219,21 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     }
     context["maintenance"] = maintenance_pages.later(request, mt.table)
     return render(request, "refresh/mt_detail.html", context)
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def mt_charts(request: HttpRequest, namespace: str, name: str) -> JsonResponse:
+    """The points of a materialized table's charts (static/js/mt_charts.js): each finished
+    run's duration, the lag before and after each successful one, and the freshness."""
+    mt = _get(namespace, name)
+    return JsonResponse(
+        {
+            "durations": selectors.duration_series(mt),
+            "lag": selectors.lag_series(mt),
+            "freshness_seconds": mt.freshness.seconds,
+        }
+    )
 
 
 def _day_and_time(value: Any) -> str:

@@ -469,3 +469,58 @@ def test_a_maintenance_run_past_the_deployments_limit_is_stopped_and_failed(
     run.refresh_from_db()
     assert run.error.startswith("Timed out: stopped after 1 s") and cancelled
     assert "REFRESH_TIMEOUT_SECONDS" in run.error
+
+
+def test_a_tables_health_counts_its_snapshots_and_finds_the_oldest_no_branch_or_tag_holds():
+    table = make_table()
+    add_snapshots(table, count=4, age_minutes=40)
+    table.refresh_from_db()
+    by_age = list(
+        table.snapshots.order_by("timestamp_ms").values_list("snapshot_id", "timestamp_ms")
+    )
+    health = selectors.health_of(table, with_files=True, with_manifests=False)
+    assert health.snapshots == 4 and health.data_files == 4
+    assert health.oldest_snapshot_ms == by_age[0][1]
+    assert health.metadata_files == table.metadata_log.count() + 1
+    # A tag on the oldest and one on the next: the third is the oldest one expiry may take.
+    table.refs = {
+        **table.refs,
+        "old": {"snapshot-id": by_age[0][0], "type": "tag"},
+        "older": {"snapshot-id": by_age[1][0], "type": "tag"},
+    }
+    assert selectors.health_of(table).oldest_snapshot_ms == by_age[2][1]
+
+
+def test_the_list_of_a_tables_runs_answers_what_the_run_serializer_writes(
+    editor_api: APIClient, editor
+) -> None:
+    from maintenance.api import RunSerializer
+
+    table = make_table()
+    now = timezone.now()
+    for i in range(7):
+        MaintenanceRun.objects.create(
+            table=table,
+            table_name=str(table),
+            action="EXPIRE_SNAPSHOTS",
+            trigger="API",
+            state="SUCCEEDED" if i % 3 else "FAILED",
+            queued_at=now - timedelta(minutes=10 * i),
+            started_at=now - timedelta(minutes=10 * i, seconds=-1) if i % 2 else None,
+            finished_at=now - timedelta(minutes=10 * i, seconds=-31) if i % 2 else None,
+            files_before=60 if i % 2 else None,
+            files_outside=["/elsewhere/f.parquet"] if i == 3 else [],
+            details={"kept": i},
+            error="it failed <badly>" if i % 3 == 0 else "",
+            requested_by=editor if i == 1 else None,
+            cancel_requested_at=now if i == 5 else None,
+            cancel_requested_by=editor if i == 5 else None,
+        )
+    runs = list(selectors.runs(table))
+    listed = editor_api.get(f"{policy_url(table)}/runs/", {"page_size": 3}).json()
+    assert listed["count"] == 7
+    assert listed["results"] == RunSerializer(runs[:3], many=True).data
+    for page in (2, 3):
+        answer = editor_api.get(f"{policy_url(table)}/runs/", {"page": page, "page_size": 3})
+        start = (page - 1) * 3
+        assert answer.json()["results"] == RunSerializer(runs[start : start + 3], many=True).data

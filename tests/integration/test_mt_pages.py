@@ -4,7 +4,6 @@ fixtures of test_mt_api fake Spark's analyzer and record what is sent to workers
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import timedelta
 
@@ -101,11 +100,9 @@ def test_the_page_charts_durations_and_lag_from_finished_runs_and_marks_a_late_t
 
     html = client.get(PAGE).content.decode()
 
-    data = json.loads(
-        re.search(
-            r'<script id="mt-chart-data" type="application/json">(.*?)</script>', html, re.S
-        ).group(1)
-    )
+    charts = re.search(r'<section class="card" id="charts" data-charts="([^"]+)">', html).group(1)
+    assert charts == f"{PAGE}charts"
+    data = client.get(charts).json()
     assert [p["seconds"] for p in data["durations"]] == [12.0, 4.0]
     assert len(data["lag"]) == 1 and data["freshness_seconds"] == 86400
     assert 'id="chart-durations"' in html and 'id="chart-lag"' in html

@@ -43,6 +43,7 @@ def frequency(request, monkeypatch):
     if request.param in ("common", "deep"):
         monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)
     if request.param == "deep":
+        monkeypatch.setattr(selectors, "DEEP_WALK_OBJECTS", 0)
         candidates = selectors._name_candidates
         monkeypatch.setattr(
             selectors, "_name_candidates", lambda text, upto=None: candidates(text, upto=10**9)
@@ -108,6 +109,10 @@ def test_a_page_far_down_a_common_text_reads_the_index_when_that_is_the_shorter_
     if connection.vendor != "sqlite":
         pytest.skip("the names' trigram index is SQLite's (PostgreSQL scans the names)")
     monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)  # "region" counts as common
+    # A catalog this small is walked to any page: every name costs less than the count.
+    walked = selectors.search_ids("region", upto=10**9)
+    assert selectors.NAME_FTS_TABLE not in str(walked.query)
+    monkeypatch.setattr(selectors, "DEEP_WALK_OBJECTS", 0)  # as if it were a large one
     first = selectors.search_ids("region", upto=None)
     assert selectors.NAME_FTS_TABLE not in str(first.query)
     deep = selectors.search_ids("region", upto=10**9)  # far down a catalog of 11 names

@@ -314,7 +314,11 @@ def test_a_table_page_shows_the_row_count_a_readable_summary_and_the_views_that_
     html = page(client, "catalog:table-detail", namespace="sales", name="orders")
     assert re.search(r'id="row-count">1234<', html)
     assert "added-records=" not in html
-    summary = re.search(r'id="snapshot-summaries".*?</table>\s*</div>', html, re.S).group(0)
+    assert 'data-later="/namespaces/sales/tables/orders/snapshots"' in html
+    snapshots = client.get(reverse("catalog:table-snapshots", args=["sales", "orders"]))
+    summary = re.search(
+        r'id="snapshot-summaries".*?</table>\s*</div>', snapshots.content.decode(), re.S
+    ).group(0)
     assert "Rows added" in summary and '<td class="num">1234</td>' in summary
     assert "spark.app.id" in summary
     readers = re.search(r'id="readers".*?</section>', html, re.S).group(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from unittest.mock import ANY
+from uuid import UUID, uuid4
 
 import pytest
 from django.db import connection
@@ -103,3 +104,20 @@ def test_a_prepared_query_of_instances_gives_them_with_their_related_rows():
     values = Prepared(lambda name: Namespace.objects.filter(name=name).values_list("pk"), name="x")
     with pytest.raises(RuntimeError, match="not model instances"):
         values.objects(name="sales")
+
+
+def test_a_uuid_is_a_value_too():
+    """A UUID is passed as the ORM passes it (text on SQLite, a uuid on PostgreSQL)."""
+    events = [
+        CatalogEvent.objects.create(action="create", object_type="table", object_uuid=uuid4())
+        for _ in range(2)
+    ]
+    prepared = Prepared(
+        lambda object_uuid: CatalogEvent.objects.filter(object_uuid=object_uuid).values_list(
+            "pk", flat=True
+        ),
+        object_uuid=UUID("1a4e5c1e-0000-4000-8000-1a4e5c1e0000"),
+    )
+    for event in events:
+        assert prepared.rows(object_uuid=event.object_uuid) == [(event.pk,)]
+    assert prepared.rows(object_uuid=uuid4()) == []

@@ -232,6 +232,37 @@ def test_a_search_reads_its_first_matches_and_says_more_exist_beyond(
     assert 'rel="last"' not in by_name and "?q=view_&amp;page=2" in by_name
 
 
+def test_a_search_of_a_text_in_many_names_reads_only_its_page_and_shows_the_same(
+    client, viewer, crowded, monkeypatch
+):
+    """A text the names' index finds in more than `SEARCH_READ` names (SQLite): the first
+    pages read only their own ids, and show what reading every id up to the limit shows."""
+    monkeypatch.setattr(views, "SEARCH_READ", 100)
+    client.force_login(viewer)
+    search = reverse("catalog:search")
+    queries = [
+        {"q": "view_", "sql": "1"},
+        {"q": "VIEW_", "sql": "1", "page": 2},
+        {"q": "view_"},
+        {"q": "View_", "page": 2},
+        {"q": "view_", "page": "-4"},
+        {"q": "ns_1.view_0"},  # 100 names: not more than the limit
+    ]
+
+    def results(query: dict) -> str:
+        html = client.get(search, query).content.decode()
+        return re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", html)
+
+    shown = [results(query) for query in queries]
+    if connection.vendor == "sqlite":
+        assert views.selectors.names_beyond("vIEW_", 100)
+        assert not views.selectors.names_beyond("ns_1.view_0", 100)
+    monkeypatch.setattr(views.selectors, "names_beyond", lambda text, count: False)
+    assert shown == [results(query) for query in queries]
+    assert "(more than 100)" in shown[0] and "page 2 of more than 2" in shown[1]
+    assert "ns_0.view_099<" in shown[1] and "(100)" in shown[5]
+
+
 def test_search_counts_and_pages_every_match_by_name(client, viewer, crowded):
     client.force_login(viewer)
     first = client.get(reverse("catalog:search"), {"q": "ns_1.view_"}).content.decode()
@@ -460,3 +491,31 @@ def test_no_page_or_list_the_benchmark_measures_makes_more_queries_as_the_catalo
     grew = {name: (small[name], large[name]) for name in small if large[name] != small[name]}
     assert grew == {}
     assert set(small) == {name for name, path in bench_pages() if not path.startswith("/admin/")}
+
+
+def test_the_materialized_tables_list_pages_its_tables_in_name_order(
+    client, viewer, files, monkeypatch
+):
+    """The list's pages (read through a compiled query) are the query's, in name order,
+    with each table's last refresh."""
+    from refresh.pages import views as mt_views
+    from refresh.selectors import materialized_tables
+
+    monkeypatch.setattr(mt_views, "LIST_PAGE_SIZE", 4)
+    ns = Namespace.objects.create(name="sales")
+    ids = seed_tables(ns, [f"mt_{i:02d}" for i in range(10)], files[1])
+    seed_materialized(ids)
+    seed_history(ids[:3], [], history=SMALL_HISTORY, now=timezone.now())
+    client.force_login(viewer)
+    url = reverse("refresh:mt-list", args=["sales"])
+    shown = []
+    for number in (1, 2, 3):
+        html = client.get(url, {"page": number}).content.decode()
+        shown += re.findall(r'<tr id="mt-(mt_\d+)"', html)
+    assert "page 3 of 3" in html
+    expected = list(materialized_tables("sales", with_freshness=True))
+    assert shown == [mt.table.name for mt in expected]
+    first = client.get(url).content.decode()
+    row = re.search(r'<tr id="mt-mt_00".*?</tr>', first).group(0)
+    last = expected[0].last_run_state
+    assert (f"run-state-{last.lower()}" in row) if last else ("never" in row)

@@ -96,8 +96,15 @@ def test_the_table_page_shows_schema_history_spec_snapshots_and_metadata_log(
     assert "note" in page and "timestamptz" in page
     assert "Schema 0" in page and "Schema 1" in page
     assert "ts_day" in page and "day" in page
-    assert "4242" in page and "Rows added" in page
+    assert "4242" in page  # in the snapshot lists of the forms, and the chart
     assert response.context["snapshots"][0]["figures"][0] == 3
+    # The snapshots' summaries arrive once the page has loaded.
+    later = reverse("catalog:table-snapshots", args=["lake", "events"])
+    assert f'data-later="{later}"' in page
+    summaries = client.get(later).content.decode()
+    assert "4242" in summaries and "Rows added" in summaries
+    missing = reverse("catalog:table-snapshots", args=["lake", "missing"])
+    assert client.get(missing).status_code == 404
     assert "write.delete.mode" in page
     assert response.context["metadata_log"], "two commits leave earlier files in the log"
     assert len(response.context["metadata_log"]) == 2
@@ -144,7 +151,7 @@ def test_a_snapshots_row_shows_its_figures_and_summary_with_every_value_escaped(
         ],
     )
     client.force_login(viewer)
-    page = client.get(reverse("catalog:table-detail", args=["lake", "events"])).content.decode()
+    page = client.get(reverse("catalog:table-snapshots", args=["lake", "events"])).content.decode()
     rows = re.search(r'id="snapshot-summaries">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     assert "<script>" not in rows and "<img" not in rows
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rows
