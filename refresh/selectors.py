@@ -66,14 +66,6 @@ _ID = 7_654_321
 _WITH_FRESHNESS = Prepared(
     lambda namespace: materialized_tables(namespace, with_freshness=True), namespace=_NAMESPACE
 )
-_LISTED_COUNT = Prepared(
-    lambda namespace: MaterializedTable.objects.filter(table__namespace__name=namespace)
-    .order_by()
-    .values("table__namespace_id")
-    .annotate(n=Count("pk"))
-    .values_list("n"),
-    namespace=_NAMESPACE,
-)
 
 
 class ListedTables(Sequence):

@@ -5,6 +5,8 @@ is a fake that returns a StructType's JSON, and sending runs to a worker is reco
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
 
 import pytest
 from django_celery_beat.models import PeriodicTask
@@ -47,7 +49,7 @@ def dispatched(monkeypatch) -> list[int]:
 
 
 @pytest.fixture
-def spark(monkeypatch) -> list[str]:
+def spark(monkeypatch) -> Iterator[list[str]]:
     """Spark's analyzer, faked as a live worker's: every query has the schema of `daily`."""
     asked: list[str] = []
 
@@ -57,8 +59,22 @@ def spark(monkeypatch) -> list[str]:
 
     monkeypatch.setattr("refresh.analysis.query_schema", query_schema)
     # The faked Spark stands for a worker: one is alive, so the web side admits the work.
+    # It keeps beating as a live worker does, so that a long test (the page fuzz sends
+    # hundreds of forms) is not answered "no worker" once WORKER_SILENT_AFTER_SECONDS pass.
+    stop = threading.Event()
+
+    def beating() -> None:
+        while True:
+            workers.beat("fake-spark")
+            if stop.wait(1):
+                return
+
     workers.beat("fake-spark")
-    return asked
+    thread = threading.Thread(target=beating, name="fake-spark-heartbeat", daemon=True)
+    thread.start()
+    yield asked
+    stop.set()
+    thread.join()
 
 
 @pytest.fixture
