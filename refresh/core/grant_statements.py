@@ -227,18 +227,25 @@ def _principal(reader: Any) -> Principal:
     return Principal("user", _name_part(reader, f"a principal: {PRINCIPAL_CHOICES}"), True)
 
 
+#: Words that end a securable's name rather than name a level of it (quoted, they may).
+_AFTER_A_NAME = (["TO"], ["FROM"])
+
+
 def _dotted(reader: Any, what: str) -> Name:
-    parts = [_name_part(reader, what)]
+    parts = [_name_part(reader, what, stop=True)]
     while reader.at_type(TokenType.DOT):
         reader.next()
-        parts.append(_name_part(reader, "a name after '.'"))
+        parts.append(_name_part(reader, "a name after '.'", stop=True))
     return tuple(parts)
 
 
-def _name_part(reader: Any, what: str) -> str:
+def _name_part(reader: Any, what: str, *, stop: bool = False) -> str:
     """A word or a `quoted` name (a 'string' too, as a principal's name may be written in
-    other dialects), refused when empty, too long or holding control characters."""
+    other dialects), refused when empty, too long or holding control characters. `stop`:
+    TO and FROM unquoted end the name (GRANT ... ON SCHEMA TO x lacks the schema)."""
     token = reader.peek()
+    if stop and _words(token)[:1] and _words(token) in _AFTER_A_NAME:
+        raise reader.expected(what)
     if token is not None and token.token_type == TokenType.STRING:
         reader.next()
         text = token.text
