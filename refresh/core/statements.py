@@ -656,7 +656,8 @@ def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> S
     kind = _query_kind(tokens)
     if kind is not None:
         return Query(kind, text[first.start : end].strip(), text[:end])
-    if grants.starts_a_grant_statement(_words(first) + _words(reader.peek(1))):
+    second = reader.peek(1)
+    if grants.starts_a_grant_statement(_words(first) + (_words(second) if second else [])):
         return grants.parse(reader)
     if keyword == ["CREATE"]:
         return _create(reader, end, threshold)

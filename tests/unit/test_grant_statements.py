@@ -164,3 +164,8 @@ def test_a_script_splits_grants_like_any_statement_and_keeps_their_places():
     kinds = [type(statement) for statement in st.parse_script(script)]
     assert kinds == [GrantPrivileges, RevokePrivileges, ShowGrants]
     assert [(s.line, s.column) for s in st.split_statements(script)] == [(1, 1), (3, 1), (3, 34)]
+
+
+@pytest.mark.parametrize("sql", ["0", "GRANT", "REVOKE", "SHOW", "`x`", "'x'"])
+def test_a_statement_of_one_token_is_refused_with_its_place(sql):
+    assert refusal(sql).line == 1
