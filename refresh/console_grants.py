@@ -14,6 +14,7 @@ from django.db.models import Q
 from catalog import access
 from catalog.core.access import MANAGE, OWN, ancestors
 from catalog.core.errors import InvalidInput, NotFound
+from catalog.core.inputs import check_name, check_namespace_name
 from catalog.models import Grant, Namespace
 from catalog.services import grants
 from refresh.core import grant_statements as gs
@@ -96,17 +97,23 @@ def _where(securable: gs.Securable, namespace: str | None) -> dict[str, Any]:
         return {"securable_type": "catalog"}
     if len(parts) > 1 and parts[0] == settings.CATALOG_NAME:
         parts = parts[1:]
+    # Names as the catalog accepts them (no '.' inside a level, bounded), before any lookup.
     if securable.kind == "namespace":
-        return {"securable_type": "namespace", "namespace": ".".join(parts)}
+        return {
+            "securable_type": "namespace",
+            "namespace": check_namespace_name(parts, field="securable"),
+        }
+    name = check_name(parts[-1], field="securable")
     if len(parts) == 1:
         if not namespace:
             raise InvalidInput(
-                f"No namespace for {parts[0][:100]!r}: qualify the name (namespace.name) or "
+                f"No namespace for {name[:100]!r}: qualify the name (namespace.name) or "
                 "choose a namespace",
                 field="namespace",
             )
-        return {"securable_type": "object", "namespace": namespace, "name": parts[0]}
-    return {"securable_type": "object", "namespace": ".".join(parts[:-1]), "name": parts[-1]}
+        return {"securable_type": "object", "namespace": namespace, "name": name}
+    ns = check_namespace_name(parts[:-1], field="securable")
+    return {"securable_type": "object", "namespace": ns, "name": name}
 
 
 def _label(kind: str, where: dict[str, Any]) -> str:

@@ -255,6 +255,20 @@ def test_hostile_names_are_4xx_and_change_nothing(catalog, admin, sql):
     assert counts() == before
 
 
+def test_a_deep_or_odd_name_from_one_who_is_not_an_administrator_is_a_400(catalog, admin, alice):
+    give(admin, MANAGE, alice, namespace="finance")
+    deep = ".".join(["finance"] * 600)
+    for sql in (
+        f"GRANT SELECT ON SCHEMA {deep} TO alice",
+        f"SHOW GRANTS ON TABLE {deep}.x",
+        "GRANT SELECT ON SCHEMA finance.`a.b` TO alice",
+        "GRANT SELECT ON TABLE finance.`a/b` TO alice",
+    ):
+        response = run_sql(alice, sql)
+        assert response.status_code == 400, (sql[:80], response.content[:300])
+        assert response.json()["error"]["field"] == "securable"
+
+
 # -- SHOW GRANTS ---------------------------------------------------------------------------------
 
 
