@@ -38,8 +38,16 @@ _SHOWN_KIND = {"user": "user", "group": "group", "client": "credential"}
 _RELATED = ("user", "group", "client", "namespace", "object__namespace", "granted_by")
 
 
-def run(statement: gs.GrantStatement, *, namespace: str | None, actor: Any, result: Any) -> Any:
-    """Run one statement; `result` (a console StatementResult) gets its message and rows."""
+def run(
+    statement: gs.GrantStatement,
+    *,
+    namespace: str | None,
+    actor: Any,
+    result: Any,
+    planning: bool = False,
+) -> Any:
+    """Run one statement; `result` (a console StatementResult) gets its message and rows.
+    `planning`: the message says what it would do (the caller rolls it back)."""
     if isinstance(statement, gs.ShowGrants):
         return _show(statement, namespace=namespace, actor=actor, result=result)
     where = _where(statement.securable, namespace)
@@ -58,12 +66,14 @@ def run(statement: gs.GrantStatement, *, namespace: str | None, actor: Any, resu
     principal = f"{_SHOWN_KIND[statement.principal.kind]} {statement.principal.name}"
     on = _label(statement.securable.kind, where)
     if granting:
-        parts = [f"Granted {', '.join(changed)} on {on} to {principal}"] if changed else []
+        verb = "Would grant" if planning else "Granted"
+        parts = [f"{verb} {', '.join(changed)} on {on} to {principal}"] if changed else []
         if unchanged:
             parts.append(f"{', '.join(unchanged)} held already, unchanged")
         result.message = "; ".join(parts)
     else:
-        result.message = f"Revoked {', '.join(changed)} on {on} from {principal}"
+        verb = "Would revoke" if planning else "Revoked"
+        result.message = f"{verb} {', '.join(changed)} on {on} from {principal}"
     return result
 
 
@@ -77,7 +87,7 @@ def plan(statement: gs.GrantStatement, *, namespace: str | None, actor: Any) -> 
         message = ""
 
     with transaction.atomic():
-        done = run(statement, namespace=namespace, actor=actor, result=_Result())
+        done = run(statement, namespace=namespace, actor=actor, result=_Result(), planning=True)
         transaction.set_rollback(True)
     return [done.message]
 
@@ -176,8 +186,8 @@ def _show(statement: gs.ShowGrants, *, namespace: str | None, actor: Any, result
     shown.sort(key=_order)
     result.columns = list(COLUMNS)
     result.rows = shown
-    count = f"{len(shown)} grant{'' if len(shown) == 1 else 's'}"
-    on = f" on {target.type} {target.label}" if target is not None else ""
+    count = f"{len(shown)} row{'' if len(shown) == 1 else 's'}"
+    on = f" on {_label(statement.securable.kind, where)}" if target is not None else ""
     result.message = count + on
     if len(found) > MAX_ROWS:
         result.message += f"; the first {MAX_ROWS} only: name a securable or a principal"

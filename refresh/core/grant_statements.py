@@ -129,7 +129,7 @@ def parse(reader: Any) -> GrantStatement:
     preposition = "TO" if verb == "GRANT" else "FROM"
     reader.expect(preposition, f"{preposition} <principal>")
     principal = _principal(reader)
-    reader.finish()
+    _finish_after(reader, principal)
     if verb == "GRANT":
         return GrantPrivileges(privileges, securable, principal)
     return RevokePrivileges(privileges, securable, principal)
@@ -148,8 +148,26 @@ def _show(reader: Any) -> ShowGrants:
         if principal is not None:
             raise reader.error("The principal is named once: before ON or after TO", to)
         principal = _principal(reader)
-    reader.finish()
+    _finish_after(reader, principal)
     return ShowGrants(securable, principal)
+
+
+def _finish_after(reader: Any, principal: Principal | None) -> None:
+    """The end of the statement; a name alone followed by another (TO GRUP analysts) is
+    a principal's kind misspelt, and said so at the kind."""
+    after, kind = reader.peek(), reader.tokens[reader.index - 1]
+    named_last = principal is not None and principal.implicit and kind.text == principal.name
+    if (
+        named_last
+        and after is not None
+        and (after.token_type == TokenType.IDENTIFIER or after.text.isidentifier())
+    ):
+        raise reader.error(
+            f"Expected USER, GROUP or CREDENTIAL before a principal's name, found "
+            f"{reader.shown(kind)}",
+            kind,
+        )
+    reader.finish()
 
 
 def _privileges(reader: Any) -> tuple[str, ...]:

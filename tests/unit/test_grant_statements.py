@@ -169,3 +169,9 @@ def test_a_script_splits_grants_like_any_statement_and_keeps_their_places():
 @pytest.mark.parametrize("sql", ["0", "GRANT", "REVOKE", "SHOW", "`x`", "'x'"])
 def test_a_statement_of_one_token_is_refused_with_its_place(sql):
     assert refusal(sql).line == 1
+
+
+def test_a_misspelt_principal_kind_is_named_at_its_place():
+    error = refusal("GRANT SELECT ON CATALOG\n  TO GRUP analysts")
+    assert (error.line, error.column) == (2, 6)
+    assert "Expected USER, GROUP or CREDENTIAL" in error.message and "'GRUP'" in error.message
