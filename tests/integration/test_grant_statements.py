@@ -333,7 +333,7 @@ def test_a_dry_run_checks_a_grant_and_keeps_nothing(catalog, admin, alice, viewe
 
     assert planned.status_code == 200, planned.content
     result = planned.json()["results"][0]
-    assert result["plan"]["action"] == "grant" and "Granted read_data" in result["message"]
+    assert result["plan"]["action"] == "grant" and "Would grant read_data" in result["message"]
     assert refused.json()["results"][0]["plan"]["action"] == "refused"
     assert refused.json()["results"][0]["error"]["status"] == 403
     assert not Grant.objects.filter(user=alice).exists()
