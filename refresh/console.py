@@ -509,7 +509,7 @@ def plan_statement(
         statement = st.parse_statement(padded, threshold=services.threshold())
         _viewer(actor, statement)
         if isinstance(statement, _GRANT_STATEMENTS):
-            planned_one = _plan_grant(statement, namespace, actor)
+            planned_one = _plan_grant(statement, namespace, actor, planned)
         else:
             try:
                 planned_one = pipelines.plan(
@@ -529,13 +529,21 @@ def plan_statement(
     return result
 
 
-def _plan_grant(statement: Any, namespace: str | None, actor: Any) -> pipelines.Plan:
+def _plan_grant(
+    statement: Any, namespace: str | None, actor: Any, planned: set[str]
+) -> pipelines.Plan:
     """A grant statement's plan: its own verb and what it would do, checked as it would be
-    (console_grants.plan rolls its writes back)."""
+    (console_grants.plan rolls its writes back); on a table an earlier statement of the
+    plan makes, only that it comes after it."""
     verb = {
         grant_statements.GrantPrivileges: "grant",
         grant_statements.RevokePrivileges: "revoke",
     }.get(type(statement), "read")
+    securable = statement.securable
+    if securable is not None and securable.kind not in ("catalog", "namespace"):
+        qualified = ".".join(_resolve(securable.name, namespace))
+        if qualified in planned:
+            return pipelines.Plan(verb, qualified, ["after an earlier statement makes it"])
     changes = console_grants.plan(statement, namespace=namespace, actor=actor)
     return pipelines.Plan(verb, None, changes)
 
