@@ -338,3 +338,37 @@ def test_a_dry_run_checks_a_grant_and_keeps_nothing(catalog, admin, alice, viewe
     assert refused.json()["results"][0]["error"]["status"] == 403
     assert not Grant.objects.filter(user=alice).exists()
     assert not GrantChange.objects.exists()
+
+
+# -- the console page ----------------------------------------------------------------------------
+
+
+def test_the_console_page_grants_and_shows_grants_as_a_table(client, catalog, admin, alice):
+    from django.urls import reverse
+
+    client.force_login(admin)
+    script = "GRANT SELECT ON SCHEMA finance TO alice;\nSHOW GRANTS ON SCHEMA finance TO alice"
+
+    response = client.post(reverse("refresh:console"), {"sql": script, "namespace": ""})
+
+    assert response.status_code == 200, response.content[:500]
+    html = response.content.decode()
+    assert "Granted read_data on namespace finance to user alice" in html
+    assert "inherited_from" in html
+    assert "<td>alice</td>" in html and "<td>read_data</td>" in html
+    assert Grant.objects.filter(user=alice, namespace__name="finance").exists()
+
+
+def test_the_console_page_shows_a_grant_statements_syntax_error_at_its_line_and_column(
+    client, catalog, admin
+):
+    from django.urls import reverse
+
+    client.force_login(admin)
+
+    response = client.post(
+        reverse("refresh:console"), {"sql": "SHOW GRANTS;\nGRANT SELECT ON SCHEMA", "namespace": ""}
+    )
+
+    assert response.status_code == 400
+    assert "At line 2, column 23 of the script" in response.content.decode()
