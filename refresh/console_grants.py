@@ -5,6 +5,7 @@ do what; a statement naming several privileges is one transaction."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from django.conf import settings
@@ -82,12 +83,14 @@ def plan(statement: gs.GrantStatement, *, namespace: str | None, actor: Any) -> 
     in a transaction that is rolled back. Refusals are CatalogErrors."""
     if isinstance(statement, gs.ShowGrants):
         return ["reads only"]
-
-    class _Result:
-        message = ""
-
     with transaction.atomic():
-        done = run(statement, namespace=namespace, actor=actor, result=_Result(), planning=True)
+        done = run(
+            statement,
+            namespace=namespace,
+            actor=actor,
+            result=SimpleNamespace(message=""),
+            planning=True,
+        )
         transaction.set_rollback(True)
     return [done.message]
 
