@@ -28,25 +28,38 @@ from catalog.models import (
 )
 
 
+def no_such_namespace(name: str) -> NoSuchNamespace:
+    """The error for a namespace that is not there (or that the asker may not see)."""
+    return NoSuchNamespace(f"Namespace does not exist: {name}", field="namespace")
+
+
+def no_such_view(namespace: str, name: str) -> NoSuchView:
+    return NoSuchView(f"View does not exist: {namespace}.{name}", field="name")
+
+
+def no_such_table(namespace: str, name: str) -> NoSuchTable:
+    return NoSuchTable(f"Table does not exist: {namespace}.{name}", field="name")
+
+
 def get_namespace(name: str) -> Namespace:
     try:
         return Namespace.objects.get(name=name)
     except Namespace.DoesNotExist:
-        raise NoSuchNamespace(f"Namespace does not exist: {name}", field="namespace") from None
+        raise no_such_namespace(name) from None
 
 
 def get_view(namespace: str, name: str) -> View:
     try:
         return View.objects.select_related("namespace").get(namespace__name=namespace, name=name)
     except View.DoesNotExist:
-        raise NoSuchView(f"View does not exist: {namespace}.{name}", field="name") from None
+        raise no_such_view(namespace, name) from None
 
 
 def get_table(namespace: str, name: str) -> Table:
     try:
         return Table.objects.select_related("namespace").get(namespace__name=namespace, name=name)
     except Table.DoesNotExist:
-        raise NoSuchTable(f"Table does not exist: {namespace}.{name}", field="name") from None
+        raise no_such_table(namespace, name) from None
 
 
 def holder_of(namespace: Namespace, name: str) -> CatalogObject | None:
