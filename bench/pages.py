@@ -973,7 +973,10 @@ def main() -> None:
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
         "PYTHONUNBUFFERED": "1",
+        # As `make run` serves: every request is counted for /metrics, in files.
+        "PROMETHEUS_MULTIPROC_DIR": str(root / "metrics"),
     }
+    (root / "metrics").mkdir()
     process = None
     try:
         started = time.monotonic()

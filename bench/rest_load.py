@@ -367,7 +367,10 @@ class Bench:
             "ALLOWED_HOSTS": f"{HOST},localhost",
             "SECRET_KEY": secrets.token_urlsafe(32),
             "PYTHONUNBUFFERED": "1",
+            # As `make run` serves: every request is counted for /metrics, in files.
+            "PROMETHEUS_MULTIPROC_DIR": str(self.dir / "metrics"),
         }
+        (self.dir / "metrics").mkdir()
 
     # processes
 
