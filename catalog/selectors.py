@@ -4,13 +4,14 @@ lists of the search and namespace pages."""
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 
 from catalog.core import metadata_io
@@ -93,7 +94,7 @@ def search_ids(
     sql: bool = False,
     upto: int | None = None,
     in_many_names: bool = False,
-) -> QuerySet:
+) -> QuerySet | NamePositions:
     """Ids, in list order (namespace, then name), of the objects of any kind whose qualified
     name contains `text` (`CatalogObject.objects.search`: "sales.region" finds
     sales.region_revenue) when `names`, and of the views whose retained versions' SQL, in
@@ -103,7 +104,8 @@ def search_ids(
     the qualified names; a common one is found by the (namespace, name) index alone: a page
     (LIMIT/OFFSET) walks it from the first namespace on and stops when the page is full, a
     count reads the index only. A page far down a common text's list (`upto`: the last row it
-    needs) may read the trigram index's whole list instead (`_deep_candidates`). By SQL, see
+    needs; by name alone) may read the trigram index's whole list instead: then the answer
+    is where the matches lie, sliced as the query is (`_deep_positions`). By SQL, see
     `_in_sql`. Building the query asks the trigram indexes once or twice each, unless the
     caller knows the text is `in_many_names` (`names_beyond`) and reads one of the first
     pages: then a walk in order finds the page among the names soon, testing the SQL of
@@ -111,7 +113,10 @@ def search_ids(
     found = CatalogObject.objects.none()
     if names:
         found = CatalogObject.objects.search(text)
-        candidates = None if in_many_names else _name_candidates(text, upto=upto)
+        deep = None if sql else upto
+        candidates = None if in_many_names else _name_candidates(text, upto=deep)
+        if isinstance(candidates, NamePositions):
+            return candidates
         if candidates is not None:
             # Few names contain it (none, often): read those, not the whole index.
             found = found.filter(pk__in=candidates)
@@ -138,45 +143,132 @@ DEEP_WALK_OBJECTS = 20_000
 #: Reading a candidate from the trigram index (and sorting it) costs about as much as
 #: walking this many names in order.
 CANDIDATE_COST = 5
+#: The name of the candidates' list inside `_deep_positions`' query.
+_DEEP = "deep_candidates"
 
 
-def _name_candidates(text: str, *, upto: int | None = None) -> list[int] | RawSQL | None:
+def _name_candidates(text: str, *, upto: int | None = None) -> list[int] | NamePositions | None:
     """Ids of the objects whose qualified name may contain `text` (never fewer than do:
     the index folds case at least as widely as LIKE), from migration 0007's trigram index;
     None on other databases, for a text shorter than a trigram, or when there are more
     than NAME_CANDIDATES (then walking the names in order finds a page soon), unless the
-    page asked for lies so far down that reading the index's list costs less
-    (`_deep_candidates`)."""
+    page asked for lies so far down that reading the index's list costs less: then where
+    the matches lie (`_deep_positions`)."""
     if connection.vendor != "sqlite" or len(text) < 3:
         return None
     ids = _fts_rowids(NAME_FTS_TABLE, text, NAME_CANDIDATES + 1)
     if len(ids) <= NAME_CANDIDATES:
         return ids
-    return _deep_candidates(text, upto) if upto is not None else None
+    return _deep_positions(text, upto) if upto is not None else None
 
 
-def _deep_candidates(text: str, upto: int) -> RawSQL | None:
-    """The candidates for a page ending at match `upto` of a text in many names, as a
-    subquery of the trigram index, when reading them is the shorter way: the walk in order
-    reads about `objects x upto / matches` names to get there (it stops at the page), the
-    list about `matches` ids (each costing CANDIDATE_COST names walked), and the matches are
-    about as many as the candidates; in a catalog of at most DEEP_WALK_OBJECTS the walk is
-    short whatever the page. At 100,000 views page 90 of a text in 5,000 names walked
-    90,000 names (17 ms). The index is asked for the text's end, as `_sql_candidates` does
-    (fewer, longer lists are read); the ids stay in the database (thousands of parameters
-    cost more to pass than to read)."""
+def _deep_positions(text: str, upto: int) -> NamePositions | None:
+    """How many matches of a text in many names each namespace holds, for a page ending at
+    match `upto`, when reading the trigram index's candidates is the shorter way there; None
+    when the walk in order is.
+
+    The walk reads about `objects x upto / matches` names to get there (it stops at the
+    page), the index about `matches` ids (each costing CANDIDATE_COST names walked), and
+    the matches are about as many as the candidates: so the index when there are fewer
+    candidates than `sqrt(objects x upto / CANDIDATE_COST)` (and DEEP_CANDIDATES). In a
+    catalog of at most DEEP_WALK_OBJECTS the walk is short whatever the page. At 100,000
+    views page 90 of a text in 5,000 names walked 90,000 names (17 ms).
+
+    One query reads the candidates once (the index asked for the text's end, as
+    `_sql_candidates` does: fewer, longer lists are read; the ids stay in the database),
+    and either counts them past the bound, which ends it, or counts the matches among them
+    namespace by namespace: a page then walks from the namespace where it starts
+    (`NamePositions`), where sorting every candidate would read them all a second time."""
     totals = Namespace.objects.aggregate(views=Sum("view_total"), tables=Sum("table_total"))
     objects = (totals["views"] or 0) + (totals["tables"] or 0)
     if objects <= DEEP_WALK_OBJECTS:
-        return None  # walking every name costs less than counting the candidates
+        return None  # walking every name costs less than reading the candidates
+    # The most candidates for which reading them costs less than the walk.
+    bound = min(DEEP_CANDIDATES, math.isqrt(max(objects * upto - 1, 0) // CANDIDATE_COST))
     phrase = '"' + text[-SQL_SUFFIX:].replace('"', '""') + '"'
     matching = f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s"
+    objects_table = CatalogObject._meta.db_table
+    per_namespace = (
+        CatalogObject.objects.search(text)
+        # Joined, not `IN`: the candidates are read from their list once, each object by
+        # its id. Past the bound the WHERE is false before any object is read (SQLite
+        # tests a condition on no table once, ahead of the join).
+        .extra(
+            tables=[_DEEP],
+            where=[f'"{objects_table}"."id" = {_DEEP}.id', f"(SELECT COUNT(*) FROM {_DEEP}) <= %s"],
+            params=[bound],
+        )
+        .order_by()
+        .values_list("namespace_id")
+        .annotate(matches=Count("pk"))
+    )
+    sql, params = per_namespace.query.sql_with_params()
+    namespaces = Namespace._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM ({matching} LIMIT %s)", [phrase, DEEP_CANDIDATES + 1])
-        candidates = cursor.fetchone()[0]
-    if candidates > DEEP_CANDIDATES:
+        cursor.execute(
+            f"WITH {_DEEP}(id) AS MATERIALIZED ({matching} LIMIT %s) "
+            f"SELECT NULL, 0, 0, COUNT(*) FROM {_DEEP} UNION ALL "
+            f"SELECT n.name, n.view_total, n.table_total, m.matches FROM ({sql}) m "
+            f"JOIN {namespaces} n ON n.id = m.namespace_id",
+            [phrase, bound + 1, *params],
+        )
+        rows = cursor.fetchall()
+    # A namespace always has a name: the row without one is the candidates' count.
+    candidates = next(count for name, _, _, count in rows if name is None)
+    if candidates > bound:
         return None
-    return RawSQL(matching, [phrase]) if CANDIDATE_COST * candidates**2 < objects * upto else None
+    namespaces = sorted(
+        (name, views + tables, matches) for name, views, tables, matches in rows if name
+    )
+    return NamePositions(text, namespaces, candidates, RawSQL(matching, [phrase]))
+
+
+class NamePositions:
+    """The matches of a search by name (`search_ids`), sliced as its query of ids is
+    (`positions[start:stop]`, a list of ids in list order), from how many each namespace
+    holds (`namespaces`: name, objects, matches; in the list's order, which is the order of
+    the names' code points, as SQLite compares them) and the trigram index's `candidates`
+    (a subquery of ids; every match is one). A slice walks the (namespace, name) index from
+    the namespace where it starts, skipping the matches before it, unless the namespaces it
+    spans hold so many objects that sorting the candidates costs less."""
+
+    def __init__(
+        self,
+        text: str,
+        namespaces: list[tuple[str, int, int]],
+        candidates: int,
+        candidate_ids: RawSQL,
+    ) -> None:
+        self.text, self.namespaces = text, namespaces
+        self.candidates, self.candidate_ids = candidates, candidate_ids
+        self.total = sum(matches for _, _, matches in namespaces)
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index: slice) -> list[int]:
+        start, stop, _ = index.indices(self.total)
+        if start >= stop:
+            return []
+        first, skipped, walked, seen = None, 0, 0, 0
+        for name, objects, matches in self.namespaces:
+            if first is None and seen + matches <= start:
+                seen += matches  # wholly before the slice
+                continue
+            if first is None:
+                first, skipped = name, seen
+            walked += objects
+            seen += matches
+            if seen >= stop:
+                break
+        found = CatalogObject.objects.search(self.text)
+        if walked <= CANDIDATE_COST * self.candidates:
+            found = found.filter(namespace__name__gte=first)
+            start, stop = start - skipped, stop - skipped
+        else:
+            found = found.filter(pk__in=self.candidate_ids)
+        ordered = found.order_by("namespace__name", "name").values_list("pk", flat=True)
+        return all_ids(ordered[start:stop])
 
 
 #: SQLite's LIKE (Django's `icontains`) folds the case of ASCII letters only.
@@ -272,10 +364,15 @@ def _sql_candidates(text: str) -> list[int] | None:
     return ids if len(ids) <= SQL_CANDIDATES else None
 
 
-def all_ids(ids: QuerySet) -> list[int]:
+def all_ids(ids: QuerySet | NamePositions | list[int]) -> list[int]:
     """Every id a `values_list("pk", flat=True)` query gives, in its order, read straight
     from the cursor: Django's row-by-row iteration costs a microsecond an id, which counts
-    when a search of the SQL returns thousands."""
+    when a search of the SQL returns thousands. `NamePositions`: every match (a slice of
+    them is a list already)."""
+    if isinstance(ids, list):
+        return ids
+    if isinstance(ids, NamePositions):
+        return ids[:]
     try:
         sql, params = ids.query.sql_with_params()
     except EmptyResultSet:  # a condition that nothing meets (no candidate at all)
