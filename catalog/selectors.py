@@ -11,8 +11,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
-from django.db.models.expressions import RawSQL
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
 
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView, NotFound
@@ -145,6 +144,8 @@ DEEP_WALK_OBJECTS = 20_000
 CANDIDATE_COST = 5
 #: The name of the candidates' list inside `_deep_positions`' query.
 _DEEP = "deep_candidates"
+_OBJECTS = f'"{CatalogObject._meta.db_table}"'
+_NAMESPACES = f'"{Namespace._meta.db_table}"'
 
 
 def _name_candidates(text: str, *, upto: int | None = None) -> list[int] | NamePositions | None:
@@ -187,30 +188,24 @@ def _deep_positions(text: str, upto: int) -> NamePositions | None:
     bound = min(DEEP_CANDIDATES, math.isqrt(max(objects * upto - 1, 0) // CANDIDATE_COST))
     phrase = '"' + text[-SQL_SUFFIX:].replace('"', '""') + '"'
     matching = f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s"
-    objects_table = CatalogObject._meta.db_table
-    per_namespace = (
-        CatalogObject.objects.search(text)
+    # The search's condition, compiled once for this query and the page's.
+    found = CatalogObject.objects.search(text)
+    condition, condition_params = found.query.get_compiler(connection=connection).compile(
+        found.query.where
+    )
+    with connection.cursor() as cursor:
         # Joined, not `IN`: the candidates are read from their list once, each object by
         # its id. Past the bound the WHERE is false before any object is read (SQLite
         # tests a condition on no table once, ahead of the join).
-        .extra(
-            tables=[_DEEP],
-            where=[f'"{objects_table}"."id" = {_DEEP}.id', f"(SELECT COUNT(*) FROM {_DEEP}) <= %s"],
-            params=[bound],
-        )
-        .order_by()
-        .values_list("namespace_id")
-        .annotate(matches=Count("pk"))
-    )
-    sql, params = per_namespace.query.sql_with_params()
-    namespaces = Namespace._meta.db_table
-    with connection.cursor() as cursor:
         cursor.execute(
             f"WITH {_DEEP}(id) AS MATERIALIZED ({matching} LIMIT %s) "
             f"SELECT NULL, 0, 0, COUNT(*) FROM {_DEEP} UNION ALL "
-            f"SELECT n.name, n.view_total, n.table_total, m.matches FROM ({sql}) m "
-            f"JOIN {namespaces} n ON n.id = m.namespace_id",
-            [phrase, bound + 1, *params],
+            f"SELECT n.name, n.view_total, n.table_total, m.matches FROM ("
+            f"SELECT {_OBJECTS}.namespace_id, COUNT(*) AS matches "
+            f"FROM {_DEEP} JOIN {_OBJECTS} ON {_OBJECTS}.id = {_DEEP}.id "
+            f"WHERE (SELECT COUNT(*) FROM {_DEEP}) <= %s AND ({condition}) GROUP BY 1"
+            f") m JOIN {_NAMESPACES} n ON n.id = m.namespace_id",
+            [phrase, bound + 1, bound, *condition_params],
         )
         rows = cursor.fetchall()
     # A namespace always has a name: the row without one is the candidates' count.
@@ -220,26 +215,30 @@ def _deep_positions(text: str, upto: int) -> NamePositions | None:
     namespaces = sorted(
         (name, views + tables, matches) for name, views, tables, matches in rows if name
     )
-    return NamePositions(text, namespaces, candidates, RawSQL(matching, [phrase]))
+    return NamePositions(
+        (condition, condition_params), namespaces, candidates, (matching, [phrase])
+    )
 
 
 class NamePositions:
     """The matches of a search by name (`search_ids`), sliced as its query of ids is
-    (`positions[start:stop]`, a list of ids in list order), from how many each namespace
-    holds (`namespaces`: name, objects, matches; in the list's order, which is the order of
-    the names' code points, as SQLite compares them) and the trigram index's `candidates`
-    (a subquery of ids; every match is one). A slice walks the (namespace, name) index from
-    the namespace where it starts, skipping the matches before it, unless the namespaces it
-    spans hold so many objects that sorting the candidates costs less."""
+    (`positions[start:stop]`, a list of ids in list order: namespace, then name), from the
+    search's `condition` (SQL and parameters, on the objects' table), how many matches each
+    namespace holds (`namespaces`: name, objects, matches; in the list's order, which is
+    the order of the names' code points, as SQLite compares them) and the trigram index's
+    `candidates` (how many; `candidate_ids`: a subquery of their ids, every match is one).
+    A slice walks the (namespace, name) index from the namespace where it starts, skipping
+    the matches before it, unless the namespaces it spans hold so many objects that sorting
+    the candidates costs less."""
 
     def __init__(
         self,
-        text: str,
+        condition: tuple[str, list],
         namespaces: list[tuple[str, int, int]],
         candidates: int,
-        candidate_ids: RawSQL,
+        candidate_ids: tuple[str, list],
     ) -> None:
-        self.text, self.namespaces = text, namespaces
+        self.condition, self.namespaces = condition, namespaces
         self.candidates, self.candidate_ids = candidates, candidate_ids
         self.total = sum(matches for _, _, matches in namespaces)
 
@@ -261,14 +260,22 @@ class NamePositions:
             seen += matches
             if seen >= stop:
                 break
-        found = CatalogObject.objects.search(self.text)
+        condition, params = self.condition
         if walked <= CANDIDATE_COST * self.candidates:
-            found = found.filter(namespace__name__gte=first)
+            where, params = f'({condition}) AND {_NAMESPACES}."name" >= %s', [*params, first]
             start, stop = start - skipped, stop - skipped
         else:
-            found = found.filter(pk__in=self.candidate_ids)
-        ordered = found.order_by("namespace__name", "name").values_list("pk", flat=True)
-        return all_ids(ordered[start:stop])
+            subquery, subquery_params = self.candidate_ids
+            where = f"({condition}) AND {_OBJECTS}.id IN ({subquery})"
+            params = [*params, *subquery_params]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {_OBJECTS}.id FROM {_OBJECTS} JOIN {_NAMESPACES} "
+                f"ON {_NAMESPACES}.id = {_OBJECTS}.namespace_id WHERE {where} "
+                f'ORDER BY {_NAMESPACES}."name", {_OBJECTS}."name" LIMIT %s OFFSET %s',
+                [*params, stop - start, start],
+            )
+            return [row[0] for row in cursor.fetchall()]
 
 
 #: SQLite's LIKE (Django's `icontains`) folds the case of ASCII letters only.
