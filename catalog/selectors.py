@@ -4,6 +4,7 @@ lists of the search and namespace pages."""
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 from collections.abc import Callable
@@ -188,11 +189,7 @@ def _deep_positions(text: str, upto: int) -> NamePositions | None:
     bound = min(DEEP_CANDIDATES, math.isqrt(max(objects * upto - 1, 0) // CANDIDATE_COST))
     phrase = '"' + text[-SQL_SUFFIX:].replace('"', '""') + '"'
     matching = f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s"
-    # The search's condition, compiled once for this query and the page's.
-    found = CatalogObject.objects.search(text)
-    condition, condition_params = found.query.get_compiler(connection=connection).compile(
-        found.query.where
-    )
+    condition, condition_params = _search_condition(text)
     with connection.cursor() as cursor:
         # Joined, not `IN`: the candidates are read from their list once, each object by
         # its id. Past the bound the WHERE is false before any object is read (SQLite
@@ -216,8 +213,19 @@ def _deep_positions(text: str, upto: int) -> NamePositions | None:
         (name, views + tables, matches) for name, views, tables, matches in rows if name
     )
     return NamePositions(
-        (condition, condition_params), namespaces, candidates, (matching, [phrase])
+        (condition, list(condition_params)), namespaces, candidates, (matching, [phrase])
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _search_condition(text: str) -> tuple[str, tuple]:
+    """The WHERE of `CatalogObject.objects.search(text)` on SQLite, as SQL on the objects'
+    table and its parameters, for `_deep_positions` and its pages: building and compiling
+    the queryset costs about 0.6 ms, which a deep page would spend again for each query (and
+    a text past the bound for nothing). It depends on the text alone."""
+    found = CatalogObject.objects.search(text)
+    sql, params = found.query.get_compiler(connection=connection).compile(found.query.where)
+    return sql, tuple(params)
 
 
 class NamePositions:
