@@ -210,7 +210,7 @@ def _deep_positions(text: str, upto: int) -> NamePositions | None:
     if candidates > bound:
         return None
     namespaces = sorted(
-        (name, views + tables, matches) for name, views, tables, matches in rows if name
+        (name, views + tables, matches) for name, views, tables, matches in rows if name is not None
     )
     return NamePositions(
         (condition, list(condition_params)), namespaces, candidates, (matching, [phrase])
