@@ -16,11 +16,13 @@ from catalog import services
 from catalog.core.access import READ_DATA
 from catalog.models import Table
 from catalog.services import grants
-from refresh import runner, verification
+from refresh import runner, stream_hosts, verification
 from refresh import services as mts
 from refresh.core.freshness import Freshness
+from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.rights import DEFINITION_HIDDEN, OwnerLacksPrivilege
+from refresh.streams import Running, Supervisor
 
 pytestmark = pytest.mark.django_db
 
@@ -222,3 +224,67 @@ def test_a_user_who_may_not_see_the_table_gets_the_missing_tables_answer(daily, 
     hidden = api(bob).get("/api/namespaces/sales/materialized-tables/daily/")
     assert hidden.status_code == missing.status_code == 404
     assert hidden.content == missing.content.replace(b"nothing", b"daily")
+
+
+@pytest.fixture
+def live(admin, alice, spark) -> MaterializedTable:
+    """sales.live, a continuous table owned by alice reading sales.orders, which she may
+    not read (made as a row: its streaming host is driven by hand, with no Spark)."""
+    services.create_namespace(name="sales", actor=admin)
+    services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=admin)
+    table = services.create_table(namespace="sales", name="live", schema=ORDERS, actor=alice).obj
+    return MaterializedTable.objects.create(
+        table=table,
+        query="SELECT ds, amount FROM sales.orders",
+        sources=["sales.orders"],
+        freshness_value=5,
+        freshness_unit="SECOND",
+        refresh_mode="CONTINUOUS",
+        state="ACTIVATED",
+    )
+
+
+def host() -> Supervisor:
+    supervisor = Supervisor(config=None, host_name="h:1")  # type: ignore[arg-type]
+    supervisor.host = stream_hosts.register("h:1")
+    return supervisor
+
+
+LIVE_LACKS = "The owner alice lacks read_data on sales.orders, a source of sales.live"
+
+
+def test_a_stream_whose_owner_may_not_read_a_source_does_not_start_and_counts_a_failure(live):
+    supervisor = host()
+
+    supervisor._start(MaterializedTable.objects.select_related("table__namespace").get(pk=live.pk))
+
+    mt = MaterializedTable.objects.get(pk=live.pk)
+    assert supervisor.running == {} and supervisor._spark is None  # no Spark was started
+    assert (mt.stream_status, mt.consecutive_failures) == ("FAILED", 1)
+    assert mt.stream_error.startswith(LIVE_LACKS)
+    [run] = mt.runs.all()
+    assert (run.trigger, run.state) == ("CONTINUOUS", "FAILED")
+    assert run.error.startswith(LIVE_LACKS)
+
+
+def test_a_micro_batch_after_a_revoke_fails_the_stream_with_the_reason(
+    live, admin, alice, monkeypatch
+):
+    # Spark's thread closes its stale connection first; the test's one is in a transaction.
+    monkeypatch.setattr("refresh.streams.close_old_connections", lambda: None)
+    grant(admin, READ_DATA, alice, "orders")
+    supervisor = host()
+    supervisor._may_read(live.pk)  # alice may read: the batch goes on
+
+    grant(admin, READ_DATA, alice, "orders", revoke=True)
+    with pytest.raises(OwnerLacksPrivilege, match=LIVE_LACKS):
+        supervisor._may_read(live.pk)
+    # Spark ends the query with its own words for the failed batch function.
+    query = SimpleNamespace(isActive=False, exception=lambda: RuntimeError("foreachBatch failed"))
+    supervisor.running[live.pk] = Running(live.pk, query, (), "", StreamPlan("append", (), ()))
+    supervisor._ended(supervisor.running[live.pk], live, held=True)
+
+    mt = MaterializedTable.objects.get(pk=live.pk)
+    assert mt.stream_status == "FAILED" and mt.stream_error.startswith(LIVE_LACKS)
+    assert mt.consecutive_failures == 1
+    assert live.pk in supervisor.retry_after and live.pk not in supervisor.refusals
