@@ -288,3 +288,16 @@ def test_a_micro_batch_after_a_revoke_fails_the_stream_with_the_reason(
     assert mt.stream_status == "FAILED" and mt.stream_error.startswith(LIVE_LACKS)
     assert mt.consecutive_failures == 1
     assert live.pk in supervisor.retry_after and live.pk not in supervisor.refusals
+
+
+def test_the_check_costs_three_small_queries_one_of_them_the_owners_grants(daily):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from refresh.rights import check_owner_reads
+
+    with CaptureQueriesContext(connection) as queries:
+        check_owner_reads(daily)
+
+    assert len(queries) == 3, [q["sql"] for q in queries]
+    assert sum("catalog_grant" in q["sql"] for q in queries) == 1
