@@ -39,13 +39,24 @@ def may_read(user: Any, objects: Iterable[tuple[str, ...]]) -> None:
     read: read_data on each (catalog.access), with one query for the objects' rows and one
     for the user's grants."""
     principal = access.for_user(user)
-    wanted = [(".".join(parts[:-1]), parts[-1]) for parts in objects if len(parts) > 1]
+    wanted = [parts for parts in objects if len(parts) > 1]
     if not wanted:
         if not principal.holds_anything():
             raise Forbidden("Reading the catalog needs a grant")
         return
-    if access.may(principal, READ_DATA, access.CATALOG):
-        return
+    refused = refused_reads(principal, wanted)
+    if refused:
+        raise Forbidden(f"Reading {', '.join(refused)} needs the read_data privilege")
+
+
+def refused_reads(principal: access.Principal, objects: Iterable[tuple[str, ...]]) -> list[str]:
+    """The names ("ns.name") among `objects` (namespace levels..., name) the principal may
+    not read (read_data), in their order: none without a query when it reads the whole
+    catalog, else one query for the objects' rows (an object that is not there is judged
+    by its namespace's grants)."""
+    wanted = [(".".join(parts[:-1]), parts[-1]) for parts in objects if len(parts) > 1]
+    if not wanted or access.may(principal, READ_DATA, access.CATALOG):
+        return []
     rows = CatalogObject.objects.select_related("namespace").filter(
         reduce(or_, (Q(namespace__name=namespace, name=name) for namespace, name in wanted))
     )
@@ -54,7 +65,7 @@ def may_read(user: Any, objects: Iterable[tuple[str, ...]]) -> None:
     for namespace, name in wanted:
         row = found.get((namespace, name))
         securable = access.of_object(row) if row is not None else access.namespace(namespace)
-        if READ_DATA not in principal.privileges(securable):
-            refused.append(f"{namespace}.{name}")
-    if refused:
-        raise Forbidden(f"Reading {', '.join(refused)} needs the read_data privilege")
+        qualified = f"{namespace}.{name}"
+        if READ_DATA not in principal.privileges(securable) and qualified not in refused:
+            refused.append(qualified)
+    return refused

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
+from catalog import access
 from catalog.core.errors import (
     CatalogError,
     Forbidden,
@@ -33,7 +34,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.roles import can_edit, can_view
-from refresh import console_grants, pipelines, queries, selectors, services
+from refresh import console_grants, pipelines, queries, rights, selectors, services
 from refresh.core import grant_statements
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
@@ -331,7 +332,9 @@ def _run(
         ns, name = _resolve(statement.name, namespace)
         mt = selectors.get_materialized_table(ns, name)
         result.table, result.columns = f"{ns}.{name}", ["statement"]
-        result.rows = [[pipelines.show_create(mt)]]
+        # The definition only to those who may read every source (refresh.rights).
+        hidden = rights.definition_hidden(access.for_user(actor), mt.sources)
+        result.rows = [[rights.DEFINITION_HIDDEN if hidden else pipelines.show_create(mt)]]
         result.message = f"The statement that defines {ns}.{name} as it is"
         return result
     if isinstance(statement, st.CreateMaterializedTable):

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog import jobs
+from catalog import access, jobs
 from catalog.core.errors import CatalogError, http_status
 from catalog.core.sql import qualify_table_names, transpile
 from catalog.models import Namespace, SparkJob
@@ -30,7 +30,7 @@ from catalog.pages.jobs import job_context
 from catalog.pages.views import catalog_page, linker
 from catalog.roles import can_edit, can_view
 from maintenance import pages as maintenance_pages
-from refresh import console, lineage, selectors, services
+from refresh import console, lineage, rights, selectors, services
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
 from refresh.models import (
     MaterializedTable,
@@ -188,7 +188,13 @@ def _list_rows_html(rows: list[dict[str, Any]]) -> SafeString:
 @catalog_page()
 def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     mt = _get(namespace, name)
-    trino, trino_error = _trino(mt.query, mt.default_namespace or mt.table.namespace.name)
+    definitions = _definition_versions(request, mt)
+    hidden = definitions["query_hidden"]
+    trino, trino_error = (
+        (None, None)
+        if hidden
+        else _trino(mt.query, mt.default_namespace or mt.table.namespace.name)
+    )
     page = Paginator(selectors.RunPages(mt), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     runs = list(page.object_list)
     active = [run["pk"] for run in runs if run["state"] in ACTIVE]
@@ -215,7 +221,7 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
         "answer": selectors.current_answer(mt),
         "verifications": selectors.latest_verifications(mt, VERIFICATIONS_SHOWN),
-        **_definition_versions(mt),
+        **definitions,
     }
     context["maintenance"] = maintenance_pages.later(request, mt.table)
     return render(request, "refresh/mt_detail.html", context)
@@ -449,10 +455,14 @@ def mt_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 # -- definition versions --------------------------------------------------------------------
 
 
-def _versions(mt: MaterializedTable) -> list[MaterializedTableVersion]:
-    """The table's definitions, newest first, each knowing the one before it."""
+def _versions(request: HttpRequest, mt: MaterializedTable) -> list[MaterializedTableVersion]:
+    """The table's definitions, newest first, each knowing the one before it and whether
+    its query is hidden from the user (refresh.rights: one who may not read every source
+    of a version does not see its text)."""
     versions = selectors.definition_versions(mt)
+    hidden = rights.hidden_definitions(access.principal_of(request), [v.sources for v in versions])
     for index, version in enumerate(versions):
+        version.hidden = hidden[index]
         version.is_current = version.version_id == mt.current_version
         older = versions[index + 1] if index + 1 < len(versions) else None
         version.previous_id = older.version_id if older is not None else None
@@ -486,10 +496,12 @@ def _diff_initial(
     return {"left": left, "right": right}
 
 
-def _definition_versions(mt: MaterializedTable) -> dict[str, Any]:
-    versions = _versions(mt)
+def _definition_versions(request: HttpRequest, mt: MaterializedTable) -> dict[str, Any]:
+    versions = _versions(request, mt)
     log = _version_log(mt)
     return {
+        "query_hidden": rights.definition_hidden(access.principal_of(request), mt.sources),
+        "hidden_note": rights.DEFINITION_HIDDEN,
         "versions": versions,
         "version_log": log,
         "diff_form": VersionDiffForm(
@@ -505,7 +517,7 @@ def mt_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """Two definition versions side by side (?left=1&right=2; by default the one in force
     and the one before it)."""
     mt = _get(namespace, name)
-    versions = _versions(mt)
+    versions = _versions(request, mt)
     by_id = {v.version_id: v for v in versions}
     initial = _diff_initial(mt, versions, _version_log(mt))
     data = {**initial, **{k: request.GET[k] for k in ("left", "right") if k in request.GET}}
@@ -520,6 +532,9 @@ def mt_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     if not form.is_valid():
         return render(request, "refresh/mt_diff.html", context, status=400)
     left, right = by_id[form.cleaned_data["left"]], by_id[form.cleaned_data["right"]]
+    if left.hidden or right.hidden:
+        context.update(hidden_note=rights.DEFINITION_HIDDEN)
+        return render(request, "refresh/mt_diff.html", context)
     context.update(left=left, right=right, rows=side_by_side(left.query, right.query))
     return render(request, "refresh/mt_diff.html", context)
 
@@ -579,7 +594,8 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
                 _say_rebuilding(request, mt)
                 return _page_of(mt)
     else:
-        form = AlterQueryForm(initial={"query": mt.query}, current=mt.query)
+        hidden = rights.definition_hidden(access.principal_of(request), mt.sources)
+        form = AlterQueryForm(initial={"query": "" if hidden else mt.query}, current=mt.query)
     context = {
         "mt": mt,
         "namespace": mt.table.namespace,
@@ -617,13 +633,20 @@ def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int
             _say_rebuilding(request, mt)
             return _page_of(mt)
     current = mt.versions.filter(version_id=mt.current_version).first()
+    shown = [version, *([current] if current is not None else [])]
+    principal = access.principal_of(request)
+    hidden = any(rights.hidden_definitions(principal, [v.sources for v in shown]))
     context = {
         "mt": mt,
         "namespace": mt.table.namespace,
         "table": mt.table,
         "version": version,
         "is_current": version_id == mt.current_version,
-        "rows": side_by_side(current.query, version.query) if current is not None else None,
+        "rows": side_by_side(current.query, version.query)
+        if current is not None and not hidden
+        else None,
+        "query_hidden": hidden,
+        "hidden_note": rights.DEFINITION_HIDDEN,
         "current": current,
         "error": error_message,
     }
