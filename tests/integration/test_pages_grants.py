@@ -13,6 +13,8 @@ principal:
 - any other page shows no name of a namespace or object it may not see;
 - a POST of a full form body to every route changes nothing it may not change."""
 
+# ruff: noqa: F811 - pytest fixtures imported from other test modules, then named as arguments
+
 from __future__ import annotations
 
 import re
@@ -94,7 +96,8 @@ def _user(django_user_model, name: str) -> Any:
 @pytest.fixture
 def principals(django_user_model, world, vault) -> dict[str, Principal]:
     """none: no grant at all; other: read_metadata on `vault` alone; reader: read_data on
-    `sales`; manager: manage on sales.recent alone."""
+    `sales`; manager: manage on sales.recent alone; reader managing vault: read_data on
+    `sales` and manage on `vault`."""
     nobody = _user(django_user_model, "nadia")
     other = _user(django_user_model, "oscar")
     _grant(other, READ_METADATA, VAULT)
@@ -102,6 +105,11 @@ def principals(django_user_model, world, vault) -> dict[str, Principal]:
     _grant(reader, READ_DATA, "sales")
     manager = _user(django_user_model, "max")
     _grant(manager, MANAGE, "sales", world.view)
+    # Holds a change privilege elsewhere, so that no page refuses them before it looks at
+    # the object it would change.
+    vault_manager = _user(django_user_model, "vera")
+    _grant(vault_manager, READ_DATA, "sales")
+    _grant(vault_manager, MANAGE, VAULT)
     never = lambda namespace, name: False  # noqa: E731
     return {
         "none": Principal("none", nobody, never, never),
@@ -112,6 +120,12 @@ def principals(django_user_model, world, vault) -> dict[str, Principal]:
             manager,
             lambda ns, name: ns == "sales" and name in (None, world.view),
             lambda ns, name: ns == "sales" and name == world.view,
+        ),
+        "reader managing vault": Principal(
+            "reader managing vault",
+            vault_manager,
+            lambda ns, name: ns in ("sales", VAULT),
+            lambda ns, name: ns == VAULT,
         ),
     }
 
@@ -163,7 +177,7 @@ QUERIES = {
 
 
 def _principal_ids() -> list[str]:
-    return ["none", "other", "reader", "manager"]
+    return ["none", "other", "reader", "manager", "reader managing vault"]
 
 
 @pytest.mark.parametrize("label", _principal_ids())
