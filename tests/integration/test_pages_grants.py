@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from catalog import services
 from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
@@ -335,3 +337,23 @@ def test_the_home_page_and_search_list_what_a_namespace_grant_shows(principals, 
     client.force_login(principals["reader"].user)
     assert f"/namespaces/{VAULT}/" not in client.get("/").content.decode()
     assert SECRET not in client.get("/search/?q=ledger").content.decode()
+
+
+@pytest.mark.parametrize(
+    "url", ["/", "/search/?q=ales", "/search/?q=SELECT&sql=1", "/namespaces/sales/"]
+)
+def test_a_page_reads_the_grants_once_and_filters_its_list_in_the_query(
+    url, principals, world, viewer
+):
+    """One query loads the principal's grants (catalog.access); the list's rows are
+    filtered by its own query, so a user with a namespace grant costs what a viewer does."""
+    used = {}
+    for label, user in (("viewer", viewer), ("reader", principals["reader"].user)):
+        client = Client()
+        client.force_login(user)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        grants = [q["sql"] for q in queries.captured_queries if "catalog_grant" in q["sql"]]
+        assert len(grants) == 1, (label, grants)
+        used[label] = len(queries.captured_queries)
+    assert used["reader"] <= used["viewer"], used
