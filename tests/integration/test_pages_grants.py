@@ -357,3 +357,18 @@ def test_a_page_reads_the_grants_once_and_filters_its_list_in_the_query(
         assert len(grants) == 1, (label, grants)
         used[label] = len(queries.captured_queries)
     assert used["reader"] <= used["viewer"], used
+
+
+def test_lineage_leaves_out_what_reads_a_table_when_one_may_not_see_it(django_user_model, daily):
+    """sales.daily reads sales.orders: a user who may see orders alone gets its lineage
+    without daily; one who may see both gets the edge."""
+    looker = _user(django_user_model, "lou")
+    _grant(looker, READ_METADATA, "sales", "orders")
+    client = Client()
+    client.force_login(looker)
+    page = client.get("/lineage/sales/orders/")
+    assert page.status_code == 200
+    assert "sales.daily" not in page.content.decode()
+    assert client.get("/lineage/sales/daily/").status_code == 404
+    _grant(looker, READ_METADATA, "sales", "daily")
+    assert "sales.daily" in client.get("/lineage/sales/orders/").content.decode()
