@@ -372,3 +372,24 @@ def test_lineage_leaves_out_what_reads_a_table_when_one_may_not_see_it(django_us
     assert client.get("/lineage/sales/daily/").status_code == 404
     _grant(looker, READ_METADATA, "sales", "daily")
     assert "sales.daily" in client.get("/lineage/sales/orders/").content.decode()
+
+
+def _counts_row(html: str, namespace: str) -> list[str]:
+    """The home page's count cells of a namespace's row."""
+    row = re.search(rf'href="/namespaces/{namespace}/">{namespace}</a>.*?</tr>', html, re.S)
+    assert row, html
+    return re.findall(r"<td>(?:<a [^>]*>)?(\d+)(?:</a>)?</td>", row.group(0))
+
+
+def test_the_home_page_counts_only_what_one_may_see_in_a_namespace(
+    django_user_model, daily, viewer
+):
+    """sales holds orders and the materialized table daily: a user granted orders alone
+    is told of one table, no materialized table."""
+    looker = _user(django_user_model, "lou")
+    _grant(looker, READ_METADATA, "sales", "orders")
+    client = Client()
+    client.force_login(looker)
+    assert _counts_row(client.get("/").content.decode(), "sales") == ["0", "1", "0"]
+    client.force_login(viewer)
+    assert _counts_row(client.get("/").content.decode(), "sales") == ["0", "1", "1"]
