@@ -129,11 +129,17 @@ class Held:
         """Privileges held on the namespace: its own grants, its ancestors' and the
         catalog's."""
         found = self._on_namespace.get(namespace)
-        if found is None:
-            parent, _, _ = namespace.rpartition(".")
-            above = self.on_namespace(parent) if parent else frozenset(self.catalog)
-            found = above | frozenset(self.namespaces.get(namespace, ()))
-            self._on_namespace[namespace] = found
+        if found is not None:
+            return found
+        # Walked from the top, not by recursion: a name may have thousands of levels.
+        found, name = frozenset(self.catalog), ""
+        for level in namespace.split("."):
+            name = f"{name}.{level}" if name else level
+            known = self._on_namespace.get(name)
+            if known is None:
+                known = found | frozenset(self.namespaces.get(name, ()))
+                self._on_namespace[name] = known
+            found = known
         return found
 
     def on_object(self, object_id: int | None, namespace: str) -> frozenset[str]:

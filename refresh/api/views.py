@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from catalog import jobs
 from catalog import selectors as catalog_selectors
 from catalog.api.jobs import ACCEPTED, respond
+from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, SparkJobSerializer
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
@@ -92,7 +93,10 @@ class CanView(BasePermission):
 
 
 class StatementsView(APIView):
-    permission_classes = [CanView]
+    # Whoever holds a privilege somewhere: the console asks for the viewer role for every
+    # statement but GRANT, REVOKE and SHOW GRANTS, which ask what catalog.services.grants
+    # asks (a namespace's manager grants on it without a role on the whole catalog).
+    permission_classes = [HoldsAPrivilege]
 
     @extend_schema(
         operation_id="statements_execute",
@@ -112,7 +116,8 @@ class StatementsView(APIView):
             " / DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW "
             "CREATE MATERIALIZED TABLE, UPDATE/DELETE/MERGE of a materialized table) and "
             "queries (SELECT, WITH, VALUES, DESCRIBE and SHOW COLUMNS of a table or view, "
-            "EXPLAIN; time travel with FOR VERSION / FOR TIMESTAMP AS OF) in "
+            "EXPLAIN; time travel with FOR VERSION / FOR TIMESTAMP AS OF), and GRANT / "
+            "REVOKE / SHOW GRANTS in Unity Catalog's grammar (docs/security.md), in "
             "order. The first error stops the script (what ran before it stays done); the"
             " answer's status is that error's, with its line and column in the script. A "
             "statement that needs a worker's Spark (CREATE, ALTER ... AS, a data change, a "

@@ -29,6 +29,14 @@ def test_a_grant_on_a_namespace_is_inherited_below_it_and_not_beside_it():
     assert not held.on_namespace("other.sales")
 
 
+def test_a_namespace_thousands_of_levels_deep_is_answered_like_any_other():
+    held = Held.from_rows([(READ_DATA, "a.a", None, None)])
+    deep = ".".join(["a"] * 20_000)
+
+    assert READ_DATA in held.on_namespace(deep)
+    assert not held.on_namespace(".".join(["b"] * 20_000))
+
+
 def test_privileges_imply_the_weaker_ones_and_create_implies_nothing_more():
     held = Held.from_rows([(WRITE_DATA, None, 1, "a"), (CREATE, "b", None, None)])
 
