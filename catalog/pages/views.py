@@ -355,20 +355,18 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
             "visible": page_access.visible(request),
             "readable": page_access.visible(request, READ_DATA),
         }
-        # A page among the first ones of a text in many names reads only its own ids (the
-        # index knows every name: only when every one is visible).
-        known_more = (
-            seen["visible"] is None
-            and number * PAGE_SIZE <= SEARCH_READ
-            and selectors.names_beyond(query, SEARCH_READ)
-        )
+        # A text in many names is found by walking the list in order (`in_many`); a page
+        # among the first ones then reads only its own ids, when the index's count of
+        # names is the user's (every name visible to them).
+        in_many = number * PAGE_SIZE <= SEARCH_READ and selectors.names_beyond(query, SEARCH_READ)
+        known_more = in_many and seen["visible"] is None
         if with_sql:
-            ids = selectors.search_ids(query, sql=True, in_many_names=known_more, **seen)
+            ids = selectors.search_ids(query, sql=True, in_many_names=in_many, **seen)
             page = _capped_page(request, ids, known_more=known_more)
         else:
             # A page past the first read ones: the names' index may be the shorter way there.
             deep = upto if upto > SEARCH_READ else None
-            ids = selectors.search_ids(query, upto=deep, in_many_names=known_more, **seen)
+            ids = selectors.search_ids(query, upto=deep, in_many_names=in_many, **seen)
             page = _capped_page(request, ids, known_more=known_more)
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
