@@ -17,6 +17,8 @@ next request. An object's owner is read from its own row, which the caller has l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -24,6 +26,7 @@ from django.db.models import (
     Case,
     CharField,
     Exists,
+    F,
     IntegerField,
     OuterRef,
     Q,
@@ -32,6 +35,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Cast, Concat, Length, Substr
+from django.db.models.lookups import Exact
 
 from catalog.core.access import IMPLIES, MANAGE, OWN, READ_DATA, READ_METADATA, Held
 from catalog.models import CatalogClient, CatalogObject, Grant, Namespace
@@ -60,6 +64,9 @@ CATALOG = Securable()
 
 def namespace(name: str) -> Securable:
     return Securable(namespace=name)
+
+
+access_namespace = namespace  # for functions with a `namespace` argument of their own
 
 
 def of_object(obj: CatalogObject) -> Securable:
@@ -125,6 +132,17 @@ class Principal:
         if self.superuser:
             return narrowing is None or not narrowing.is_empty()
         return not mine.is_empty() and (narrowing is None or not narrowing.is_empty())
+
+    def holds_any(self, privileges: tuple[str, ...]) -> bool:
+        """Whether the principal holds one of `privileges` anywhere (owning counts)."""
+        if not self.active:
+            return False
+        if self.superuser and not self.narrowed_superuser():
+            return True
+        mine, narrowing = self.held()
+        return (self.superuser or mine.holds_any(privileges)) and (
+            narrowing is None or narrowing.holds_any(privileges)
+        )
 
     def sees_namespace(self, name: str) -> bool:
         """A namespace is visible to whoever holds anything on it, above it or under it."""
@@ -308,30 +326,91 @@ def may_read_condition(namespace_name: str, user_id: int, client_id: int) -> Q:
 def visible_objects(principal: Principal, queryset: QuerySet) -> QuerySet:
     """The objects of `queryset` (CatalogObject, View or Table rows) the principal may see
     (READ_METADATA), filtered in the query so that counts and pages stay right."""
+    condition = objects_condition(principal)
+    return queryset if condition is None else queryset.filter(condition)
+
+
+def objects_condition(
+    principal: Principal,
+    privilege: str = READ_METADATA,
+    *,
+    namespace: str | None = None,
+    prefix: str = "",
+) -> Q | None:
+    """The condition, on CatalogObject rows (or View and Table rows; on rows that point to
+    one through `prefix`, "table__" say), "the principal holds `privilege` on it": None when
+    it holds everywhere (or, given the `namespace` the rows are all in, everywhere in it),
+    so that a list needs no filter at all."""
     if not principal.active:
-        return queryset.none()
+        return Q(pk__in=[])
     if principal.superuser and not principal.narrowed_superuser():
-        return queryset
-    mine, narrowing = principal.held()
-    found = None if principal.superuser else _object_filter(mine, owner_id=principal.user.pk)
-    if found is not None:
-        queryset = queryset.filter(found)
-    if narrowing is not None:
-        narrowed = _object_filter(narrowing, owner_id=None)
-        if narrowed is not None:
-            queryset = queryset.filter(narrowed)
-    return queryset
-
-
-def _object_filter(held: Held, *, owner_id: int | None) -> Q | None:
-    """None when every object is visible, else the condition."""
-    if READ_METADATA in held.catalog:
         return None
-    found = Q(pk__in=sorted(held.objects_with(READ_METADATA)))
-    for name in held.namespaces_with(READ_METADATA):
-        found |= Q(namespace__name=name) | Q(namespace__name__startswith=name + ".")
+    if namespace is not None and privilege in principal.privileges(access_namespace(namespace)):
+        return None
+    mine, narrowing = principal.held()
+    found = None
+    if not principal.superuser:
+        found = _object_filter(mine, privilege, owner_id=principal.user.pk, prefix=prefix)
+    if narrowing is not None:
+        narrowed = _object_filter(narrowing, privilege, owner_id=None, prefix=prefix)
+        if narrowed is not None:
+            found = narrowed if found is None else found & narrowed
+    return found
+
+
+def _object_filter(
+    held: Held, privilege: str, *, owner_id: int | None, prefix: str = ""
+) -> Q | None:
+    """None when every object is visible, else the condition. The namespaces granted are
+    one subquery of the (few) namespaces, run once, not a join and a test of each name on
+    every row a list passes."""
+    if privilege in held.catalog:
+        return None
+    found = Q(**{f"{prefix}pk__in": sorted(held.objects_with(privilege))})
+    granted = held.namespaces_with(privilege)
+    if granted:
+        names = reduce(or_, (under("name", name) for name in sorted(granted)))
+        found |= Q(**{f"{prefix}namespace_id__in": Namespace.objects.filter(names).values("pk")})
     if owner_id is not None:
-        found |= Q(owner_id=owner_id)
+        found |= Q(**{f"{prefix}owner_id": owner_id})
+    return found
+
+
+def under(field: str, name: str) -> Q:
+    """`field` (a namespace's name) is `name` or a namespace under it. LIKE (startswith)
+    lets an index narrow the rows, but SQLite's LIKE ignores case ("Finance.x" would pass
+    for "finance"): the prefix is then compared exactly, as `may` compares it."""
+    prefix = name + "."
+    return Q(**{field: name}) | (
+        Q(**{f"{field}__startswith": prefix})
+        & Q(Exact(Substr(F(field), 1, len(prefix)), Value(prefix, output_field=CharField())))
+    )
+
+
+def namespaces_condition(principal: Principal) -> Q | None:
+    """The condition, on Namespace rows, "the principal may see it" (`sees_namespace`):
+    any privilege on it or above it, or a grant or an owned object under it. None when it
+    sees every namespace."""
+    if not principal.active:
+        return Q(pk__in=[])
+    if principal.superuser and not principal.narrowed_superuser():
+        return None
+    mine, narrowing = principal.held()
+    found = None if principal.superuser else _namespace_filter(mine)
+    if narrowing is not None:
+        narrowed = _namespace_filter(narrowing)
+        if narrowed is not None:
+            found = narrowed if found is None else found & narrowed
+    return found
+
+
+def _namespace_filter(held: Held) -> Q | None:
+    if held.catalog:
+        return None
+    granted = sorted(name for name, privileges in held.namespaces.items() if privileges)
+    found = Q(name__in=sorted(held.beneath | set(granted)))
+    for name in granted:
+        found |= under("name", name)
     return found
 
 
@@ -363,11 +442,5 @@ def visible_grants(principal: Principal, queryset: QuerySet) -> QuerySet:
         | Q(object__owner_id=user_id)
     )
     for name in mine.namespaces_with(MANAGE):
-        under = name + "."
-        found |= (
-            Q(namespace__name=name)
-            | Q(namespace__name__startswith=under)
-            | Q(object__namespace__name=name)
-            | Q(object__namespace__name__startswith=under)
-        )
+        found |= under("namespace__name", name) | under("object__namespace__name", name)
     return queryset.filter(found)

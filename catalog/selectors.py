@@ -107,6 +107,8 @@ def search_ids(
     sql: bool = False,
     upto: int | None = None,
     in_many_names: bool = False,
+    visible: Q | None = None,
+    readable: Q | None = None,
 ) -> QuerySet | NamePositions:
     """Ids, in list order (namespace, then name), of the objects of any kind whose qualified
     name contains `text` (`CatalogObject.objects.search`: "sales.region" finds
@@ -122,19 +124,29 @@ def search_ids(
     `_in_sql`. Building the query asks the trigram indexes once or twice each, unless the
     caller knows the text is `in_many_names` (`names_beyond`) and reads one of the first
     pages: then a walk in order finds the page among the names soon, testing the SQL of
-    the objects it passes, and no index is asked."""
+    the objects it passes, and no index is asked.
+
+    Only what the asker may see is found: names of the objects `visible` holds, SQL of
+    the views `readable` holds (catalog.access's conditions; None: every one), tested as
+    the walk passes each object."""
     found = CatalogObject.objects.none()
     if names:
         found = CatalogObject.objects.search(text)
-        deep = None if sql else upto
+        # Where the matches lie (NamePositions) counts every object's name: only for one who
+        # may see them all.
+        deep = None if sql or visible is not None else upto
         candidates = None if in_many_names else _name_candidates(text, upto=deep)
         if isinstance(candidates, NamePositions):
             return candidates
         if candidates is not None:
             # Few names contain it (none, often): read those, not the whole index.
             found = found.filter(pk__in=candidates)
+        if visible is not None:
+            found = found.filter(visible)
     if sql:
         by_sql = CatalogObject.objects.filter(_in_sql(text, walk=in_many_names))
+        if readable is not None:
+            by_sql = by_sql.filter(readable)
         # One WHERE with an OR (not an IN over the name search): the walk stays on the index.
         found = (found | by_sql) if names else by_sql
     return found.order_by("namespace__name", "name").values_list("pk", flat=True)
@@ -443,22 +455,25 @@ def object_rows(pks: list[int]) -> list[dict[str, Any]]:
     ]
 
 
-def namespace_views(namespace: Namespace) -> QuerySet:
+def namespace_views(namespace: Namespace, visible: Q | None = None) -> QuerySet:
     """The namespace's views by name, as dicts: `name`, `properties`, `current_version_id`,
-    `updated_at` (the (namespace, name) index gives both the order and the page)."""
+    `updated_at` (the (namespace, name) index gives both the order and the page); only
+    those `visible` holds (catalog.access.objects_condition), when given."""
+    views = View.objects.filter(namespace=namespace)
     return (
-        View.objects.filter(namespace=namespace)
+        (views if visible is None else views.filter(visible))
         .order_by("name")
         .values("name", "properties", "current_version_id", "updated_at")
     )
 
 
-def namespace_tables(namespace: Namespace) -> QuerySet:
+def namespace_tables(namespace: Namespace, visible: Q | None = None) -> QuerySet:
     """The namespace's tables by name, as dicts: `name`, `format_version`,
     `current_snapshot_id`, `updated_at`, `materialized_id` (None unless the table is a
-    materialized table's)."""
+    materialized table's); only those `visible` holds, when given."""
+    tables = Table.objects.filter(namespace=namespace)
     return (
-        Table.objects.filter(namespace=namespace)
+        (tables if visible is None else tables.filter(visible))
         .order_by("name")
         .values(
             "name",

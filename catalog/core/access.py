@@ -88,6 +88,8 @@ class Held:
     #: Namespaces with a grant at or under them (an ancestor of a granted namespace or
     #: object is visible, so that one can reach what one was given).
     beneath: set[str] = field(default_factory=set)
+    #: Whether the principal owns an object (which its row, not a grant, says).
+    owns_objects: bool = False
     _on_namespace: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -102,12 +104,23 @@ class Held:
             elif namespace is not None:
                 held.namespaces.setdefault(namespace, set()).update(implied)
                 held.beneath.update(ancestors(namespace))
+            elif object_namespace is not None:
+                # Neither a namespace nor an object: an object owned (its owner holds
+                # everything on it, read from its own row) in this namespace.
+                held.owns_objects = True
+                held.beneath.update(ancestors(object_namespace))
             else:
                 held.catalog.update(implied)
         return held
 
     def is_empty(self) -> bool:
         return not (self.catalog or self.namespaces or self.objects or self.beneath)
+
+    def holds_any(self, privileges: Iterable[str]) -> bool:
+        """Whether one of `privileges` is held anywhere (owning an object counts)."""
+        wanted = set(privileges)
+        held = [self.catalog, *self.namespaces.values(), *self.objects.values()]
+        return self.owns_objects or any(wanted & found for found in held)
 
     def on_catalog(self) -> frozenset[str]:
         return frozenset(self.catalog)

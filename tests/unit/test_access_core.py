@@ -63,3 +63,20 @@ def test_a_commit_of_snapshots_alone_needs_write_data_and_anything_else_manage()
     assert commit_privilege([{"action": "add-schema"}]) == MANAGE
     assert commit_privilege(["not an update"]) == MANAGE
     assert commit_privilege([]) == WRITE_DATA
+
+
+def test_owning_an_object_shows_its_namespaces_and_counts_as_holding_a_change():
+    # The loader's row for an owned object: neither a namespace grant nor an object grant,
+    # only the object's namespace.
+    held = Held.from_rows([("beneath", None, None, "finance.eu")])
+    assert held.sees_namespace("finance") and held.sees_namespace("finance.eu")
+    assert not held.sees_namespace("sales")
+    assert held.on_namespace("finance.eu") == frozenset()
+    assert held.holds_any(["manage"]) and not held.is_empty()
+
+
+def test_holding_a_change_anywhere():
+    assert Held.from_rows([("create", "sales", None, None)]).holds_any(["create", "manage"])
+    assert not Held.from_rows([("read_data", "sales", None, None)]).holds_any(["manage"])
+    assert not Held.from_rows([("read_metadata", None, 7, "sales")]).holds_any(["write_data"])
+    assert Held.from_rows([("manage", None, 7, "sales")]).holds_any(["manage"])
