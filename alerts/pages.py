@@ -16,10 +16,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from alerts import services
 from alerts.models import Delivery, Subscription
+from catalog.core.access import MANAGE, READ_DATA
 from catalog.core.errors import CatalogError
 from catalog.models import Table
+from catalog.pages import access as page_access
 from catalog.pages.views import catalog_page
-from catalog.roles import can_edit
 
 DELIVERIES_SHOWN = 10
 
@@ -32,21 +33,26 @@ def later(request: HttpRequest, table: Table) -> dict[str, Any]:
     }
 
 
-def _table(namespace: str, name: str) -> Table:
-    return get_object_or_404(
+def _table(request: HttpRequest, namespace: str, name: str, privilege: str) -> Table:
+    """The materialized table's data table, when the user sees it (else the missing table's
+    404) and holds `privilege` on it (else 403), as the table's own page asks."""
+    table = get_object_or_404(
         Table.objects.select_related("namespace"),
         namespace__name=namespace,
         name=name,
         materialized__isnull=False,
     )
+    missing = f"Materialized table does not exist: {namespace}.{name}"
+    page_access.check(request, table, privilege, missing=missing)
+    return table
 
 
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def section_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = _table(namespace, name)
+    table = _table(request, namespace, name, READ_DATA)
     subscriptions = services.covering(table)
-    editor = can_edit(request.user)
+    editor = page_access.holds(request, table, MANAGE)
     for subscription in subscriptions:
         subscription.shown = _shown(subscription, editor)
     shown = {subscription.pk: subscription.shown for subscription in subscriptions}
@@ -84,7 +90,7 @@ def _back(table: Table) -> HttpResponse:
 @require_POST
 @catalog_page(editors_only=True)
 def subscribe(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = _table(namespace, name)
+    table = _table(request, namespace, name, MANAGE)
     address = request.POST.get("address", "").strip()
     is_url = address.lower().startswith(("http://", "https://"))
     try:
@@ -105,20 +111,21 @@ def subscribe(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 
 
 def _subscription(request: HttpRequest, table: Table) -> Subscription | None:
-    """The subscription the form names (`subscription`), if it covers `table`."""
+    """The subscription the form names (`subscription`), if it is one of `table`'s own (a
+    namespace's subscriptions are changed in the API, by those who manage it)."""
     value = request.POST.get("subscription", "")
     if value.isascii() and value.isdigit() and len(value) < 19:
-        for subscription in services.covering(table):
-            if subscription.pk == int(value):
-                return subscription
-    messages.error(request, "No such subscription covers this table")
+        found = Subscription.objects.filter(pk=int(value), materialized_table__table=table).first()
+        if found is not None:
+            return found
+    messages.error(request, "No such subscription of this table")
     return None
 
 
 @require_POST
 @catalog_page(editors_only=True)
 def send_test(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = _table(namespace, name)
+    table = _table(request, namespace, name, MANAGE)
     subscription = _subscription(request, table)
     if subscription is not None:
         services.send_test(subscription.pk, actor=request.user)
@@ -129,7 +136,7 @@ def send_test(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 @require_POST
 @catalog_page(editors_only=True)
 def unsubscribe(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = _table(namespace, name)
+    table = _table(request, namespace, name, MANAGE)
     subscription = _subscription(request, table)
     if subscription is not None:
         services.delete_subscription(subscription.pk, actor=request.user)

@@ -11,7 +11,12 @@ login page's (a trivial page); a ratio over 3 is flagged (3.5 for the two search
 SQL at 100,000 views): every page and list it measures is in the bar.
 
     .venv/bin/python bench/pages.py [--requests 200] [--views 10000] [--tables 1000]
-                                    [--namespaces 50] [--keep]
+                                    [--namespaces 50] [--reader] [--keep]
+
+`--reader` signs in as a user who is not a superuser and holds read_data on half of the
+namespaces (`sales` and the first `ns_` ones) and nothing on the catalog: every page then
+decides what it shows by that user's grants (issue 39's "no slower"). A page such a user may
+not open at all (403) is left out of the run and named.
 
 `seed_catalog` (and the helpers below it) also seed tests (tests/integration/
 test_scale_pages.py)."""
@@ -37,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 USERNAME = "bench"
+READER = "bench-reader"
 PASSWORD = "bench-password-not-secret"
 EMAIL = "bench@example.com"
 LIMIT_RATIO = 3.0
@@ -805,7 +811,25 @@ def _wait(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
     sys.exit("gunicorn did not answer")
 
 
-def _login(base: str) -> Any:
+def _add_reader(env: dict, namespaces: int) -> None:
+    """READER, holding read_data on `sales` and the first ns_ namespaces: half of them."""
+    visible = ["sales", *(f"ns_{i:02d}" for i in range(namespaces // 2 - 1))]
+    _manage(
+        env,
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model\n"
+        "from catalog.services import grants\n"
+        "users = get_user_model().objects\n"
+        f"users.create_user({READER!r}, password={PASSWORD!r})\n"
+        "admin = users.get(is_superuser=True)\n"
+        f"for name in {visible!r}:\n"
+        f"    grants.grant(privilege='read_data', principal_type='user', principal={READER!r},"
+        " securable_type='namespace', namespace=name, actor=admin)\n",
+    )
+
+
+def _login(base: str, username: str = USERNAME) -> Any:
     import requests
 
     session = requests.Session()
@@ -813,11 +837,12 @@ def _login(base: str) -> Any:
     response = session.post(
         f"{base}/login/",
         data={
-            "username": USERNAME,
+            "username": username,
             "password": PASSWORD,
             "csrfmiddlewaretoken": session.cookies["csrftoken"],
         },
         timeout=30,
+        allow_redirects=False,  # where it leads is measured, not part of signing in
     )
     response.raise_for_status()
     if "sessionid" not in session.cookies:
@@ -872,12 +897,22 @@ SQL_SEARCHES = {"search 'orders_view_0100' (SQL)", "search names and SQL 'view_0
 SQL_LIMIT_RATIO = 3.5
 
 
-def measure(base: str, requests_per_page: int, warmup: int = 10) -> list[dict[str, Any]]:
+def measure(
+    base: str, requests_per_page: int, warmup: int = 10, username: str = USERNAME
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each page's p50 and p95 and its p95 over the baseline's; and the pages left out
+    because `username` may not open them (403)."""
     import requests
 
     anonymous = requests.Session()
-    signed_in = _login(base)
-    pages = _pages()
+    signed_in = _login(base, username)
+    pages, refused = [], []
+    for name, path in _pages():
+        session = anonymous if path.startswith("/admin/") else signed_in
+        if session.get(base + path, timeout=60).status_code == 403 and username != USERNAME:
+            refused.append(name)
+        else:
+            pages.append((name, path))
     timings: dict[str, list[float]] = {name: [] for name, _ in pages}
     sizes: dict[str, int] = {}
     for round_ in range(warmup + requests_per_page):
@@ -908,7 +943,7 @@ def measure(base: str, requests_per_page: int, warmup: int = 10) -> list[dict[st
                 "bytes": sizes[name],
             }
         )
-    return results
+    return results, refused
 
 
 def main() -> None:
@@ -917,6 +952,9 @@ def main() -> None:
     parser.add_argument("--namespaces", type=int, default=50)
     parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--views", type=int, default=10000)
+    parser.add_argument(
+        "--reader", action="store_true", help="as a user granted half of the namespaces"
+    )
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = parser.parse_args()
@@ -935,13 +973,18 @@ def main() -> None:
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
         "PYTHONUNBUFFERED": "1",
+        # As `make run` serves: every request is counted for /metrics, in files.
+        "PROMETHEUS_MULTIPROC_DIR": str(root / "metrics"),
     }
+    (root / "metrics").mkdir()
     process = None
     try:
         started = time.monotonic()
         _manage(env, "migrate", "--noinput")
         _manage(env, "createsuperuser", "--noinput", "--username", USERNAME, "--email", EMAIL)
         _seed_in_subprocess(env, args)
+        if args.reader:
+            _add_reader(env, args.namespaces)
         print(
             f"Seeded {args.namespaces} namespaces, {args.tables} tables, {args.views} views "
             f"in {time.monotonic() - started:.0f} s (migrate included)",
@@ -962,11 +1005,16 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         _wait(f"{base}/admin/login/", process)
         started = time.monotonic()
-        results = measure(base, args.requests)
+        results, refused = measure(
+            base, args.requests, username=READER if args.reader else USERNAME
+        )
+        who = "a reader of half the namespaces" if args.reader else "a superuser"
         print(
             f"\n{args.requests} sequential requests per page, round-robin, gunicorn 1 sync "
-            f"worker, SQLite, DEBUG=0 ({time.monotonic() - started:.0f} s)\n"
+            f"worker, SQLite, DEBUG=0, as {who} ({time.monotonic() - started:.0f} s)\n"
         )
+        if refused:
+            print(f"Left out (403 for this user): {', '.join(refused)}\n")
         print(f"{'page':<36} {'p50 ms':>8} {'p95 ms':>8} {'p95/base':>9} {'KB':>8}")
         over = []
         for r in results:

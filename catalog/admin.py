@@ -261,3 +261,29 @@ class CatalogEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def action_shown(self, event: models.CatalogEvent) -> str:
         """A folded row's action with its count, "commit_table ×720" (history.fold_commits)."""
         return event.action_display
+
+
+@admin.register(models.Grant)
+class GrantAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Grants change through /api/grants/, which checks who may and records each change."""
+
+    list_display = ("privilege", "principal_label", "securable_label", "granted_by", "granted_at")
+    list_filter = ("privilege",)
+    list_select_related = ("user", "group", "client", "namespace", "object__namespace")
+    search_fields = ("user__username", "group__name", "client__client_id", "namespace__name")
+
+
+@admin.register(models.GrantChange)
+class GrantChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = (
+        "occurred_at",
+        "actor_name",
+        "action",
+        "privilege",
+        "principal_type",
+        "principal_name",
+        "securable_name",
+    )
+    list_filter = ("action", "privilege", "principal_type", "securable_type")
+    search_fields = ("actor_name", "principal_name", "securable_name")
+    date_hierarchy = "occurred_at"

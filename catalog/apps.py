@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_migrate, post_save
 
 
 class CatalogConfig(AppConfig):
@@ -27,3 +27,29 @@ class CatalogConfig(AppConfig):
         for model in (View, Table):
             post_save.connect(counts.object_saved, sender=model, dispatch_uid=f"count-{model}")
         post_delete.connect(counts.object_deleted, sender=CatalogObject, dispatch_uid="uncount")
+        post_migrate.connect(role_groups, sender=self, dispatch_uid="catalog-role-groups")
+
+
+def role_groups(*, using: str = "default", apps=None, **kwargs) -> None:
+    """The viewer and editor groups, with their grants on the catalog, when they are missing
+    (a new database, or one a test emptied): migration 0017 gave existing ones theirs. A
+    group that exists is left as its administrators made it. Nothing where the database is
+    not migrated as far as grants (`apps` is the migrated state's)."""
+    from django.apps import apps as global_apps
+
+    from catalog.roles import ROLE_GRANTS
+
+    apps = apps or global_apps  # a flush (tests) sends no migrated state
+    from django.db import connections
+
+    try:
+        Group = apps.get_model("auth", "Group")
+        Grant = apps.get_model("catalog", "Grant")
+    except LookupError:
+        return
+    if Grant._meta.db_table not in connections[using].introspection.table_names():
+        return  # a database migrated back to before grants, then flushed (tests)
+    for name, privilege in ROLE_GRANTS.items():
+        group, created = Group.objects.using(using).get_or_create(name=name)
+        if created:
+            Grant.objects.using(using).create(group=group, privilege=privilege)

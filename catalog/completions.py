@@ -25,9 +25,9 @@ from django.db import connection
 from django.db.models import Expression, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Collate, Concat, Lower
 
+from catalog import access
 from catalog.core.errors import InvalidInput
 from catalog.models import CatalogObject, Namespace, TableSchemaField, ViewSchemaField, ViewVersion
-from catalog.roles import can_view
 
 #: Names in one answer, unless asked for fewer.
 LIMIT = 50
@@ -66,15 +66,16 @@ class Completions:
 
 
 def visible_namespaces(user: Any) -> QuerySet[Namespace]:
-    """The namespaces `user` may see: every one for a viewer or an editor (catalog.roles),
-    none for anyone else."""
-    return Namespace.objects.all() if can_view(user) else Namespace.objects.none()
+    """The namespaces `user` may see (catalog.access: a grant on, above or under them)."""
+    condition = access.namespaces_condition(access.for_user(user))
+    return Namespace.objects.all() if condition is None else Namespace.objects.filter(condition)
 
 
 def visible_objects(user: Any) -> QuerySet[CatalogObject]:
-    """The tables and views `user` may see: every one for a viewer or an editor, none for
-    anyone else."""
-    return CatalogObject.objects.all() if can_view(user) else CatalogObject.objects.none()
+    """The tables and views `user` may see (read_metadata on them)."""
+    condition = access.objects_condition(access.for_user(user))
+    listed = CatalogObject.objects.all()
+    return listed if condition is None else listed.filter(condition)
 
 
 # -- completion ----------------------------------------------------------------------------

@@ -40,7 +40,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from catalog import workers
+from catalog import access, workers
+from catalog.core.access import CREATE, MANAGE, READ_DATA
 from catalog.core.errors import (
     CatalogError,
     CommitConflict,
@@ -49,8 +50,8 @@ from catalog.core.errors import (
     Unavailable,
     http_status,
 )
-from catalog.models import SparkJob
-from catalog.roles import EDITOR, VIEWER, can_edit, can_view
+from catalog.models import CatalogObject, SparkJob
+from catalog.roles import EDITOR, VIEWER
 from catalog.watch import Watch, warehouse_floor
 from webapp import broker
 
@@ -87,11 +88,35 @@ def kind(
 def _role_lost(job: SparkJob) -> str | None:
     """Why the job's requester may no longer have it run (None: they may)."""
     role = ROLES.get(job.kind, EDITOR)
-    allowed = can_view if role == VIEWER else can_edit
-    if allowed(job.requested_by):
+    if job.requested_by is not None and _still_may(
+        access.Principal(job.requested_by), role, job.arguments or {}
+    ):
         return None
     who = job.requested_by.get_username() if job.requested_by else "a deleted user"
     return f"Not run: {who} no longer has the {role} role this job needs"
+
+
+def _still_may(who: access.Principal, role: str, arguments: dict[str, Any]) -> bool:
+    """Whether the requester still holds what the job needs on the object its arguments
+    name (catalog.access): read_data for a viewer's kind (a preview), manage for an
+    editor's, create in the namespace for an object still to be made. A kind that names no
+    object (a console script, whose statements each check their own) needs a grant
+    somewhere, or manage on the catalog for an editor's."""
+    namespace, name = arguments.get("namespace"), arguments.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        if role == VIEWER:
+            return who.holds_anything()
+        return access.may(who, MANAGE, access.CATALOG)
+    found = (
+        CatalogObject.objects.select_related("namespace")
+        .filter(namespace__name=namespace, name=name)
+        .first()
+    )
+    if found is None:
+        if role == VIEWER:
+            return who.sees_namespace(namespace)
+        return access.may(who, CREATE, access.namespace(namespace))
+    return access.may(who, READ_DATA if role == VIEWER else MANAGE, access.of_object(found))
 
 
 # -- where Spark runs --------------------------------------------------------------------

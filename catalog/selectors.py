@@ -4,6 +4,8 @@ lists of the search and namespace pages."""
 
 from __future__ import annotations
 
+import functools
+import math
 import string
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +13,6 @@ from typing import Any
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
-from django.db.models.expressions import RawSQL
 
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView, NotFound
@@ -28,25 +29,38 @@ from catalog.models import (
 )
 
 
+def no_such_namespace(name: str) -> NoSuchNamespace:
+    """The error for a namespace that is not there (or that the asker may not see)."""
+    return NoSuchNamespace(f"Namespace does not exist: {name}", field="namespace")
+
+
+def no_such_view(namespace: str, name: str) -> NoSuchView:
+    return NoSuchView(f"View does not exist: {namespace}.{name}", field="name")
+
+
+def no_such_table(namespace: str, name: str) -> NoSuchTable:
+    return NoSuchTable(f"Table does not exist: {namespace}.{name}", field="name")
+
+
 def get_namespace(name: str) -> Namespace:
     try:
         return Namespace.objects.get(name=name)
     except Namespace.DoesNotExist:
-        raise NoSuchNamespace(f"Namespace does not exist: {name}", field="namespace") from None
+        raise no_such_namespace(name) from None
 
 
 def get_view(namespace: str, name: str) -> View:
     try:
         return View.objects.select_related("namespace").get(namespace__name=namespace, name=name)
     except View.DoesNotExist:
-        raise NoSuchView(f"View does not exist: {namespace}.{name}", field="name") from None
+        raise no_such_view(namespace, name) from None
 
 
 def get_table(namespace: str, name: str) -> Table:
     try:
         return Table.objects.select_related("namespace").get(namespace__name=namespace, name=name)
     except Table.DoesNotExist:
-        raise NoSuchTable(f"Table does not exist: {namespace}.{name}", field="name") from None
+        raise no_such_table(namespace, name) from None
 
 
 def holder_of(namespace: Namespace, name: str) -> CatalogObject | None:
@@ -93,7 +107,9 @@ def search_ids(
     sql: bool = False,
     upto: int | None = None,
     in_many_names: bool = False,
-) -> QuerySet:
+    visible: Q | None = None,
+    readable: Q | None = None,
+) -> QuerySet | NamePositions:
     """Ids, in list order (namespace, then name), of the objects of any kind whose qualified
     name contains `text` (`CatalogObject.objects.search`: "sales.region" finds
     sales.region_revenue) when `names`, and of the views whose retained versions' SQL, in
@@ -103,20 +119,34 @@ def search_ids(
     the qualified names; a common one is found by the (namespace, name) index alone: a page
     (LIMIT/OFFSET) walks it from the first namespace on and stops when the page is full, a
     count reads the index only. A page far down a common text's list (`upto`: the last row it
-    needs) may read the trigram index's whole list instead (`_deep_candidates`). By SQL, see
+    needs; by name alone) may read the trigram index's whole list instead: then the answer
+    is where the matches lie, sliced as the query is (`_deep_positions`). By SQL, see
     `_in_sql`. Building the query asks the trigram indexes once or twice each, unless the
     caller knows the text is `in_many_names` (`names_beyond`) and reads one of the first
     pages: then a walk in order finds the page among the names soon, testing the SQL of
-    the objects it passes, and no index is asked."""
+    the objects it passes, and no index is asked.
+
+    Only what the asker may see is found: names of the objects `visible` holds, SQL of
+    the views `readable` holds (catalog.access's conditions; None: every one), tested as
+    the walk passes each object."""
     found = CatalogObject.objects.none()
     if names:
         found = CatalogObject.objects.search(text)
-        candidates = None if in_many_names else _name_candidates(text, upto=upto)
+        # Where the matches lie (NamePositions) counts every object's name: only for one who
+        # may see them all.
+        deep = None if sql or visible is not None else upto
+        candidates = None if in_many_names else _name_candidates(text, upto=deep)
+        if isinstance(candidates, NamePositions):
+            return candidates
         if candidates is not None:
             # Few names contain it (none, often): read those, not the whole index.
             found = found.filter(pk__in=candidates)
+        if visible is not None:
+            found = found.filter(visible)
     if sql:
         by_sql = CatalogObject.objects.filter(_in_sql(text, walk=in_many_names))
+        if readable is not None:
+            by_sql = by_sql.filter(readable)
         # One WHERE with an OR (not an IN over the name search): the walk stays on the index.
         found = (found | by_sql) if names else by_sql
     return found.order_by("namespace__name", "name").values_list("pk", flat=True)
@@ -138,45 +168,147 @@ DEEP_WALK_OBJECTS = 20_000
 #: Reading a candidate from the trigram index (and sorting it) costs about as much as
 #: walking this many names in order.
 CANDIDATE_COST = 5
+#: The name of the candidates' list inside `_deep_positions`' query.
+_DEEP = "deep_candidates"
+_OBJECTS = f'"{CatalogObject._meta.db_table}"'
+_NAMESPACES = f'"{Namespace._meta.db_table}"'
 
 
-def _name_candidates(text: str, *, upto: int | None = None) -> list[int] | RawSQL | None:
+def _name_candidates(text: str, *, upto: int | None = None) -> list[int] | NamePositions | None:
     """Ids of the objects whose qualified name may contain `text` (never fewer than do:
     the index folds case at least as widely as LIKE), from migration 0007's trigram index;
     None on other databases, for a text shorter than a trigram, or when there are more
     than NAME_CANDIDATES (then walking the names in order finds a page soon), unless the
-    page asked for lies so far down that reading the index's list costs less
-    (`_deep_candidates`)."""
+    page asked for lies so far down that reading the index's list costs less: then where
+    the matches lie (`_deep_positions`)."""
     if connection.vendor != "sqlite" or len(text) < 3:
         return None
     ids = _fts_rowids(NAME_FTS_TABLE, text, NAME_CANDIDATES + 1)
     if len(ids) <= NAME_CANDIDATES:
         return ids
-    return _deep_candidates(text, upto) if upto is not None else None
+    return _deep_positions(text, upto) if upto is not None else None
 
 
-def _deep_candidates(text: str, upto: int) -> RawSQL | None:
-    """The candidates for a page ending at match `upto` of a text in many names, as a
-    subquery of the trigram index, when reading them is the shorter way: the walk in order
-    reads about `objects x upto / matches` names to get there (it stops at the page), the
-    list about `matches` ids (each costing CANDIDATE_COST names walked), and the matches are
-    about as many as the candidates; in a catalog of at most DEEP_WALK_OBJECTS the walk is
-    short whatever the page. At 100,000 views page 90 of a text in 5,000 names walked
-    90,000 names (17 ms). The index is asked for the text's end, as `_sql_candidates` does
-    (fewer, longer lists are read); the ids stay in the database (thousands of parameters
-    cost more to pass than to read)."""
+def _deep_positions(text: str, upto: int) -> NamePositions | None:
+    """How many matches of a text in many names each namespace holds, for a page ending at
+    match `upto`, when reading the trigram index's candidates is the shorter way there; None
+    when the walk in order is.
+
+    The walk reads about `objects x upto / matches` names to get there (it stops at the
+    page), the index about `matches` ids (each costing CANDIDATE_COST names walked), and
+    the matches are about as many as the candidates: so the index when there are fewer
+    candidates than `sqrt(objects x upto / CANDIDATE_COST)` (and DEEP_CANDIDATES). In a
+    catalog of at most DEEP_WALK_OBJECTS the walk is short whatever the page. At 100,000
+    views page 90 of a text in 5,000 names walked 90,000 names (17 ms).
+
+    One query reads the candidates once (the index asked for the text's end, as
+    `_sql_candidates` does: fewer, longer lists are read; the ids stay in the database),
+    and either counts them past the bound, which ends it, or counts the matches among them
+    namespace by namespace: a page then walks from the namespace where it starts
+    (`NamePositions`), where sorting every candidate would read them all a second time."""
     totals = Namespace.objects.aggregate(views=Sum("view_total"), tables=Sum("table_total"))
     objects = (totals["views"] or 0) + (totals["tables"] or 0)
     if objects <= DEEP_WALK_OBJECTS:
-        return None  # walking every name costs less than counting the candidates
+        return None  # walking every name costs less than reading the candidates
+    # The most candidates for which reading them costs less than the walk.
+    bound = min(DEEP_CANDIDATES, math.isqrt(max(objects * upto - 1, 0) // CANDIDATE_COST))
     phrase = '"' + text[-SQL_SUFFIX:].replace('"', '""') + '"'
     matching = f"SELECT rowid FROM {NAME_FTS_TABLE} WHERE {NAME_FTS_TABLE} MATCH %s"
+    condition, condition_params = _search_condition(text)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM ({matching} LIMIT %s)", [phrase, DEEP_CANDIDATES + 1])
-        candidates = cursor.fetchone()[0]
-    if candidates > DEEP_CANDIDATES:
+        # Joined, not `IN`: the candidates are read from their list once, each object by
+        # its id. Past the bound the WHERE is false before any object is read (SQLite
+        # tests a condition on no table once, ahead of the join).
+        cursor.execute(
+            f"WITH {_DEEP}(id) AS MATERIALIZED ({matching} LIMIT %s) "
+            f"SELECT NULL, 0, 0, COUNT(*) FROM {_DEEP} UNION ALL "
+            f"SELECT n.name, n.view_total, n.table_total, m.matches FROM ("
+            f"SELECT {_OBJECTS}.namespace_id, COUNT(*) AS matches "
+            f"FROM {_DEEP} JOIN {_OBJECTS} ON {_OBJECTS}.id = {_DEEP}.id "
+            f"WHERE (SELECT COUNT(*) FROM {_DEEP}) <= %s AND ({condition}) GROUP BY 1"
+            f") m JOIN {_NAMESPACES} n ON n.id = m.namespace_id",
+            [phrase, bound + 1, bound, *condition_params],
+        )
+        rows = cursor.fetchall()
+    # A namespace always has a name: the row without one is the candidates' count.
+    candidates = next(count for name, _, _, count in rows if name is None)
+    if candidates > bound:
         return None
-    return RawSQL(matching, [phrase]) if CANDIDATE_COST * candidates**2 < objects * upto else None
+    namespaces = sorted(
+        (name, views + tables, matches) for name, views, tables, matches in rows if name is not None
+    )
+    return NamePositions(
+        (condition, list(condition_params)), namespaces, candidates, (matching, [phrase])
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _search_condition(text: str) -> tuple[str, tuple]:
+    """The WHERE of `CatalogObject.objects.search(text)` on SQLite, as SQL on the objects'
+    table and its parameters, for `_deep_positions` and its pages: building and compiling
+    the queryset costs about 0.6 ms, which a deep page would spend again for each query (and
+    a text past the bound for nothing). It depends on the text alone."""
+    found = CatalogObject.objects.search(text)
+    sql, params = found.query.get_compiler(connection=connection).compile(found.query.where)
+    return sql, tuple(params)
+
+
+class NamePositions:
+    """The matches of a search by name (`search_ids`), sliced as its query of ids is
+    (`positions[start:stop]`, a list of ids in list order: namespace, then name), from the
+    search's `condition` (SQL and parameters, on the objects' table), how many matches each
+    namespace holds (`namespaces`: name, objects, matches; in the list's order, which is
+    the order of the names' code points, as SQLite compares them) and the trigram index's
+    `candidates` (how many; `candidate_ids`: a subquery of their ids, every match is one).
+    A slice walks the (namespace, name) index from the namespace where it starts, skipping
+    the matches before it, unless the namespaces it spans hold so many objects that sorting
+    the candidates costs less."""
+
+    def __init__(
+        self,
+        condition: tuple[str, list],
+        namespaces: list[tuple[str, int, int]],
+        candidates: int,
+        candidate_ids: tuple[str, list],
+    ) -> None:
+        self.condition, self.namespaces = condition, namespaces
+        self.candidates, self.candidate_ids = candidates, candidate_ids
+        self.total = sum(matches for _, _, matches in namespaces)
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index: slice) -> list[int]:
+        start, stop, _ = index.indices(self.total)
+        if start >= stop:
+            return []
+        first, skipped, walked, seen = None, 0, 0, 0
+        for name, objects, matches in self.namespaces:
+            if first is None and seen + matches <= start:
+                seen += matches  # wholly before the slice
+                continue
+            if first is None:
+                first, skipped = name, seen
+            walked += objects
+            seen += matches
+            if seen >= stop:
+                break
+        condition, params = self.condition
+        if walked <= CANDIDATE_COST * self.candidates:
+            where, params = f'({condition}) AND {_NAMESPACES}."name" >= %s', [*params, first]
+            start, stop = start - skipped, stop - skipped
+        else:
+            subquery, subquery_params = self.candidate_ids
+            where = f"({condition}) AND {_OBJECTS}.id IN ({subquery})"
+            params = [*params, *subquery_params]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {_OBJECTS}.id FROM {_OBJECTS} JOIN {_NAMESPACES} "
+                f"ON {_NAMESPACES}.id = {_OBJECTS}.namespace_id WHERE {where} "
+                f'ORDER BY {_NAMESPACES}."name", {_OBJECTS}."name" LIMIT %s OFFSET %s',
+                [*params, stop - start, start],
+            )
+            return [row[0] for row in cursor.fetchall()]
 
 
 #: SQLite's LIKE (Django's `icontains`) folds the case of ASCII letters only.
@@ -272,10 +404,15 @@ def _sql_candidates(text: str) -> list[int] | None:
     return ids if len(ids) <= SQL_CANDIDATES else None
 
 
-def all_ids(ids: QuerySet) -> list[int]:
+def all_ids(ids: QuerySet | NamePositions | list[int]) -> list[int]:
     """Every id a `values_list("pk", flat=True)` query gives, in its order, read straight
     from the cursor: Django's row-by-row iteration costs a microsecond an id, which counts
-    when a search of the SQL returns thousands."""
+    when a search of the SQL returns thousands. `NamePositions`: every match (a slice of
+    them is a list already)."""
+    if isinstance(ids, list):
+        return ids
+    if isinstance(ids, NamePositions):
+        return ids[:]
     try:
         sql, params = ids.query.sql_with_params()
     except EmptyResultSet:  # a condition that nothing meets (no candidate at all)
@@ -318,22 +455,25 @@ def object_rows(pks: list[int]) -> list[dict[str, Any]]:
     ]
 
 
-def namespace_views(namespace: Namespace) -> QuerySet:
+def namespace_views(namespace: Namespace, visible: Q | None = None) -> QuerySet:
     """The namespace's views by name, as dicts: `name`, `properties`, `current_version_id`,
-    `updated_at` (the (namespace, name) index gives both the order and the page)."""
+    `updated_at` (the (namespace, name) index gives both the order and the page); only
+    those `visible` holds (catalog.access.objects_condition), when given."""
+    views = View.objects.filter(namespace=namespace)
     return (
-        View.objects.filter(namespace=namespace)
+        (views if visible is None else views.filter(visible))
         .order_by("name")
         .values("name", "properties", "current_version_id", "updated_at")
     )
 
 
-def namespace_tables(namespace: Namespace) -> QuerySet:
+def namespace_tables(namespace: Namespace, visible: Q | None = None) -> QuerySet:
     """The namespace's tables by name, as dicts: `name`, `format_version`,
     `current_snapshot_id`, `updated_at`, `materialized_id` (None unless the table is a
-    materialized table's)."""
+    materialized table's); only those `visible` holds, when given."""
+    tables = Table.objects.filter(namespace=namespace)
     return (
-        Table.objects.filter(namespace=namespace)
+        (tables if visible is None else tables.filter(visible))
         .order_by("name")
         .values(
             "name",

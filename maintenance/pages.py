@@ -19,11 +19,12 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
+from catalog.core.access import MANAGE, READ_METADATA
 from catalog.core.errors import CatalogError
 from catalog.models import Table
+from catalog.pages import access as page_access
 from catalog.pages.formatting import moment, text
 from catalog.pages.views import catalog_page
-from catalog.roles import can_edit
 from maintenance import selectors, services
 from maintenance.models import MaintenanceRun
 
@@ -51,7 +52,7 @@ def section(request: HttpRequest, table: Table) -> dict[str, Any]:
     # The section shows the metadata file's size but not the manifests: no manifest list read.
     health = selectors.health_of(table, with_files=True, with_manifests=False)
     runs = list(selectors.runs(table)[:RUNS_LISTED])
-    can_cancel = can_edit(request.user) and managed
+    can_cancel = page_access.holds(request, table, MANAGE) and managed
     return {
         "managed": managed,
         "policy": policy,
@@ -148,14 +149,22 @@ def section_page(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         namespace__name=namespace,
         name=name,
     )
+    page_access.check(request, table, READ_METADATA, missing=_MISSING)
     context = {"table": table, "maintenance": section(request, table)}
     return render(request, "maintenance/_section.html", context)
 
 
-def _table(namespace: str, name: str) -> Table:
-    return get_object_or_404(
+#: What Django's get_object_or_404 says of a missing table: a hidden one says the same.
+_MISSING = "No Table matches the given query."
+
+
+def _table(request: HttpRequest, namespace: str, name: str) -> Table:
+    """The table, when the user may see it (else the missing table's 404) and manage it."""
+    table = get_object_or_404(
         Table.objects.select_related("namespace"), namespace__name=namespace, name=name
     )
+    page_access.check(request, table, MANAGE, missing=_MISSING)
+    return table
 
 
 def _back(table: Table) -> HttpResponse:
@@ -170,7 +179,7 @@ def _back(table: Table) -> HttpResponse:
 @require_POST
 @catalog_page(editors_only=True)
 def set_enabled(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = _table(namespace, name)
+    table = _table(request, namespace, name)
     enabled = request.POST.get("enabled") == "on"
     try:
         services.set_policy(
@@ -188,7 +197,7 @@ def set_enabled(request: HttpRequest, namespace: str, name: str) -> HttpResponse
 @require_POST
 @catalog_page(editors_only=True)
 def run_now(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    table = _table(namespace, name)
+    table = _table(request, namespace, name)
     try:
         runs = services.start(
             table=table, trigger=MaintenanceRun.Trigger.MANUAL, actor=request.user
@@ -206,7 +215,7 @@ def run_now(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 @catalog_page(editors_only=True)
 def cancel_run(request: HttpRequest, namespace: str, name: str, run_id: int) -> HttpResponse:
     """Stop one of the table's maintenance runs (services.cancel_run)."""
-    table = _table(namespace, name)
+    table = _table(request, namespace, name)
     run = get_object_or_404(MaintenanceRun, pk=run_id, table=table)
     try:
         run = services.cancel_run(run, actor=request.user)

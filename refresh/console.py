@@ -4,7 +4,9 @@
 Statements run in order; the first error stops the script (what ran before it stays done)
 and is reported at its line and column in the script. Names are `[catalog.][namespace.]name`;
 an unqualified name resolves in the console's namespace. SHOW, DESCRIBE and queries need a
-viewer, everything else an editor.
+viewer, everything else an editor; GRANT, REVOKE and SHOW GRANTS ask only what
+catalog.services.grants asks (refresh.console_grants), so that whoever manages a namespace
+grants on it without a role on the whole catalog.
 
 The request never waits for Spark: `run` executes statements until one needs a worker's
 Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE, a query), and hands it and the rest
@@ -22,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
+from catalog import access
 from catalog.core.errors import (
     CatalogError,
     Forbidden,
@@ -30,8 +33,9 @@ from catalog.core.errors import (
     SqlError,
     http_status,
 )
-from catalog.roles import can_edit
-from refresh import pipelines, queries, selectors, services
+from catalog.roles import can_edit, can_view
+from refresh import console_grants, pipelines, queries, rights, selectors, services
+from refresh.core import grant_statements
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -111,6 +115,7 @@ def execute(
         )
         try:
             statement = st.parse_statement(padded, threshold=services.threshold())
+            _viewer(actor, statement)
             try:
                 if isinstance(statement, st.Query):
                     result = _query(statement, namespace, actor, job, index)
@@ -269,6 +274,23 @@ def _editor(actor: Any, what: str) -> None:
         raise Forbidden(f"{what} needs the editor role")
 
 
+#: The statements that ask only catalog.services.grants.
+_GRANT_STATEMENTS = (
+    grant_statements.GrantPrivileges,
+    grant_statements.RevokePrivileges,
+    grant_statements.ShowGrants,
+)
+
+
+def _viewer(actor: Any, statement: st.Statement) -> None:
+    """Every statement but the grant statements needs the viewer role (POST
+    /api/statements/ admits whoever holds a privilege somewhere, for those)."""
+    if not isinstance(statement, _GRANT_STATEMENTS) and not can_view(actor):
+        raise Forbidden(
+            f"{type(statement).__name__} needs the viewer role: a role on the whole catalog"
+        )
+
+
 def _in_script(error: SqlError, text: str, part: str) -> SqlError:
     """An error placed in `part` (a query inside the statement), moved to the script."""
     offset = text.find(part)
@@ -300,6 +322,8 @@ def _run(
     statement: st.Statement, text: str, *, namespace: str | None, actor: Any
 ) -> StatementResult:
     result = StatementResult("", 0, 0, kind=type(statement).__name__)
+    if isinstance(statement, _GRANT_STATEMENTS):
+        return console_grants.run(statement, namespace=namespace, actor=actor, result=result)
     if isinstance(statement, st.ShowMaterializedTables):
         return _show(statement, namespace, result)
     if isinstance(statement, st.DescribeJob):
@@ -308,7 +332,9 @@ def _run(
         ns, name = _resolve(statement.name, namespace)
         mt = selectors.get_materialized_table(ns, name)
         result.table, result.columns = f"{ns}.{name}", ["statement"]
-        result.rows = [[pipelines.show_create(mt)]]
+        # The definition only to those who may read every source (refresh.rights).
+        hidden = rights.definition_hidden(access.for_user(actor), mt.sources)
+        result.rows = [[rights.DEFINITION_HIDDEN if hidden else pipelines.show_create(mt)]]
         result.message = f"The statement that defines {ns}.{name} as it is"
         return result
     if isinstance(statement, st.CreateMaterializedTable):
@@ -484,15 +510,19 @@ def plan_statement(
     )
     try:
         statement = st.parse_statement(padded, threshold=services.threshold())
-        try:
-            planned_one = pipelines.plan(
-                statement, namespace=namespace, actor=actor, planned=planned
-            )
-        except SqlError as error:
-            query = getattr(statement, "query", None)
-            if error.field != "query" or not query:
-                raise
-            raise _in_script(error, padded, query) from None
+        _viewer(actor, statement)
+        if isinstance(statement, _GRANT_STATEMENTS):
+            planned_one = _plan_grant(statement, namespace, actor, planned)
+        else:
+            try:
+                planned_one = pipelines.plan(
+                    statement, namespace=namespace, actor=actor, planned=planned
+                )
+            except SqlError as error:
+                query = getattr(statement, "query", None)
+                if error.field != "query" or not query:
+                    raise
+                raise _in_script(error, padded, query) from None
     except CatalogError as error:
         return _failed(text, line, column, error, refused=True)
     result = StatementResult(text, line, column, kind=type(statement).__name__)
@@ -500,6 +530,25 @@ def plan_statement(
     shown = "; ".join(change for change in planned_one.changes if change)
     result.message = planned_one.action + (f": {shown}" if shown else "")
     return result
+
+
+def _plan_grant(
+    statement: Any, namespace: str | None, actor: Any, planned: set[str]
+) -> pipelines.Plan:
+    """A grant statement's plan: its own verb and what it would do, checked as it would be
+    (console_grants.plan rolls its writes back); on a table an earlier statement of the
+    plan makes, only that it comes after it."""
+    verb = {
+        grant_statements.GrantPrivileges: "grant",
+        grant_statements.RevokePrivileges: "revoke",
+    }.get(type(statement), "read")
+    securable = statement.securable
+    if securable is not None and securable.kind not in ("catalog", "namespace"):
+        qualified = ".".join(_resolve(securable.name, namespace))
+        if qualified in planned:
+            return pipelines.Plan(verb, qualified, ["after an earlier statement makes it"])
+    changes = console_grants.plan(statement, namespace=namespace, actor=actor)
+    return pipelines.Plan(verb, None, changes)
 
 
 def _show(

@@ -538,6 +538,9 @@ def defines_and_reads(
             return set(), reads | {f"{ns}.{name}"}
         return {f"{ns}.{name}"}, reads
     target = getattr(statement, "target", None) or getattr(statement, "name", None)
+    securable = getattr(statement, "securable", None)  # a grant on a table comes after it
+    if securable is not None and securable.kind not in ("catalog", "namespace"):
+        target = securable.name
     if not target or not isinstance(target, tuple):
         return set(), set()
     try:

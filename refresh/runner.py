@@ -36,7 +36,7 @@ from django.utils import timezone
 from catalog import workers
 from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
-from refresh import engine, leases, selectors, services, sources
+from refresh import engine, leases, rights, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
 from refresh.core.options import TIMEOUT_OPTION, run_time_limit
@@ -182,6 +182,8 @@ def _execute(run_id: int) -> str:
         return _rebuild(run, mt)
     clock = {"claimed": time.perf_counter()}
     try:
+        # With the owner's rights: nothing is read unless the owner may read every source.
+        rights.check_owner_reads(mt)
         decision, snapshots, plan = sources.decide(
             mt, partition=run.partition or None, force=run.force, full_asked=run.full
         )
@@ -370,6 +372,7 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
     beating.start()
     try:
         definition, properties = services.rebuild_of(run)
+        rights.check_version_reads(mt, run.definition_version)
         snapshots, _ = sources.source_snapshots(
             sources.query_sources(definition.query, definition.default_namespace)
         )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from catalog.core.errors import NotFound
@@ -73,11 +73,20 @@ class ListedTables(Sequence):
     each page read through queries compiled once (building the list's query, with its four
     subqueries, took longer than running it)."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, visible: Q | None = None) -> None:
         self.namespace = namespace
+        #: Only the tables this condition holds (catalog.access.objects_condition on
+        #: "table__"), read through queries built for it.
+        self.visible = visible
+
+    def _filtered(self) -> QuerySet[MaterializedTable]:
+        listed = materialized_tables(self.namespace, with_freshness=True)
+        return listed.filter(self.visible)
 
     @cached_property
     def _length(self) -> int:
+        if self.visible is not None:
+            return self._filtered().count()
         return _LISTED_COUNT.number(namespace=self.namespace)
 
     def __len__(self) -> int:
@@ -90,6 +99,8 @@ class ListedTables(Sequence):
         stop = len(self) if index.stop is None else index.stop
         if stop <= start:
             return []
+        if self.visible is not None:
+            return list(self._filtered()[start:stop])
         return _WITH_FRESHNESS.objects(namespace=self.namespace, limit=stop - start, offset=start)
 
 

@@ -49,7 +49,7 @@ from catalog import history
 from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
-from refresh import engine, leases, selectors, services, stream_hosts
+from refresh import engine, leases, rights, selectors, services, stream_hosts
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
@@ -150,6 +150,8 @@ class Supervisor:
         self.next_expiry: float | None = None
         self.running: dict[int, Running] = {}
         self.retry_after: dict[int, float] = {}
+        #: Why a micro-batch refused to read (refresh.rights), by table, until its query ends.
+        self.refusals: dict[int, str] = {}
         self.last_compaction = 0.0
         self._spark: SparkSession | None = None
         self.stopping = threading.Event()
@@ -365,6 +367,32 @@ class Supervisor:
         close_old_connections()
         return stream_hosts.renew(self.host, mt_id)
 
+    def _may_read(self, mt_id: int) -> None:
+        """Asked by a micro-batch before it reads its new rows (on Spark's thread): raises
+        once the table's owner may no longer read a source, after recording why (the
+        query's own error says only that the batch's function failed)."""
+        close_old_connections()
+        mt = MaterializedTable.objects.select_related("table__namespace").filter(pk=mt_id).first()
+        if mt is None:
+            return
+        try:
+            rights.check_owner_reads(mt)
+        except rights.OwnerLacksPrivilege as error:
+            self.refusals[mt_id] = error.message
+            raise
+
+    def _refused(self, mt_id: int, error: rights.OwnerLacksPrivilege) -> None:
+        """The table's owner may not read a source: its stream stays stopped, and the
+        refusal is a failed run, counted toward the automatic suspension like a refresh's;
+        the next pass tries again after RETRY_SECONDS."""
+        logger.warning("The stream of table %s is refused: %s", mt_id, error.message)
+        self.retry_after[mt_id] = time.monotonic() + RETRY_SECONDS
+        _set_status(mt_id, "FAILED", error=error.message)
+        mt = MaterializedTable.objects.select_related("table__namespace").filter(pk=mt_id).first()
+        if mt is not None:
+            run = services.enqueue(mt, trigger=RefreshRun.Trigger.CONTINUOUS)
+            services.finish(run, state=RefreshRun.State.FAILED, error=error.message)
+
     # -- start, load, stop ---------------------------------------------------------------
 
     def _plan_and_session(self, mt: MaterializedTable) -> tuple[StreamPlan, SparkSession]:
@@ -408,6 +436,11 @@ class Supervisor:
     def _start(self, mt: MaterializedTable) -> None:
         began = time.monotonic()
         try:
+            rights.check_owner_reads(mt)
+        except rights.OwnerLacksPrivilege as error:
+            self._refused(mt.pk, error)
+            return
+        try:
             plan, session = self._plan_and_session(mt)
             if not mt.stream_checkpoint:
                 mt = self._load(session, mt, plan)
@@ -431,6 +464,7 @@ class Supervisor:
                     mt_id, version, result, worker=self._worker
                 ),
                 may_commit=lambda mt_id=mt.pk: self._may_commit(mt_id),
+                may_read=lambda mt_id=mt.pk: self._may_read(mt_id),
                 commit_properties=self._stamp,
                 version=mt.current_version,
                 uuids=uuids,
@@ -606,6 +640,7 @@ class Supervisor:
         old_checkpoint = mt.stream_checkpoint
         with self._watched(run) as beating:
             try:
+                rights.check_owner_reads(mt)
                 plan, session = self._plan_and_session(mt)
                 self._load(session, mt, plan, run=run)
             except Exception as error:  # noqa: BLE001 - the run's failure, recorded below;
@@ -669,6 +704,7 @@ class Supervisor:
     def _rebuilt(self, run: RefreshRun, mt: MaterializedTable) -> tuple[dict, Any]:
         """The rebuild's commit: the pins it read its sources at, and its result."""
         definition, properties = services.rebuild_of(run)
+        rights.check_version_reads(mt, run.definition_version)
         levels = definition.default_namespace.split(".")
         plan = check_streamable(
             definition.query, namespace=definition.default_namespace, primary_key=mt.primary_key
@@ -741,11 +777,15 @@ class Supervisor:
         del self.running[running.mt_id]
         error = running.query.exception()
         message = _first_line(error) if error is not None else "the query stopped"
+        refusal = self.refusals.pop(running.mt_id, None)
         if mt is None:
             _delete_checkpoints(running.checkpoint)
             return
         if not held:
             return  # another host runs it now; its status is that host's to write
+        if refusal is not None:
+            self._refused(mt.pk, rights.OwnerLacksPrivilege(refusal))
+            return
         if error is not None and any(word in str(error) for word in _REWRITTEN_SOURCE):
             _recompute_next(
                 mt,

@@ -20,7 +20,7 @@ from typing import Any
 
 from catalog.core.errors import CommitConflict, InvalidInput
 from catalog.models import Table, TableSnapshot
-from refresh import analysis, selectors, services, sources
+from refresh import analysis, rights, selectors, services, sources
 from refresh.core.pinning import Expanded
 from refresh.core.refresh_state import RefreshState, read, read_partition
 from refresh.models import MaterializedTable, Verification
@@ -43,6 +43,11 @@ def verify(mt: MaterializedTable, *, snapshots: int = 1, actor: Any = None) -> l
             f"{mt} has no snapshot that records a refresh state yet: refresh it first "
             "(snapshots written before refresh states and people's changes record none)"
         )
+    # With the owner's rights, as a refresh: the sources of every definition version to
+    # be recomputed, before Spark reads anything.
+    versions = {state.view_version_id for _, summary in candidates if (state := read(summary))}
+    named = mt.versions.filter(version_id__in=versions).values_list("sources", flat=True)
+    rights.check_owner_reads(mt, sources=dict.fromkeys(s for row in named for s in row))
     # Before the first verdict is written: in a web request this becomes a job whole.
     analysis.need_spark("Spark recomputes the query to verify the table")
     return [_verify_one(mt, snapshot_id, summary, actor) for snapshot_id, summary in candidates]

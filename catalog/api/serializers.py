@@ -624,3 +624,61 @@ class WorkerSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField()
     seen_at = serializers.DateTimeField()
     alive = serializers.BooleanField()
+
+
+# -- grants -------------------------------------------------------------------------------
+
+_PRINCIPAL_TYPES = ["user", "group", "client"]
+_SECURABLE_TYPES = ["catalog", "namespace", "object"]
+
+
+class GrantRequestSerializer(serializers.Serializer):
+    """A grant (POST) or its revoke (DELETE): who, what, on what."""
+
+    privilege = serializers.CharField(
+        help_text="read_metadata, read_data, write_data, create (catalog and namespaces) or manage."
+    )
+    principal_type = serializers.ChoiceField(choices=_PRINCIPAL_TYPES)
+    principal = serializers.CharField(
+        help_text="A username, a group's name, or an engine credential's client id."
+    )
+    securable_type = serializers.ChoiceField(choices=_SECURABLE_TYPES)
+    namespace = serializers.CharField(
+        required=False, default=None, help_text='For a namespace or an object: "sales.eu".'
+    )
+    name = serializers.CharField(
+        required=False, default=None, help_text="For an object: the table's or view's name."
+    )
+
+
+class GrantSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    privilege = serializers.CharField()
+    principal_type = serializers.CharField()
+    principal = serializers.CharField(source="principal_label")
+    securable_type = serializers.CharField()
+    namespace = serializers.SerializerMethodField()
+    name = serializers.SerializerMethodField()
+    granted_by = serializers.CharField(source="granted_by.username", allow_null=True, default=None)
+    granted_at = serializers.DateTimeField()
+
+    def get_namespace(self, grant) -> str | None:
+        if grant.object_id:
+            return grant.object.namespace.name
+        return grant.namespace.name if grant.namespace_id else None
+
+    def get_name(self, grant) -> str | None:
+        return grant.object.name if grant.object_id else None
+
+
+class OwnerTransferSerializer(serializers.Serializer):
+    securable_type = serializers.ChoiceField(choices=["namespace", "object"])
+    namespace = serializers.CharField()
+    name = serializers.CharField(required=False, default=None)
+    owner = serializers.CharField(help_text="The new owner's username.")
+
+
+class OwnerSerializer(serializers.Serializer):
+    securable_type = serializers.CharField()
+    securable = serializers.CharField()
+    owner = serializers.CharField()

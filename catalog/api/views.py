@@ -1,6 +1,10 @@
 """The management API: namespaces and views. Each view validates the request's shape, calls
 one service function (which raises `CatalogError` for the catalog's rules; see errors.py),
-and serializes the result."""
+and serializes the result.
+
+Namespaces, views and tables are shown and changed by grants (catalog.access, through
+catalog.checks): lists hold what the principal may see, an object it may not see answers
+as a missing one, and a change it may not make is a 403 naming the privilege."""
 
 from __future__ import annotations
 
@@ -22,12 +26,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import jobs, previews, selectors, services, throttle, uploads
+from catalog import access, checks, jobs, previews, selectors, services, throttle, uploads
 from catalog.api import serializers as s
 from catalog.api.jobs import ACCEPTED, respond
+from catalog.api.permissions import HoldsAPrivilege
 from catalog.core import metadata_io
+from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
 from catalog.core.errors import InvalidInput, NoSuchVersion
 from catalog.models import CatalogEvent, Namespace, Table, View
+from catalog.services.kernel import TABLE, VIEW
 
 _NAMESPACE = OpenApiParameter(
     "namespace",
@@ -117,10 +124,24 @@ def _limit(request: Request) -> int:
     return limit
 
 
-def _followed(request: Request, namespace: str, name: str) -> Table:
-    """The table, an attached one first followed to its newest metadata file (once per
-    request: every read of an attached table looks)."""
-    return services.follow_attached(selectors.get_table(namespace, name), actor=request.user)
+def _followed(request: Request, namespace: str, name: str, privilege: str = READ_METADATA) -> Table:
+    """The table, if the principal holds `privilege` on it, an attached one first followed
+    to its newest metadata file (once per request: every read of an attached table looks)."""
+    table = checks.obj(request, TABLE, namespace, name, privilege)
+    return services.follow_attached(table, actor=request.user)
+
+
+def _view(request: Request, namespace: str, name: str, privilege: str) -> View:
+    """The view, if the principal holds `privilege` on it. Its SQL is its data: what it
+    reads, and how, needs read_data; a list shows its name with read_metadata."""
+    return checks.obj(request, VIEW, namespace, name, privilege)  # type: ignore[return-value]
+
+
+class ByGrants:
+    """The views of namespaces, views and tables: open to whoever holds a privilege
+    somewhere; each handler checks the objects it touches."""
+
+    permission_classes = [HoldsAPrivilege]
 
 
 def _view_detail(view: View, *, status_code: int = status.HTTP_200_OK) -> Response:
@@ -167,10 +188,17 @@ class TokenView(ObtainAuthToken):
 # -- namespaces ---------------------------------------------------------------------------
 
 
-class NamespaceListView(generics.ListAPIView):
+class NamespaceListView(ByGrants, generics.ListAPIView):
     serializer_class = s.NamespaceSerializer
     pagination_class = CatalogPagination
-    queryset = Namespace.objects.order_by("name")
+
+    def get_queryset(self) -> Any:
+        everything = Namespace.objects.order_by("name")
+        principal = access.principal_of(self.request)
+        if principal.superuser and not principal.narrowed_superuser():
+            return everything
+        names = list(everything.values_list("name", flat=True))
+        return everything.filter(name__in=access.visible_namespace_names(principal, names))
 
     @extend_schema(operation_id="namespaces_list", tags=["namespaces"])
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -184,13 +212,14 @@ class NamespaceListView(generics.ListAPIView):
     )
     def post(self, request: Request) -> Response:
         data = _validated(s.NamespaceCreateSerializer, request)
+        checks.create_namespace(request, data["name"], data["properties"])
         namespace = services.create_namespace(
             name=data["name"], properties=data["properties"], actor=request.user
         )
         return Response(s.NamespaceSerializer(namespace).data, status=status.HTTP_201_CREATED)
 
 
-class NamespaceDetailView(APIView):
+class NamespaceDetailView(ByGrants, APIView):
     @extend_schema(
         operation_id="namespaces_retrieve",
         parameters=[_NAMESPACE],
@@ -198,6 +227,7 @@ class NamespaceDetailView(APIView):
         tags=["namespaces"],
     )
     def get(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request, namespace)
         return Response(s.NamespaceSerializer(selectors.get_namespace(namespace)).data)
 
     @extend_schema(
@@ -207,11 +237,12 @@ class NamespaceDetailView(APIView):
         tags=["namespaces"],
     )
     def delete(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request, namespace, MANAGE)
         services.drop_namespace(name=namespace, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class NamespacePropertiesView(APIView):
+class NamespacePropertiesView(ByGrants, APIView):
     @extend_schema(
         operation_id="namespaces_properties_update",
         parameters=[_NAMESPACE],
@@ -220,6 +251,7 @@ class NamespacePropertiesView(APIView):
         tags=["namespaces"],
     )
     def post(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request, namespace, MANAGE)
         data = _validated(s.PropertiesUpdateSerializer, request)
         result = services.update_namespace_properties(
             name=namespace, updates=data["updates"], removals=data["removals"], actor=request.user
@@ -230,13 +262,15 @@ class NamespacePropertiesView(APIView):
 # -- views --------------------------------------------------------------------------------
 
 
-class ViewListView(generics.ListAPIView):
+class ViewListView(ByGrants, generics.ListAPIView):
     serializer_class = s.ViewSummarySerializer
     pagination_class = CatalogPagination
 
     def get_queryset(self) -> Any:
+        checks.namespace(self.request, self.kwargs["namespace"])
         ns = selectors.get_namespace(self.kwargs["namespace"])
-        return View.objects.filter(namespace=ns).select_related("namespace").order_by("name")
+        views = View.objects.filter(namespace=ns).select_related("namespace").order_by("name")
+        return access.visible_objects(access.principal_of(self.request), views)
 
     @extend_schema(
         operation_id="views_list",
@@ -261,6 +295,7 @@ class ViewListView(generics.ListAPIView):
         tags=["views"],
     )
     def post(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request, namespace, CREATE)
         data = _validated(s.ViewCreateSerializer, request)
         return respond(
             jobs.attempt(
@@ -272,7 +307,7 @@ class ViewListView(generics.ListAPIView):
         )
 
 
-class ViewRegisterView(APIView):
+class ViewRegisterView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_register",
         parameters=[_NAMESPACE],
@@ -281,12 +316,13 @@ class ViewRegisterView(APIView):
         tags=["views"],
     )
     def post(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request, namespace, CREATE)
         data = _validated(s.RegisterSerializer, request)
         view = services.register_view(namespace=namespace, actor=request.user, **data)
         return _view_detail(view, status_code=status.HTTP_201_CREATED)
 
 
-class ViewDetailView(APIView):
+class ViewDetailView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_retrieve",
         parameters=_VIEW_PARAMS,
@@ -294,7 +330,7 @@ class ViewDetailView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return _view_detail(selectors.get_view(namespace, name))
+        return _view_detail(_view(request, namespace, name, READ_DATA))
 
     @extend_schema(
         operation_id="views_replace",
@@ -309,6 +345,7 @@ class ViewDetailView(APIView):
         tags=["views"],
     )
     def put(self, request: Request, namespace: str, name: str) -> Response:
+        _view(request, namespace, name, MANAGE)
         data = _validated(s.ViewReplaceSerializer, request)
         return respond(
             jobs.attempt(
@@ -326,11 +363,12 @@ class ViewDetailView(APIView):
         tags=["views"],
     )
     def delete(self, request: Request, namespace: str, name: str) -> Response:
+        _view(request, namespace, name, MANAGE)
         services.drop_view(namespace=namespace, name=name, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ViewPreviewView(APIView):
+class ViewPreviewView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_preview",
         parameters=[*_VIEW_PARAMS, *_PREVIEW_PARAMS],
@@ -346,7 +384,7 @@ class ViewPreviewView(APIView):
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
-        view = selectors.get_view(namespace, name)
+        view = _view(request, namespace, name, READ_DATA)
         arguments = {
             "namespace": namespace,
             "name": name,
@@ -367,7 +405,7 @@ class ViewPreviewView(APIView):
         )
 
 
-class ViewVersionListView(APIView):
+class ViewVersionListView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_versions_list",
         parameters=_VIEW_PARAMS,
@@ -375,11 +413,11 @@ class ViewVersionListView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        view = selectors.get_view(namespace, name)
+        view = _view(request, namespace, name, READ_DATA)
         return Response(s.VersionSerializer(view.versions.with_sql(), many=True).data)
 
 
-class ViewVersionDetailView(APIView):
+class ViewVersionDetailView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_versions_retrieve",
         parameters=[*_VIEW_PARAMS, _VERSION],
@@ -387,7 +425,7 @@ class ViewVersionDetailView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str, version_id: int) -> Response:
-        view = selectors.get_view(namespace, name)
+        view = _view(request, namespace, name, READ_DATA)
         version = view.versions.with_sql().filter(version_id=version_id).first()
         if version is None:
             raise NoSuchVersion(
@@ -396,7 +434,7 @@ class ViewVersionDetailView(APIView):
         return Response(s.VersionSerializer(version).data)
 
 
-class ViewLogView(APIView):
+class ViewLogView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_log_list",
         parameters=_VIEW_PARAMS,
@@ -404,11 +442,11 @@ class ViewLogView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        view = selectors.get_view(namespace, name)
+        view = _view(request, namespace, name, READ_DATA)
         return Response(s.LogEntrySerializer(view.log_entries.all(), many=True).data)
 
 
-class ViewMetadataView(APIView):
+class ViewMetadataView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_metadata_retrieve",
         parameters=_VIEW_PARAMS,
@@ -417,11 +455,11 @@ class ViewMetadataView(APIView):
         tags=["views"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        view = selectors.get_view(namespace, name)
+        view = _view(request, namespace, name, READ_DATA)
         return Response(metadata_io.read_json(view.metadata_location))
 
 
-class ViewRollbackView(APIView):
+class ViewRollbackView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_rollback",
         parameters=_VIEW_PARAMS,
@@ -430,12 +468,13 @@ class ViewRollbackView(APIView):
         tags=["views"],
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
+        _view(request, namespace, name, MANAGE)
         data = _validated(s.RollbackSerializer, request)
         view = services.rollback_view(namespace=namespace, name=name, actor=request.user, **data)
         return _view_detail(view)
 
 
-class ViewPropertiesView(APIView):
+class ViewPropertiesView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_properties_update",
         parameters=_VIEW_PARAMS,
@@ -444,6 +483,7 @@ class ViewPropertiesView(APIView):
         tags=["views"],
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
+        _view(request, namespace, name, MANAGE)
         data = _validated(s.PropertiesUpdateSerializer, request)
         view = services.update_view_properties(
             namespace=namespace,
@@ -455,7 +495,7 @@ class ViewPropertiesView(APIView):
         return _view_detail(view)
 
 
-class ViewRepresentationView(APIView):
+class ViewRepresentationView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_representations_create",
         parameters=_VIEW_PARAMS,
@@ -465,6 +505,7 @@ class ViewRepresentationView(APIView):
         tags=["views"],
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
+        _view(request, namespace, name, MANAGE)
         data = _validated(s.RepresentationCreateSerializer, request)
         view = services.add_view_representation(
             namespace=namespace, name=name, actor=request.user, **data
@@ -472,7 +513,7 @@ class ViewRepresentationView(APIView):
         return _view_detail(view)
 
 
-class ViewRenameView(APIView):
+class ViewRenameView(ByGrants, APIView):
     @extend_schema(
         operation_id="views_rename",
         parameters=_VIEW_PARAMS,
@@ -482,6 +523,7 @@ class ViewRenameView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.RenameSerializer, request)
+        checks.rename(request, VIEW, namespace, name, data["namespace"])
         view = services.rename_view(
             namespace=namespace,
             name=name,
@@ -492,7 +534,7 @@ class ViewRenameView(APIView):
         return _view_detail(view)
 
 
-class DroppedListView(APIView):
+class DroppedListView(ByGrants, APIView):
     @extend_schema(
         operation_id="namespaces_dropped_list",
         parameters=[_NAMESPACE],
@@ -505,11 +547,12 @@ class DroppedListView(APIView):
         tags=["namespaces"],
     )
     def get(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request, namespace, READ_METADATA)
         selectors.get_namespace(namespace)
         return Response(s.DroppedSerializer(selectors.dropped(namespace), many=True).data)
 
 
-class DroppedRestoreView(APIView):
+class DroppedRestoreView(ByGrants, APIView):
     @extend_schema(
         operation_id="namespaces_dropped_restore",
         parameters=[
@@ -526,6 +569,7 @@ class DroppedRestoreView(APIView):
         tags=["namespaces"],
     )
     def post(self, request: Request, namespace: str, uuid: str) -> Response:
+        checks.namespace(request, namespace, CREATE)
         data = _validated(s.RestoreSerializer, request)
         obj = services.restore_dropped(
             namespace=namespace, uuid=uuid, name=data.get("name"), actor=request.user
@@ -539,20 +583,22 @@ class DroppedRestoreView(APIView):
 # -- tables -------------------------------------------------------------------------------
 
 
-class TableListView(generics.ListAPIView):
+class TableListView(ByGrants, generics.ListAPIView):
     """A namespace's tables (materialized tables' data tables included, marked)."""
 
     serializer_class = s.TableSummarySerializer
     pagination_class = CatalogPagination
 
     def get_queryset(self) -> Any:
+        checks.namespace(self.request, self.kwargs["namespace"])
         ns = selectors.get_namespace(self.kwargs["namespace"])
-        return (
+        tables = (
             Table.objects.filter(namespace=ns)
             .select_related("namespace")
             .annotate(materialized_id=F("materialized__id"))
             .order_by("name")
         )
+        return access.visible_objects(access.principal_of(self.request), tables)
 
     @extend_schema(
         operation_id="tables_list",
@@ -564,7 +610,7 @@ class TableListView(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
 
-class TableDetailView(APIView):
+class TableDetailView(ByGrants, APIView):
     @extend_schema(
         operation_id="tables_retrieve",
         parameters=[_NAMESPACE, _TABLE],
@@ -580,7 +626,7 @@ class TableDetailView(APIView):
         return Response(s.TableDetailSerializer(_followed(request, namespace, name)).data)
 
 
-class TablePreviewView(APIView):
+class TablePreviewView(ByGrants, APIView):
     @extend_schema(
         operation_id="tables_preview",
         parameters=[_NAMESPACE, _TABLE, *_PREVIEW_PARAMS, *_TIME_TRAVEL_PARAMS],
@@ -601,7 +647,7 @@ class TablePreviewView(APIView):
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
-        table = _followed(request, namespace, name)
+        table = _followed(request, namespace, name, READ_DATA)
         arguments = {
             "namespace": namespace,
             "name": name,
@@ -623,7 +669,7 @@ class TablePreviewView(APIView):
         )
 
 
-class TableFilesView(APIView):
+class TableFilesView(ByGrants, APIView):
     @extend_schema(
         operation_id="tables_files",
         parameters=[
@@ -641,7 +687,7 @@ class TableFilesView(APIView):
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
         listing = previews.files_of(
-            _followed(request, namespace, name),
+            _followed(request, namespace, name, READ_DATA),
             snapshot_id=request.query_params.get("snapshot_id"),
             limit=_limit(request) if "limit" in request.query_params else 200,
         )
@@ -657,7 +703,7 @@ class TableFilesView(APIView):
         )
 
 
-class TableAttachView(APIView):
+class TableAttachView(ByGrants, APIView):
     @extend_schema(
         operation_id="tables_attach",
         parameters=[_NAMESPACE],
@@ -673,12 +719,13 @@ class TableAttachView(APIView):
         tags=["tables"],
     )
     def post(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request, namespace, CREATE)
         data = _validated(s.AttachSerializer, request)
         table = services.attach_table(namespace=namespace, actor=request.user, **data)
         return Response(s.TableDetailSerializer(table).data, status=status.HTTP_201_CREATED)
 
 
-class TableUploadView(APIView):
+class TableUploadView(ByGrants, APIView):
     parser_classes = [MultiPartParser]
 
     @extend_schema(
@@ -713,6 +760,10 @@ class TableUploadView(APIView):
         if refused is not None:
             raise refused
         data = _validated(s.TableUploadSerializer, request)
+        if data["mode"] == "append":
+            checks.obj(request, TABLE, namespace, data["table"], WRITE_DATA)
+        else:
+            checks.namespace(request, namespace, CREATE)
         upload = data["file"]
         arguments = {
             "namespace": namespace,
@@ -754,7 +805,7 @@ class TableUploadView(APIView):
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
-class TableDetachView(APIView):
+class TableDetachView(ByGrants, APIView):
     @extend_schema(
         operation_id="tables_detach",
         parameters=[_NAMESPACE, _TABLE],
@@ -764,6 +815,7 @@ class TableDetachView(APIView):
         tags=["tables"],
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
+        checks.obj(request, TABLE, namespace, name, MANAGE)
         services.detach_table(namespace=namespace, name=name, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -799,6 +851,7 @@ class ApiRootView(APIView):
             "monitoring_tables": url("monitoring-tables"),
             "monitoring_history": url("monitoring-history"),
             "history": url("history"),
+            "grants": url("grant-list"),
             "completions": url("completions"),
             "token": url("token"),
         }

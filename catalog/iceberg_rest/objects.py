@@ -7,34 +7,42 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import selectors
+from catalog import access, checks, selectors
 from catalog.core import metadata_io
 from catalog.iceberg_rest import bodies
 from catalog.models import CatalogObject
+from catalog.services.kernel import Kind
 
 
 def list_identifiers(
     request: HttpRequest, namespace: str, model: type[CatalogObject]
 ) -> JsonResponse:
-    """ListTablesResponse / the views' equivalent: one page of identifiers."""
+    """ListTablesResponse / the views' equivalent: one page of the identifiers the
+    principal may see."""
     name = bodies.namespace_name(namespace)
+    checks.namespace(request, name)
     selectors.get_namespace(name)
-    names = list(
-        model.objects.filter(namespace__name=name).order_by("name").values_list("name", flat=True)
+    listed = access.visible_objects(
+        checks.principal(request), model.objects.filter(namespace__name=name)
     )
+    names = list(listed.order_by("name").values_list("name", flat=True))
     page, token = bodies.page(request, names)
     return JsonResponse(
         {"identifiers": [bodies.identifier(name, n) for n in page], "next-page-token": token}
     )
 
 
-def rename(request: HttpRequest, user: Any, service: Callable[..., Any]) -> HttpResponse:
-    """RenameTableRequest ({source, destination}), for tables and views alike."""
+def rename(
+    request: HttpRequest, user: Any, service: Callable[..., Any], kind: Kind
+) -> HttpResponse:
+    """RenameTableRequest ({source, destination}), for tables and views alike: MANAGE on
+    the object, and CREATE in the destination namespace when it moves to another."""
     document = bodies.body(request)
     source_ns, source = bodies.parse_identifier(bodies.required(document, "source"), "source")
     target_ns, target = bodies.parse_identifier(
         bodies.required(document, "destination"), "destination"
     )
+    checks.rename(request, kind, source_ns, source, target_ns)
     service(namespace=source_ns, name=source, new_namespace=target_ns, new_name=target, actor=user)
     return HttpResponse(status=204)
 

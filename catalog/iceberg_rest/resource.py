@@ -1,6 +1,8 @@
-"""One protocol resource (a path) as a Django view: authenticate the bearer token, check
-the caller's role for the method (GET and HEAD need viewer, the rest editor), call the
-handler for the method, and answer every `CatalogError` in the protocol's error body."""
+"""One protocol resource (a path) as a Django view: authenticate the bearer token, make the
+request's principal (the token's user, through its credential), call the handler for the
+method, and answer every `CatalogError` in the protocol's error body. Each handler asks
+`catalog.access` about the objects it touches (`checks`); a principal who holds no
+privilege anywhere is refused here, whatever the path."""
 
 from __future__ import annotations
 
@@ -10,12 +12,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from catalog import access
 from catalog.core.errors import CatalogError
 from catalog.iceberg_rest import auth
 from catalog.iceberg_rest.errors import Forbidden, MethodNotAllowed, NotAuthorized, error_response
-from catalog.roles import can_edit, can_view
 
-READ_METHODS = {"GET", "HEAD"}
 Handler = Callable[..., HttpResponse]
 
 
@@ -41,27 +42,31 @@ def bearer_digest(request: HttpRequest) -> str:
     return digest
 
 
-def authorize(request: HttpRequest, *, viewer_methods: frozenset[str] = frozenset()) -> Any:
-    """The user the token's client acts for, if their role allows the method."""
+def authorize(request: HttpRequest, *, gate: bool = True) -> Any:
+    """The user the token's client acts for, bound to the request as its principal.
+    `gate=False` for a handler that refuses a principal holding nothing itself (load-table,
+    whose grant check rides on its one query)."""
     token = _bearer(request)
     digest = auth.digest_of(token)
-    user = auth.authenticate(token, digest=digest).client.user
+    client = auth.authenticate(token, digest=digest).client
     setattr(request, _DIGEST_ATTRIBUTE, digest)
-    reads = READ_METHODS.union(viewer_methods) if viewer_methods else READ_METHODS
-    allowed = can_view(user) if request.method in reads else can_edit(user)
-    if not allowed:
-        raise Forbidden(f"Forbidden: {user.username} may not {request.method} here")
-    return user
+    principal = access.bind(request, access.Principal(client.user, client))
+    if gate:
+        refuse_if_holding_nothing(principal)
+    return client.user
+
+
+def refuse_if_holding_nothing(principal: access.Principal) -> None:
+    if not principal.holds_anything():
+        name = principal.user.username
+        raise Forbidden(f"Forbidden: {name} holds no privilege in this catalog")
 
 
 class Resource:
-    """`Resource(GET=load, POST=commit, ...)`: handlers take (request, user, **path).
-    `viewer_methods` lets readers use a write method here (engines that only read still
-    send scan reports)."""
+    """`Resource(GET=load, POST=commit, ...)`: handlers take (request, user, **path)."""
 
-    def __init__(self, *, viewer_methods: frozenset[str] = frozenset(), **handlers: Handler):
+    def __init__(self, **handlers: Handler):
         self.handlers = handlers
-        self.viewer_methods = viewer_methods
 
     @property
     def methods(self) -> list[str]:
@@ -77,7 +82,7 @@ class Resource:
                         f"Method {request.method} is not allowed here; "
                         f"allowed: {', '.join(self.methods)}"
                     )
-                user = authorize(request, viewer_methods=self.viewer_methods)
+                user = authorize(request, gate=not getattr(handler, "gates_itself", False))
                 return handler(request, user, **path)
             except CatalogError as error:
                 response = error_response(error)

@@ -31,7 +31,7 @@ ROUTES: list[tuple[str, Resource]] = [
     (f"{NAMESPACE}/register", Resource(POST=tables.register_table)),
     (
         f"{NAMESPACE}/tables/{{table}}/metrics",
-        Resource(POST=tables.report_metrics, viewer_methods=frozenset({"POST"})),
+        Resource(POST=tables.report_metrics),
     ),
     ("tables/rename", Resource(POST=tables.rename_table)),
     ("transactions/commit", Resource(POST=tables.commit_transaction)),

@@ -26,10 +26,10 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import BooleanField, Case, Exists, OuterRef, QuerySet, Value, When
 from django.utils import timezone
 
-from catalog.core.errors import NoSuchTable
+from catalog import access, selectors
 from catalog.iceberg_rest import auth, objects
 from catalog.iceberg_rest.etags import TableState
 from catalog.models import Attachment, Table
@@ -42,26 +42,49 @@ DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 class Pointer(NamedTuple):
     state: TableState
     attached: bool
+    #: Whether the principal surely may read the table (catalog.access.may_read_condition);
+    #: False means the grant check must be asked.
+    read_ok: bool
+    #: The row's id and owner, for the grant check (catalog.access).
+    object_id: int
+    owner_id: int | None
 
 
 # The pointer query is built by the ORM once per database connection's backend and then
 # run as plain SQL with each request's values: building and compiling it anew took most of
 # a load's time (about 1 ms of 1.3). Sentinel values mark where the request's values go.
 _NAMESPACE, _NAME, _DIGEST = "\x00namespace\x00", "\x00name\x00", "\x00digest\x00"
+_USER, _CLIENT = -7_300_000_000_000_000_001, -7_300_000_000_000_000_002
 _NOW = datetime(1970, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 _prepared: dict[tuple[str, str], _PointerQuery] = {}
 _prepared_lock = threading.Lock()
 
 
-def _pointer_queryset(namespace: str, name: str, token_digest: str, now: datetime) -> QuerySet:
+def _pointer_queryset(
+    namespace: str, name: str, token_digest: str, now: datetime, user_id: int, client_id: int
+) -> QuerySet:
     return (
         Table.objects.filter(namespace__name=namespace, name=name)
         .order_by()
         .annotate(
             attached=Exists(Attachment.objects.filter(table_id=OuterRef("pk"))),
             token_ok=auth.still_valid(token_digest, now=now),
+            read_ok=Case(
+                When(access.may_read_condition(namespace, user_id, client_id), then=Value(True)),
+                default=Value(False),
+                output_field=BooleanField(),
+            ),
         )
-        .values_list("metadata_location", "uuid", "last_updated_ms", "attached", "token_ok")[:1]
+        .values_list(
+            "metadata_location",
+            "uuid",
+            "last_updated_ms",
+            "attached",
+            "token_ok",
+            "read_ok",
+            "pk",
+            "owner_id",
+        )[:1]
     )
 
 
@@ -88,13 +111,13 @@ class _PointerQuery:
     closed at the end of the request as usual."""
 
     def __init__(self, db: Any) -> None:
-        queryset = _pointer_queryset(_NAMESPACE, _NAME, _DIGEST, _NOW)
+        queryset = _pointer_queryset(_NAMESPACE, _NAME, _DIGEST, _NOW, _USER, _CLIENT)
         sql, params = queryset.query.get_compiler(connection=db).as_sql()
         now = db.ops.adapt_datetimefield_value(_NOW)
         params = list(params)
-        slots = {_NAMESPACE: [], _NAME: [], _DIGEST: [], now: []}
+        slots = {_NAMESPACE: [], _NAME: [], _DIGEST: [], now: [], _USER: [], _CLIENT: []}
         for index, value in enumerate(params):
-            if isinstance(value, str | datetime) and value in slots:
+            if isinstance(value, str | datetime | int) and value in slots:
                 slots[value].append(index)
         if not all(slots.values()):
             # The ORM changed how it passes these values: fail loudly, never run a query
@@ -102,7 +125,14 @@ class _PointerQuery:
             raise RuntimeError(f"The pointer query does not take its values as parameters: {sql}")
         self.sql = sql
         self.template = params
-        self.slots = (slots[_NAMESPACE], slots[_NAME], slots[_DIGEST], slots[now])
+        self.slots = (
+            slots[_NAMESPACE],
+            slots[_NAME],
+            slots[_DIGEST],
+            slots[now],
+            slots[_USER],
+            slots[_CLIENT],
+        )
         self.raw_sql = sql
         self.now = _now_as_taken_by(db)
         self.direct: Callable[[Any, str, list[Any]], tuple | None] | None = None
@@ -115,16 +145,21 @@ class _PointerQuery:
         elif db.vendor == "postgresql" and (cursor_class := _server_binding_cursor()):
             self.direct = _postgresql_fetch(cursor_class)
 
-    def params(self, db: Any, namespace: str, name: str, token_digest: str) -> list[Any]:
+    def params(
+        self, db: Any, namespace: str, name: str, token_digest: str, user_id: int, client_id: int
+    ) -> list[Any]:
         params = self.template.copy()
         now = self.now(db)
-        for positions, value in zip(self.slots, (namespace, name, token_digest, now), strict=True):
+        values = (namespace, name, token_digest, now, user_id, client_id)
+        for positions, value in zip(self.slots, values, strict=True):
             for index in positions:
                 params[index] = value
         return params
 
-    def run(self, db: Any, namespace: str, name: str, token_digest: str) -> tuple | None:
-        params = self.params(db, namespace, name, token_digest)
+    def run(
+        self, db: Any, namespace: str, name: str, token_digest: str, user_id: int, client_id: int
+    ) -> tuple | None:
+        params = self.params(db, namespace, name, token_digest, user_id, client_id)
         if self.direct is None or db.queries_logged or db.execute_wrappers:
             with db.cursor() as cursor:
                 cursor.execute(self.sql, params)
@@ -202,30 +237,36 @@ def _prepare(db: Any) -> _PointerQuery:
     return prepared
 
 
-def _run_pointer_query(namespace: str, name: str, token_digest: str) -> tuple | None:
+def _run_pointer_query(
+    namespace: str, name: str, token_digest: str, user_id: int, client_id: int
+) -> tuple | None:
     db = connections[DEFAULT_DB_ALIAS]
-    return _prepare(db).run(db, namespace, name, token_digest)
+    return _prepare(db).run(db, namespace, name, token_digest, user_id, client_id)
 
 
-def pointer(namespace: str, name: str, *, token_digest: str) -> Pointer:
-    """The table's pointer row, read with the token check in one query.
+def pointer(
+    namespace: str, name: str, *, token_digest: str, user_id: int, client_id: int
+) -> Pointer:
+    """The table's pointer row, read with the token check and the read grant's usual case
+    (`read_ok`) in one query.
 
     InvalidCredentials (401) when the token is no longer good, whether or not the table
-    exists; NoSuchTable (404) when it does not exist."""
-    row = _run_pointer_query(namespace, name, token_digest)
+    exists; NoSuchTable (404) when it does not exist. Where `read_ok` is false the caller
+    asks catalog.access."""
+    row = _run_pointer_query(namespace, name, token_digest, user_id, client_id)
     if row is None:
         # A miss must not tell a revoked client whether the table exists: ask about the
         # token alone (a second query, on misses only).
         if not auth.is_still_valid(token_digest):
             _refuse(token_digest)
-        raise NoSuchTable(f"Table does not exist: {namespace}.{name}", field="name")
-    location, table_uuid, last_updated_ms, attached, token_ok = row
+        raise selectors.no_such_table(namespace, name)
+    location, table_uuid, last_updated_ms, attached, token_ok, read_ok, object_id, owner_id = row
     if not token_ok:
         _refuse(token_digest)
     # Plain SQL returns the database's own forms: SQLite keeps a UUID as 32 hex digits and
     # booleans as 0/1; the tag wants the UUID's canonical text, as the metadata has it.
     state = TableState(location, _canonical_uuid(table_uuid), int(last_updated_ms))
-    return Pointer(state, bool(attached))
+    return Pointer(state, bool(attached), bool(read_ok), object_id, owner_id)
 
 
 def _canonical_uuid(value: Any) -> str:

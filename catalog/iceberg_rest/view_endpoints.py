@@ -1,4 +1,6 @@
-"""Iceberg views: list, create, load, exists, commit (replace), drop, rename."""
+"""Iceberg views: list, create, load, exists, commit (replace), drop, rename. A view the
+principal may not see answers as a missing one; a load needs read_data (an engine runs its
+SQL), a replace, drop or rename manage, a create create in the namespace."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import selectors, services
+from catalog import checks, services
+from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
 from catalog.iceberg_rest import bodies, objects
 from catalog.models import View
+from catalog.services.kernel import VIEW
 
 
 def list_views(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
@@ -16,9 +20,11 @@ def list_views(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
 
 
 def create_view(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
+    name = bodies.namespace_name(namespace)
+    checks.namespace(request, name, CREATE)
     document = bodies.body(request)
     view = services.create_view_from_parts(
-        namespace=bodies.namespace_name(namespace),
+        namespace=name,
         name=bodies.string(document, "name", is_required=True),
         schema=bodies.obj(document, "schema", is_required=True),
         view_version=bodies.obj(document, "view-version", is_required=True),
@@ -30,19 +36,21 @@ def create_view(request: HttpRequest, user: Any, namespace: str) -> HttpResponse
 
 
 def load_view(request: HttpRequest, user: Any, namespace: str, view: str) -> HttpResponse:
-    found = selectors.get_view(bodies.namespace_name(namespace), view)
+    found = checks.obj(request, VIEW, bodies.namespace_name(namespace), view, READ_DATA)
     return JsonResponse(objects.load_result(found.metadata_location, config={}))
 
 
 def view_exists(request: HttpRequest, user: Any, namespace: str, view: str) -> HttpResponse:
-    selectors.get_view(bodies.namespace_name(namespace), view)
+    checks.obj(request, VIEW, bodies.namespace_name(namespace), view, READ_METADATA)
     return HttpResponse(status=204)
 
 
 def commit_view(request: HttpRequest, user: Any, namespace: str, view: str) -> HttpResponse:
+    name = bodies.namespace_name(namespace)
+    checks.obj(request, VIEW, name, view, MANAGE)
     document = bodies.body(request)
     changed = services.commit_view(
-        namespace=bodies.namespace_name(namespace),
+        namespace=name,
         name=view,
         requirements=bodies.objects(document, "requirements"),
         updates=bodies.objects(document, "updates"),
@@ -52,9 +60,11 @@ def commit_view(request: HttpRequest, user: Any, namespace: str, view: str) -> H
 
 
 def drop_view(request: HttpRequest, user: Any, namespace: str, view: str) -> HttpResponse:
-    services.drop_view(namespace=bodies.namespace_name(namespace), name=view, actor=user)
+    name = bodies.namespace_name(namespace)
+    checks.obj(request, VIEW, name, view, MANAGE)
+    services.drop_view(namespace=name, name=view, actor=user)
     return HttpResponse(status=204)
 
 
 def rename_view(request: HttpRequest, user: Any) -> HttpResponse:
-    return objects.rename(request, user, services.rename_view)
+    return objects.rename(request, user, services.rename_view, VIEW)

@@ -11,8 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from catalog import services
+from catalog.core.access import CREATE, MANAGE
 from catalog.core.errors import CatalogError
-from catalog.models import Attachment, Namespace, Table
+from catalog.models import Attachment, Table
+from catalog.pages.access import check, namespace_for
 from catalog.pages.forms import AttachForm
 from catalog.pages.views import catalog_page
 
@@ -20,7 +22,7 @@ from catalog.pages.views import catalog_page
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def attach(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = namespace_for(request, namespace, CREATE)
     form = AttachForm(request.POST or None)
     status = 200
     if request.method == "POST":
@@ -62,6 +64,7 @@ def detach(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     table = get_object_or_404(
         Table.objects.select_related("namespace"), namespace__name=namespace, name=name
     )
+    check(request, table, MANAGE, missing="No Table matches the given query.")
     attachment = Attachment.objects.filter(table_id=table.pk).first()
     if attachment is None:
         raise Http404(f"Table {table} is not attached: only attached tables can be detached.")

@@ -1,10 +1,16 @@
 from django.http import HttpRequest
 
-from catalog.roles import can_edit
+from catalog import access
+from catalog.core.access import MANAGE
 
 
 def roles(request: HttpRequest) -> dict[str, bool]:
-    """`can_edit` in every template, so pages show change buttons only to editors. An error
-    page rendered before the authentication middleware ran (a host ALLOWED_HOSTS does not
-    list: 400) has no user: nobody may edit there."""
-    return {"can_edit": can_edit(getattr(request, "user", None))}
+    """`can_edit` in every template (manage on the whole catalog), so pages show change
+    buttons only to those who may use them; a page about one namespace or object sets its
+    own. Asked of the request's principal, whose grants the page's checks have loaded
+    already. An error page rendered before the authentication middleware ran (a host
+    ALLOWED_HOSTS does not list: 400) has no user: nobody may edit there."""
+    user = getattr(request, "user", None)
+    if user is None:
+        return {"can_edit": False}
+    return {"can_edit": access.may(access.principal_of(request), MANAGE, access.CATALOG)}

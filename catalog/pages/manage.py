@@ -6,26 +6,33 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from catalog import services
+from catalog import checks, services
+from catalog.core.access import CREATE, MANAGE
 from catalog.core.errors import CatalogError
-from catalog.models import Namespace
+from catalog.pages.access import namespace_for
 from catalog.pages.forms import AddDialectForm, RegisterForm, RenameForm
 from catalog.pages.views import _get_view, catalog_page
+from catalog.services.kernel import VIEW
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_rename(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, MANAGE)
     form = RenameForm(
         request.POST or None,
         initial={"new_namespace": view.namespace.name, "new_name": view.name},
     )
     if request.method == "POST" and form.is_valid():
         try:
+            # CREATE in another namespace it moves to (as the API asks: catalog.checks).
+            checks.rename(
+                request, VIEW, view.namespace.name, view.name,
+                form.cleaned_data["new_namespace"].strip(),
+            )  # fmt: skip
             renamed = services.rename_view(
                 namespace=view.namespace.name,
                 name=view.name,
@@ -50,7 +57,7 @@ def view_rename(request: HttpRequest, namespace: str, name: str) -> HttpResponse
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_add_dialect(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, MANAGE)
     current = view.current_version()
     present = sorted(r.dialect for r in current.representations.all()) if current else []
     form = AddDialectForm(request.POST or None)
@@ -82,7 +89,7 @@ def view_add_dialect(request: HttpRequest, namespace: str, name: str) -> HttpRes
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def register(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = namespace_for(request, namespace, CREATE)
     form = RegisterForm(request.POST or None, initial={"kind": request.GET.get("kind", "view")})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from catalog import selectors, services
+from catalog.core.access import CREATE, MANAGE, READ_METADATA
 from catalog.core.errors import CatalogError
 from catalog.models import CatalogObject, Namespace
+from catalog.pages.access import namespace_for
 from catalog.pages.forms import NamespacePropertiesForm
 from catalog.pages.views import catalog_page
 
@@ -19,7 +21,7 @@ from catalog.pages.views import catalog_page
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def namespace_properties(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = namespace_for(request, namespace, MANAGE)
     form = NamespacePropertiesForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         updates, removals = form.cleaned_data["updates"], form.cleaned_data["removals"]
@@ -39,7 +41,7 @@ def namespace_properties(request: HttpRequest, namespace: str) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def namespace_drop(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = namespace_for(request, namespace, MANAGE)
     error_message = None
     if request.method == "POST":
         try:
@@ -64,8 +66,9 @@ def namespace_drop(request: HttpRequest, namespace: str) -> HttpResponse:
 @catalog_page()
 def namespace_dropped(request: HttpRequest, namespace: str) -> HttpResponse:
     """Tables and views dropped from the namespace with their files kept; an editor's POST
-    (`uuid`, optional `name`) brings one back (services.restore_dropped)."""
-    ns = get_object_or_404(Namespace, name=namespace)
+    (`uuid`, optional `name`) brings one back (services.restore_dropped): the list needs
+    read_metadata on the namespace (everything in it), bringing back needs create."""
+    ns = namespace_for(request, namespace, CREATE if request.method == "POST" else READ_METADATA)
     error_message = None
     if request.method == "POST":
         name = request.POST.get("name", "").strip() or None

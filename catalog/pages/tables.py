@@ -26,6 +26,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
 from catalog import jobs, previews, services
+from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.core.inputs import whole_number
 from catalog.models import (
@@ -36,6 +37,7 @@ from catalog.models import (
     TableSnapshot,
     View,
 )
+from catalog.pages import access as page_access
 from catalog.pages.formatting import moment, time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import job_preview, shown_preview
@@ -118,14 +120,21 @@ _READERS = Prepared(
 )
 
 
-def readers_of(table: Table) -> dict[str, Any]:
+def readers_of(table: Table, visible: Any = None) -> dict[str, Any]:
     """The first READERS_LISTED views whose current version reads `table` (over
-    `ViewRead`'s index), as {"listed": [{"name", "url"}], "count": all of them}."""
+    `ViewRead`'s index), as {"listed": [{"name", "url"}], "count": all of them}; only those
+    `visible` holds (catalog.access.objects_condition), when given."""
     namespace, name = table.namespace.name, table.name
-    found = _READERS.rows(namespace=namespace, name=name, limit=READERS_LISTED + 1)
+    reading = View.objects.reading(namespace, name)
+    if visible is None:
+        found = _READERS.rows(namespace=namespace, name=name, limit=READERS_LISTED + 1)
+    else:
+        reading = reading.filter(visible)
+        ordered = reading.order_by("namespace__name", "name")
+        found = list(ordered.values_list("namespace__name", "name")[: READERS_LISTED + 1])
     count = len(found)
     if count > READERS_LISTED:
-        count = View.objects.reading(namespace, name).count()
+        count = reading.count()
     link = linker()
     return {
         "listed": [
@@ -369,8 +378,10 @@ def table_snapshots(request: HttpRequest, namespace: str, name: str) -> HttpResp
     once it has loaded (static/js/later.js): the newest SNAPSHOTS_LISTED snapshots, each with
     its figures and its other summary entries."""
     found = _TABLE.objects(namespace=namespace, name=name)
+    missing = f"Table does not exist: {namespace}.{name}"
     if not found:
-        raise Http404(f"Table does not exist: {namespace}.{name}")
+        raise Http404(missing)
+    page_access.check(request, found[0], READ_METADATA, missing=missing)
     snapshots = _snapshot_rows(found[0])[:SNAPSHOTS_LISTED]
     context = {
         "snapshot_rows": snapshot_rows_html(snapshots),
@@ -384,9 +395,14 @@ def table_snapshots(request: HttpRequest, namespace: str, name: str) -> HttpResp
 def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     # The attachment and the materialized table (the page names both) in the same read.
     found = _TABLE.objects(namespace=namespace, name=name)
+    missing = f"Table does not exist: {namespace}.{name}"
     if not found:
-        raise Http404(f"Table does not exist: {namespace}.{name}")
+        raise Http404(missing)
     table = found[0]
+    # Its schema, snapshots and history are its metadata; its rows and files need
+    # read_data, asked for only when a section wants them.
+    wants_data = "preview" in request.GET or bool(request.GET.get("files"))
+    page_access.check(request, table, READ_DATA if wants_data else READ_METADATA, missing=missing)
     attachment = table.attachment if hasattr(table, "attachment") else None
     if attachment is not None:
         # The writer may have written a newer metadata file since the last look.
@@ -465,7 +481,9 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "preview_form": preview_form,
         "preview": preview,
         "preview_rows": PREVIEW_ROWS,
-        "readers": readers_of(table),
+        "readers": readers_of(table, page_access.visible(request)),
+        "can_edit": page_access.holds(request, table, MANAGE),
+        "can_read_data": page_access.holds(request, table, READ_DATA),
         "metadata_log": metadata_log,
         "last_updated": time_of(table.last_updated_ms),
         "history": history,

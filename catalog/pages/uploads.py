@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog import services, uploads
+from catalog.core.access import CREATE, READ_METADATA, WRITE_DATA
 from catalog.core.errors import CatalogError, http_status
-from catalog.models import Namespace
+from catalog.models import Namespace, Table
+from catalog.pages.access import check, namespace_for
 from catalog.pages.forms import UploadForm, UploadTargetForm
 from catalog.pages.views import catalog_page
 
@@ -33,7 +35,7 @@ def _upload_page(
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def upload(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = namespace_for(request, namespace)
     if request.method != "POST":
         return _upload_page(request, ns, UploadForm(initial={"mode": "create"}))
     form = UploadForm(request.POST, request.FILES)  # reads the upload, which may be refused
@@ -47,6 +49,7 @@ def upload(request: HttpRequest, namespace: str) -> HttpResponse:
         return _upload_page(request, ns, form, status=400)
     staged_file = form.cleaned_data["file"]
     data = form.cleaned_data
+    _may_write(request, ns, data["table"], data["mode"])
     uploads.discard_old()
     try:
         preview = services.inspect_upload(
@@ -75,6 +78,19 @@ def upload(request: HttpRequest, namespace: str) -> HttpResponse:
     return redirect("catalog:upload-review", namespace=ns.name, token=staged.token)
 
 
+def _may_write(request: HttpRequest, ns: Namespace, table: str, mode: str) -> None:
+    """As the API asks: write_data on the table appended to, create in the namespace for a
+    new one. A table the user may not see is, for an append, a missing one."""
+    if mode != "append":
+        namespace_for(request, ns.name, CREATE)
+        return
+    found = Table.objects.select_related("namespace").filter(namespace=ns, name=table).first()
+    if found is not None:
+        check(request, found, WRITE_DATA, missing=f"Table does not exist: {ns.name}.{table}")
+    else:
+        namespace_for(request, ns.name, READ_METADATA)
+
+
 def _staged(request: HttpRequest, ns: Namespace, token: str) -> uploads.Staged:
     staged = uploads.Staged.load(token, user=request.user, namespace=ns.name)
     if staged is None:
@@ -97,7 +113,7 @@ def _review_page(
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def upload_review(request: HttpRequest, namespace: str, token: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = namespace_for(request, namespace)
     staged = _staged(request, ns, token)
     if request.method != "POST":
         form = UploadTargetForm(initial={"table": staged.table, "mode": staged.mode})
@@ -105,6 +121,7 @@ def upload_review(request: HttpRequest, namespace: str, token: str) -> HttpRespo
     form = UploadTargetForm(request.POST)
     if not form.is_valid():
         return _review_page(request, ns, staged, form, status=400)
+    _may_write(request, ns, form.cleaned_data["table"], form.cleaned_data["mode"])
     try:
         done = services.upload_table(
             namespace=ns.name,
@@ -128,7 +145,7 @@ def upload_review(request: HttpRequest, namespace: str, token: str) -> HttpRespo
 @require_POST
 @catalog_page(editors_only=True)
 def upload_discard(request: HttpRequest, namespace: str, token: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = namespace_for(request, namespace)
     _staged(request, ns, token).discard()
     messages.success(request, "Upload discarded.")
     return redirect("catalog:namespace-detail", namespace=ns.name)

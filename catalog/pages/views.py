@@ -11,14 +11,16 @@ from urllib.parse import quote
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import RFC3986_SUBDELIMS
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog import selectors, services
+from catalog import access, checks, selectors, services
+from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
 from catalog.core.inputs import whole_number
 from catalog.models import (
@@ -30,6 +32,7 @@ from catalog.models import (
     ViewVersion,
     ViewVersionLogEntry,
 )
+from catalog.pages import access as page_access
 from catalog.pages import view_facts
 from catalog.pages.access import catalog_page
 from catalog.pages.diff import side_by_side
@@ -90,10 +93,14 @@ _FIELDS = Prepared(
 )
 
 
-def _get_view(namespace: str, name: str) -> View:
+def _get_view(request: HttpRequest, namespace: str, name: str, privilege: str) -> View:
+    """The view, when the user may see it (else the missing view's 404) and holds
+    `privilege` on it (else 403). Its SQL is its data: the page needs read_data."""
     found = _VIEW.objects(namespace=namespace, name=name)
+    missing = f"View does not exist: {namespace}.{name}"
     if not found:
-        raise Http404(f"View does not exist: {namespace}.{name}")
+        raise Http404(missing)
+    page_access.check(request, found[0], privilege, missing=missing)
     return found[0]
 
 
@@ -190,6 +197,7 @@ def _view_page(
         "events": _EVENTS.objects(object_uuid=view.uuid, limit=HISTORY_LENGTH),
         "diff_form": _diff_form(view, versions, log=version_log),
         "property_form": property_form or PropertyForm(),
+        "can_edit": page_access.holds(request, view, MANAGE),
         **view_facts.page_facts(view, current, versions),
         **(extra_context or {}),
     }
@@ -341,22 +349,29 @@ def _search_page(request: HttpRequest, query: str) -> HttpResponse:
     if query:
         number = _page_number(request)
         upto = number * PAGE_SIZE + 1
-        # A page among the first ones of a text in many names reads only its own ids.
-        known_more = number * PAGE_SIZE <= SEARCH_READ and selectors.names_beyond(
-            query, SEARCH_READ
-        )
+        # Names of what the user may see (read_metadata); SQL of the views whose SQL they
+        # may read (read_data): both conditions of the search's one query.
+        seen = {
+            "visible": page_access.visible(request),
+            "readable": page_access.visible(request, READ_DATA),
+        }
+        # A text in many names is found by walking the list in order (`in_many`); a page
+        # among the first ones then reads only its own ids, when the index's count of
+        # names is the user's (every name visible to them).
+        in_many = number * PAGE_SIZE <= SEARCH_READ and selectors.names_beyond(query, SEARCH_READ)
+        known_more = in_many and seen["visible"] is None
         if with_sql:
-            ids = selectors.search_ids(query, sql=True, in_many_names=known_more)
+            ids = selectors.search_ids(query, sql=True, in_many_names=in_many, **seen)
             page = _capped_page(request, ids, known_more=known_more)
         else:
             # A page past the first read ones: the names' index may be the shorter way there.
             deep = upto if upto > SEARCH_READ else None
-            ids = selectors.search_ids(query, upto=deep, in_many_names=known_more)
+            ids = selectors.search_ids(query, upto=deep, in_many_names=in_many, **seen)
             page = _capped_page(request, ids, known_more=known_more)
             if not page.paginator.count:
                 # Names first: when none matches, the text may be part of a view's SQL.
                 by_sql_alone = True
-                ids = selectors.search_ids(query, names=False, sql=True)
+                ids = selectors.search_ids(query, names=False, sql=True, **seen)
                 page = _capped_page(request, ids)
         link = linker()
         rows = selectors.object_rows(list(page.object_list))
@@ -382,6 +397,7 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
     form = NamespaceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
+            checks.create_namespace(request, form.cleaned_data["name"], {})
             namespace = services.create_namespace(
                 name=form.cleaned_data["name"], actor=request.user
             )
@@ -398,8 +414,13 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
     listed = Namespace.objects.order_by("name").only(
         "name", "view_total", "table_total", "materialized_total"
     )
+    shown = page_access.visible_namespaces(request)
+    if shown is not None:
+        listed = listed.filter(shown)
     page = _page(request, listed)
     page.object_list = list(page.object_list)
+    if shown is not None:
+        _count_visible(request, page.object_list)
     link = linker()
     for ns in page.object_list:
         ns.view_count = ns.view_total
@@ -408,8 +429,37 @@ def namespace_list(request: HttpRequest) -> HttpResponse:
         ns.url = link("catalog:namespace-detail", ns.name)
         ns.mt_url = link("refresh:mt-list", ns.name)
     # The late and failing counts come from refresh's template tag (refresh/templatetags).
-    context = {"form": form, "page": page}
+    context = {"form": form, "page": page, "sees_catalog": page_access.sees_catalog(request)}
     return render(request, "catalog/namespace_list.html", context)
+
+
+def _count_visible(request: HttpRequest, namespaces: list[Namespace]) -> None:
+    """The kept counts of a page's namespaces, recounted where the user sees only some of
+    what a namespace holds (a grant on one object in it, say): in one query for the page,
+    of the objects they may see."""
+    who = page_access.principal(request)
+    partial = {
+        ns.pk: ns
+        for ns in namespaces
+        if READ_METADATA not in who.privileges(access.namespace(ns.name))
+    }
+    if not partial:
+        return
+    for ns in partial.values():
+        ns.view_total = ns.table_total = ns.materialized_total = 0
+    visible = page_access.visible(request) or Q()
+    rows = (
+        CatalogObject.objects.filter(visible, namespace_id__in=list(partial))
+        .order_by()
+        .values("namespace_id", "kind")
+        .annotate(total=Count("pk"), materialized=Count("table__materialized", distinct=True))
+    )
+    for row in rows:
+        ns = partial[row["namespace_id"]]
+        if row["kind"] == CatalogObject.Kind.VIEW:
+            ns.view_total = row["total"]
+        else:
+            ns.table_total, ns.materialized_total = row["total"], row["materialized"]
 
 
 @require_http_methods(["GET", "HEAD"])
@@ -421,9 +471,10 @@ def search(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = page_access.namespace_for(request, namespace)
     link = linker()
-    views = _page(request, selectors.namespace_views(ns), "views_page")
+    visible = page_access.visible(request, namespace=ns.name)
+    views = _page(request, selectors.namespace_views(ns, visible), "views_page")
     views.object_list = [
         {
             "name": view["name"],
@@ -434,7 +485,7 @@ def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
         }
         for view in views.object_list
     ]
-    tables = _page(request, selectors.namespace_tables(ns), "tables_page")
+    tables = _page(request, selectors.namespace_tables(ns, visible), "tables_page")
     tables.object_list = [
         {
             **table,
@@ -453,6 +504,7 @@ def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
         "views": views,
         "tables": tables,
         "properties": sorted(ns.properties.items()),
+        "can_edit": CREATE in page_access.principal(request).privileges(access.namespace(ns.name)),
     }
     return render(request, "catalog/namespace_detail.html", context)
 
@@ -463,7 +515,7 @@ def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
+    ns = page_access.namespace_for(request, namespace, CREATE)
     form = ViewCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         arguments = {"namespace": ns.name, "name": form.cleaned_data["name"], **form.definition()}
@@ -486,7 +538,7 @@ def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def view_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, READ_DATA)
     preview, status = preview_context(request, view)
     response = _view_page(request, view, extra_context=preview)
     response.status_code = status
@@ -496,7 +548,7 @@ def view_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def view_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, READ_DATA)
     versions = _versions(view)
     form = _diff_form(view, versions, data=request.GET)
     context: dict[str, Any] = {"view": view, "namespace": view.namespace, "form": form}
@@ -547,7 +599,7 @@ def _expired_in_request(view: View, versions: list[ViewVersion], params: Any) ->
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, MANAGE)
     newer = None
     if request.method == "POST":
         form = ViewReplaceForm(request.POST)
@@ -572,7 +624,7 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
             except CommitConflict as error:
                 # Someone changed the view since the form was opened: show their version
                 # beside the user's text, and let the next submit build on it.
-                view = _get_view(namespace, name)
+                view = _get_view(request, namespace, name, MANAGE)
                 current = view.current_version()
                 newer_sql, newer_dialect = view_facts.as_written(current)
                 newer = {
@@ -626,7 +678,7 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_rollback(request: HttpRequest, namespace: str, name: str, version_id: int) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, MANAGE)
     version = view.versions.with_sql().filter(version_id=version_id).first()
     if version is None:
         raise Http404(f"View {view} has no retained version {version_id}")
@@ -662,7 +714,7 @@ def view_rollback(request: HttpRequest, namespace: str, name: str, version_id: i
 @require_POST
 @catalog_page(editors_only=True)
 def view_properties(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, MANAGE)
     if request.POST.get("action") == "remove":
         key = request.POST.get("key", "")
         try:
@@ -696,7 +748,7 @@ def view_properties(request: HttpRequest, namespace: str, name: str) -> HttpResp
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(namespace, name)
+    view = _get_view(request, namespace, name, MANAGE)
     error_message = None
     if request.method == "POST":
         try:

@@ -80,8 +80,13 @@ class Kind:
             .first()
         )
         if obj is None:
-            raise self.not_found(f"{self.label} does not exist: {namespace}.{name}", field="name")
+            raise self.missing(namespace, name)
         return obj
+
+    def missing(self, namespace: str, name: str) -> NotFound:
+        """The error for an object that is not there (or that the asker may not see: the
+        two answer alike)."""
+        return self.not_found(f"{self.label} does not exist: {namespace}.{name}", field="name")
 
 
 VIEW = Kind(
@@ -400,9 +405,7 @@ def _prepare(change: Change) -> _Prepared:
     )
     if obj is None:
         if change.mode is Mode.UPDATE:
-            raise kind.not_found(
-                f"{kind.label} does not exist: {change.namespace}.{change.name}", field="name"
-            )
+            raise kind.missing(change.namespace, change.name)
         namespace = _namespace_for_new(change)
         base, base_location = None, None
     else:
@@ -466,6 +469,7 @@ def _swap(p: _Prepared, *, actor: Any, action: str) -> Committed:
                     metadata_location=p.new_location,
                     created_by=user,
                     updated_by=user,
+                    owner=user,
                 )
         except IntegrityError:
             if selectors.holder_of(p.namespace, p.change.name) is None:

@@ -17,6 +17,13 @@ from catalog.models import CatalogObject, Namespace
 KIND = "namespace"
 
 
+def missing_parent(name: str, parent: str) -> NoSuchNamespace:
+    """A create's answer when the parent is not there (or the creator may not see it)."""
+    return NoSuchNamespace(
+        f"Cannot create namespace {name}: parent namespace {parent} does not exist", field="name"
+    )
+
+
 def create_namespace(
     *, name: str | Sequence[str], properties: Mapping[str, str] | None = None, actor: Any = None
 ) -> Namespace:
@@ -29,13 +36,14 @@ def create_namespace(
         if parent and not Namespace.objects.filter(name=parent).exists():
             # Iceberg's catalogs list a namespace only under its parent: one without a
             # parent could never be listed.
-            raise NoSuchNamespace(
-                f"Cannot create namespace {name}: parent namespace {parent} does not exist",
-                field="name",
-            )
+            raise missing_parent(name, parent)
         try:
             with transaction.atomic():
-                namespace = Namespace.objects.create(name=name, properties=properties)
+                namespace = Namespace.objects.create(
+                    name=name,
+                    properties=properties,
+                    owner=actor if getattr(actor, "pk", None) else None,
+                )
                 history.record(
                     actor=actor, action="create_namespace", object_type=KIND, object_name=name
                 )

@@ -16,8 +16,9 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from catalog import access
 from catalog.core.errors import CatalogError, InvalidInput
-from refresh import queries, selectors
+from refresh import queries, rights, selectors
 from refresh.core.freshness import Freshness, RefreshMode, full_refresh_schedule
 from refresh.models import (
     MaterializedTable,
@@ -565,6 +566,11 @@ class StreamHostSerializer(serializers.Serializer):
 
 
 class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
+    """A table's detail. With the request in its context, the query is null for a user
+    who may not read every source (refresh.rights), and `query_hidden` says so."""
+
+    query = serializers.SerializerMethodField()
+    query_hidden = serializers.SerializerMethodField()
     schedule = serializers.SerializerMethodField()
     stream_host = serializers.SerializerMethodField()
     schema = serializers.SerializerMethodField()
@@ -580,6 +586,7 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
             "constraint_name",
             "partitioned_by",
             "query",
+            "query_hidden",
             "default_namespace",
             "sources",
             "current_version",
@@ -597,6 +604,25 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
         read_only_fields = fields
 
     pending_change = serializers.SerializerMethodField()
+
+    def _hidden(self, mt: MaterializedTable) -> bool:
+        request = self.context.get("request")
+        if request is None:
+            return False  # a job's result, answered to who wrote the query
+        known = self.context.setdefault("hidden", {})
+        if mt.pk not in known:
+            known[mt.pk] = rights.definition_hidden(access.principal_of(request), mt.sources)
+        return known[mt.pk]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_query(self, mt: MaterializedTable) -> str | None:
+        """The query (Spark SQL); null when hidden from the user (see query_hidden)."""
+        return None if self._hidden(mt) else mt.query
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_query_hidden(self, mt: MaterializedTable) -> str | None:
+        """Why the query is null: the user may read the table but not every source."""
+        return rights.DEFINITION_HIDDEN if self._hidden(mt) else None
 
     @extend_schema_field(StreamHostSerializer(allow_null=True))
     def get_stream_host(self, mt: MaterializedTable) -> dict[str, Any] | None:
@@ -699,10 +725,14 @@ class VerificationsSerializer(serializers.Serializer):
 
 
 class MaterializedTableVersionSerializer(serializers.ModelSerializer):
+    """A definition version; its query is null for a user who may not read every one of
+    its sources (the context's `hidden`: version ids)."""
+
     created_by = serializers.CharField(
         source="created_by.username", read_only=True, allow_null=True, default=None
     )
     is_current = serializers.SerializerMethodField()
+    query = serializers.SerializerMethodField()
 
     class Meta:
         model = MaterializedTableVersion
@@ -717,6 +747,11 @@ class MaterializedTableVersionSerializer(serializers.ModelSerializer):
             "is_current",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_query(self, version: MaterializedTableVersion) -> str | None:
+        """The version's query; null when hidden from the user."""
+        return None if version.version_id in self.context.get("hidden", ()) else version.query
 
     def get_is_current(self, version: MaterializedTableVersion) -> bool:
         current = self.context.get("current_version")

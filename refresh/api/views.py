@@ -13,19 +13,21 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import jobs
+from catalog import access, jobs
 from catalog import selectors as catalog_selectors
 from catalog.api.jobs import ACCEPTED, respond
+from catalog.api.permissions import CatalogRolePermission, HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, SparkJobSerializer
+from catalog.core.access import READ_METADATA
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
 from catalog.roles import can_view
-from refresh import console, lineage, selectors, services
+from refresh import console, lineage, rights, selectors, services
 from refresh.api import serializers as s
 from refresh.core.freshness import RefreshMode
 from refresh.core.options import check_run_options
@@ -68,9 +70,35 @@ def _validated(serializer_class: type[serializers.Serializer], request: Request)
     return serializer.validated_data
 
 
-def _detail(mt: MaterializedTable, *, status_code: int = status.HTTP_200_OK) -> Response:
+def _detail(
+    request: Request, mt: MaterializedTable, *, status_code: int = status.HTTP_200_OK
+) -> Response:
     mt = selectors.get_materialized_table(mt.table.namespace.name, mt.table.name)
-    return Response(s.MaterializedTableDetailSerializer(mt).data, status=status_code)
+    serializer = s.MaterializedTableDetailSerializer(mt, context={"request": request})
+    return Response(serializer.data, status=status_code)
+
+
+class SeesByGrants(BasePermission):
+    """Reads: whoever holds a privilege somewhere (the view then asks catalog.access about
+    the table); changes: the editor role."""
+
+    message = CatalogRolePermission.message
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method in SAFE_METHODS:
+            return access.principal_of(request).holds_anything()
+        return CatalogRolePermission().has_permission(request, view)
+
+
+def _visible(request: Request, namespace: str, name: str) -> MaterializedTable:
+    """The table, when the user may see it (read_metadata on it); else answered exactly as
+    a missing one."""
+    mt = selectors.get_materialized_table(namespace, name)
+    if not access.may(access.principal_of(request), READ_METADATA, access.of_object(mt.table)):
+        raise selectors.NoSuchMaterializedTable(
+            f"Materialized table does not exist: {namespace}.{name}", field="name"
+        )
+    return mt
 
 
 class Pagination(PageNumberPagination):
@@ -92,7 +120,10 @@ class CanView(BasePermission):
 
 
 class StatementsView(APIView):
-    permission_classes = [CanView]
+    # Whoever holds a privilege somewhere: the console asks for the viewer role for every
+    # statement but GRANT, REVOKE and SHOW GRANTS, which ask what catalog.services.grants
+    # asks (a namespace's manager grants on it without a role on the whole catalog).
+    permission_classes = [HoldsAPrivilege]
 
     @extend_schema(
         operation_id="statements_execute",
@@ -112,7 +143,8 @@ class StatementsView(APIView):
             " / DROP MATERIALIZED TABLE, DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW "
             "CREATE MATERIALIZED TABLE, UPDATE/DELETE/MERGE of a materialized table) and "
             "queries (SELECT, WITH, VALUES, DESCRIBE and SHOW COLUMNS of a table or view, "
-            "EXPLAIN; time travel with FOR VERSION / FOR TIMESTAMP AS OF) in "
+            "EXPLAIN; time travel with FOR VERSION / FOR TIMESTAMP AS OF), and GRANT / "
+            "REVOKE / SHOW GRANTS in Unity Catalog's grammar (docs/security.md), in "
             "order. The first error stops the script (what ran before it stays done); the"
             " answer's status is that error's, with its line and column in the script. A "
             "statement that needs a worker's Spark (CREATE, ALTER ... AS, a data change, a "
@@ -225,6 +257,8 @@ class MaterializedTableListView(generics.ListAPIView):
 
 
 class MaterializedTableDetailView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_retrieve",
         parameters=_MT_PARAMS,
@@ -232,7 +266,7 @@ class MaterializedTableDetailView(APIView):
         tags=_TAGS,
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return _detail(selectors.get_materialized_table(namespace, name))
+        return _detail(request, _visible(request, namespace, name))
 
     @extend_schema(
         operation_id="materialized_tables_update",
@@ -260,7 +294,7 @@ class MaterializedTableDetailView(APIView):
                 mt = services.set_options(mt, options=data["options"], actor=request.user)
             if data.get("reset_options"):
                 mt = services.reset_options(mt, keys=data["reset_options"], actor=request.user)
-        return _detail(mt)
+        return _detail(request, mt)
 
     @extend_schema(
         operation_id="materialized_tables_destroy",
@@ -285,7 +319,7 @@ class SuspendView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         mt = selectors.get_materialized_table(namespace, name)
-        return _detail(services.suspend(mt, actor=request.user))
+        return _detail(request, services.suspend(mt, actor=request.user))
 
 
 class ResumeView(APIView):
@@ -299,7 +333,7 @@ class ResumeView(APIView):
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.ResumeSerializer, request)
         mt = selectors.get_materialized_table(namespace, name)
-        return _detail(services.resume(mt, options=data["options"], actor=request.user))
+        return _detail(request, services.resume(mt, options=data["options"], actor=request.user))
 
 
 class RefreshView(APIView):
@@ -408,6 +442,8 @@ class RunCancelView(APIView):
 
 
 class VersionListView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_versions_list",
         parameters=_MT_PARAMS,
@@ -416,9 +452,15 @@ class VersionListView(APIView):
         tags=_TAGS,
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        mt = selectors.get_materialized_table(namespace, name)
-        context = {"current_version": mt.current_version}
-        versions = mt.versions.select_related("created_by").order_by("-version_id")
+        mt = _visible(request, namespace, name)
+        versions = list(mt.versions.select_related("created_by").order_by("-version_id"))
+        hidden = rights.hidden_definitions(
+            access.principal_of(request), [v.sources for v in versions]
+        )
+        context = {
+            "current_version": mt.current_version,
+            "hidden": {v.version_id for v, no in zip(versions, hidden, strict=True) if no},
+        }
         log = mt.version_log.select_related("actor").order_by("-timestamp", "-id")
         return Response(
             {

@@ -26,6 +26,7 @@ from sqlglot.errors import ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from catalog.core.errors import InvalidInput, SqlError
+from refresh.core import grant_statements as grants
 from refresh.core.columns import (
     ColumnDefinition,
     NamesAsWritten,
@@ -49,7 +50,7 @@ STATEMENTS = (
     "CREATE [OR ALTER] MATERIALIZED TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, "
     "DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW CREATE MATERIALIZED TABLE, UPDATE, "
     "DELETE or MERGE of a materialized table, or a query (SELECT, WITH, VALUES, DESCRIBE, "
-    "SHOW COLUMNS, EXPLAIN)"
+    "SHOW COLUMNS, EXPLAIN), GRANT, REVOKE or SHOW GRANTS"
 )
 FRESHNESS_SYNTAX = "FRESHNESS = INTERVAL '<n>' <unit>"
 # Flink's messages (parserImpls.ftl, MaterializedTableUtils, SqlConstraintValidator).
@@ -201,6 +202,7 @@ Statement = (
     CreateMaterializedTable | Suspend | Resume | Refresh | SetFreshness | SetRefreshMode
     | SetOptions | ResetOptions | AlterQuery | DropMaterializedTable | DescribeJob
     | ShowMaterializedTables | ShowCreateMaterializedTable | DataChange | Query
+    | grants.GrantPrivileges | grants.RevokePrivileges | grants.ShowGrants
 )  # fmt: skip
 
 
@@ -654,6 +656,9 @@ def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> S
     kind = _query_kind(tokens)
     if kind is not None:
         return Query(kind, text[first.start : end].strip(), text[:end])
+    second = reader.peek(1)
+    if grants.starts_a_grant_statement(_words(first) + (_words(second) if second else [])):
+        return grants.parse(reader)
     if keyword == ["CREATE"]:
         return _create(reader, end, threshold)
     if keyword == ["ALTER"]:

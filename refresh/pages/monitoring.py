@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -16,6 +17,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
 from catalog.core.errors import InvalidInput
+from catalog.pages import access as page_access
 from catalog.pages.formatting import moment, places, text
 from catalog.pages.views import catalog_page, linker
 from refresh import monitoring
@@ -131,6 +133,12 @@ def _number(request: HttpRequest, parameter: str) -> int:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def monitoring_page(request: HttpRequest) -> HttpResponse:
+    """Every materialized table's status and every run: for users who see the whole
+    catalog (read_metadata on it); a namespace's tables are on its list page."""
+    if not page_access.sees_catalog(request):
+        raise PermissionDenied(
+            "Monitoring lists every table: it needs read_metadata on the catalog."
+        )
     now = timezone.now()
     link = linker()
     errors: dict[str, str] = {}

@@ -6,12 +6,14 @@ refresh history and charts, the lifecycle buttons) and the SQL console. Reads go
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,18 +22,19 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog import jobs
+from catalog import access, jobs
+from catalog.core.access import MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
 from catalog.core.errors import CatalogError, http_status
 from catalog.core.sql import qualify_table_names, transpile
-from catalog.models import Namespace, SparkJob
+from catalog.models import CatalogObject, Namespace, SparkJob
+from catalog.pages import access as page_access
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import moment, places, text
 from catalog.pages.jobs import job_context
 from catalog.pages.tables import Panel
 from catalog.pages.views import catalog_page, linker
-from catalog.roles import can_edit, can_view
 from maintenance import pages as maintenance_pages
-from refresh import console, lineage, selectors, services
+from refresh import console, lineage, rights, selectors, services
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
 from refresh.models import (
     MaterializedTable,
@@ -51,11 +54,17 @@ ACTIVE = (RefreshRun.State.QUEUED, RefreshRun.State.RUNNING)
 PANELS: list[Panel] = []
 
 
-def _get(namespace: str, name: str) -> MaterializedTable:
+def _get(request: HttpRequest, namespace: str, name: str, privilege: str) -> MaterializedTable:
+    """The materialized table, when the user may see it (else the missing table's 404) and
+    holds `privilege` on it (its data table's grants) (else 403). Its definition is SQL,
+    as a view's: its pages need read_data."""
     try:
-        return selectors.get_materialized_table(namespace, name)
+        mt = selectors.get_materialized_table(namespace, name)
     except CatalogError as error:
         raise Http404(error.message) from error
+    missing = f"Materialized table does not exist: {namespace}.{name}"
+    page_access.check(request, mt.table, privilege, missing=missing)
+    return mt
 
 
 def _page_of(mt: MaterializedTable) -> HttpResponse:
@@ -137,8 +146,9 @@ def _trino(query: str, namespace: str) -> tuple[str | None, str | None]:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def mt_list(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = get_object_or_404(Namespace, name=namespace)
-    tables = selectors.ListedTables(ns.name)
+    ns = page_access.namespace_for(request, namespace)
+    visible = page_access.visible(request, namespace=ns.name, prefix="table__")
+    tables = selectors.ListedTables(ns.name, visible)
     page = Paginator(tables, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     # What templates/catalog/_pagination.html reads to build its links.
     page.parameter = "page"
@@ -191,13 +201,21 @@ def _list_rows_html(rows: list[dict[str, Any]]) -> SafeString:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    mt = _get(namespace, name)
-    trino, trino_error = _trino(mt.query, mt.default_namespace or mt.table.namespace.name)
+    mt = _get(request, namespace, name, READ_DATA)
+    definitions = _definition_versions(request, mt)
+    hidden = definitions["query_hidden"]
+    trino, trino_error = (
+        (None, None)
+        if hidden
+        else _trino(mt.query, mt.default_namespace or mt.table.namespace.name)
+    )
     page = Paginator(selectors.RunPages(mt), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     runs = list(page.object_list)
     active = [run["pk"] for run in runs if run["state"] in ACTIVE]
     can_cancel = (
-        bool(active) and can_edit(request.user) and mt.refresh_mode != RefreshMode.CONTINUOUS
+        bool(active)
+        and page_access.holds(request, mt.table, WRITE_DATA)
+        and mt.refresh_mode != RefreshMode.CONTINUOUS
     )
     context = {
         **_summary(mt),
@@ -219,7 +237,8 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
         "answer": selectors.current_answer(mt),
         "verifications": selectors.latest_verifications(mt, VERIFICATIONS_SHOWN),
-        **_definition_versions(mt),
+        **definitions,
+        "can_edit": page_access.holds(request, mt.table, MANAGE),
     }
     context["maintenance"] = maintenance_pages.later(request, mt.table)
     context["panel_templates"] = [panel.template for panel in PANELS]
@@ -232,7 +251,7 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 def mt_charts(request: HttpRequest, namespace: str, name: str) -> JsonResponse:
     """The points of a materialized table's charts (static/js/mt_charts.js): each finished
     run's duration, the lag before and after each successful one, and the freshness."""
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, READ_DATA)
     return JsonResponse(
         {
             "durations": selectors.duration_series(mt),
@@ -339,7 +358,7 @@ def _run_rows_html(
 def mt_verify(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """Verify the newest snapshots (a Spark job: its page shows the verdicts, then the
     table's page lists them)."""
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, MANAGE)
     try:
         snapshots = int(request.POST.get("snapshots") or 1)
     except ValueError:
@@ -363,7 +382,7 @@ def mt_verify(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 @require_POST
 @catalog_page(editors_only=True)
 def mt_suspend(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, MANAGE)
     try:
         services.suspend(mt, actor=request.user)
     except CatalogError as error:
@@ -376,7 +395,7 @@ def mt_suspend(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 @require_POST
 @catalog_page(editors_only=True)
 def mt_resume(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, MANAGE)
     try:
         services.resume(mt, actor=request.user)
     except CatalogError as error:
@@ -391,7 +410,7 @@ def mt_resume(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 def mt_refresh(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """Refresh now (the whole table), or one partition: the form sends each partition column
     with its value; blank values are left out."""
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, WRITE_DATA)
     columns = request.POST.getlist("partition_column")
     values = request.POST.getlist("partition_value")
     partition = {c: v for c, v in zip(columns, values, strict=False) if v.strip()}
@@ -419,7 +438,7 @@ def mt_refresh(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 @catalog_page(editors_only=True)
 def mt_run_cancel(request: HttpRequest, namespace: str, name: str, run_id: int) -> HttpResponse:
     """Stop one of the table's refresh runs (services.cancel_run)."""
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, WRITE_DATA)
     run = get_object_or_404(RefreshRun, pk=run_id, materialized_table=mt)
     try:
         run = services.cancel_run(run, actor=request.user)
@@ -438,7 +457,7 @@ def mt_run_cancel(request: HttpRequest, namespace: str, name: str, run_id: int) 
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def mt_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, MANAGE)
     error_message = None
     if request.method == "POST":
         try:
@@ -455,10 +474,14 @@ def mt_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 # -- definition versions --------------------------------------------------------------------
 
 
-def _versions(mt: MaterializedTable) -> list[MaterializedTableVersion]:
-    """The table's definitions, newest first, each knowing the one before it."""
+def _versions(request: HttpRequest, mt: MaterializedTable) -> list[MaterializedTableVersion]:
+    """The table's definitions, newest first, each knowing the one before it and whether
+    its query is hidden from the user (refresh.rights: one who may not read every source
+    of a version does not see its text)."""
     versions = selectors.definition_versions(mt)
+    hidden = rights.hidden_definitions(access.principal_of(request), [v.sources for v in versions])
     for index, version in enumerate(versions):
+        version.hidden = hidden[index]
         version.is_current = version.version_id == mt.current_version
         older = versions[index + 1] if index + 1 < len(versions) else None
         version.previous_id = older.version_id if older is not None else None
@@ -492,10 +515,12 @@ def _diff_initial(
     return {"left": left, "right": right}
 
 
-def _definition_versions(mt: MaterializedTable) -> dict[str, Any]:
-    versions = _versions(mt)
+def _definition_versions(request: HttpRequest, mt: MaterializedTable) -> dict[str, Any]:
+    versions = _versions(request, mt)
     log = _version_log(mt)
     return {
+        "query_hidden": rights.definition_hidden(access.principal_of(request), mt.sources),
+        "hidden_note": rights.DEFINITION_HIDDEN,
         "versions": versions,
         "version_log": log,
         "diff_form": VersionDiffForm(
@@ -510,8 +535,8 @@ def _definition_versions(mt: MaterializedTable) -> dict[str, Any]:
 def mt_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """Two definition versions side by side (?left=1&right=2; by default the one in force
     and the one before it)."""
-    mt = _get(namespace, name)
-    versions = _versions(mt)
+    mt = _get(request, namespace, name, READ_DATA)
+    versions = _versions(request, mt)
     by_id = {v.version_id: v for v in versions}
     initial = _diff_initial(mt, versions, _version_log(mt))
     data = {**initial, **{k: request.GET[k] for k in ("left", "right") if k in request.GET}}
@@ -526,6 +551,9 @@ def mt_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     if not form.is_valid():
         return render(request, "refresh/mt_diff.html", context, status=400)
     left, right = by_id[form.cleaned_data["left"]], by_id[form.cleaned_data["right"]]
+    if left.hidden or right.hidden:
+        context.update(hidden_note=rights.DEFINITION_HIDDEN)
+        return render(request, "refresh/mt_diff.html", context)
     context.update(left=left, right=right, rows=side_by_side(left.query, right.query))
     return render(request, "refresh/mt_diff.html", context)
 
@@ -559,7 +587,7 @@ def _say_rebuilding(request: HttpRequest, mt: MaterializedTable) -> None:
 @catalog_page(editors_only=True)
 def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """ALTER MATERIALIZED TABLE ... AS <query>: a new definition version and a rebuild."""
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, MANAGE)
     position = None
     status = 200
     if request.method == "POST":
@@ -585,7 +613,8 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
                 _say_rebuilding(request, mt)
                 return _page_of(mt)
     else:
-        form = AlterQueryForm(initial={"query": mt.query}, current=mt.query)
+        hidden = rights.definition_hidden(access.principal_of(request), mt.sources)
+        form = AlterQueryForm(initial={"query": "" if hidden else mt.query}, current=mt.query)
     context = {
         "mt": mt,
         "namespace": mt.table.namespace,
@@ -602,7 +631,7 @@ def mt_alter(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 @catalog_page(editors_only=True)
 def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int) -> HttpResponse:
     """Make an earlier definition current again, after a confirmation."""
-    mt = _get(namespace, name)
+    mt = _get(request, namespace, name, MANAGE)
     version = mt.versions.select_related("created_by").filter(version_id=version_id).first()
     if version is None:
         raise Http404(f"Materialized table {mt} has no definition version {version_id}")
@@ -623,13 +652,20 @@ def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int
             _say_rebuilding(request, mt)
             return _page_of(mt)
     current = mt.versions.filter(version_id=mt.current_version).first()
+    shown = [version, *([current] if current is not None else [])]
+    principal = access.principal_of(request)
+    hidden = any(rights.hidden_definitions(principal, [v.sources for v in shown]))
     context = {
         "mt": mt,
         "namespace": mt.table.namespace,
         "table": mt.table,
         "version": version,
         "is_current": version_id == mt.current_version,
-        "rows": side_by_side(current.query, version.query) if current is not None else None,
+        "rows": side_by_side(current.query, version.query)
+        if current is not None and not hidden
+        else None,
+        "query_hidden": hidden,
+        "hidden_note": rights.DEFINITION_HIDDEN,
         "current": current,
         "error": error_message,
     }
@@ -644,11 +680,19 @@ def mt_rollback(request: HttpRequest, namespace: str, name: str, version_id: int
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    """What an object reads and what reads it, drawn as a graph (static/js/lineage.js)."""
+    """What an object reads and what reads it, drawn as a graph (static/js/lineage.js): of
+    the objects the user may see (a hidden one, and its edges, are left out)."""
+    missing = f"Table or view does not exist: {namespace}.{name}"
+    held = CatalogObject.objects.select_related("namespace")
+    found = held.filter(namespace__name=namespace, name=name).first()
+    if found is None:
+        raise Http404(missing)
+    page_access.check(request, found, READ_METADATA, missing=missing)
     try:
         graph = lineage.lineage(namespace, name, depth=request.GET.get("depth") or 10)
     except CatalogError as error:
         raise Http404(error.message) from error
+    graph = _seen(request, graph)
     focus = next(n for n in graph["nodes"] if n["focus"])
     for node in graph["nodes"]:
         if node.get("lag_seconds") is not None:
@@ -664,6 +708,39 @@ def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "downstream": [e["target"] for e in graph["edges"] if e["source"] == focus["id"]],
     }
     return render(request, "refresh/lineage.html", context)
+
+
+def _seen(request: HttpRequest, graph: dict[str, Any]) -> dict[str, Any]:
+    """The graph without the nodes the user may not see, and their edges: one query for the
+    nodes' rows, each decided in memory (catalog.access). A name no object holds (dropped
+    since) stays when its namespace is one the user sees."""
+    who = page_access.principal(request)
+    if access.may(who, READ_METADATA, access.CATALOG):
+        return graph
+    pairs = [(node["namespace"], node["name"]) for node in graph["nodes"]]
+    rows = CatalogObject.objects.filter(
+        functools.reduce(
+            operator.or_, (Q(namespace__name=ns, name=name) for ns, name in pairs), Q(pk__in=[])
+        )
+    ).values_list("pk", "namespace__name", "name", "owner_id")
+    objects = {(ns, name): (pk, owner) for pk, ns, name, owner in rows}
+    shown = set()
+    for node in graph["nodes"]:
+        key = (node["namespace"], node["name"])
+        if key in objects:
+            pk, owner = objects[key]
+            securable = access.object_ref(pk, node["namespace"], owner)
+            if READ_METADATA in who.privileges(securable):
+                shown.add(node["id"])
+        elif who.sees_namespace(node["namespace"]):
+            shown.add(node["id"])
+    return {
+        **graph,
+        "nodes": [node for node in graph["nodes"] if node["id"] in shown],
+        "edges": [
+            edge for edge in graph["edges"] if edge["source"] in shown and edge["target"] in shown
+        ],
+    }
 
 
 # -- the SQL console ----------------------------------------------------------------------
@@ -695,9 +772,13 @@ def console_page(request: HttpRequest) -> HttpResponse:
     statement that changes something."""
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    if not can_view(request.user):
+    if not page_access.principal(request).holds_anything():
         raise PermissionDenied("You have no role in this catalog.")
-    namespaces = list(Namespace.objects.order_by("name").values_list("name", flat=True))
+    listed = Namespace.objects.order_by("name")
+    shown = page_access.visible_namespaces(request)
+    if shown is not None:
+        listed = listed.filter(shown)
+    namespaces = list(listed.values_list("name", flat=True))
     results: list[dict[str, Any]] = []
     query_part = console_context(request)  # the history, a query to run again
     # "Plan": what each statement would do, nothing changed (refresh.console.plan).

@@ -151,6 +151,7 @@ def start(
     uuids: Mapping[str, str],
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
     may_commit: Callable[[], bool] = lambda: True,
+    may_read: Callable[[], None] = lambda: None,
     commit_properties: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
     """Start the table's streaming query (resuming from `checkpoint` when it holds one;
@@ -172,7 +173,9 @@ def start(
     table), else the batch fails with `NotHolder` and the query ends, its checkpoint left at
     the batch for whoever holds the table now; every commit also carries
     `commit_properties` in its snapshot summary (the host's token, which the catalog checks
-    at the commit itself)."""
+    at the commit itself). Before a micro-batch reads its new rows, `may_read()` raises when
+    the table's owner may no longer read its sources: the batch fails, and so does the
+    query, its checkpoint at the batch."""
     streams = {}
     for index, stream in enumerate(plan.streams):
         reader = spark.readStream.format("iceberg")
@@ -219,6 +222,7 @@ def start(
         if plan.mode == "append" and replay_check and _has_batch(session, target, marker):
             on_batch(BatchResult(batch_id, 0, None, None, started, time.time(), True))
             return
+        may_read()
         if batch.isEmpty():
             return
         reads = batch_reads(

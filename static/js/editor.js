@@ -66,10 +66,12 @@
     "trim true truncate try_cast type unarchive unbounded uncache union unique unknown " +
     "unlock unpivot unset update use user using values version view views week weeks when " +
     "where window with within year years zone";
-  // FLIP-435's statements, as refresh/core/statements.py reads them.
+  // FLIP-435's statements, as refresh/core/statements.py reads them, and the grant
+  // statements' own words (refresh/core/grant_statements.py).
   const MATERIALIZED_KEYWORDS =
     "materialized freshness refresh_mode suspend resume continuous full job distributed " +
-    "hash enforced";
+    "hash enforced grants privileges modify browse credential read_metadata read_data " +
+    "write_data manage";
   const SPARK_TYPES =
     "boolean tinyint byte smallint short int integer bigint long float real double decimal " +
     "dec numeric string char varchar binary date timestamp timestamp_ntz timestamp_ltz " +
@@ -323,6 +325,14 @@
     template("SHOW MATERIALIZED TABLES", "SHOW MATERIALIZED TABLES"),
     template("SHOW CREATE MATERIALIZED TABLE ${name}", "SHOW CREATE MATERIALIZED TABLE"),
     template("DESCRIBE JOB '${id}'", "DESCRIBE JOB", "a refresh job"),
+    template("GRANT ${read_data} ON SCHEMA ${namespace} TO USER ${name}", "GRANT", "a privilege"),
+    template(
+      "REVOKE ${read_data} ON SCHEMA ${namespace} FROM USER ${name}",
+      "REVOKE",
+      "a privilege"
+    ),
+    template("SHOW GRANTS ON SCHEMA ${namespace}", "SHOW GRANTS ON", "who holds what"),
+    template("SHOW GRANTS TO USER ${name}", "SHOW GRANTS TO", "what one holds"),
   ];
   // The statements whose first word alone is not the keyword.
   const OPENERS = ["DELETE FROM", "MERGE INTO"].map((word) => keyword(word, 3));
@@ -335,6 +345,11 @@
   const ALTER_ACTIONS = ["SUSPEND", "RESUME", "RESUME WITH (", "REFRESH", "REFRESH PARTITION (",
     "SET FRESHNESS = INTERVAL", "SET REFRESH_MODE =", "SET (", "RESET (", "AS"];
   const UNITS = ["SECOND", "MINUTE", "HOUR", "DAY"];
+  // GRANT, REVOKE and SHOW GRANTS, as refresh/core/grant_statements.py reads them.
+  const PRIVILEGES = ["read_metadata", "read_data", "write_data", "create", "manage", "SELECT",
+    "MODIFY", "CREATE TABLE", "CREATE SCHEMA", "USE SCHEMA", "BROWSE", "ALL PRIVILEGES"];
+  const SECURABLES = ["CATALOG", "SCHEMA", "NAMESPACE", "TABLE", "VIEW", "MATERIALIZED TABLE"];
+  const PRINCIPALS = ["USER", "GROUP", "CREDENTIAL"];
   const MODES = ["FULL", "CONTINUOUS"];
 
   function expected(words) {
@@ -374,7 +389,33 @@
       return only(["MATERIALIZED TABLE", "MATERIALIZED TABLE IF EXISTS"]);
     }
     if (joined === "SHOW") {
-      return also(["MATERIALIZED TABLES", "CREATE MATERIALIZED TABLE"]);
+      return also(["MATERIALIZED TABLES", "CREATE MATERIALIZED TABLE", "GRANTS"]);
+    }
+    if (joined === "SHOW GRANTS" || joined === "SHOW GRANT") {
+      return only(["ON", "TO"]);
+    }
+    const granting = /^(GRANT|REVOKE)\b/.exec(joined);
+    if (granting || /^SHOW GRANTS?\b/.test(joined)) {
+      const verb = granting ? granting[1] : "SHOW";
+      if (last === "ON") {
+        return only(SECURABLES);
+      }
+      if (last === "TO" || last === "FROM") {
+        return only(PRINCIPALS);
+      }
+      if (verb !== "SHOW" && !words.includes("ON") && (n === 1 || last === ",")) {
+        return only(PRIVILEGES);
+      }
+      if (verb !== "SHOW" && !words.includes("ON")) {
+        return also(["ON"]);
+      }
+      // After the securable's name (CATALOG has none): who, unless it was said already.
+      const on = words.lastIndexOf("ON");
+      const named = !["SCHEMA", "NAMESPACE", "TABLE", "VIEW", "MATERIALIZED"].includes(last);
+      const said = words.slice(on).some((word) => word === "TO" || word === "FROM");
+      if (on >= 0 && n > on + 1 && named && !said) {
+        return only([verb === "REVOKE" ? "FROM" : "TO"]);
+      }
     }
     if (joined === "SHOW MATERIALIZED TABLES") {
       return only(["IN", "FROM"]);

@@ -148,3 +148,25 @@ def test_definitions_that_read_each_other_are_a_cycle_naming_their_files(tmp_pat
     (tmp_path / "b.sql").write_text(definition("b", "SELECT ds FROM a"))
     with pytest.raises(CommandError, match=r"cycle: a.sql \(sales.a\), b.sql \(sales.b\)"):
         apply(tmp_path)
+
+
+def test_a_grant_in_a_folder_comes_after_the_table_it_names_and_is_kept(folder, sales):
+    from django.contrib.auth.models import Group
+
+    from catalog.models import Grant
+
+    Group.objects.create(name="analysts")
+    (folder / "000_grants.sql").write_text(
+        "GRANT SELECT ON TABLE daily TO GROUP analysts;\n"
+        "GRANT USE SCHEMA ON SCHEMA sales TO GROUP analysts;\n"
+    )
+
+    output = apply(folder)
+
+    assert "10 create" in output and "2 grant" in output, output
+    plan_lines = output.split("Applied")[0]
+    assert plan_lines.index("08_daily.sql") < plan_lines.index("000_grants.sql:1")
+    held = set(Grant.objects.filter(group__name="analysts").values_list("privilege", flat=True))
+    assert held == {"read_data", "read_metadata"}
+    again = apply(folder)
+    assert "held already, unchanged" in again

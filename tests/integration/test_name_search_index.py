@@ -116,11 +116,62 @@ def test_a_page_far_down_a_common_text_reads_the_index_when_that_is_the_shorter_
     first = selectors.search_ids("region", upto=None)
     assert selectors.NAME_FTS_TABLE not in str(first.query)
     deep = selectors.search_ids("region", upto=10**9)  # far down a catalog of 11 names
-    assert f"SELECT rowid FROM {selectors.NAME_FTS_TABLE}" in str(deep.query)
+    assert isinstance(deep, selectors.NamePositions)
+    assert deep.namespaces == [("ops", 1, 1), ("sales", 6, 1), ("sales.eu", 2, 1)]
     assert selectors.all_ids(deep) == selectors.all_ids(first)
     # Not when the walk to the page is the shorter read (a page near the top).
     near = selectors.search_ids("region", upto=1)
     assert selectors.NAME_FTS_TABLE not in str(near.query)
+
+
+@pytest.fixture
+def crowded_names():
+    """Namespaces whose order as qualified names differs from the list's (namespace, then
+    name): "a" < "a-b" < "a.b" as namespaces, but "a-b.x" < "a.b.x" < "a.x" as text; one
+    whose own name holds the text; names in mixed case; some without the text."""
+    for namespace, count in (("a", 30), ("a-b", 7), ("a.b", 12), ("view_x", 5), ("z", 40)):
+        services.create_namespace(name=namespace)
+        for i in range(count):
+            name = f"View_{i:02d}" if i % 3 else f"view_{i:02d}"
+            services.create_table(namespace=namespace, name=name, schema=SCHEMA)
+            services.create_table(namespace=namespace, name=f"other_{i:02d}", schema=SCHEMA)
+
+
+@pytest.mark.parametrize("walk_from_namespace", [True, False])
+def test_every_window_of_a_common_text_read_from_where_its_matches_lie_is_the_walks(
+    crowded_names, monkeypatch, walk_from_namespace
+):
+    """A deep page of a text in many names (`NamePositions`) counts the matches namespace by
+    namespace and walks from where the page starts (or sorts the candidates, when the
+    namespaces it spans hold many objects): the same ids, in the same order, as the walk
+    of every name, for any window, across namespaces and past the end."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the names' trigram index is SQLite's (PostgreSQL scans the names)")
+    monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)
+    walked = selectors.all_ids(selectors.search_ids("VIEW_"))
+    assert len(walked) == 94 + 5  # view_x's other_ names match by their namespace
+    monkeypatch.setattr(selectors, "DEEP_WALK_OBJECTS", 0)
+    positions = selectors.search_ids("VIEW_", upto=10**9)
+    assert isinstance(positions, selectors.NamePositions) and len(positions) == len(walked)
+    monkeypatch.setattr(selectors, "CANDIDATE_COST", 10**6 if walk_from_namespace else 0)
+    assert [name for name, _, _ in positions.namespaces] == ["a", "a-b", "a.b", "view_x", "z"]
+    for start in range(0, len(walked) + 3, 4):
+        for size in (1, 13, 51):
+            assert positions[start : start + size] == walked[start : start + size]
+    assert selectors.all_ids(positions) == walked
+
+
+def test_a_deep_page_of_a_common_text_past_its_bound_walks_the_names(crowded_names, monkeypatch):
+    """More candidates than reading them is worth for the page asked: the walk, as before
+    (one query counted them, and read no object)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the names' trigram index is SQLite's (PostgreSQL scans the names)")
+    monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)
+    monkeypatch.setattr(selectors, "DEEP_WALK_OBJECTS", 0)
+    monkeypatch.setattr(selectors, "DEEP_CANDIDATES", 50)  # fewer than "view_" has
+    walked = selectors.search_ids("view_", upto=10**9)
+    assert not isinstance(walked, selectors.NamePositions)
+    assert selectors.NAME_FTS_TABLE not in str(walked.query)
 
 
 def test_the_index_follows_renames_moves_and_drops(catalog):

@@ -495,6 +495,33 @@ def test_the_materialized_tables_page_lists_its_subscriptions_and_editors_subscr
     assert "token=abc" not in read and "127.0.0.1" in read and "Subscribe" not in read
     assert reader.post(section + "delete", {"subscription": hook.pk}).status_code == 403
     missing = browser.post(section + "delete", {"subscription": "99999"}, follow=True)
-    assert "No such subscription covers this table" in missing.content.decode()
+    assert "No such subscription of this table" in missing.content.decode()
     browser.post(section + "delete", {"subscription": hook.pk})
     assert list(Subscription.objects.values_list("address", flat=True)) == ["ops@example.com"]
+
+
+def test_the_section_follows_grants_hidden_unreadable_and_changed_only_by_managers(
+    django_user_model, admin_user
+) -> None:
+    from django.test import Client
+
+    from tests.integration.test_grants import give
+
+    materialized("ns", "daily")
+    materialized("other", "kept")
+    alerts.create_subscription(materialized_table="ns.daily", email="ops@example.com")
+    reader = django_user_model.objects.create_user(username="rita", password="x")
+    give(admin_user, "read_data", reader, namespace="ns")
+    outsider = django_user_model.objects.create_user(username="otto", password="x")
+    give(admin_user, "read_data", outsider, namespace="other")
+    section = "/namespaces/ns/materialized-tables/daily/notifications/"
+
+    browser = Client()
+    browser.force_login(outsider)
+    assert browser.get(section).status_code == 404
+    browser.force_login(reader)
+    shown = browser.get(section)
+    assert shown.status_code == 200 and "ops@example.com" in shown.content.decode()
+    assert "Subscribe" not in shown.content.decode()
+    assert browser.post(section + "subscribe", {"address": "x@example.com"}).status_code == 403
+    assert Subscription.objects.count() == 1

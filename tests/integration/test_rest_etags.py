@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from catalog import services
 from catalog.core import metadata_io
+from catalog.core.errors import NoSuchTable
 from catalog.iceberg_rest import auth, table_loads
 from catalog.iceberg_rest.auth import create_client
 from catalog.models import AccessToken, CatalogClient, Table
@@ -308,32 +309,37 @@ def test_a_200_from_the_process_cache_also_runs_only_the_pointer_query(api, tabl
     assert len(queries.captured_queries) == 1
 
 
-def test_the_pointer_query_answers_the_same_on_the_driver_as_through_djangos_cursor(api, table):
+def test_the_pointer_query_answers_the_same_on_the_driver_as_through_djangos_cursor(
+    api, table, editor
+):
     # The direct path (outside Django's cursor wrapper) and the observed one (a debug
     # cursor, as under CaptureQueriesContext) run the same SQL with the same values.
     load(api)
     digest = auth.digest_of(api.headers["Authorization"].removeprefix("Bearer "))
-    direct = table_loads.pointer("ns", "t", token_digest=digest)
+    who = {"user_id": editor.pk, "client_id": CatalogClient.objects.get().pk}
+    direct = table_loads.pointer("ns", "t", token_digest=digest, **who)
     with CaptureQueriesContext(connection) as queries:
-        observed = table_loads.pointer("ns", "t", token_digest=digest)
+        observed = table_loads.pointer("ns", "t", token_digest=digest, **who)
 
     assert len(queries.captured_queries) == 1
     assert direct == observed
     assert direct.state.metadata_location == table["metadata-location"]
     assert direct.state.uuid == table["metadata"]["table-uuid"]
     assert direct.attached is False
+    assert direct.read_ok is True  # the editor group's grant on the catalog
     assert table_loads.state_of(Table.objects.get(name="t")) == direct.state
 
 
 def test_the_direct_pointer_query_still_refuses_a_revoked_token_and_misses(api, table, editor):
     load(api)
     digest = auth.digest_of(api.headers["Authorization"].removeprefix("Bearer "))
-    with pytest.raises(table_loads.NoSuchTable):
-        table_loads.pointer("ns", "missing", token_digest=digest)
+    who = {"user_id": editor.pk, "client_id": CatalogClient.objects.get().pk}
+    with pytest.raises(NoSuchTable):
+        table_loads.pointer("ns", "missing", token_digest=digest, **who)
     CatalogClient.objects.update(active=False)
     for name in ("t", "missing"):
         with pytest.raises(auth.InvalidCredentials):
-            table_loads.pointer("ns", name, token_digest=digest)
+            table_loads.pointer("ns", name, token_digest=digest, **who)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")

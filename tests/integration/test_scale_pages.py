@@ -263,6 +263,35 @@ def test_a_search_of_a_text_in_many_names_reads_only_its_page_and_shows_the_same
     assert "ns_0.view_099<" in shown[1] and "(100)" in shown[5]
 
 
+def test_a_page_far_down_a_text_in_many_names_shows_what_the_walk_of_every_name_shows(
+    client, viewer, crowded, monkeypatch
+):
+    """A page past the first read ones of a text the names' index finds in many names, in a
+    catalog large enough (SQLite): the matches are counted namespace by namespace and the
+    page is walked from where it starts; it shows what walking every name shows, the
+    last page included, and past the end the last page."""
+    monkeypatch.setattr(views, "SEARCH_READ", 100)
+    client.force_login(viewer)
+    search = reverse("catalog:search")
+    queries = [{"q": "view_", "page": page} for page in (6, 7, 8, 100)]
+    queries.append({"q": "VIEW_0", "page": 6})
+
+    def results(query: dict) -> str:
+        html = client.get(search, query).content.decode()
+        return re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", html)
+
+    walked = [results(query) for query in queries]
+    monkeypatch.setattr(views.selectors, "DEEP_WALK_OBJECTS", 0)  # as if it were large
+    monkeypatch.setattr(views.selectors, "CANDIDATE_COST", 1)
+    with CaptureQueriesContext(connection) as read:
+        shown = [results(query) for query in queries]
+    if connection.vendor == "sqlite":
+        assert any(views.selectors._DEEP in q["sql"] for q in read.captured_queries)
+    assert shown == walked
+    assert "page 6 of 6" in shown[0] and "ns_2.view_099<" in shown[0]
+    assert "page 6 of 6" in shown[3] and 'rel="next"' not in shown[3]
+
+
 def test_search_counts_and_pages_every_match_by_name(client, viewer, crowded):
     client.force_login(viewer)
     first = client.get(reverse("catalog:search"), {"q": "ns_1.view_"}).content.decode()

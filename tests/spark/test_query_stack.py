@@ -42,6 +42,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
                 schema=schema,
             )
         )
+        # The worker's Spark meets its first query cold (the catalog, the table's metadata,
+        # the JIT): warmed here, so that no test's query spends its 15 s timeout on that on a
+        # loaded machine. Its outcome is not what any test asserts.
+        finished(running, post(running, "SELECT label, count(*) FROM t GROUP BY label")["job"])
         yield running
 
 
@@ -72,7 +76,7 @@ def test_a_query_gives_its_rows_in_pages_and_downloads_them_whole(stack: Refresh
     base = stack.server.base_url
     body = post(stack, "SELECT id, label FROM t WHERE id >= 0 ORDER BY id")
     page = finished(stack, body["job"])
-    assert page["state"] == "SUCCEEDED", page
+    assert page["state"] == "SUCCEEDED", page.get("error") or page
     assert page["columns"] == [
         {"name": "id", "type": "bigint"},
         {"name": "label", "type": "string"},

@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+from refresh.core import grant_statements as gs
 from refresh.core import statements as st
 from refresh.core.freshness import RefreshMode, TimeUnit
 
@@ -103,4 +104,14 @@ def test_the_editor_completes_every_clause_and_action_of_the_statements_grammar(
     words += ["DROP MATERIALIZED TABLE", "CREATE OR ALTER MATERIALIZED TABLE", "IF EXISTS"]
     words += [*(mode.value for mode in RefreshMode), *(unit.value for unit in TimeUnit)]
     missing = [word for word in words if word not in script]
+    assert not missing, f"static/js/editor.js does not offer {missing}"
+
+
+def test_the_editor_completes_the_grant_statements_privileges_securables_and_principals():
+    script = EDITOR_JS.read_text()
+    words = ["GRANT", "REVOKE", "SHOW GRANTS", *gs.OURS]
+    words += [phrase for phrase in gs.UNITY_PRIVILEGES if phrase != "ALL"]
+    words += ["CATALOG", "SCHEMA", "NAMESPACE", "MATERIALIZED TABLE", "VIEW"]
+    words += ["USER", "GROUP", "CREDENTIAL"]
+    missing = [word for word in words if f'"{word}"' not in script]
     assert not missing, f"static/js/editor.js does not offer {missing}"

@@ -1,0 +1,276 @@
+"""GRANT, REVOKE and SHOW GRANTS in the console (the page, POST /api/statements/ and
+apply_sql alike): the names a statement gives resolved, then `catalog.services.grants`
+called, which checks, writes and records as for /api/grants/. Nothing here decides who may
+do what; a statement naming several privileges is one transaction."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from catalog import access
+from catalog.core.access import MANAGE, OWN, ancestors
+from catalog.core.errors import InvalidInput, NotFound
+from catalog.core.inputs import check_name, check_namespace_name
+from catalog.models import Grant, Namespace
+from catalog.services import grants
+from refresh.core import grant_statements as gs
+from refresh.models import MaterializedTable
+
+#: SHOW GRANTS' columns.
+COLUMNS = [
+    "principal_type",
+    "principal",
+    "privilege",
+    "securable_type",
+    "securable",
+    "granted_by",
+    "granted_at",
+    "inherited_from",
+]
+#: The most rows one SHOW GRANTS answers.
+MAX_ROWS = 1000
+#: What a principal's kind is called in statements and in SHOW GRANTS' rows.
+_SHOWN_KIND = {"user": "user", "group": "group", "client": "credential"}
+_RELATED = ("user", "group", "client", "namespace", "object__namespace", "granted_by")
+
+
+def run(
+    statement: gs.GrantStatement,
+    *,
+    namespace: str | None,
+    actor: Any,
+    result: Any,
+    planning: bool = False,
+) -> Any:
+    """Run one statement; `result` (a console StatementResult) gets its message and rows.
+    `planning`: the message says what it would do (the caller rolls it back)."""
+    if isinstance(statement, gs.ShowGrants):
+        return _show(statement, namespace=namespace, actor=actor, result=result)
+    where = _where(statement.securable, namespace)
+    _check_kind(statement.securable, where, actor)
+    whom = {"principal_type": statement.principal.kind, "principal": statement.principal.name}
+    granting = isinstance(statement, gs.GrantPrivileges)
+    changed, unchanged = [], []
+    with transaction.atomic():
+        for privilege in statement.privileges:
+            if granting:
+                _, created = grants.grant(privilege=privilege, actor=actor, **whom, **where)
+                (changed if created else unchanged).append(privilege)
+            else:
+                grants.revoke(privilege=privilege, actor=actor, **whom, **where)
+                changed.append(privilege)
+    principal = f"{_SHOWN_KIND[statement.principal.kind]} {statement.principal.name}"
+    on = _label(statement.securable.kind, where)
+    if granting:
+        verb = "Would grant" if planning else "Granted"
+        parts = [f"{verb} {', '.join(changed)} on {on} to {principal}"] if changed else []
+        if unchanged:
+            parts.append(f"{', '.join(unchanged)} held already, unchanged")
+        result.message = "; ".join(parts)
+    else:
+        verb = "Would revoke" if planning else "Revoked"
+        result.message = f"{verb} {', '.join(changed)} on {on} from {principal}"
+    return result
+
+
+def plan(statement: gs.GrantStatement, *, namespace: str | None, actor: Any) -> list[str]:
+    """What the statement would do, with every check it would meet, nothing kept: it runs
+    in a transaction that is rolled back. Refusals are CatalogErrors."""
+    if isinstance(statement, gs.ShowGrants):
+        return ["reads only"]
+    with transaction.atomic():
+        done = run(
+            statement,
+            namespace=namespace,
+            actor=actor,
+            result=SimpleNamespace(message=""),
+            planning=True,
+        )
+        transaction.set_rollback(True)
+    return [done.message]
+
+
+# -- names -------------------------------------------------------------------------------
+
+
+def _where(securable: gs.Securable, namespace: str | None) -> dict[str, Any]:
+    """The service's securable arguments for what the statement names."""
+    parts = list(securable.name)
+    if securable.kind == "catalog":
+        if parts and parts != [settings.CATALOG_NAME]:
+            raise NotFound(
+                f"No catalog {parts[0][:100]!r}: this one is {settings.CATALOG_NAME!r}",
+                field="securable",
+            )
+        return {"securable_type": "catalog"}
+    if len(parts) > 1 and parts[0] == settings.CATALOG_NAME:
+        parts = parts[1:]
+    # Names as the catalog accepts them (no '.' inside a level, bounded), before any lookup.
+    if securable.kind == "namespace":
+        return {
+            "securable_type": "namespace",
+            "namespace": check_namespace_name(parts, field="securable"),
+        }
+    name = check_name(parts[-1], field="securable")
+    if len(parts) == 1:
+        if not namespace:
+            raise InvalidInput(
+                f"No namespace for {name[:100]!r}: qualify the name (namespace.name) or "
+                "choose a namespace",
+                field="namespace",
+            )
+        return {"securable_type": "object", "namespace": namespace, "name": name}
+    ns = check_namespace_name(parts[:-1], field="securable")
+    return {"securable_type": "object", "namespace": ns, "name": name}
+
+
+def _label(kind: str, where: dict[str, Any]) -> str:
+    if kind == "catalog":
+        return "the catalog"
+    if kind == "namespace":
+        return f"namespace {where['namespace']}"
+    return f"{kind} {where['namespace']}.{where['name']}"
+
+
+def _check_kind(securable: gs.Securable, where: dict[str, Any], actor: Any) -> Any:
+    """The service's target, when it is of the kind the statement says: TABLE names a
+    table (a materialized or attached one too), VIEW a view, MATERIALIZED TABLE a
+    materialized table. One the actor may not see is missing (the service's error)."""
+    target = grants.find_securable(
+        securable_type=where["securable_type"],
+        namespace=where.get("namespace"),
+        name=where.get("name"),
+        who=access.Principal(actor),
+    )
+    obj = target.obj
+    if obj is None:
+        return target
+    materialized = MaterializedTable.objects.filter(table_id=obj.pk).exists()
+    actual = "view" if obj.kind == "view" else "materialized table" if materialized else "table"
+    fits = securable.kind == actual or (securable.kind == "table" and actual != "view")
+    if not fits:
+        word = actual.upper()
+        raise InvalidInput(
+            f"{target.label} is a {actual}, not a {securable.kind}: write {word} {target.label}",
+            field="securable",
+        )
+    return target
+
+
+# -- SHOW GRANTS -------------------------------------------------------------------------
+
+
+def _show(statement: gs.ShowGrants, *, namespace: str | None, actor: Any, result: Any) -> Any:
+    """Every grant that applies to the securable (its own, and those on the namespaces
+    above it and on the catalog, with where each is inherited from) and its owners, to
+    whoever may manage it; to others, only the grants they may list (their own). With a
+    principal, that principal's grants."""
+    who = access.Principal(actor)
+    rows = Grant.objects.select_related(*_RELATED)
+    target = None
+    if statement.securable is not None:
+        where = _where(statement.securable, namespace)
+        target = _check_kind(statement.securable, where, actor)
+        rows = rows.filter(_applying_to(target))
+    if statement.principal is not None:
+        rows = rows.filter(**_principal_rows(statement.principal, who))
+    managing = target is not None and access.may(who, MANAGE, target.securable)
+    if not managing:
+        rows = access.visible_grants(who, rows)
+    found = list(rows.order_by("id")[: MAX_ROWS + 1])
+    shown = [_row(grant, target) for grant in found[:MAX_ROWS]]
+    if managing and statement.principal is None:
+        shown = _owners(target) + shown
+    shown.sort(key=_order)
+    result.columns = list(COLUMNS)
+    result.rows = shown
+    count = f"{len(shown)} row{'' if len(shown) == 1 else 's'}"
+    on = f" on {_label(statement.securable.kind, where)}" if target is not None else ""
+    result.message = count + on
+    if len(found) > MAX_ROWS:
+        result.message += f"; the first {MAX_ROWS} only: name a securable or a principal"
+    return result
+
+
+def _applying_to(target: Any) -> Q:
+    """Grants on the target, on each namespace above it and on the catalog."""
+    found = Q(namespace__isnull=True, object__isnull=True)
+    if target.namespace is not None:
+        levels = ancestors(target.namespace.name)
+        if target.obj is None:
+            found |= Q(namespace__name__in=levels)
+        else:
+            found |= Q(namespace__name__in=levels) | Q(object=target.obj)
+    return found
+
+
+def _principal_rows(principal: gs.Principal, who: access.Principal) -> dict[str, Any]:
+    whom = grants.find_principal(principal_type=principal.kind, principal=principal.name)
+    client = whom.get("client")
+    if client is not None and not who.superuser and client.user_id != getattr(who.user, "pk", 0):
+        # Another user's credential is not theirs to look into: answered as a missing one.
+        raise InvalidInput(f"No engine credential {principal.name[:100]!r}", field="principal")
+    return whom
+
+
+def _row(grant: Grant, target: Any) -> list[Any]:
+    if grant.user is not None:
+        kind, name = "user", grant.user.get_username()
+    elif grant.group is not None:
+        kind, name = "group", grant.group.name
+    else:
+        kind, name = "credential", grant.client.client_id
+    if grant.object is not None:
+        securable_type = grant.object.kind
+        securable = f"{grant.object.namespace.name}.{grant.object.name}"
+    elif grant.namespace is not None:
+        securable_type, securable = "namespace", grant.namespace.name
+    else:
+        securable_type, securable = "catalog", "catalog"
+    inherited = ""
+    if target is not None and grant.object is None:
+        same = target.obj is None and (
+            (grant.namespace is None and target.namespace is None)
+            or (grant.namespace is not None and grant.namespace_id == target.namespace.pk)
+        )
+        inherited = "" if same else securable
+    return [
+        kind,
+        name,
+        grant.privilege,
+        securable_type,
+        securable,
+        grant.granted_by.get_username() if grant.granted_by is not None else "",
+        grant.granted_at.isoformat(timespec="seconds"),
+        inherited,
+    ]
+
+
+def _owners(target: Any) -> list[list[Any]]:
+    """The owner of the target and of each namespace above it (owners hold every
+    privilege), as rows of the privilege `own`."""
+    if target.namespace is None:
+        return []
+    rows = []
+    levels = ancestors(target.namespace.name)
+    for ns in Namespace.objects.select_related("owner").filter(name__in=levels):
+        if ns.owner is None:
+            continue
+        inherited = "" if target.obj is None and ns.name == target.label else ns.name
+        rows.append(["user", ns.owner.get_username(), OWN, "namespace", ns.name, "", "", inherited])
+    obj = target.obj
+    if obj is not None and obj.owner is not None:
+        rows.append(["user", obj.owner.get_username(), OWN, obj.kind, target.label, "", "", ""])
+    return rows
+
+
+def _order(row: list[Any]) -> tuple:
+    # Where it is held, the catalog first and the nearest last; then who and what.
+    level = {"catalog": 0, "namespace": 1}.get(row[3], 2)
+    depth = row[4].count(".") if row[3] == "namespace" else 0
+    return (level, depth, row[0], row[1], row[2])
