@@ -321,7 +321,7 @@ def test_a_manual_refresh_under_steady_appends_pauses_the_stream_and_every_snaps
         assert (run["state"], run["action"]) == ("SUCCEEDED", "FULL"), run
         assert "stream paused" in run["reason"] and run["worker"].startswith("streams:")
         stack.wait_for(  # the stream goes on from a new checkpoint; the old one goes
-            lambda: not Path(old_checkpoint).exists(), timeout=30, what="the old checkpoint to go"
+            lambda: not Path(old_checkpoint).exists(), timeout=90, what="the old checkpoint to go"
         )
         time.sleep(3)  # the stream resumes under the same steady appends
     finally:
