@@ -108,7 +108,9 @@ def test_a_job_runs_only_while_its_requester_still_holds_the_role_it_needs(
     # test process, whose settings every later Spark test of this process would inherit.
     monkeypatch.setattr(jobs, "_executor", jobs.Executor())
 
-    services.create_namespace(name="ns", actor=editor)
+    # Made by no one: the editor's right to create in it is the editor role's alone (an
+    # owner of the namespace would keep creating in it whatever their roles).
+    services.create_namespace(name="ns", actor=None)
     workers.beat("host:1")
     job = jobs.submit(
         "create_view",
@@ -282,3 +284,30 @@ def test_the_spark_settings_to_paste_turn_off_variable_substitution(client, edit
     page = client.post("/credentials/", {"name": "laptop"})
     assert page.status_code == 200
     assert b"spark.sql.variable.substitute=false" in page.content
+
+
+def test_a_demoted_editor_who_owns_the_namespace_still_has_their_job_run(
+    editor, settings, monkeypatch
+):
+    """Ownership is a grant of its own (catalog.access: `own` implies every privilege): an
+    editor removed from the editor group keeps creating in the namespace they made, as the
+    owner of a schema does in Snowflake or Unity Catalog."""
+    from django.contrib.auth.models import Group
+
+    from catalog import jobs, services, workers
+    from catalog.models import View
+    from catalog.roles import EDITOR
+
+    monkeypatch.setattr(jobs, "_executor", jobs.Executor())
+    services.create_namespace(name="ns", actor=editor)
+    workers.beat("host:1")
+    job = jobs.submit(
+        "create_view",
+        {"namespace": "ns", "name": "late", "sql": "SELECT 1 AS x"},
+        actor=editor,
+        summary="Create view ns.late",
+    )
+    editor.groups.remove(Group.objects.get(name=EDITOR))
+
+    assert jobs.run(job.pk) == "SUCCEEDED"
+    assert View.objects.filter(namespace__name="ns", name="late").exists()
