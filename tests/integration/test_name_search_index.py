@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
 from catalog import selectors, services
@@ -122,6 +123,23 @@ def test_a_page_far_down_a_common_text_reads_the_index_when_that_is_the_shorter_
     # Not when the walk to the page is the shorter read (a page near the top).
     near = selectors.search_ids("region", upto=1)
     assert selectors.NAME_FTS_TABLE not in str(near.query)
+
+
+def test_a_deep_page_for_one_who_sees_part_of_the_catalog_lists_only_what_they_may_see(
+    catalog, monkeypatch
+):
+    """Where the matches lie (`NamePositions`) counts every object's name: a principal who
+    may see only some (grants) is walked through their own, never counted past them."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the names' trigram index is SQLite's (PostgreSQL scans the names)")
+    monkeypatch.setattr(selectors, "NAME_CANDIDATES", 0)
+    monkeypatch.setattr(selectors, "DEEP_WALK_OBJECTS", 0)
+    visible = Q(namespace__name="sales")
+    deep = selectors.search_ids("region", upto=10**9, visible=visible)
+    assert not isinstance(deep, selectors.NamePositions)
+    names = CatalogObject.objects.filter(pk__in=list(deep)).values_list("namespace__name")
+    assert {namespace for (namespace,) in names} == {"sales"}
+    assert len(list(deep)) == len(list(selectors.search_ids("region", upto=None, visible=visible)))
 
 
 @pytest.fixture
