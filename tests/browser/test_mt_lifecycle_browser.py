@@ -19,10 +19,10 @@ from tests.refresh_stack import RefreshStack, refresh_stack
 pytestmark = [pytest.mark.browser, pytest.mark.spark]
 
 CREATE = (
-    "-- daily totals, refreshed every minute\n"
+    "-- daily totals, refreshed every hour (no scheduled run between the steps below)\n"
     "CREATE MATERIALIZED TABLE daily\n"
     "PARTITIONED BY (ds)\n"
-    "FRESHNESS = INTERVAL '1' MINUTE\n"
+    "FRESHNESS = INTERVAL '1' HOUR\n"
     "REFRESH_MODE = FULL\n"
     "AS SELECT ds, sum(amount) AS total FROM orders GROUP BY ds"
 )
