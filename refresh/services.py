@@ -1211,6 +1211,39 @@ def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> R
     return run
 
 
+def record_stream_failure(mt: MaterializedTable, *, error: str) -> RefreshRun | None:
+    """A continuous table's stream stopped on an error of its own: the first failure of a
+    spell becomes a failed run in the history, announced as any failed run is (a
+    notification's "run failed"; its next micro-batch is the recovery). Later failures of
+    the same spell (the stream retries every few seconds) add nothing. Not counted toward
+    the automatic suspension: the stream retries by itself, and its micro-batches, which
+    are recorded as they commit, do not reset that count."""
+    with transaction.atomic():
+        spell = (
+            MaterializedTable.objects.select_for_update()
+            .filter(pk=mt.pk)
+            .exclude(stream_status="FAILED")
+        )
+        if not spell.update(stream_status="FAILED", stream_error=error[:2000]):
+            MaterializedTable.objects.filter(pk=mt.pk).update(stream_error=error[:2000])
+            return None
+        now = timezone.now()
+        run = RefreshRun.objects.create(
+            materialized_table=mt,
+            table_name=str(mt.table),
+            trigger=RefreshRun.Trigger.CONTINUOUS,
+            action=RefreshRun.Action.INCREMENTAL,
+            state=RefreshRun.State.FAILED,
+            queued_at=now,
+            started_at=now,
+            finished_at=now,
+            error=error[:10_000],
+            definition_version=mt.current_version,
+        )
+        observe_finished(run)
+    return run
+
+
 def observe_finished(run: RefreshRun) -> None:
     """The run counts in the app's metrics (webapp.metrics) once its end is committed, and
     its end is announced (signals.run_finished: notifications) in its transaction."""

@@ -473,7 +473,7 @@ class Supervisor:
         except Exception as error:  # noqa: BLE001 - shown on the table's page, retried later
             logger.exception("Starting the stream of %s failed", mt)
             self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
-            _set_status(mt.pk, "FAILED", error=_first_line(error))
+            services.record_stream_failure(mt, error=_first_line(error))
             return
         self.running[mt.pk] = Running(
             mt.pk, query, _signature(mt), mt.stream_checkpoint, plan, time.monotonic()
@@ -795,7 +795,7 @@ class Supervisor:
             )
             return
         self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
-        _set_status(mt.pk, "FAILED", error=message)
+        services.record_stream_failure(mt, error=message)
 
     def _follow_static(self, running: Running, mt: MaterializedTable) -> None:
         """A static source (the other side of a stream-static join) moved on since the
