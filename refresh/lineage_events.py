@@ -15,6 +15,7 @@ run fail, and with lineage off the receivers return before any query."""
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import os
 import queue
@@ -41,12 +42,15 @@ def enabled() -> bool:
 
 def run_started(sender: Any, run: RefreshRun, **kwargs: Any) -> None:
     if enabled():
-        transaction.on_commit(lambda: _send(run, started=True))
+        # The row as it is now: the caller goes on changing its instance.
+        at_start = copy.copy(run)
+        transaction.on_commit(lambda: _send(at_start, started=True))
 
 
 def run_finished(sender: Any, run: RefreshRun, **kwargs: Any) -> None:
     if enabled():
-        transaction.on_commit(lambda: _send(run, started=False))
+        at_end = copy.copy(run)
+        transaction.on_commit(lambda: _send(at_end, started=False))
 
 
 def _send(run: RefreshRun, *, started: bool) -> None:

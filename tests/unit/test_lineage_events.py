@@ -43,8 +43,9 @@ REGISTRY, DOCUMENTS = _registry()
 
 
 def validate(event: Any) -> dict:
-    """The event as the transports send it, valid against the core schema's RunEvent and
-    each facet against its own schema (which must be one we have); returned as a dict."""
+    """The event (or its JSON, read back) as the transports send it, valid against the core
+    schema's RunEvent and each facet against its own schema (which must be one we have);
+    returned as a dict."""
     body = Serde.to_dict(event)
     run_event = {"$ref": f"{CORE}#/$defs/RunEvent"}
     Draft202012Validator(run_event, registry=REGISTRY, format_checker=FormatChecker()).validate(
