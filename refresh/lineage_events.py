@@ -22,6 +22,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -80,9 +81,14 @@ def _where() -> Any:
         job_namespace=settings.OPENLINEAGE_NAMESPACE,
         dataset_namespace=settings.OPENLINEAGE_DATASET_NAMESPACE,
         catalog_name=settings.CATALOG_NAME,
-        warehouse=settings.WAREHOUSE,
+        warehouse=_uri(settings.WAREHOUSE),
         engine_version=_version(),
     )
+
+
+def _uri(location: str) -> str:
+    """A warehouse given as a path, as a file: URI (others are URIs already)."""
+    return location if "://" in location else Path(location).absolute().as_uri()
 
 
 def _version() -> str:

@@ -115,6 +115,7 @@ def test_a_refresh_run_sends_start_then_complete_with_sources_and_snapshot_writt
     assert output["facets"]["version"]["datasetVersion"] == str(spark[0]) == str(run.snapshot_id)
     assert [f["name"] for f in output["facets"]["schema"]["fields"]] == ["ds", "total"]
     assert output["outputFacets"]["outputStatistics"]["rowCount"] == 3
+    assert output["facets"]["catalog"]["warehouseUri"].startswith("file:///")
 
 
 def test_a_failed_refresh_sends_fail_with_the_error(mt, spark, events_file, monkeypatch):
