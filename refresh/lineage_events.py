@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import functools
 import logging
 import os
 import queue
@@ -91,6 +92,7 @@ def _uri(location: str) -> str:
     return location if "://" in location else Path(location).absolute().as_uri()
 
 
+@functools.cache
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 

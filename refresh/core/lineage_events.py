@@ -9,6 +9,7 @@ namespace is the catalog (its URI), the name `namespace.table`. Nothing here imp
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -204,6 +205,7 @@ def _run(facts: RunFacts, where: Where, *, failed: bool) -> Run:
     return Run(runId=run_uuid(facts, where), facets=facets)
 
 
+@functools.cache
 def _client_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
