@@ -1125,6 +1125,13 @@ def claim(run_id: int, *, worker: str) -> RefreshRun | None:
         )
         if taken != 1:
             return None
+        run.state, run.started_at, run.heartbeat_at, run.worker = (
+            RefreshRun.State.RUNNING,
+            now,
+            now,
+            worker,
+        )
+        signals.run_started.send(RefreshRun, run=run)
     run.refresh_from_db()
     return run
 

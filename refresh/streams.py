@@ -49,7 +49,7 @@ from catalog import history
 from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
-from refresh import engine, leases, rights, selectors, services, stream_hosts
+from refresh import engine, leases, rights, selectors, services, signals, stream_hosts
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
@@ -526,6 +526,7 @@ class Supervisor:
                 worker=self._worker,
                 definition_version=mt.current_version,
             )
+            signals.run_started.send(RefreshRun, run=run)
         try:
             pins, result = self._pinned_load(
                 session,

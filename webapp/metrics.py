@@ -177,6 +177,20 @@ def refresh_finished(
     REFRESH_SECONDS.labels(trigger, action, outcome).observe(seconds)
 
 
+# -- lineage events --------------------------------------------------------------------------
+
+LINEAGE_EVENTS = Counter(
+    "lakeview_openlineage_events",
+    "OpenLineage run events by outcome: sent (the transport took it), failed (it raised), "
+    "dropped (the process's queue was full).",
+    ["outcome"],
+)
+
+
+def lineage_event(outcome: str) -> None:
+    LINEAGE_EVENTS.labels(outcome).inc()
+
+
 class RequestMetricsMiddleware:
     """Counts and times every request by its route's name (`resolver_match.view_name`),
     never its path: paths hold names and ids without bound, route names are fixed.
