@@ -247,6 +247,7 @@ RUN_ROW_FIELDS = (
     "rows_written",
     "bytes_written",
     "snapshot_id",
+    "expectations",
 )
 _RUN_ROWS: dict[tuple[str, ...], Prepared] = {}
 
