@@ -257,6 +257,7 @@ def mt_charts(request: HttpRequest, namespace: str, name: str) -> JsonResponse:
             "durations": selectors.duration_series(mt),
             "lag": selectors.lag_series(mt),
             "freshness_seconds": mt.freshness.seconds,
+            "expectations": selectors.expectation_series(mt),
         }
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog import services, workers
@@ -119,7 +120,9 @@ def test_a_run_records_each_expectations_failing_count_in_the_api_and_on_the_pag
     ok(api, DAILY)
     mt = MaterializedTable.objects.get()
     run = mt.runs.get()
-    RefreshRun.objects.filter(pk=run.pk).update(state=RefreshRun.State.RUNNING)
+    RefreshRun.objects.filter(pk=run.pk).update(
+        state=RefreshRun.State.RUNNING, started_at=timezone.now()
+    )
     refresh_services.finish(
         run,
         state=RefreshRun.State.FAILED,
@@ -139,6 +142,11 @@ def test_a_run_records_each_expectations_failing_count_in_the_api_and_on_the_pag
     assert "failed: 2 rows violate it" in html
     mt.refresh_from_db()
     assert mt.consecutive_failures == 1, "a failed expectation counts as a failed refresh"
+    assert 'id="chart-expectations"' in html
+    charts = page.get(reverse("refresh:mt-charts", args=["sales", "daily"])).json()
+    assert charts["expectations"]["names"] == ["valid_id", "positive", "known day"]
+    [point] = charts["expectations"]["points"]
+    assert point["counts"] == {"valid_id": 3, "positive": 2, "known day": 0}
 
 
 PLAIN = """CREATE MATERIALIZED TABLE plain (CONSTRAINT has_id EXPECT (id > 0))
