@@ -124,3 +124,15 @@ def test_fail_update_aborts_without_a_commit_and_names_the_expectation_and_its_c
     assert violations == {"dropped": 3, "no_negatives": 2}
     assert snapshots(session, table) == before, "nothing committed"
     assert session.table(table).count() == 5
+
+
+def test_a_condition_calling_a_function_outside_the_sandboxs_list_is_refused_and_writes_nothing(
+    session: SparkSession,
+):
+    namespace, table = setup(session)
+    hostile = (Expectation("probe", "java_method('java.lang.System', 'getenv', 'HOME') IS NULL"),)
+
+    with pytest.raises(Exception, match="not allowed"):
+        refresh(session, namespace, hostile, {})
+
+    assert snapshots(session, table) == []
