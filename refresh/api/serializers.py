@@ -19,6 +19,7 @@ from rest_framework import serializers
 from catalog import access
 from catalog.core.errors import CatalogError, InvalidInput
 from refresh import queries, rights, selectors
+from refresh.core import expectations as ex
 from refresh.core.freshness import Freshness, RefreshMode, full_refresh_schedule
 from refresh.models import (
     MaterializedTable,
@@ -144,6 +145,45 @@ class StatementRequestSerializer(StrictSerializer):
     )
 
 
+class ExpectationInputSerializer(serializers.Serializer):
+    """CONSTRAINT name EXPECT (condition) [ON VIOLATION ...] as JSON."""
+
+    name = serializers.CharField()
+    condition = serializers.CharField(help_text="A Spark SQL expression over the query's columns.")
+    on_violation = serializers.ChoiceField(
+        choices=list(ex.ACTIONS),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Omitted: violating rows are kept and counted.",
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "keys"):  # a typo must not be ignored, as StrictSerializer says
+            unknown = sorted(set(data.keys()) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    f"Unknown fields: {', '.join(unknown)} (known: {', '.join(self.fields)})"
+                )
+        return super().to_internal_value(data)
+
+    def validate_condition(self, value: str) -> str:
+        try:
+            ex.parse_condition(value)
+        except InvalidInput as error:
+            raise serializers.ValidationError(error.message) from None
+        return value
+
+
+def _expectations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    for row in rows:
+        if row["name"].lower() in seen:
+            raise InvalidInput(f"Duplicate expectation name {row['name']!r}", field="expectations")
+        seen.add(row["name"].lower())
+    return rows
+
+
 class MaterializedTableCreateSerializer(StrictSerializer):
     name = serializers.CharField()
     query = serializers.CharField(trim_whitespace=False, help_text="A Spark SQL query.")
@@ -160,6 +200,12 @@ class MaterializedTableCreateSerializer(StrictSerializer):
     partitioned_by = _names(required=False, default=list)
     options = _text_map(required=False, default=dict)
     comment = serializers.CharField(required=False, allow_null=True, allow_blank=True, default=None)
+    expectations = ExpectationInputSerializer(
+        many=True, required=False, default=list, help_text="Checked on every refreshed row."
+    )
+
+    def validate_expectations(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _expectations(value)
 
 
 class MaterializedTableUpdateSerializer(StrictSerializer):

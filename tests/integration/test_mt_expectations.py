@@ -177,3 +177,37 @@ def test_a_table_with_expectations_does_not_become_continuous(api, sales):
     error = refused(api, "ALTER MATERIALIZED TABLE plain SET FRESHNESS = INTERVAL '30' SECOND")
     assert "a CONTINUOUS materialized table cannot have them yet" in error["message"]
     assert MaterializedTable.objects.get().refresh_mode == "FULL"
+
+
+def test_the_api_creates_a_table_with_expectations_and_refuses_bad_ones_by_field(api, sales):
+    url = "/api/namespaces/sales/materialized-tables/"
+    body = {
+        "name": "plain",
+        "query": "SELECT id, ds FROM orders",
+        "freshness": {"value": 1, "unit": "HOUR"},
+        "expectations": [
+            {"name": "has_id", "condition": "id > 0", "on_violation": "DROP ROW"},
+            {"name": "has_day", "condition": "ds IS NOT NULL"},
+        ],
+    }
+    bad = [
+        ({"name": "x", "condition": "id IN (SELECT id FROM orders)"}, "subquery"),
+        ({"name": "x", "condition": "id > 0", "on_violation": "WARN"}, "WARN"),
+        ({"name": "has_id", "condition": "id > 1"}, "Duplicate expectation name 'has_id'"),
+        ({"name": "x", "condition": "id > 1", "on_violaton": "DROP ROW"}, "on_violaton"),
+    ]
+    for extra, said in bad:
+        refusal = api.post(
+            url, {**body, "expectations": [*body["expectations"], extra]}, format="json"
+        )
+        assert refusal.status_code == 400 and said in refusal.content.decode(), refusal.content
+        assert "expectations" in refusal.content.decode()
+    assert not MaterializedTable.objects.exists()
+
+    created = api.post(url, body, format="json")
+
+    assert created.status_code == 201, created.content
+    assert created.json()["expectations"] == [
+        {"name": "has_id", "condition": "id > 0", "on_violation": "DROP ROW"},
+        {"name": "has_day", "condition": "ds IS NOT NULL", "on_violation": None},
+    ]
