@@ -7,6 +7,8 @@ test_mt_pipelines' fake; runs sent to a worker are recorded."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -14,7 +16,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog import services, workers
+from refresh import runner
 from refresh import services as refresh_services
+from refresh.core.expectations import ExpectationFailed
 from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun
 from tests.integration.test_mt_pipelines import ORDERS, counts, fake_schema, ok, refused
 
@@ -211,3 +215,50 @@ def test_the_api_creates_a_table_with_expectations_and_refuses_bad_ones_by_field
         {"name": "has_id", "condition": "id > 0", "on_violation": "DROP ROW"},
         {"name": "has_day", "condition": "ds IS NOT NULL", "on_violation": None},
     ]
+
+
+@pytest.fixture
+def worker_spark(monkeypatch) -> dict[str, list]:
+    """The worker's Spark below the runner: a session never used, and a recompute that
+    counts what the last entry of "counted" says and raises the error it names, committing
+    nothing; the expectations each call was given go in "calls"."""
+    spark: dict[str, list] = {"calls": [], "counted": []}
+    monkeypatch.setattr("refresh.runner.engine.run_session", lambda **kw: object())
+    monkeypatch.setattr("refresh.runner.engine.job_group", lambda *a, **kw: nullcontext())
+
+    def recompute(session, *, expectations, violations, **kw):
+        spark["calls"].append(expectations)
+        counts, error = spark["counted"][-1]
+        violations.update(counts)
+        if error is not None:
+            raise error
+
+    monkeypatch.setattr("refresh.runner.changes.recompute", recompute)
+    return spark
+
+
+def test_the_runner_records_each_runs_counts_and_a_failed_expectation_fails_the_run(
+    api, sales, worker_spark
+):
+    ok(api, DAILY)
+    mt = MaterializedTable.objects.get()
+
+    worker_spark["counted"].append(({"valid_id": 1, "positive": 0, "known day": 4}, None))
+    run = refresh_services.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
+    assert runner._execute(run.pk) == RefreshRun.State.SUCCEEDED
+    run.refresh_from_db()
+    assert run.expectations == {"valid_id": 1, "positive": 0, "known day": 4}
+    names = [e.name for e in worker_spark["calls"][-1]]
+    assert names == ["valid_id", "positive", "known day"]
+
+    failing = ExpectationFailed("positive", 3)
+    worker_spark["counted"].append(({"valid_id": 0, "positive": 3, "known day": 0}, failing))
+    failed = refresh_services.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
+    assert runner._execute(failed.pk) == RefreshRun.State.FAILED
+    failed.refresh_from_db()
+    mt.refresh_from_db()
+    assert failed.error.startswith(
+        "Expectation 'positive' (ON VIOLATION FAIL UPDATE) failed: 3 rows violate it."
+    )
+    assert failed.expectations == {"valid_id": 0, "positive": 3, "known day": 0}
+    assert mt.consecutive_failures == 1
