@@ -468,6 +468,8 @@ def _plan_create(
     )
     if refresh.mode is RefreshMode.CONTINUOUS and not set(sources) & planned:
         check_streamable(statement.query, namespace=ns, primary_key=statement.primary_key)
+    if refresh.mode is RefreshMode.CONTINUOUS:
+        services.refuse_continuous_expectations(statement.expectations)
     planned.add(qualified)
     changes = [
         f"{refresh.mode.value}, FRESHNESS = {statement.freshness}",
@@ -479,6 +481,9 @@ def _plan_create(
     if statement.distribution:
         columns = ", ".join(statement.distribution.columns)
         changes.append(f"bucket[{statement.distribution.buckets}] of {columns}")
+    if statement.expectations:
+        names = ", ".join(e.name for e in statement.expectations)
+        changes.append(f"expectations: {names}; their conditions checked by Spark when applied")
     return Plan("create", qualified, changes)
 
 

@@ -174,6 +174,11 @@ def test_expectations_the_table_cannot_apply_are_refused_and_nothing_is_written(
     error = refused(api, sql)
     assert said in error["message"]
     assert counts() == before and not MaterializedTable.objects.exists()
+    if "CONTINUOUS" in said:  # a dry run's plan says so too
+        planned = api.post(
+            "/api/statements/", {"sql": sql, "namespace": "sales", "dry_run": True}, format="json"
+        )
+        assert said in str(planned.json()), planned.content
 
 
 def test_a_table_with_expectations_does_not_become_continuous(api, sales):
