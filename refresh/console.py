@@ -362,6 +362,7 @@ def _run(
                     if statement.distribution
                     else None
                 ),
+                expectations=statement.expectations,
                 statement=what,
                 actor=actor,
             )
