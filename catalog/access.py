@@ -295,28 +295,46 @@ def _load(user: Any, client: CatalogClient | None) -> tuple[Held, Held | None]:
 
 def may_read_condition(namespace_name: str, user_id: int, client_id: int) -> Q:
     """`may(principal, READ_DATA, table)` for the table row of the query that carries it
-    (OuterRef("pk"), its owner_id), as one SQL condition, so that load-table needs no query
-    of its own for the grant. It answers true only where `may` does: a user's or group's
-    grant implying read_data on the catalog, on the table or on its namespace or one above
-    it; owning the table or one of those namespaces; and never for a narrowed credential
-    (which `may` then decides, with a query). False means "ask `may`"."""
-    memberships = get_user_model().groups.through.objects.filter(user_id=user_id)
-    # The namespace and every one above it: a name equal to it, or a prefix of it ending at
-    # a level (compared as text, never with LIKE, whose wildcards a name may hold).
-    above = Namespace.objects.annotate(
-        head=Substr(Value(namespace_name), 1, Length("name") + 1)
-    ).filter(Q(name=namespace_name) | Q(head=Concat("name", Value("."), output_field=CharField())))
+    (OuterRef("pk"), its namespace_id and owner_id), as one SQL condition, so that
+    load-table needs no query of its own for the grant. It answers true only where `may`
+    does: a user's or group's grant implying read_data on the catalog, on the table or on
+    its namespace or one above it; owning the table or one of those namespaces; and never
+    for a narrowed credential (which `may` then decides, with a query). False means "ask
+    `may`".
+
+    Each part is read through an index on the principal (the user's grants, their groups'
+    grants, the namespaces they own), never a scan of every grant or namespace: a
+    namespace above the table's is one whose name, and a dot, begin the table's namespace
+    name (compared as text, never with LIKE, whose wildcards a name may hold)."""
     readers = [p for p, implied in IMPLIES.items() if READ_DATA in implied and p != OWN]
-    granted = Grant.objects.filter(
-        Q(user_id=user_id) | Q(group_id__in=memberships.values("group_id")),
-        Q(namespace__isnull=True, object__isnull=True)
-        | Q(object_id=OuterRef("pk"))
-        | Q(namespace_id__in=above.values("pk")),
+
+    def above(field: str) -> Q:
+        head = Substr(Value(namespace_name), 1, Length(field) + 1)
+        return Exact(head, Concat(field, Value("."), output_field=CharField()))
+
+    def on_the_table(outer: Any = OuterRef) -> Q:
+        return (
+            Q(namespace__isnull=True, object__isnull=True)
+            | Q(object_id=outer("pk"))
+            | Q(namespace_id=outer("namespace_id"))
+            | Q(above("namespace__name"))
+        )
+
+    by_user = Grant.objects.filter(on_the_table(), user_id=user_id, privilege__in=readers)
+    # From each of the user's memberships to its group's grants (by group, not among every
+    # grant of these privileges).
+    of_group = Grant.objects.filter(
+        on_the_table(lambda field: OuterRef(OuterRef(field))),
+        group_id=OuterRef("group_id"),
         privilege__in=readers,
+    )
+    by_group = get_user_model().groups.through.objects.filter(Exists(of_group), user_id=user_id)
+    owned_above = Namespace.objects.filter(
+        Q(pk=OuterRef("namespace_id")) | Q(above("name")), owner_id=user_id
     )
     narrowed = CatalogClient.objects.filter(pk=client_id, narrowed=True)
     return (
-        Q(Exists(granted)) | Q(Exists(above.filter(owner_id=user_id))) | Q(owner_id=user_id)
+        Q(owner_id=user_id) | Q(Exists(by_user)) | Q(Exists(by_group)) | Q(Exists(owned_above))
     ) & ~Q(Exists(narrowed))
 
 
