@@ -129,6 +129,34 @@ def test_a_grant_on_one_object_shows_the_namespaces_above_it_but_not_their_other
     assert not who.sees_namespace("sales")
 
 
+def test_the_lists_show_what_lies_under_a_granted_namespace_and_nothing_named_like_it(
+    catalog, admin, alice
+):
+    lookalikes = ("Finance", "financex", "finance_eu", "fin%", "Finance.eu")
+    for name in lookalikes:
+        services.create_namespace(name=name, actor=admin)
+        services.create_table(namespace=name, name="ledger", schema=SCHEMA, actor=admin)
+    give(admin, READ_DATA, alice, namespace="finance")
+    give(admin, READ_METADATA, alice, namespace="sales", name="orders")
+    who = principal(alice)
+
+    namespaces = Namespace.objects.filter(access.namespaces_condition(who))
+    objects = CatalogObject.objects.filter(access.objects_condition(who))
+    readable = CatalogObject.objects.filter(access.objects_condition(who, READ_DATA))
+
+    assert sorted(namespaces.values_list("name", flat=True)) == ["finance", "finance.eu", "sales"]
+    assert sorted(objects.values_list("namespace__name", "name")) == [
+        ("finance", "ledger"),
+        ("finance.eu", "revenue"),
+        ("sales", "orders"),
+    ]
+    assert sorted(readable.values_list("namespace__name", "name")) == [
+        ("finance", "ledger"),
+        ("finance.eu", "revenue"),
+    ]
+    assert access.namespaces_condition(principal(admin)) is None
+
+
 def test_a_groups_grant_is_held_by_its_members_and_only_them(catalog, admin, alice, editor):
     analysts = Group.objects.create(name="analysts")
     give(admin, READ_DATA, analysts, namespace="sales")
