@@ -9,10 +9,14 @@ Superusers hold everything and cost no query; inactive users hold nothing. Staff
 Cost: a principal's grants are read in one query, the first time a request asks anything
 (`Principal.held`): the grants of the user, of their groups and of the credential, the
 namespaces the user owns, the namespaces of the objects the user owns, and whether the
-credential is narrowed, as one UNION ALL over indexed columns. Every later check in the
-request is answered in memory by walking the namespace's levels (`core.access.Held`). The
-principal lives as long as the request (`principal_of`), so a revoked grant is gone at the
-next request. An object's owner is read from its own row, which the caller has loaded."""
+credential is narrowed, as one UNION ALL over indexed columns (compiled once, run with each
+request's ids). Every later check in the request is answered in memory by walking the
+namespace's levels (`core.access.Held`). The principal lives as long as the request
+(`principal_of`), so a revoked grant is gone at the next request. An object's owner is read
+from its own row, which the caller has loaded. Lists filter in their own query: the
+namespaces under the grants are one subquery whose SQL does not grow with the grants
+(`namespaces_under`). Load-table asks nothing of its own in the usual case: the grant rides
+on its pointer query (`may_read_condition`)."""
 
 from __future__ import annotations
 
