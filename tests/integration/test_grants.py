@@ -16,8 +16,9 @@ from rest_framework.test import APIClient
 
 from catalog import access, services
 from catalog.core.access import CREATE, MANAGE, OWN, READ_DATA, READ_METADATA, WRITE_DATA
+from catalog.iceberg_rest import auth, table_loads
 from catalog.iceberg_rest.auth import create_client
-from catalog.models import CatalogObject, Grant, GrantChange, Namespace, Table
+from catalog.models import CatalogClient, CatalogObject, Grant, GrantChange, Namespace, Table
 from catalog.roles import EDITOR, VIEWER
 from catalog.services import grants
 from tests.integration.test_iceberg_rest import (
@@ -128,6 +129,34 @@ def test_a_grant_on_one_object_shows_the_namespaces_above_it_but_not_their_other
     assert not who.sees_namespace("sales")
 
 
+def test_the_lists_show_what_lies_under_a_granted_namespace_and_nothing_named_like_it(
+    catalog, admin, alice
+):
+    lookalikes = ("Finance", "financex", "finance_eu", "fin%", "Finance.eu")
+    for name in lookalikes:
+        services.create_namespace(name=name, actor=admin)
+        services.create_table(namespace=name, name="ledger", schema=SCHEMA, actor=admin)
+    give(admin, READ_DATA, alice, namespace="finance")
+    give(admin, READ_METADATA, alice, namespace="sales", name="orders")
+    who = principal(alice)
+
+    namespaces = Namespace.objects.filter(access.namespaces_condition(who))
+    objects = CatalogObject.objects.filter(access.objects_condition(who))
+    readable = CatalogObject.objects.filter(access.objects_condition(who, READ_DATA))
+
+    assert sorted(namespaces.values_list("name", flat=True)) == ["finance", "finance.eu", "sales"]
+    assert sorted(objects.values_list("namespace__name", "name")) == [
+        ("finance", "ledger"),
+        ("finance.eu", "revenue"),
+        ("sales", "orders"),
+    ]
+    assert sorted(readable.values_list("namespace__name", "name")) == [
+        ("finance", "ledger"),
+        ("finance.eu", "revenue"),
+    ]
+    assert access.namespaces_condition(principal(admin)) is None
+
+
 def test_a_groups_grant_is_held_by_its_members_and_only_them(catalog, admin, alice, editor):
     analysts = Group.objects.create(name="analysts")
     give(admin, READ_DATA, analysts, namespace="sales")
@@ -235,6 +264,70 @@ def test_a_rest_request_loads_the_grants_once_and_load_table_runs_one_query(cata
         loaded = api.get("/namespaces/finance%1Feu/tables/revenue")
     assert loaded.status_code == 200, loaded.content
     assert len(queries.captured_queries) == 1
+
+
+def test_load_tables_read_check_in_its_one_query_allows_only_what_may_allows(
+    catalog, admin, django_user_model
+):
+    # finance.e is a prefix of finance.eu's name but not a namespace above it.
+    services.create_namespace(name="finance.e", actor=admin)
+    team = Group.objects.create(name="team")
+    # (case, privilege, namespace, object or "group", the answer to load-table)
+    cases = [
+        ("read_data on the table's namespace", READ_DATA, "finance.eu", None, 200),
+        ("read_data on the namespace above it", READ_DATA, "finance", None, 200),
+        ("write_data on the namespace above it", WRITE_DATA, "finance", None, 200),
+        ("manage on the catalog", MANAGE, None, None, 200),
+        ("read_data on the table", READ_DATA, "finance.eu", "revenue", 200),
+        ("a group's read_data above it", READ_DATA, "finance", "group", 200),
+        ("owning the namespace above it", OWN, "finance", None, 200),
+        ("read_metadata on the namespace above it", READ_METADATA, "finance", None, 403),
+        ("create on the table's namespace", CREATE, "finance.eu", None, 404),
+        ("read_data on a namespace whose name is a prefix", READ_DATA, "finance.e", None, 404),
+        ("read_data on another namespace", READ_DATA, "sales", None, 404),
+    ]
+    for number, (case, privilege, namespace, name, status) in enumerate(cases):
+        user = django_user_model.objects.create_user(f"user{number}")
+        if privilege == OWN:
+            Namespace.objects.filter(name=namespace).update(owner=user)
+        elif name == "group":
+            team.user_set.set([user])
+            Grant.objects.filter(group=team).delete()
+            give(admin, privilege, team, namespace=namespace)
+        else:
+            give(admin, privilege, user, namespace=namespace, name=name)
+        api = engine(user)
+        client = CatalogClient.objects.get(user=user)
+        digest = auth.digest_of(api.headers["Authorization"].removeprefix("Bearer "))
+
+        found = table_loads.pointer(
+            "finance.eu", "revenue", token_digest=digest, user_id=user.pk, client_id=client.pk
+        )
+        may = access.may(principal(user, client), READ_DATA, table("finance.eu", "revenue"))
+        loaded = api.get("/namespaces/finance%1Feu/tables/revenue")
+
+        assert (found.read_ok, may) == (status == 200, status == 200), case
+        assert loaded.status_code == status, case
+        team.user_set.clear()
+
+
+def test_a_narrowed_credential_is_never_let_through_by_load_tables_one_query(catalog, admin, alice):
+    give(admin, READ_DATA, alice, namespace="finance")
+    client, secret = create_client(name="etl", user=alice)
+    give(alice, READ_METADATA, client, namespace="finance")
+    token = request_token(client.client_id, secret).json()["access_token"]
+
+    found = table_loads.pointer(
+        "finance",
+        "ledger",
+        token_digest=auth.digest_of(token),
+        user_id=alice.pk,
+        client_id=client.pk,
+    )
+    loaded = Iceberg(token).get("/namespaces/finance/tables/ledger")
+
+    assert found.read_ok is False  # left to `may`, which sees the narrowing
+    assert loaded.status_code == 403
 
 
 def test_a_revoked_grant_is_gone_at_the_next_request(catalog, admin, alice):

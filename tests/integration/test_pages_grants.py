@@ -339,6 +339,20 @@ def test_the_home_page_and_search_list_what_a_namespace_grant_shows(principals, 
     assert SECRET not in client.get("/search/?q=ledger").content.decode()
 
 
+def test_a_revoked_namespace_grant_leaves_the_pages_at_the_next_request(principals, world):
+    client = Client()
+    client.force_login(principals["other"].user)
+    assert f"/namespaces/{VAULT}/" in client.get("/").content.decode()
+    assert SECRET in client.get("/search/?q=ledger").content.decode()
+
+    Grant.objects.filter(user=principals["other"].user).delete()
+    _grant(principals["other"].user, READ_METADATA, "sales", world.view)
+
+    assert f"/namespaces/{VAULT}/" not in client.get("/").content.decode()
+    assert SECRET not in client.get("/search/?q=ledger").content.decode()
+    assert client.get(f"/namespaces/{VAULT}/").status_code == 404
+
+
 @pytest.mark.parametrize(
     "url", ["/", "/search/?q=ales", "/search/?q=SELECT&sql=1", "/namespaces/sales/"]
 )
