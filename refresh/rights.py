@@ -129,3 +129,15 @@ def hidden_definitions(
 def definition_hidden(principal: access.Principal, sources: Iterable[str]) -> bool:
     """Whether one definition's text is hidden from the principal."""
     return hidden_definitions(principal, [sources])[0]
+
+
+def table_query_hidden(principal: access.Principal, object_id: int) -> bool:
+    """Whether the query text in the table properties of the materialized table whose
+    table is `object_id` is hidden from the principal (catalog.redaction asks, for the
+    Iceberg REST catalog's answers and the table's page and API): no query for a reader of
+    the whole catalog; else one for the table's sources and one for theirs and the grants."""
+    if access.may(principal, READ_DATA, access.CATALOG):
+        return False
+    sources = MaterializedTable.objects.filter(table_id=object_id).values_list("sources", flat=True)
+    found = sources.first()
+    return found is not None and definition_hidden(principal, found)
