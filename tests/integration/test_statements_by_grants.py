@@ -92,9 +92,7 @@ def test_a_create_by_one_who_may_see_a_source_but_not_read_it_is_a_403_naming_bo
     assert not MaterializedTable.objects.filter(table__name="mine").exists()
 
 
-def test_a_source_the_creator_may_not_see_is_refused_exactly_as_a_missing_one(
-    daily, admin, alice
-):
+def test_a_source_the_creator_may_not_see_is_refused_exactly_as_a_missing_one(daily, admin, alice):
     give(admin, CREATE, alice, namespace="sales")  # a namespace grant, and nothing on orders
 
     hidden = run(alice, MINE.format("orders"))
@@ -165,8 +163,9 @@ def test_suspend_and_drop_need_manage_on_the_table_and_one_it_may_not_see_is_mis
     if_exists = run(bob, "DROP MATERIALIZED TABLE IF EXISTS sales.daily")
 
     assert refused.error["status"] == 403
-    assert "alice lacks the manage privilege on materialized table sales.daily" in (
-        refused.error["message"]
+    assert (
+        "alice lacks the manage privilege on materialized table sales.daily"
+        in (refused.error["message"])
     )
     assert hidden.error["status"] == 404
     assert same_but_the_name(hidden.error, missing.error, "daily", "nothing")
@@ -185,8 +184,9 @@ def test_update_and_delete_need_write_data_on_the_target(daily, admin, alice):
     refused = run(alice, statement)
 
     assert refused.error["status"] == 403
-    assert "alice lacks the write_data privilege on materialized table sales.daily" in (
-        refused.error["message"]
+    assert (
+        "alice lacks the write_data privilege on materialized table sales.daily"
+        in (refused.error["message"])
     )
     give(admin, WRITE_DATA, alice, namespace="sales", name="daily")
     with pytest.raises(NeedsWorker):  # allowed: Spark runs it, on a worker
