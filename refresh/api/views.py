@@ -26,7 +26,6 @@ from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, Spar
 from catalog.core.access import READ_METADATA
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
-from catalog.roles import can_view
 from refresh import console, lineage, rights, selectors, services
 from refresh.api import serializers as s
 from refresh.core.freshness import RefreshMode
@@ -105,15 +104,6 @@ class Pagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
-
-
-class CanView(BasePermission):
-    """Any user with a role: the console checks the editor role per statement."""
-
-    message = "Your role does not allow this: running statements needs the viewer role."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return can_view(request.user)
 
 
 # -- statements ---------------------------------------------------------------------------

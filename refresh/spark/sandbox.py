@@ -435,6 +435,14 @@ def reads(
     view, and each catalog view it reads (not the tables inside the view's SQL), in the order
     the statement names them. A view named by its name alone is in `namespace`, the
     session's current one."""
+    return list(read_places(facts, catalog, namespace=namespace))
+
+
+def read_places(
+    facts: Sequence[Mapping[str, Any]], catalog: str, *, namespace: Sequence[str] = ()
+) -> dict[tuple[str, ...], tuple[int | None, int | None]]:
+    """`reads`, each with where the statement first names it: Spark's line (1-based) and
+    position in that line (0-based), None where the plan does not say."""
     found: dict[tuple[str, ...], tuple[int, int, int]] = {}
     for index, fact in enumerate(facts):
         if fact.get("kind") != "plan":
@@ -458,7 +466,10 @@ def reads(
             else (sys.maxsize, sys.maxsize, index)
         )
         found[tuple(parts)] = min(found.get(tuple(parts), at), at)
-    return sorted(found, key=found.__getitem__)
+    return {
+        parts: (None, None) if at[0] == sys.maxsize else (at[0], at[1])
+        for parts, at in sorted(found.items(), key=lambda item: item[1])
+    }
 
 
 def _identifier_parts(text: str) -> list[str]:
