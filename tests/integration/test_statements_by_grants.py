@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from catalog import services
+from catalog import services, workers
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
 from catalog.core.errors import NeedsWorker
 from refresh import console
@@ -275,3 +275,51 @@ def test_the_rest_load_hides_the_query_from_a_reader_without_source_rights_not_f
     assert api(alice).get("/api/namespaces/sales/tables/daily/").json()["properties"][
         QUERY_PROPERTY
     ] == (QUERY)
+
+
+# -- the materialized tables' API --------------------------------------------------------------
+
+
+def test_the_api_changes_a_table_for_its_manager_not_for_a_namespace_reader_or_a_stranger(
+    daily, admin, alice, bob
+):
+    give(admin, READ_DATA, alice, namespace="sales")
+    url = "/api/namespaces/sales/materialized-tables/{}/suspend"
+
+    refused = api(alice).post(url.format("daily"))
+    hidden = api(bob).post(url.format("daily"))
+    missing = api(bob).post(url.format("nothing"))
+
+    assert refused.status_code == 403, refused.content
+    assert (
+        "alice lacks the manage privilege on materialized table sales.daily"
+        in (refused.json()["error"])
+    )
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.content == missing.content.replace(b"nothing", b"daily")
+    assert MaterializedTable.objects.get(pk=daily.pk).state == "ACTIVATED"
+
+    give(admin, MANAGE, alice, namespace="sales", name="daily")
+    assert api(alice).post(url.format("daily")).status_code == 200
+    assert MaterializedTable.objects.get(pk=daily.pk).state == "SUSPENDED"
+
+
+def test_an_api_create_reading_a_source_the_creator_may_not_see_answers_as_a_missing_one(
+    daily, admin, alice
+):
+    workers.beat("host:1")  # a worker is alive: the request tries the create first
+    give(admin, CREATE, alice, namespace="sales")
+    body = {"name": "mine", "freshness": "INTERVAL '1' HOUR"}
+    url = "/api/namespaces/sales/materialized-tables/"
+
+    hidden = api(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
+    missing = api(alice).post(url, {**body, "query": "SELECT * FROM nobody"}, format="json")
+
+    assert hidden.status_code == missing.status_code == 400, hidden.content
+    assert hidden.content == missing.content.replace(b"nobody", b"orders")
+    assert not MaterializedTable.objects.filter(table__name="mine").exists()
+
+    give(admin, READ_METADATA, alice, namespace="sales", name="orders")
+    refused = api(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
+    assert refused.status_code == 403, refused.content
+    assert "alice lacks the read_data privilege on sales.orders" in refused.json()["error"]
