@@ -323,3 +323,44 @@ def test_an_api_create_reading_a_source_the_creator_may_not_see_answers_as_a_mis
     refused = api(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
     assert refused.status_code == 403, refused.content
     assert "alice lacks the read_data privilege on sales.orders" in refused.json()["error"]
+
+
+# -- subscriptions -----------------------------------------------------------------------------
+
+
+def test_subscriptions_follow_grants_listed_to_readers_made_by_managers_missing_to_others(
+    daily, admin, alice, bob
+):
+    from alerts import services as alerts
+
+    subscription = alerts.create_subscription(
+        materialized_table="sales.daily", email="ops@example.com", actor=admin
+    )
+    url = "/api/subscriptions/"
+    give(admin, READ_DATA, alice, namespace="sales")
+
+    assert [s["id"] for s in api(alice).get(url).json()["results"]] == [subscription.pk]
+    assert api(bob).get(url).json()["results"] == []
+    hidden = api(bob).get(f"{url}{subscription.pk}/")
+    missing = api(bob).get(f"{url}{subscription.pk + 1000}/")
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.content == missing.content.replace(
+        str(subscription.pk + 1000).encode(), str(subscription.pk).encode()
+    )
+
+    body = {"materialized_table": "sales.daily", "email": "me@example.com"}
+    refused = api(alice).post(url, body, format="json")
+    assert refused.status_code == 403, refused.content
+    assert (
+        "alice lacks the manage privilege on materialized table sales.daily"
+        in (refused.json()["error"])
+    )
+    unseen = api(bob).post(url, body, format="json")
+    absent = api(bob).post(url, {**body, "materialized_table": "sales.nothing"}, format="json")
+    assert unseen.status_code == absent.status_code == 404
+    assert unseen.content == absent.content.replace(b"nothing", b"daily")
+    assert api(alice).delete(f"{url}{subscription.pk}/").status_code == 403
+
+    give(admin, MANAGE, alice, namespace="sales", name="daily")
+    assert api(alice).post(url, body, format="json").status_code == 201
+    assert api(alice).delete(f"{url}{subscription.pk}/").status_code == 204
