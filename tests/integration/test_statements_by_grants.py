@@ -364,3 +364,28 @@ def test_subscriptions_follow_grants_listed_to_readers_made_by_managers_missing_
     give(admin, MANAGE, alice, namespace="sales", name="daily")
     assert api(alice).post(url, body, format="json").status_code == 201
     assert api(alice).delete(f"{url}{subscription.pk}/").status_code == 204
+
+
+# -- monitoring --------------------------------------------------------------------------------
+
+
+def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, alice):
+    services.create_table(namespace="hidden", name="secret", schema=ORDERS, actor=admin)
+    mts.create_materialized_table(
+        namespace="hidden",
+        name="digest",
+        query="SELECT ds, sum(amount) AS total FROM secret GROUP BY ds",
+        freshness=Freshness(1, "HOUR"),
+        actor=admin,
+    )
+    give(admin, READ_METADATA, alice, namespace="sales")
+
+    tables = api(alice).get("/api/monitoring/tables/")
+    history = api(alice).get("/api/monitoring/history/")
+    everything = api(admin).get("/api/monitoring/history/").json()["results"]
+
+    assert tables.status_code == history.status_code == 200, tables.content
+    assert [(t["namespace"], t["name"]) for t in tables.json()["results"]] == [("sales", "daily")]
+    assert {h["table_name"] for h in history.json()["results"]} == {"sales.daily"}
+    assert {h["table_name"] for h in everything} == {"sales.daily", "hidden.digest"}
+    assert api(admin).get("/api/monitoring/tables/").json()["count"] == 2
