@@ -613,6 +613,8 @@ def _data_change(
             namespace=namespace or ns,
             target=[*ns.split("."), name],
             changed_by=getattr(actor, "username", "") or "",
+            # What Spark's plan reads (a MERGE's source): as a query's reads are asked.
+            may_read=lambda prepared: queries.check_reads(actor, prepared),
         )
     except SqlError as error:
         raise _in_script(error, text, statement.sql) from None

@@ -129,7 +129,7 @@ def run(
                 # while it is analyzed, and that is not the query's time.
                 deadline = _deadline(job)
                 clock["prepared"] = time.perf_counter()
-                _may_read(actor, prepared)
+                check_reads(actor, prepared)
                 columns = prepared.columns
                 # Spark's reading has the last word (a VALUES statement stays VALUES).
                 query.kind = statement.kind if prepared.kind == "SELECT" else prepared.kind
@@ -195,7 +195,7 @@ def _unseen(actor: Any, reads: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     return [read for read in reads if ".".join(read) in hidden]
 
 
-def _may_read(actor: Any, prepared: Any) -> None:
+def check_reads(actor: Any, prepared: Any) -> None:
     """What Spark's analyzed plan reads, asked of the actor's grants (catalog.roles.may_read):
     a table or view it may not see fails the query exactly as one that is not there does
     (Spark's words, line and column); one it sees but may not read is a 403 naming it."""

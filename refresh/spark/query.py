@@ -91,7 +91,7 @@ def _written(sql: str, line: int | None, position: int | None) -> str | None:
     return quote([p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts])
 
 
-def _places(
+def places(
     sql: str, facts: list, catalog: str, namespace: Sequence[str]
 ) -> dict[tuple[str, ...], tuple[int | None, int | None, str]]:
     return {
@@ -118,7 +118,7 @@ def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequenc
         prepared = _described(
             frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE"
         )
-        prepared.places = _places(sql, facts, catalog, namespace)
+        prepared.places = places(sql, facts, catalog, namespace)
         return prepared
     if name in (DESCRIBE_TABLE, SHOW_COLUMNS):
         return _columns_of(session, parsed, catalog, namespace, show_columns=name == SHOW_COLUMNS)
@@ -132,7 +132,7 @@ def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequenc
         columns=[(f.name, f.type) for f in _fields(frame)],
         reads=sandbox.reads(facts, catalog, namespace=namespace),
         frame=frame,
-        places=_places(sql, facts, catalog, namespace),
+        places=places(sql, facts, catalog, namespace),
     )
 
 
@@ -161,7 +161,7 @@ def _explain(
         columns=[("plan", "string")],
         reads=sandbox.reads(facts, catalog, namespace=namespace),
         rows=[[str(text)]],
-        places=_places(sql, facts, catalog, namespace),
+        places=places(sql, facts, catalog, namespace),
     )
 
 

@@ -32,7 +32,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -539,9 +539,11 @@ def data_change(
     catalog: str,
     target: Sequence[str],
     properties: Mapping[str, str] | None = None,
+    checked: Callable[[list], None] | None = None,
 ) -> None:
     """Run an UPDATE, DELETE or MERGE whose target must be exactly `target` (namespace
-    levels..., name), once Spark's analyzed plan passed `check`; its commit adds
+    levels..., name), once Spark's analyzed plan passed `check` and `checked(facts)` (what
+    the plan reads, asked of its user's grants) raised nothing; its commit adds
     `properties` to the snapshot's summary."""
     from pyspark.errors import AnalysisException
 
@@ -549,10 +551,10 @@ def data_change(
     from refresh.spark.errors import spark_error
 
     plan = _analyzed(session, sql)
-    check(
-        facts_of(session, plan),
-        policy_for(session, catalog=catalog, write_target=target),
-    )
+    facts = facts_of(session, plan)
+    check(facts, policy_for(session, catalog=catalog, write_target=target))
+    if checked is not None:
+        checked(facts)
     try:
         run_plan(session, plan, properties or {})
     except AnalysisException as error:

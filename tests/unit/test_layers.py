@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                "refresh.stream_hosts", "refresh.signals")),
     ("reads and decisions", ("refresh.selectors", "refresh.schedules", "refresh.sources",
                              "refresh.lineage", "refresh.monitoring", "refresh.analysis",
-                             "refresh.metrics", "refresh.rights")),
+                             "refresh.metrics", "refresh.rights", "refresh.checks")),
     ("state changes", ("refresh.services", "refresh.queries")),
     ("workers' and the console's work", ("refresh.runner", "refresh.streams", "refresh.pipelines",
                                          "refresh.console", "refresh.verification")),
