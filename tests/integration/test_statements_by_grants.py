@@ -12,6 +12,7 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from rest_framework.test import APIClient
 
 from catalog import services, workers
@@ -268,6 +269,13 @@ def test_the_rest_load_hides_the_query_from_a_reader_without_source_rights_not_f
         headers={**reader.headers, "If-None-Match": as_bob["ETag"]},
     )
     assert again.status_code == 304
+
+    for user, shown in ((bob, False), (alice, True)):
+        browser = Client()
+        browser.force_login(user)
+        page = browser.get("/namespaces/sales/tables/daily/")
+        assert page.status_code == 200
+        assert (QUERY_PROPERTY.encode() in page.content) is shown
 
     detail = api(bob).get("/api/namespaces/sales/tables/daily/")
     assert detail.status_code == 200, detail.content
