@@ -67,12 +67,14 @@ def materialized_table(actor: Any, ns: str, name: str, privilege: str) -> Materi
 
 
 def run(actor: Any, run_id: int | str) -> RefreshRun:
-    """A refresh run the actor may see: one of a table it sees, or one it asked for."""
+    """A refresh run the actor may see: one it asked for, one of a table it sees, or (its
+    table dropped) one of any table to a reader of the whole catalog."""
     found = selectors.get_run(run_id)
     mt = found.materialized_table
     if found.requested_by_id is not None and found.requested_by_id == getattr(actor, "pk", None):
         return found
-    if mt is None or not access.may(principal(actor), READ_METADATA, access.of_object(mt.table)):
+    securable = access.CATALOG if mt is None else access.of_object(mt.table)
+    if not access.may(principal(actor), READ_METADATA, securable):
         raise selectors.NoSuchJob(f"Job does not exist: {run_id}", field="job_id")
     return found
 

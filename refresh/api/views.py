@@ -23,7 +23,7 @@ from catalog.api.jobs import ACCEPTED, respond
 from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, SparkJobSerializer
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
-from catalog.core.errors import InvalidInput
+from catalog.core.errors import Forbidden, InvalidInput
 from catalog.core.inputs import whole_number
 from refresh import checks, console, lineage, rights, selectors, services
 from refresh.api import serializers as s
@@ -433,9 +433,15 @@ class RunCancelView(APIView):
     )
     def post(self, request: Request, run_id: int) -> Response:
         run = checks.run(request.user, run_id)
-        # One's own run, or one of a table one manages.
-        if run.requested_by_id != request.user.pk and run.materialized_table is not None:
-            checks.table(request.user, run.materialized_table, MANAGE)
+        # One's own run, or one of a table one manages (its table dropped: the catalog).
+        if run.requested_by_id != request.user.pk:
+            if run.materialized_table is not None:
+                checks.table(request.user, run.materialized_table, MANAGE)
+            elif not access.may(checks.principal(request.user), MANAGE, access.CATALOG):
+                raise Forbidden(
+                    f"Forbidden: {request.user.username} lacks the {MANAGE} privilege on "
+                    "the catalog (the run's table was dropped)"
+                )
         run = services.cancel_run(run, actor=request.user)
         return Response(s.RefreshRunSerializer(selectors.get_run(run.pk)).data)
 
