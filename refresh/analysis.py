@@ -129,9 +129,11 @@ def verify_snapshot(
     snapshot_id: int,
     pins: dict[tuple[str, ...], int | None],
     partition: dict[str, str] | None,
+    expectations: Any = (),
 ) -> Any:
     """refresh.spark.verify's verdict on the table `target` (namespace levels..., name) at
-    `snapshot_id` against `query` over the sources at `pins`."""
+    `snapshot_id` against `query` over the sources at `pins`, without the rows its DROP ROW
+    `expectations` leave out."""
     need_spark("Spark recomputes the query to verify the table")
     from refresh import engine
     from refresh.spark import verify
@@ -146,6 +148,7 @@ def verify_snapshot(
         namespace=namespace.split("."),
         catalog=settings.CATALOG_NAME,
         partition=partition,
+        expectations=expectations,
     )
 
 

@@ -45,6 +45,13 @@ class RefreshConfig(AppConfig):
 
         metrics.register_collector(refresh_metrics.collect)
 
+        # OpenLineage events of runs (OPENLINEAGE_ENABLED), sent once a run's start or end
+        # is committed.
+        from refresh import lineage_events, signals
+
+        signals.run_started.connect(lineage_events.run_started, dispatch_uid="openlineage")
+        signals.run_finished.connect(lineage_events.run_finished, dispatch_uid="openlineage")
+
         # This app's job kinds (catalog.jobs.KINDS).
         from refresh import operations  # noqa: F401
 

@@ -358,6 +358,7 @@ def _run(
                     if statement.distribution
                     else None
                 ),
+                expectations=statement.expectations,
                 statement=what,
                 actor=actor,
             )

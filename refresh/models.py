@@ -46,6 +46,9 @@ class MaterializedTable(models.Model):
     constraint_name = models.TextField(blank=True, default="")
     partitioned_by = models.JSONField(default=list, blank=True)
     comment = models.TextField(blank=True, default="")
+    #: [{"name", "condition", "on_violation"}]: the current definition's expectations
+    #: (refresh.core.expectations), in the order written.
+    expectations = models.JSONField(default=list, blank=True)
     #: Why the table suspended itself (failed refreshes), shown on its page.
     suspended_reason = models.TextField(blank=True, default="")
     consecutive_failures = models.PositiveIntegerField(default=0)
@@ -131,6 +134,8 @@ class MaterializedTableVersion(models.Model):
     #: declared with this query: set on the rebuilt schema, whose REPLACE TABLE drops docs
     #: and NOT NULL (columns not declared keep the comments they had).
     declared_columns = models.JSONField(default=dict, blank=True)
+    #: The expectations of this definition (as MaterializedTable.expectations).
+    expectations = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -248,6 +253,9 @@ class RefreshRun(models.Model):
     snapshot_id = models.BigIntegerField(null=True, blank=True)
     #: {source table: snapshot id} the run read, to decide the next run's NO_DATA skip.
     source_snapshots = models.JSONField(default=dict, blank=True)
+    #: {expectation name: rows that violated it} for the rows the run computed (a FAIL
+    #: UPDATE run that aborted has them too); {} when the table has none.
+    expectations = models.JSONField(default=dict, blank=True)
     #: A micro-batch's id in its streaming query, and the source offsets it read up to.
     batch_id = models.BigIntegerField(null=True, blank=True)
     source_offsets = models.JSONField(default=dict, blank=True)

@@ -14,6 +14,7 @@ from catalog.models import SparkJob
 from catalog.operations import as_json
 from catalog.roles import VIEWER
 from refresh import console, queries, selectors, services, verification
+from refresh.core import expectations as ex
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
 
@@ -54,8 +55,10 @@ def create_materialized_table(
     args = dict(arguments)
     mode = args.pop("refresh_mode", None)
     freshness = Freshness(int(args.pop("freshness_value")), TimeUnit(args.pop("freshness_unit")))
+    expectations = ex.from_json(args.pop("expectations", None))
     mt = services.create_materialized_table(
         **args,
+        expectations=expectations,
         freshness=freshness,
         refresh_mode=RefreshMode(mode) if mode else None,
         actor=actor,

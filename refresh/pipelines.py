@@ -31,6 +31,7 @@ from catalog.core.access import CREATE, MANAGE, READ_METADATA, WRITE_DATA
 from catalog.core.errors import AlreadyExists, InvalidInput
 from catalog.core.inputs import check_name
 from refresh import checks, selectors, services
+from refresh.core import expectations as ex
 from refresh.core import statements as st
 from refresh.core.columns import check_declared
 from refresh.core.freshness import RefreshMode, plan_refresh
@@ -107,6 +108,7 @@ def show_create(mt: MaterializedTable) -> str:
         distribution=st.Distribution(*distribution) if distribution else None,
         partitioned_by=mt.partitioned_by,
         options=mt.options,
+        expectations=ex.from_json(mt.expectations),
     )
 
 
@@ -129,10 +131,14 @@ class Difference:
     #: str, None (no comment), or _SAME.
     comment: Any = _SAME
     column_comments: dict[str, str | None] = field(default_factory=dict)
+    #: The statement's expectations when they differ from the table's (a new definition
+    #: version, as a new query).
+    expectations: tuple[ex.Expectation, ...] | None = None
 
     def empty(self) -> bool:
         return (
-            self.query is None
+            self.expectations is None
+            and self.query is None
             and self.freshness is None
             and self.refresh_mode is _SAME
             and not self.set_options
@@ -147,6 +153,12 @@ class Difference:
             changes.append(
                 f"query: a new definition version after {mt.current_version}, built by a "
                 "rebuild (ALTER ... AS)"
+            )
+        if self.expectations is not None:
+            names = ", ".join(e.name for e in self.expectations) or "none"
+            changes.append(
+                f"expectations ({names}): a new definition version after "
+                f"{mt.current_version}, built by a rebuild"
             )
         if self.freshness is not None:
             changes.append(f"FRESHNESS: {mt.freshness} -> {self.freshness}")
@@ -222,9 +234,12 @@ def difference(
     # A definition still being applied (ALTER ... AS, its rebuild not yet committed) is the
     # one a statement is compared with: applying the same text again is nothing to do.
     pending = services.pending_change(mt)
-    current_query = mt.query
+    current_query, current_expectations = mt.query, mt.expectations
     if pending is not None:
-        current_query = mt.versions.get(version_id=pending.version_id).query
+        version = mt.versions.get(version_id=pending.version_id)
+        current_query, current_expectations = version.query, version.expectations
+    if ex.changed(ex.from_json(current_expectations), statement.expectations):
+        diff.expectations = tuple(statement.expectations)
     if not same_query(current_query, statement.query):
         diff.query = statement.query.strip()
     elif statement.columns and pending is None:  # a pending one was checked at its ALTER
@@ -263,6 +278,8 @@ def difference(
             namespace=mt.default_namespace or mt.table.namespace.name,
             primary_key=mt.primary_key,
         )
+        if statement.expectations:
+            services.refuse_continuous_expectations(statement.expectations)
     if diff.query is not None:
         services.resolve_sources(
             query, namespace=namespace, own=(mt.table.namespace.name, mt.table.name), actor=actor
@@ -287,7 +304,15 @@ def apply_difference(
     pending rebuild refuses the other changes. Returns the table and the rebuild run (or
     None)."""
     if diff.query is not None:
-        services.check_query(mt, query=diff.query, columns=statement.columns, actor=actor)
+        services.check_query(
+            mt,
+            query=diff.query,
+            columns=statement.columns,
+            expectations=diff.expectations,
+            actor=actor,
+        )
+    elif diff.expectations is not None:
+        services.check_query(mt, query=mt.query, expectations=diff.expectations, actor=actor)
     if diff.set_options:
         mt = services.set_options(mt, options=diff.set_options, actor=actor)
     if diff.reset_options:
@@ -301,8 +326,14 @@ def apply_difference(
     if diff.column_comments:
         mt = services.set_column_comments(mt, comments=diff.column_comments, actor=actor)
     run = None
-    if diff.query is not None:
-        run = services.alter_query(mt, query=diff.query, columns=statement.columns, actor=actor)
+    if diff.query is not None or diff.expectations is not None:
+        run = services.alter_query(
+            mt,
+            query=diff.query or mt.query,
+            columns=statement.columns if diff.query is not None else (),
+            expectations=diff.expectations,
+            actor=actor,
+        )
     return mt, run
 
 
@@ -465,6 +496,8 @@ def _plan_create(
     )
     if refresh.mode is RefreshMode.CONTINUOUS and not set(sources) & planned:
         check_streamable(statement.query, namespace=ns, primary_key=statement.primary_key)
+    if refresh.mode is RefreshMode.CONTINUOUS:
+        services.refuse_continuous_expectations(statement.expectations)
     planned.add(qualified)
     changes = [
         f"{refresh.mode.value}, FRESHNESS = {statement.freshness}",
@@ -476,6 +509,9 @@ def _plan_create(
     if statement.distribution:
         columns = ", ".join(statement.distribution.columns)
         changes.append(f"bucket[{statement.distribution.buckets}] of {columns}")
+    if statement.expectations:
+        names = ", ".join(e.name for e in statement.expectations)
+        changes.append(f"expectations: {names}; their conditions checked by Spark when applied")
     return Plan("create", qualified, changes)
 
 

@@ -37,8 +37,9 @@ from catalog import workers
 from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
 from refresh import engine, leases, rights, selectors, services, sources
+from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode, planned_tick
-from refresh.core.incremental import Decision, Kind
+from refresh.core.incremental import Decision, Kind, full
 from refresh.core.options import TIMEOUT_OPTION, run_time_limit
 from refresh.core.partitions import scheduled_partition
 from refresh.core.refresh_state import partition_entry
@@ -191,6 +192,10 @@ def _execute(run_id: int) -> str:
         services.finish(run, state=RefreshRun.State.FAILED, error=describe(error))
         return RefreshRun.State.FAILED
     clock["decided"] = time.perf_counter()
+    expectations = ex.from_json(mt.expectations)
+    if decision.kind is Kind.INCREMENTAL and expectations:
+        # The incremental paths do not apply expectations: a full refresh does.
+        decision = full(f"the table has expectations ({decision.reason})")
     now = timezone.now()
     if decision.kind is Kind.NO_DATA:
         services.finish(
@@ -208,6 +213,7 @@ def _execute(run_id: int) -> str:
         action = RefreshRun.Action.PARTITION if run.partition else RefreshRun.Action.FULL
     beating = _watched(run, mt)
     beating.start()
+    violations: dict[str, int] = {}
     try:
         namespace = mt.default_namespace or mt.table.namespace.name
         session = engine.run_session(namespace=namespace.split("."), settings=run.options)
@@ -227,13 +233,23 @@ def _execute(run_id: int) -> str:
                     spark_timings, state,
                 )  # fmt: skip
             else:
-                _full(session, mt, run, snapshots, target, namespace, spark_timings, state)
+                _full(
+                    session, mt, run, snapshots, target, namespace, spark_timings, state,
+                    expectations, violations,
+                )  # fmt: skip
         clock["written"] = time.perf_counter()
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
         ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
         logger.warning("Refresh run %s of %s ended %s: %s", run.pk, mt, ended, error)
-        services.finish(run, state=ended, action=action, reason=decision.reason, error=message)
+        services.finish(
+            run,
+            state=ended,
+            action=action,
+            reason=decision.reason,
+            error=message,
+            expectations=violations,
+        )
         return ended
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
@@ -248,6 +264,7 @@ def _execute(run_id: int) -> str:
         snapshot_id=snapshot_id,
         source_snapshots=snapshots,
         data_timestamp=now,
+        expectations=violations,
     )
     clock["finished"] = time.perf_counter()
     _log_phases(run, action, clock, spark_timings)
@@ -282,10 +299,13 @@ def _full(
     namespace: str,
     timings: dict[str, float],
     state: dict[str, str],
+    expectations: tuple[ex.Expectation, ...] = (),
+    violations: dict[str, int] | None = None,
 ) -> None:
     """Recompute the query (or a partition of it) with every table it reads, through
     views, pinned at the snapshot the run records (changes.recompute), whatever its shape:
-    the commit's summary records `state`, and that is then exactly what it answers."""
+    the commit's summary records `state`, and that is then exactly what it answers. The
+    table's expectations are applied to its rows (their counts into `violations`)."""
     query, pins = pinned(mt.query, namespace, snapshots, what=f"Refresh run {run.pk} of {mt}")
     changes.recompute(
         session,
@@ -297,6 +317,8 @@ def _full(
         partition=run.partition or None,
         timings=timings,
         properties=state,
+        expectations=expectations,
+        violations=violations,
     )
 
 
@@ -370,8 +392,10 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
     schema and rows in one commit (batch.rebuild), then the version becomes current."""
     beating = _watched(run, mt)
     beating.start()
+    violations: dict[str, int] = {}
     try:
         definition, properties = services.rebuild_of(run)
+        version = mt.versions.get(version_id=run.definition_version)
         rights.check_version_reads(mt, run.definition_version)
         snapshots, _ = sources.source_snapshots(
             sources.query_sources(definition.query, definition.default_namespace)
@@ -406,12 +430,14 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
                 properties=properties,
                 snapshot_properties=state.summary(),
                 trusted_views=views,
+                expectations=ex.from_json(version.expectations),
+                violations=violations,
             )
     except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
         beating.stop()
         ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
         logger.warning("Rebuild run %s of %s ended %s: %s", run.pk, mt, ended, error)
-        services.fail_rebuild(run, error=message, state=ended)
+        services.fail_rebuild(run, error=message, state=ended, expectations=violations)
         return ended
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
@@ -421,6 +447,7 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
         snapshot_id=snapshot_id,
         source_snapshots=snapshots,
         data_timestamp=now,
+        expectations=violations,
     )
     return RefreshRun.State.SUCCEEDED
 

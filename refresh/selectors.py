@@ -247,6 +247,7 @@ RUN_ROW_FIELDS = (
     "rows_written",
     "bytes_written",
     "snapshot_id",
+    "expectations",
 )
 _RUN_ROWS: dict[tuple[str, ...], Prepared] = {}
 
@@ -409,6 +410,23 @@ _DURATION_ROWS = Prepared(
     .values_list("id", "state", "action", "started_at", "finished_at"),
     mt_id=_ID,
 )
+
+
+def expectation_series(mt: MaterializedTable, limit: int = 200) -> dict[str, list]:
+    """Each expectation's violating rows per finished run that counted them, oldest first:
+    {"names": the current expectations' names then any others counted, "points": [{"t",
+    "counts": {name: rows}}]}."""
+    rows = list(
+        RefreshRun.objects.filter(materialized_table_id=mt.pk, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values_list("finished_at", "expectations")[:limit]
+    )
+    rows.reverse()
+    points = [{"t": at.isoformat(), "counts": counts} for at, counts in rows if counts]
+    names = [row["name"] for row in mt.expectations]
+    for point in points:
+        names += [name for name in point["counts"] if name not in names]
+    return {"names": names, "points": points}
 
 
 def has_chart_points(mt: MaterializedTable) -> bool:

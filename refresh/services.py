@@ -53,6 +53,7 @@ from catalog.core.inputs import check_name
 from catalog.models import Namespace, View
 from refresh import analysis, rights, schedules, signals
 from refresh.core import definition as defs
+from refresh.core import expectations as ex
 from refresh.core.columns import ColumnDefinition, check_declared, with_comments
 from refresh.core.freshness import Freshness, RefreshMode, plan_refresh
 from refresh.core.options import check_option_keys, check_run_options, check_table_options
@@ -302,6 +303,7 @@ def create_materialized_table(
     comment: str | None = None,
     columns: Sequence[ColumnDefinition] = (),
     distribution: tuple[Sequence[str], int] | None = None,
+    expectations: Sequence[ex.Expectation] = (),
     statement: str = "CREATE",
     actor: Any = None,
 ) -> MaterializedTable:
@@ -323,6 +325,7 @@ def create_materialized_table(
     sources = resolve_sources(query, namespace=namespace, own=(namespace, name), actor=actor)
     if plan.mode is RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=primary_key)
+        refuse_continuous_expectations(expectations)
     definition = defs.Definition(
         query=query.strip(),
         default_namespace=namespace,
@@ -337,6 +340,7 @@ def create_materialized_table(
         distribution=(tuple(distribution[0]), int(distribution[1])) if distribution else None,
     )
     spark_schema = analysis.query_schema(definition.query, namespace=namespace)
+    check_expectations(definition.query, expectations, spark_schema, namespace=namespace)
     schema = iceberg_schema(spark_schema)
     check_declared(columns, schema, statement=statement)
     defs.check_against_schema(definition, schema)
@@ -372,6 +376,7 @@ def create_materialized_table(
             constraint_name=constraint_name or "",
             partitioned_by=list(definition.partitioned_by),
             comment=comment or "",
+            expectations=ex.as_json(expectations),
             created_by=actor if getattr(actor, "pk", None) else None,
         )
         _new_version(mt, version_id=1, operation="create", actor=actor)
@@ -412,6 +417,7 @@ def _new_version(
         default_namespace=mt.default_namespace,
         sources=mt.sources,
         schema_id=mt.table.current_schema_id,
+        expectations=mt.expectations,
         created_by=_user(actor),
     )
     MaterializedTableVersionLogEntry.objects.create(
@@ -421,6 +427,35 @@ def _new_version(
         actor=actor if getattr(actor, "pk", None) else None,
     )
     return version
+
+
+def check_expectations(
+    query: str, expectations: Sequence[ex.Expectation], spark_schema: str, *, namespace: str
+) -> None:
+    """Each condition names only the query's output columns, and Spark's sandbox allows the
+    query with the conditions evaluated on its rows (functions on its allow list, a boolean
+    result), as it allows query text. Writes nothing."""
+    if not expectations:
+        return
+    names = [field["name"] for field in json.loads(spark_schema)["fields"]]
+    ex.check_columns(expectations, names)
+    try:
+        analysis.query_schema(ex.flagged_query(query, expectations), namespace=namespace)
+    except SqlError as error:
+        # Spark's place is in the wrapped query's text, not the statement's.
+        raise InvalidInput(
+            f"An expectation's condition is refused: {error.message}", field="expectations"
+        ) from None
+
+
+def refuse_continuous_expectations(expectations: Sequence[Any]) -> None:
+    if expectations:
+        raise InvalidInput(
+            "Expectations are applied by FULL refreshes: a CONTINUOUS materialized table "
+            "cannot have them yet (drop the CONSTRAINT ... EXPECT clauses, or use "
+            "REFRESH_MODE = FULL)",
+            field="expectations",
+        )
 
 
 def _undo_create(mt: MaterializedTable, *, actor: Any) -> None:
@@ -492,6 +527,7 @@ def _replan(
             namespace=mt.default_namespace or mt.table.namespace.name,
             primary_key=mt.primary_key,
         )
+        refuse_continuous_expectations(mt.expectations)
     if plan.mode.value != mt.refresh_mode and plan.mode is RefreshMode.CONTINUOUS:
         # From FULL: the streaming process loads the table again and starts a new stream.
         mt.stream_checkpoint = ""
@@ -646,15 +682,23 @@ def alter_query(
     *,
     query: str,
     columns: Sequence[ColumnDefinition] = (),
+    expectations: Sequence[ex.Expectation] | None = None,
     actor: Any = None,
 ) -> RefreshRun:
     """ALTER MATERIALIZED TABLE ... AS <query>: a new definition version, applied by a
     rebuild (see `_redefine`). Returns the rebuild's run. `columns` (CREATE OR ALTER's
-    schema part) must be satisfied by the new query's schema."""
+    schema part) must be satisfied by the new query's schema; `expectations` (CREATE OR
+    ALTER's) replace the table's, which ALTER ... AS (None) keeps."""
     if not query or not query.strip():
         raise InvalidInput("A materialized table needs a query", field="query")
     return _redefine(
-        mt, query=query.strip(), version_id=None, operation="alter", actor=actor, columns=columns
+        mt,
+        query=query.strip(),
+        version_id=None,
+        operation="alter",
+        actor=actor,
+        columns=columns,
+        expectations=expectations,
     )
 
 
@@ -663,6 +707,7 @@ def check_query(
     *,
     query: str,
     columns: Sequence[ColumnDefinition] = (),
+    expectations: Sequence[ex.Expectation] | None = None,
     actor: Any = None,
 ) -> None:
     """What ALTER ... AS checks before it writes (sources, the stream's shape, Spark's schema
@@ -674,7 +719,11 @@ def check_query(
     resolve_sources(query, namespace=namespace, own=own, actor=actor)
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=mt.primary_key)
-    schema = iceberg_schema(analysis.query_schema(query, namespace=namespace))
+    spark_schema = analysis.query_schema(query, namespace=namespace)
+    if expectations is None:
+        expectations = ex.from_json(mt.expectations)
+    check_expectations(query, expectations, spark_schema, namespace=namespace)
+    schema = iceberg_schema(spark_schema)
     check_declared(columns, schema, statement="CREATE OR ALTER")
     defs.check_against_schema(dataclasses.replace(_definition(mt), query=query), schema)
 
@@ -720,6 +769,7 @@ def _redefine(
     operation: str,
     actor: Any,
     columns: Sequence[ColumnDefinition] = (),
+    expectations: Sequence[ex.Expectation] | None = None,
 ) -> RefreshRun:
     """A new definition (alter: `version_id` None, the next id is taken under the lock) or
     an older one again (rollback). Checked now as CREATE checks (sources, Spark's schema,
@@ -736,9 +786,17 @@ def _redefine(
     own = (table.namespace.name, table.name)
     sources = resolve_sources(query, namespace=namespace, own=own, actor=actor)
     definition = dataclasses.replace(_definition(mt), query=query)
+    if expectations is None:
+        kept = mt.expectations
+        if version_id is not None:
+            kept = mt.versions.get(version_id=version_id).expectations
+        expectations = ex.from_json(kept)
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=mt.primary_key)
+        refuse_continuous_expectations(expectations)
     spark_schema = analysis.query_schema(query, namespace=namespace)
+    if version_id is None:  # an older version's were checked when it was made
+        check_expectations(query, expectations, spark_schema, namespace=namespace)
     check_declared(columns, iceberg_schema(spark_schema), statement="CREATE OR ALTER")
     defs.check_against_schema(definition, iceberg_schema(spark_schema))
     derived = iceberg_schema(spark_schema, identifier_fields=definition.primary_key)
@@ -766,6 +824,7 @@ def _redefine(
                     for c in columns
                     if c.type is not None
                 },
+                expectations=ex.as_json(expectations),
                 created_by=_user(actor),
             )
         elif version_id == mt.current_version:
@@ -845,8 +904,11 @@ def apply_rebuild(
             version.sources,
             version.version_id,
         )
-        mt.default_namespace = version.default_namespace
-        fields = ["query", "sources", "current_version", "default_namespace", "updated_at"]
+        mt.default_namespace, mt.expectations = version.default_namespace, version.expectations
+        fields = [
+            "query", "sources", "current_version", "default_namespace", "expectations",
+            "updated_at",
+        ]  # fmt: skip
         if stream is not None:
             mt.stream_checkpoint, mt.stream_start = stream["checkpoint"], stream["start"]
             fields += ["stream_checkpoint", "stream_start"]
@@ -869,7 +931,11 @@ def apply_rebuild(
 
 
 def fail_rebuild(
-    run: RefreshRun, *, error: str, state: str = RefreshRun.State.FAILED
+    run: RefreshRun,
+    *,
+    error: str,
+    state: str = RefreshRun.State.FAILED,
+    expectations: Mapping[str, int] | None = None,
 ) -> RefreshRun:
     """The rebuild failed (or was cancelled: `state`) before its commit: the table, its
     definition and its state stay as they were; the run and the version log say why the
@@ -877,7 +943,10 @@ def fail_rebuild(
     refreshes are not failing."""
     with transaction.atomic():
         done = RefreshRun.objects.filter(pk=run.pk, state__in=RefreshRun.ACTIVE).update(
-            state=state, finished_at=timezone.now(), error=error[:10_000]
+            state=state,
+            finished_at=timezone.now(),
+            error=error[:10_000],
+            expectations=dict(expectations or {}),
         )
         run.refresh_from_db()
         if done == 1:
@@ -1142,6 +1211,13 @@ def claim(run_id: int, *, worker: str) -> RefreshRun | None:
         )
         if taken != 1:
             return None
+        run.state, run.started_at, run.heartbeat_at, run.worker = (
+            RefreshRun.State.RUNNING,
+            now,
+            now,
+            worker,
+        )
+        signals.run_started.send(RefreshRun, run=run)
     run.refresh_from_db()
     return run
 
@@ -1225,6 +1301,39 @@ def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> R
             _count(run)
         if done == 1:
             observe_finished(run)
+    return run
+
+
+def record_stream_failure(mt: MaterializedTable, *, error: str) -> RefreshRun | None:
+    """A continuous table's stream stopped on an error of its own: the first failure of a
+    spell becomes a failed run in the history, announced as any failed run is (a
+    notification's "run failed"; its next micro-batch is the recovery). Later failures of
+    the same spell (the stream retries every few seconds) add nothing. Not counted toward
+    the automatic suspension: the stream retries by itself, and its micro-batches, which
+    are recorded as they commit, do not reset that count."""
+    with transaction.atomic():
+        spell = (
+            MaterializedTable.objects.select_for_update()
+            .filter(pk=mt.pk)
+            .exclude(stream_status="FAILED")
+        )
+        if not spell.update(stream_status="FAILED", stream_error=error[:2000]):
+            MaterializedTable.objects.filter(pk=mt.pk).update(stream_error=error[:2000])
+            return None
+        now = timezone.now()
+        run = RefreshRun.objects.create(
+            materialized_table=mt,
+            table_name=str(mt.table),
+            trigger=RefreshRun.Trigger.CONTINUOUS,
+            action=RefreshRun.Action.INCREMENTAL,
+            state=RefreshRun.State.FAILED,
+            queued_at=now,
+            started_at=now,
+            finished_at=now,
+            error=error[:10_000],
+            definition_version=mt.current_version,
+        )
+        observe_finished(run)
     return run
 
 

@@ -49,7 +49,7 @@ from catalog import history
 from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
-from refresh import engine, leases, rights, selectors, services, stream_hosts
+from refresh import engine, leases, rights, selectors, services, signals, stream_hosts
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
@@ -473,7 +473,7 @@ class Supervisor:
         except Exception as error:  # noqa: BLE001 - shown on the table's page, retried later
             logger.exception("Starting the stream of %s failed", mt)
             self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
-            _set_status(mt.pk, "FAILED", error=_first_line(error))
+            services.record_stream_failure(mt, error=_first_line(error))
             return
         self.running[mt.pk] = Running(
             mt.pk, query, _signature(mt), mt.stream_checkpoint, plan, time.monotonic()
@@ -526,6 +526,7 @@ class Supervisor:
                 worker=self._worker,
                 definition_version=mt.current_version,
             )
+            signals.run_started.send(RefreshRun, run=run)
         try:
             pins, result = self._pinned_load(
                 session,
@@ -795,7 +796,7 @@ class Supervisor:
             )
             return
         self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
-        _set_status(mt.pk, "FAILED", error=message)
+        services.record_stream_failure(mt, error=message)
 
     def _follow_static(self, running: Running, mt: MaterializedTable) -> None:
         """A static source (the other side of a stream-static join) moved on since the

@@ -21,6 +21,7 @@ from typing import Any
 from catalog.core.errors import CommitConflict, InvalidInput
 from catalog.models import Table, TableSnapshot
 from refresh import analysis, rights, selectors, services, sources
+from refresh.core import expectations as ex
 from refresh.core.pinning import Expanded
 from refresh.core.refresh_state import RefreshState, read, read_partition
 from refresh.models import MaterializedTable, Verification
@@ -83,6 +84,7 @@ def _verify_one(
         snapshot_id=snapshot_id,
         pins={tuple(name.split(".")): snapshot for name, snapshot in recorded.items()},
         partition=read_partition(summary),
+        expectations=ex.from_json(version.expectations),
     )
     return services.record_verification(
         mt,

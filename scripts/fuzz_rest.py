@@ -436,14 +436,18 @@ def fuzz(
     tally: Tally,
     deadline: float,
     reseed: Seeder,
+    only: re.Pattern[str] | None = None,
 ) -> bool:
-    """Each operation: valid and invalid requests with random path parameters, then valid
-    ones and the spec's examples against the seeded objects. False if time ran out."""
+    """Each operation (whose path `only` matches, when given): valid and invalid requests
+    with random path parameters, then valid ones and the spec's examples against the seeded
+    objects. False if time ran out."""
     for result in schema.get_all_operations():
         try:
             operation = result.ok()
         except Exception as error:  # noqa: BLE001 - an operation schemathesis cannot read
             print(f"  skipped an operation schemathesis cannot read: {error}")
+            continue
+        if only is not None and not only.search(operation.path):
             continue
         label = f"{operation.method.upper()} {operation.path}"
         names = {p.name for p in operation.path_parameters}
@@ -559,6 +563,9 @@ def main() -> int:
     parser.add_argument("--skip-api", action="store_true", help="fuzz /iceberg only")
     parser.add_argument("--workdir", type=Path, help="database, warehouse, server log")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument(
+        "--only", type=re.compile, help="fuzz only the paths this regular expression matches"
+    )
     args = parser.parse_args()
     if args.iceberg_spec is None:
         print(f"No --iceberg-spec: only /api is fuzzed.\n{SPEC_HELP}\n")
@@ -654,6 +661,7 @@ def main() -> int:
                 tally=tally,
                 deadline=deadline,
                 reseed=reseed,
+                only=args.only,
             )
         if not args.skip_api and finished:
             answer = api.get(f"{base_url}/api/schema/", params={"format": "json"}, timeout=30)
@@ -668,6 +676,7 @@ def main() -> int:
                 tally=tally,
                 deadline=deadline,
                 reseed=reseed,
+                only=args.only,
             )
         report(tally, log_path, token_name_hint=args.url is None)
         failed = tally.failed()

@@ -8,8 +8,9 @@ process of its own, so in production they share one folder, PROMETHEUS_MULTIPROC
 (prometheus_client's multiprocess mode): each process writes its own files there and a
 scrape sums them all. The launchers empty that folder when the app starts (scripts/run.sh,
 compose's migrate service); gunicorn's child_exit hook marks a dead worker
-(webapp/gunicorn.conf.py). Without the variable (tests, one process) the values stay in the
-process.
+(webapp/gunicorn.conf.py), whose values are folded into one file per host, so the folder
+keeps a bounded number of files between deployments. Without the variable (tests, one
+process) the values stay in the process.
 
 What is state rather than events (lag, queued and running jobs, live streaming hosts) is
 read from the database at scrape time by the collectors the apps register in `COLLECTORS`,
@@ -19,11 +20,13 @@ This module imports nothing of the apps: the catalog's kernel and refresh both i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from prometheus_client import Counter, Histogram, values
 from prometheus_client.core import Metric
@@ -47,11 +50,51 @@ if MULTIPROC_DIR:
 
 
 def mark_process_dead(pid: int) -> None:
-    """A process that ended (a gunicorn worker): its live gauges go (counters stay summed)."""
+    """A process that ended (a gunicorn worker): its live gauges go, and its counters,
+    histograms and summaries are folded into its host's file of exited processes."""
     if MULTIPROC_DIR:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(process_identifier(pid), MULTIPROC_DIR)
+        fold_exited(process_identifier(pid), MULTIPROC_DIR)
+
+
+#: The kinds of files whose values a scrape sums across processes, so that a dead
+#: process's values may be added into another file without changing any sum.
+_SUMMED = ("counter", "histogram", "summary")
+
+
+@contextmanager
+def folder_lock(path: str, *, exclusive: bool) -> Iterator[None]:
+    """A lock on the multiprocess folder: a scrape reads under a shared one and a fold
+    writes under an exclusive one, so that no scrape counts a dead process's values twice
+    (or not at all) while they move, which Prometheus would read as a counter reset."""
+    with open(os.path.join(path, ".lock"), "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def fold_exited(identifier: str, path: str) -> None:
+    """Add a dead process's summed values into its host's `<kind>_<host>-exited.db` and
+    remove its files, so that the folder holds a bounded number of files however many
+    workers gunicorn replaces over months, and every total stays what it was."""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    with folder_lock(path, exclusive=True):
+        for kind in _SUMMED:
+            dead = os.path.join(path, f"{kind}_{identifier}.db")
+            if not os.path.exists(dead):
+                continue
+            archive = MmapedDict(os.path.join(path, f"{kind}_{_HOST}-exited.db"))
+            try:
+                for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(dead):
+                    archive.write_value(key, archive.read_value(key)[0] + value, timestamp)
+            finally:
+                archive.close()
+            os.remove(dead)
 
 
 #: Collectors of what is read at scrape time: each a function yielding metric families.
@@ -132,6 +175,20 @@ def refresh_finished(
     action = action or "NONE"
     REFRESH_RUNS.labels(table, trigger, action, outcome).inc()
     REFRESH_SECONDS.labels(trigger, action, outcome).observe(seconds)
+
+
+# -- lineage events --------------------------------------------------------------------------
+
+LINEAGE_EVENTS = Counter(
+    "lakeview_openlineage_events",
+    "OpenLineage run events by outcome: sent (the transport took it), failed (it raised), "
+    "dropped (the process's queue was full).",
+    ["outcome"],
+)
+
+
+def lineage_event(outcome: str) -> None:
+    LINEAGE_EVENTS.labels(outcome).inc()
 
 
 class RequestMetricsMiddleware:

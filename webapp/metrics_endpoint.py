@@ -114,6 +114,21 @@ def _parsed(key: str) -> tuple:
     return found
 
 
+def _read_folder(path: str, gauges: list[str]) -> list[tuple[str, list]]:
+    """(kind, entries) of each summed file in the folder; gauge files' paths go to `gauges`."""
+    found = []
+    for file in glob.glob(os.path.join(path, "*.db")):
+        kind = os.path.basename(file).split("_", 1)[0]
+        if kind == "gauge":
+            gauges.append(file)
+            continue
+        try:
+            found.append((kind, MmapedDict.read_all_values_from_file(file)))
+        except FileNotFoundError:
+            continue
+    return found
+
+
 def recorded(path: str) -> list[Family]:
     """Every process's counters, histograms and summaries from the multiprocess folder,
     summed across processes as prometheus_client's MultiProcessCollector sums them
@@ -123,15 +138,9 @@ def recorded(path: str) -> list[Family]:
     buckets: dict[str, dict[tuple, dict[float, float]]] = {}
     kinds: dict[str, tuple[str, str]] = {}
     gauges = []
-    for file in glob.glob(os.path.join(path, "*.db")):
-        kind = os.path.basename(file).split("_", 1)[0]
-        if kind == "gauge":
-            gauges.append(file)
-            continue
-        try:
-            entries = MmapedDict.read_all_values_from_file(file)
-        except FileNotFoundError:
-            continue
+    with metrics.folder_lock(path, exclusive=False):
+        entries_of = _read_folder(path, gauges)
+    for kind, entries in entries_of:
         for key, value, _, _ in entries:
             family, name, labels, le, help_text = _parsed(key)
             if family not in kinds:

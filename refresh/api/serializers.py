@@ -19,6 +19,7 @@ from rest_framework import serializers
 from catalog import access
 from catalog.core.errors import CatalogError, InvalidInput
 from refresh import queries, rights, selectors
+from refresh.core import expectations as ex
 from refresh.core.freshness import Freshness, RefreshMode, full_refresh_schedule
 from refresh.models import (
     MaterializedTable,
@@ -144,6 +145,45 @@ class StatementRequestSerializer(StrictSerializer):
     )
 
 
+class ExpectationInputSerializer(serializers.Serializer):
+    """CONSTRAINT name EXPECT (condition) [ON VIOLATION ...] as JSON."""
+
+    name = serializers.CharField()
+    condition = serializers.CharField(help_text="A Spark SQL expression over the query's columns.")
+    on_violation = serializers.ChoiceField(
+        choices=list(ex.ACTIONS),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Omitted: violating rows are kept and counted.",
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "keys"):  # a typo must not be ignored, as StrictSerializer says
+            unknown = sorted(set(data.keys()) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    f"Unknown fields: {', '.join(unknown)} (known: {', '.join(self.fields)})"
+                )
+        return super().to_internal_value(data)
+
+    def validate_condition(self, value: str) -> str:
+        try:
+            ex.parse_condition(value)
+        except InvalidInput as error:
+            raise serializers.ValidationError(error.message) from None
+        return value
+
+
+def _expectations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    for row in rows:
+        if row["name"].lower() in seen:
+            raise InvalidInput(f"Duplicate expectation name {row['name']!r}", field="expectations")
+        seen.add(row["name"].lower())
+    return rows
+
+
 class MaterializedTableCreateSerializer(StrictSerializer):
     name = serializers.CharField()
     query = serializers.CharField(trim_whitespace=False, help_text="A Spark SQL query.")
@@ -160,6 +200,12 @@ class MaterializedTableCreateSerializer(StrictSerializer):
     partitioned_by = _names(required=False, default=list)
     options = _text_map(required=False, default=dict)
     comment = serializers.CharField(required=False, allow_null=True, allow_blank=True, default=None)
+    expectations = ExpectationInputSerializer(
+        many=True, required=False, default=list, help_text="Checked on every refreshed row."
+    )
+
+    def validate_expectations(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _expectations(value)
 
 
 class MaterializedTableUpdateSerializer(StrictSerializer):
@@ -310,6 +356,7 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "bytes_written",
             "snapshot_id",
             "source_snapshots",
+            "expectations",
             "data_timestamp",
             "definition_version",
             "batches",
@@ -363,6 +410,7 @@ RUN_DATA_FIELDS = (
     "bytes_written",
     "snapshot_id",
     "source_snapshots",
+    "expectations",
     "data_timestamp",
     "definition_version",
     "batches",
@@ -413,6 +461,7 @@ def run_data(row: dict[str, Any], *, namespace: str | None, name: str | None) ->
         "bytes_written": row["bytes_written"],
         "snapshot_id": row["snapshot_id"],
         "source_snapshots": row["source_snapshots"],
+        "expectations": row["expectations"],
         "data_timestamp": moment("data_timestamp"),
         "definition_version": row["definition_version"],
         "batches": row["batches"],
@@ -565,12 +614,19 @@ class StreamHostSerializer(serializers.Serializer):
     lease_until = serializers.DateTimeField(help_text="when its lease ends unless renewed")
 
 
+class ExpectationSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    condition = serializers.CharField(allow_null=True)
+    on_violation = serializers.ChoiceField(choices=["DROP ROW", "FAIL UPDATE"], allow_null=True)
+
+
 class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
     """A table's detail. With the request in its context, the query is null for a user
     who may not read every source (refresh.rights), and `query_hidden` says so."""
 
     query = serializers.SerializerMethodField()
     query_hidden = serializers.SerializerMethodField()
+    expectations = serializers.SerializerMethodField()
     schedule = serializers.SerializerMethodField()
     stream_host = serializers.SerializerMethodField()
     schema = serializers.SerializerMethodField()
@@ -585,6 +641,7 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
             "primary_key",
             "constraint_name",
             "partitioned_by",
+            "expectations",
             "query",
             "query_hidden",
             "default_namespace",
@@ -618,6 +675,15 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
     def get_query(self, mt: MaterializedTable) -> str | None:
         """The query (Spark SQL); null when hidden from the user (see query_hidden)."""
         return None if self._hidden(mt) else mt.query
+
+    @extend_schema_field(ExpectationSerializer(many=True))
+    def get_expectations(self, mt: MaterializedTable) -> list[dict[str, Any]]:
+        """CONSTRAINT name EXPECT (condition) [ON VIOLATION ...], in the order written;
+        each condition null when the query is hidden from the user."""
+        hidden = self._hidden(mt)
+        return [
+            {**row, "condition": None if hidden else row["condition"]} for row in mt.expectations
+        ]
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_query_hidden(self, mt: MaterializedTable) -> str | None:
@@ -733,12 +799,14 @@ class MaterializedTableVersionSerializer(serializers.ModelSerializer):
     )
     is_current = serializers.SerializerMethodField()
     query = serializers.SerializerMethodField()
+    expectations = serializers.SerializerMethodField()
 
     class Meta:
         model = MaterializedTableVersion
         fields = [
             "version_id",
             "query",
+            "expectations",
             "default_namespace",
             "sources",
             "schema_id",
@@ -752,6 +820,15 @@ class MaterializedTableVersionSerializer(serializers.ModelSerializer):
     def get_query(self, version: MaterializedTableVersion) -> str | None:
         """The version's query; null when hidden from the user."""
         return None if version.version_id in self.context.get("hidden", ()) else version.query
+
+    @extend_schema_field(ExpectationSerializer(many=True))
+    def get_expectations(self, version: MaterializedTableVersion) -> list[dict[str, Any]]:
+        """The version's expectations; each condition null when its query is hidden."""
+        hidden = version.version_id in self.context.get("hidden", ())
+        return [
+            {**row, "condition": None if hidden else row["condition"]}
+            for row in version.expectations
+        ]
 
     def get_is_current(self, version: MaterializedTableVersion) -> bool:
         current = self.context.get("current_version")

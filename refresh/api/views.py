@@ -232,6 +232,7 @@ class MaterializedTableListView(generics.ListAPIView):
             "partitioned_by": list(data["partitioned_by"]),
             "options": dict(data["options"]),
             "comment": data["comment"],
+            "expectations": [dict(row) for row in data["expectations"]],
         }
         return respond(
             jobs.attempt(

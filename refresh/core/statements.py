@@ -35,6 +35,7 @@ from refresh.core.columns import (
     quote_string,
     render_type,
 )
+from refresh.core.expectations import ACTIONS, Expectation, parse_condition
 from refresh.core.freshness import (
     DEFAULT_CONTINUOUS_FRESHNESS,
     DEFAULT_FULL_FRESHNESS,
@@ -99,6 +100,8 @@ class CreateMaterializedTable:
     #: The schema part (FLIP-550): names only, or names with types, NOT NULL and comments.
     columns: tuple[ColumnDefinition, ...] = ()
     distribution: Distribution | None = None
+    #: CONSTRAINT name EXPECT (condition) [ON VIOLATION ...] in the schema part (Databricks).
+    expectations: tuple[Expectation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -717,9 +720,9 @@ def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializ
     if replace:
         raise reader.error("REPLACE MATERIALIZED TABLE is not supported.", materialized)
     name = reader.name()
-    constraint_name, primary_key, columns = None, (), ()
+    constraint_name, primary_key, columns, expectations = None, (), (), ()
     if reader.at_type(TokenType.L_PAREN):
-        constraint_name, primary_key, columns = _schema_part(reader)
+        constraint_name, primary_key, columns, expectations = _schema_part(reader)
     clauses = _create_clauses(reader)
     refresh_mode = clauses.get("REFRESH_MODE")
     # Flink 2.x: FRESHNESS may be left out; the defaults are Flink's
@@ -742,6 +745,7 @@ def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializ
         or_alter=or_alter,
         columns=columns,
         distribution=clauses.get("DISTRIBUTED BY"),
+        expectations=expectations,
     )
     _check_formatters(reader, statement, option_tokens)
     try:
@@ -753,18 +757,22 @@ def _create(reader: _Reader, end: int, threshold: timedelta) -> CreateMaterializ
 
 def _schema_part(
     reader: _Reader,
-) -> tuple[str | None, tuple[str, ...], tuple[ColumnDefinition, ...]]:
+) -> tuple[str | None, tuple[str, ...], tuple[ColumnDefinition, ...], tuple[Expectation, ...]]:
     """( element, ... ): columns (names only, or each with its type, NOT NULL and COMMENT;
-    FLIP-550) and at most one [CONSTRAINT name] PRIMARY KEY (columns) NOT ENFORCED. Watermarks,
-    computed and metadata columns and UNIQUE are refused: Spark refreshes the table and it
-    has none of them."""
+    FLIP-550), at most one [CONSTRAINT name] PRIMARY KEY (columns) NOT ENFORCED, and
+    expectations, CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]
+    (Databricks' place for them). Watermarks, computed and metadata columns and UNIQUE are
+    refused: Spark refreshes the table and it has none of them."""
     reader.next()
     constraint: tuple[str | None, tuple[str, ...]] | None = None
     columns: list[ColumnDefinition] = []
     where: list[Token] = []
+    expectations: list[tuple[Token, Expectation]] = []
     while True:
         start = reader.peek()
-        if reader.at("CONSTRAINT") or reader.at("PRIMARY KEY") or reader.at("UNIQUE"):
+        if reader.at("CONSTRAINT") and _words(reader.peek(2) or start) == ["EXPECT"]:
+            expectations.append((reader.peek(1), _expectation(reader)))
+        elif reader.at("CONSTRAINT") or reader.at("PRIMARY KEY") or reader.at("UNIQUE"):
             if constraint is not None:
                 raise reader.error("A materialized table has at most one PRIMARY KEY", start)
             constraint = _constraint(reader)
@@ -788,7 +796,58 @@ def _schema_part(
             raise reader.error(f"Duplicate column '{column.name}'", token)
         seen.append(column.name)
     constraint_name, primary_key = constraint or (None, ())
-    return constraint_name, primary_key, tuple(columns)
+    names: list[str] = [constraint_name.lower()] if constraint_name else []
+    for token, expectation in expectations:
+        if expectation.name.lower() in names:  # Databricks: unique for a dataset
+            raise reader.error(f"Duplicate constraint name '{expectation.name}'", token)
+        names.append(expectation.name.lower())
+    return constraint_name, primary_key, tuple(columns), tuple(e for _, e in expectations)
+
+
+def _expectation(reader: _Reader) -> Expectation:
+    """CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]: the
+    condition is the text inside the parentheses (balanced), read by sqlglot as one
+    row-level Spark expression (refresh.core.expectations.parse_condition)."""
+    reader.next()
+    name = reader.identifier("a constraint name")
+    reader.next()  # EXPECT
+    opening = reader.peek()
+    if opening is None or opening.token_type != TokenType.L_PAREN:
+        raise reader.expected(f"'(' and a condition after EXPECT of expectation '{name}'")
+    reader.next()
+    first, depth = reader.peek(), 1
+    while True:
+        token = reader.peek()
+        if token is None:
+            raise reader.error(
+                f"The condition of expectation '{name}' is not closed: expected ')' for this '('",
+                opening,
+            )
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                break
+        reader.next()
+    closing = reader.next()
+    if first is closing:
+        raise reader.error(f"Expectation '{name}' needs a condition inside EXPECT ( )", closing)
+    condition = reader.text[first.start : reader.tokens[reader.index - 2].end + 1]
+    try:
+        parse_condition(condition)
+    except InvalidInput as error:
+        raise reader.error(f"Expectation '{name}': {error.message}", first) from None
+    action = None
+    if reader.accept("ON VIOLATION"):
+        token = reader.peek()
+        action = next((a for a in ACTIONS if reader.accept(a)), None)
+        if action is None:
+            raise reader.error(
+                f"Expected DROP ROW or FAIL UPDATE after ON VIOLATION, found {reader.shown(token)}",
+                token,
+            )
+    return Expectation(name, condition, action)
 
 
 #: What may follow a column's name in the schema part, and what ends its type.
@@ -1149,6 +1208,7 @@ def show_create(
     distribution: Distribution | None = None,
     partitioned_by: Sequence[str] = (),
     options: Mapping[str, str] | None = None,
+    expectations: Sequence[Expectation] = (),
 ) -> str:
     """The CREATE OR ALTER statement that defines the table as it is: its schema part (every
     column with its type, NOT NULL and comment, and the primary key), each clause in Flink's
@@ -1165,6 +1225,7 @@ def show_create(
         named = f"CONSTRAINT {quote_name(constraint_name)} " if constraint_name else ""
         keys = ", ".join(quote_name(key) for key in primary_key)
         elements.append(f"  {named}PRIMARY KEY ({keys}) NOT ENFORCED")
+    elements += [f"  {expectation.clause}" for expectation in expectations]
     lines += [",\n".join(elements), ")"]
     if comment:
         lines.append(f"COMMENT {quote_string(comment)}")

@@ -257,6 +257,7 @@ def mt_charts(request: HttpRequest, namespace: str, name: str) -> JsonResponse:
             "durations": selectors.duration_series(mt),
             "lag": selectors.lag_series(mt),
             "freshness_seconds": mt.freshness.seconds,
+            "expectations": selectors.expectation_series(mt),
         }
     )
 
@@ -342,6 +343,12 @@ def _run_rows_html(
             written += f"<div>{text(run['rows_written'])} rows</div>"
         if run["bytes_written"] is not None:
             written += f"<div>{text(filesizeformat(run['bytes_written']))}</div>"
+        for expectation, violated in (run["expectations"] or {}).items():
+            written += (
+                f'<div class="run-expectation small" title="rows that violated expectation '
+                f'{text(expectation)}"><code>{text(expectation)}</code>: '
+                f"{text(violated)} violated</div>"
+            )
         snapshot = "" if run["snapshot_id"] is None else text(run["snapshot_id"])
         out.append(
             f'<tr id="run-{pk}" class="run{" run-active" if active else ""}" data-run-id="{pk}"'

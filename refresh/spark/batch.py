@@ -11,12 +11,14 @@ worker passes plain values in."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from refresh.core import expectations as ex
 from refresh.core.definition import DISTRIBUTION_PROPERTY
 
 if TYPE_CHECKING:
@@ -47,8 +49,12 @@ def full_refresh(
     timings: dict[str, float] | None = None,
     trusted_views: Sequence[str] = (),
     snapshot_properties: Mapping[str, str] | None = None,
+    expectations: Sequence[ex.Expectation] = (),
+    violations: dict[str, int] | None = None,
 ) -> RefreshResult | None:
-    """Replace the target's rows (or one partition's) with what `query` gives now. With
+    """Replace the target's rows (or one partition's) with what `query` gives now, its
+    `expectations` applied (`expected`: the counts of violating rows go in `violations`; a
+    FAIL UPDATE one that rows violate raises before anything is written). With
     `report`, read back the commit's snapshot (a small Spark job over the table's metadata);
     a caller that learns it elsewhere (the catalog's mirror) passes False. `timings` gets
     the seconds the sandbox's check took ("checked") and the job with its commit ("written").
@@ -62,20 +68,58 @@ def full_refresh(
     from refresh.spark.commits import with_properties
 
     started = time.perf_counter()
-    frame = sandbox.query(spark, query, catalog=target[0], trusted_views=trusted_views)
+    text = ex.flagged_query(query, expectations) if expectations else query
+    frame = sandbox.query(spark, text, catalog=target[0], trusted_views=trusted_views)
     checked = time.perf_counter()
     writer_target = quote(target)
     properties = snapshot_properties or {}
+    condition = partition_condition(partition) if partition else F.lit(True)
     if partition:
-        condition = partition_condition(partition)
-        with_properties(frame.where(condition).writeTo(writer_target), properties).overwrite(
-            condition
-        )
-    else:
-        with_properties(frame.writeTo(writer_target), properties).overwrite(F.lit(True))
+        frame = frame.where(condition)
+    with expected(frame, expectations, violations) as kept:
+        with_properties(kept.writeTo(writer_target), properties).overwrite(condition)
     if timings is not None:
         timings.update(checked=checked - started, written=time.perf_counter() - checked)
     return latest_snapshot(spark, target) if report else None
+
+
+@contextlib.contextmanager
+def expected(
+    frame: DataFrame,
+    expectations: Sequence[ex.Expectation],
+    violations: dict[str, int] | None = None,
+) -> Iterator[DataFrame]:
+    """`frame` (a `flagged_query`'s rows) with its expectations applied: its violating rows
+    counted per expectation in one aggregation (into `violations`), ExpectationFailed for
+    the first FAIL UPDATE expectation any row violates, then the rows without DROP ROW's
+    violators and without the flag columns. The rows are computed once: kept (memory, then
+    disk) between the count and the caller's write."""
+    from pyspark.sql import functions as F
+
+    if not expectations:
+        yield frame
+        return
+    flags = [ex.FLAG.format(index) for index in range(len(expectations))]
+    frame = frame.persist()
+    try:
+        totals = frame.agg(
+            *[F.sum(F.col(quote([flag])).cast("long")).alias(flag) for flag in flags]
+        ).first()
+        counts = {
+            e.name: int(totals[flag] or 0) for e, flag in zip(expectations, flags, strict=True)
+        }
+        if violations is not None:
+            violations.update(counts)
+        failure = ex.first_failure(expectations, counts)
+        if failure is not None:
+            raise failure
+        kept = frame
+        for expectation, flag in zip(expectations, flags, strict=True):
+            if expectation.on_violation == ex.DROP_ROW:
+                kept = kept.where(~F.col(quote([flag])))
+        yield kept.drop(*flags)
+    finally:
+        frame.unpersist()
 
 
 def partition_condition(partition: Mapping[str, str]) -> Column:
@@ -132,20 +176,25 @@ def rebuild(
     properties: Mapping[str, str],
     snapshot_properties: Mapping[str, str] | None = None,
     trusted_views: Sequence[str] = (),
+    expectations: Sequence[ex.Expectation] = (),
+    violations: dict[str, int] | None = None,
 ) -> None:
     """A FULL table's redefinition: the new query's result (once the sandbox allowed its
-    plan) replaces the table with its schema, in one commit (`replace`). `trusted_views`
-    are the caller's temporary views the query may read (pinned sources)."""
+    plan), its `expectations` applied (`expected`), replaces the table with its schema, in
+    one commit (`replace`). `trusted_views` are the caller's temporary views the query may
+    read (pinned sources)."""
     from refresh.spark import sandbox
 
-    frame = sandbox.query(spark, query, catalog=target[0], trusted_views=trusted_views)
-    replace(
-        frame,
-        target=target,
-        partitioned_by=partitioned_by,
-        properties=properties,
-        snapshot_properties=snapshot_properties,
-    )
+    text = ex.flagged_query(query, expectations) if expectations else query
+    frame = sandbox.query(spark, text, catalog=target[0], trusted_views=trusted_views)
+    with expected(frame, expectations, violations) as kept:
+        replace(
+            kept,
+            target=target,
+            partitioned_by=partitioned_by,
+            properties=properties,
+            snapshot_properties=snapshot_properties,
+        )
 
 
 def latest_snapshot(spark: SparkSession, target: Sequence[str]) -> RefreshResult:

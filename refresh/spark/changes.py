@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from refresh.core.expectations import Expectation
 from refresh.core.incremental import combinable
 from refresh.core.streaming import StreamPlan, rewrite_sources, without_having
 from refresh.spark import sandbox
@@ -272,8 +273,11 @@ def recompute(
     partition: Mapping[str, str] | None = None,
     timings: dict[str, float] | None = None,
     properties: Mapping[str, str] | None = None,
+    expectations: Sequence[Expectation] = (),
+    violations: dict[str, int] | None = None,
 ) -> None:
-    """A FULL refresh (batch.full_refresh), its snapshot summary with `properties`. Each
+    """A FULL refresh (batch.full_refresh), its snapshot summary with `properties`, its
+    `expectations` applied (violating rows counted into `violations`). Each
     table in `pins` (the runner gives every table the query reads, its views expanded:
     refresh.core.pinning) is read at its snapshot there, the one the run records, not at
     whatever a concurrent writer committed meanwhile: the commit answers exactly the
@@ -291,6 +295,8 @@ def recompute(
             timings=timings,
             trusted_views=views,
             snapshot_properties=properties,
+            expectations=expectations,
+            violations=violations,
         )
 
 

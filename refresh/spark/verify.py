@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from refresh.core.expectations import Expectation, kept_query
 from refresh.core.streaming import rewrite_sources
 from refresh.spark import sandbox
 from refresh.spark.batch import partition_condition, quote
@@ -54,14 +55,18 @@ def verify_snapshot(
     namespace: Sequence[str],
     catalog: str,
     partition: Mapping[str, str] | None = None,
+    expectations: Sequence[Expectation] = (),
 ) -> Verdict:
     """The table `target` (catalog, namespace levels..., name) at `snapshot_id` against
     `query` over each source at its snapshot in `pins` (None: the source was empty); with
     `partition`, that partition of both only (a partition refresh answers for its
-    partition)."""
+    partition). The rows a DROP ROW expectation of `expectations` leaves out are left out of
+    the recomputation too, as the refresh left them out."""
     views = pin_sources(session, pins=pins, catalog=catalog)
     try:
-        sql = rewrite_sources(query, views, namespace=namespace, catalog=catalog)
+        sql = kept_query(
+            rewrite_sources(query, views, namespace=namespace, catalog=catalog), expectations
+        )
         expected = sandbox.query(session, sql, catalog=catalog, trusted_views=views.values())
         actual = session.read.option("snapshot-id", str(snapshot_id)).table(quote(target))
         actual = actual.select(*[actual[quote([c])] for c in expected.columns])

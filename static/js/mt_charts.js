@@ -1,5 +1,5 @@
-/* A materialized table's charts: refresh durations and lag over time (with the freshness
-   as a horizontal line), drawn by uPlot from the points fetched once the page has loaded
+/* A materialized table's charts: refresh durations, lag over time (with the freshness
+   as a horizontal line) and the rows violating each expectation per run, drawn by uPlot from the points fetched once the page has loaded
    (#charts[data-charts], refresh.pages.views.mt_charts). A series with fewer than two
    moments is shown as its value (charts.js). */
 (function () {
@@ -87,6 +87,35 @@
           { label: "freshness (s)", stroke: "#17663a", width: 1, dash: [6, 4], points: { show: false } },
         ],
         [lagTimes, lag.map(function (p) { return p.lag; }), lag.map(function () { return freshness; })]
+      ));
+    }
+
+    var expected = data.expectations || { names: [], points: [] };
+    var expectationsBox = document.getElementById("chart-expectations");
+    var expectationTimes = expected.points.map(function (p) { return seconds(p.t); });
+    var colours = ["#6941c6", "#b54708", "#0e7090", "#c11574", "#3b7c0f", "#475467"];
+    if (expectationsBox && expected.points.length && shared.moments(expectationTimes) < 2) {
+      var last = expected.points[expected.points.length - 1];
+      shared.showValues(expectationsBox, expected.names.map(function (name) {
+        return { label: name, value: shared.number(last.counts[name] || 0, "rows") };
+      }), "At " + shared.when(expectationTimes[expectationTimes.length - 1])
+        + ". The chart starts with the second refresh that counted them.");
+    } else if (expectationsBox && expected.points.length) {
+      charts.push(draw(
+        expectationsBox,
+        [{}].concat(expected.names.map(function (name, index) {
+          return {
+            label: name + " (rows)",
+            stroke: colours[index % colours.length],
+            width: 1.5,
+            points: { show: true, size: 5 },
+          };
+        })),
+        [expectationTimes].concat(expected.names.map(function (name) {
+          return expected.points.map(function (p) {
+            return name in p.counts ? p.counts[name] : null;
+          });
+        }))
       ));
     }
 

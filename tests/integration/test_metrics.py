@@ -283,6 +283,40 @@ def test_a_dead_gunicorn_worker_is_marked_and_its_counts_stay(tmp_path) -> None:
     assert list(folder.glob("counter_*.db"))
 
 
+def test_dead_workers_files_fold_into_one_per_host_and_every_total_stays(
+    tmp_path, monkeypatch
+) -> None:
+    folder = tmp_path / "metrics"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder), "PYTHONPATH": str(REPO_ROOT)}
+    pids = []
+    for times in (2, 3, 4):
+        run = subprocess.run(
+            [sys.executable, "-c", INCREMENT + "print(__import__('os').getpid())", str(times)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        pids.append(int(run.stdout.strip()))
+    monkeypatch.setattr(metrics, "MULTIPROC_DIR", str(folder))
+    before = scrape()
+    assert value(before, "lakeview_iceberg_commits_total", kind="view") == 9
+    for pid in pids:
+        metrics.mark_process_dead(pid)
+    # Three workers gone: one file per kind for the host, whatever the number of workers.
+    assert sorted(path.name for path in folder.glob("*.db")) == [
+        f"counter_{metrics._HOST}-exited.db",
+        f"histogram_{metrics._HOST}-exited.db",
+    ]
+    after = scrape()
+    for (name, labels), number in before.items():
+        if name.startswith("lakeview_http_request") or name.startswith("lakeview_iceberg"):
+            assert after[(name, labels)] == number, name
+    # A live worker's counts add to the dead ones'.
+    subprocess.run([sys.executable, "-c", INCREMENT, "1"], env=env, check=True)
+    assert value(scrape(), "lakeview_iceberg_commits_total", kind="view") == 10
+
+
 def test_the_text_is_what_prometheus_clients_own_writer_writes(tmp_path) -> None:
     from prometheus_client import (
         CollectorRegistry,

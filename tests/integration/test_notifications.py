@@ -525,3 +525,44 @@ def test_the_section_follows_grants_hidden_unreadable_and_changed_only_by_manage
     assert "Subscribe" not in shown.content.decode()
     assert browser.post(section + "subscribe", {"address": "x@example.com"}).status_code == 403
     assert Subscription.objects.count() == 1
+
+
+def test_a_stream_failing_on_its_own_is_one_failed_run_and_its_next_micro_batch_a_recovery(
+    receiver, django_capture_on_commit_callbacks, monkeypatch
+) -> None:
+    from types import SimpleNamespace
+
+    from refresh import stream_hosts
+    from refresh.core.streaming import StreamPlan
+    from refresh.spark.streaming import BatchResult
+    from refresh.streams import Running, Supervisor, _record_batch
+
+    monkeypatch.setattr("refresh.streams.close_old_connections", lambda: None)
+    mt = materialized("ns", "live", freshness=(5, "SECOND"), mode="CONTINUOUS")
+    subscription = alerts.create_subscription(namespace="ns", webhook_url=receiver.url)
+    supervisor = Supervisor(config=None, host_name="h:1")  # type: ignore[arg-type]
+    supervisor.host = stream_hosts.register("h:1")
+
+    def fails(message: str) -> None:
+        query = SimpleNamespace(isActive=False, exception=lambda: RuntimeError(message))
+        supervisor.running[mt.pk] = Running(mt.pk, query, (), "", StreamPlan("append", (), ()))
+        with django_capture_on_commit_callbacks(execute=True):
+            supervisor._ended(supervisor.running[mt.pk], mt, held=True)
+
+    fails("Cannot cast 'x' to INT")
+    fails("Cannot cast 'x' to INT")  # the retry fails the same way: the same spell
+
+    table = MaterializedTable.objects.get(pk=mt.pk)
+    assert (table.stream_status, table.consecutive_failures) == ("FAILED", 0)
+    [run] = table.runs.all()
+    assert (run.trigger, run.state, run.error) == ("CONTINUOUS", "FAILED", "Cannot cast 'x' to INT")
+    assert deliver_all() == ["DELIVERED"]
+    assert receiver.events(subscription.secret) == ["FAILED"]
+
+    # The stream starts again and commits a micro-batch: the table recovered.
+    MaterializedTable.objects.filter(pk=mt.pk).update(stream_status="RUNNING", stream_error="")
+    now = time.time()
+    with django_capture_on_commit_callbacks(execute=True):
+        _record_batch(mt.pk, 1, BatchResult(0, 1, None, None, now - 1, now))
+    assert deliver_all() == ["DELIVERED"]
+    assert receiver.events(subscription.secret) == ["FAILED", "RECOVERED"]

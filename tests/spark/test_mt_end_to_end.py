@@ -38,8 +38,22 @@ STRANDED_AFTER = 20
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
-    env = {"MT_STRANDED_AFTER_SECONDS": str(STRANDED_AFTER)}
+def lineage_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the stack's processes write their OpenLineage events (the client's file
+    transport, configured as operators do: OPENLINEAGE_CONFIG names an openlineage.yml)."""
+    folder = tmp_path_factory.mktemp("lineage")
+    (folder / "openlineage.yml").write_text(
+        f"transport:\n  type: file\n  log_file_path: {folder / 'events.jsonl'}\n  append: true\n"
+    )
+    return folder / "events.jsonl"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, lineage_file: Path) -> Iterator[RefreshStack]:
+    env = {
+        "MT_STRANDED_AFTER_SECONDS": str(STRANDED_AFTER),
+        "OPENLINEAGE_CONFIG": str(lineage_file.parent / "openlineage.yml"),
+    }
     with refresh_stack(tmp_path_factory.mktemp("refresh-stack"), extra_env=env) as running:
         yield running
 
@@ -169,6 +183,41 @@ def test_a_full_table_is_created_and_populated_by_its_first_refresh(stack, st):
     assert state["view-version-id"] == 1
     assert state["source-states"] == [source_state(stack, "e2e.orders")]
     assert abs(state["refresh-start-timestamp-ms"] / 1000 - time.time()) < 300
+
+
+def test_the_first_refresh_is_sent_as_openlineage_start_and_complete_events(
+    stack, st, lineage_file
+):
+    [first] = [run for run in runs(stack, "e2e.daily") if run["trigger"] == "CREATE"]
+    sources = json.loads(first["source_snapshots"])
+
+    def events() -> list[dict]:
+        lines = lineage_file.read_text().splitlines() if lineage_file.exists() else []
+        return [e for e in map(json.loads, lines) if e["job"]["name"] == "e2e.daily"]
+
+    def of_first() -> list[dict]:
+        sent = events()
+        [complete] = [
+            e
+            for e in sent
+            if e["eventType"] == "COMPLETE"
+            and e["outputs"][0]["facets"].get("version", {}).get("datasetVersion")
+            == str(first["snapshot_id"])
+        ] or [None]
+        if complete is None:
+            return []
+        return [e for e in sent if e["run"]["runId"] == complete["run"]["runId"]]
+
+    start, complete = stack.wait_for(of_first, timeout=30, what="the first refresh's events")
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    assert complete["job"]["facets"]["sql"]["query"] == DAILY_QUERY
+    [source] = complete["inputs"]
+    assert source["name"] == "e2e.orders"
+    assert source["facets"]["version"]["datasetVersion"] == str(sources["e2e.orders"])
+    assert str(sources["e2e.orders"]) == str(snapshot_ids(st, "st.e2e.orders")[-1])
+    [output] = complete["outputs"]
+    assert [f["name"] for f in output["facets"]["schema"]["fields"]] == ["ds", "total", "n"]
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 3
 
 
 def test_it_follows_appends_to_the_source_within_two_ticks(stack, st):

@@ -384,6 +384,23 @@ ALERTS_RETRY_FOR_SECONDS = float(env("ALERTS_RETRY_FOR_SECONDS", "3600"))
 ALERTS_KEEP_DAYS = int(env("ALERTS_KEEP_DAYS", "30"))
 CELERY_BEAT_SCHEDULE["alerts-sweep"] = {"task": "alerts.sweep", "schedule": ALERTS_SWEEP_SECONDS}
 
+# Lineage events (refresh/lineage_events.py): each refresh run, rebuild and continuous
+# micro-batch is an OpenLineage run (START, then COMPLETE, FAIL or ABORT) sent through
+# openlineage-python's transport, which the client configures itself from OPENLINEAGE_URL
+# (HTTP, to Marquez), OPENLINEAGE_CONFIG (an openlineage.yml: a file, the console, Kafka...)
+# or OPENLINEAGE__TRANSPORT__* variables. Off unless OPENLINEAGE_ENABLED=1, which is the
+# default once OPENLINEAGE_URL or OPENLINEAGE_CONFIG is set. Events are sent by a thread
+# of each process from a bounded queue (OPENLINEAGE_QUEUE_SIZE; a full queue drops, counted
+# in /metrics), so a slow or dead receiver never delays a refresh or its commit.
+_OPENLINEAGE_CONFIGURED = env("OPENLINEAGE_URL", "") or env("OPENLINEAGE_CONFIG", "")
+OPENLINEAGE_ENABLED = env("OPENLINEAGE_ENABLED", "1" if _OPENLINEAGE_CONFIGURED else "0") == "1"
+# The jobs' namespace (a job is a materialized table, named "ns.table").
+OPENLINEAGE_NAMESPACE = env("OPENLINEAGE_NAMESPACE", "lakeview")
+# The datasets' namespace: the Iceberg catalog's URI as engines reach it (names are
+# "ns.table").
+OPENLINEAGE_DATASET_NAMESPACE = env("OPENLINEAGE_DATASET_NAMESPACE", CATALOG_URI)
+OPENLINEAGE_QUEUE_SIZE = int(env("OPENLINEAGE_QUEUE_SIZE", "1000"))
+
 # Email (notifications): Django's SMTP backend, configured here.
 EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", "localhost")

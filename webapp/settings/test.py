@@ -12,3 +12,6 @@ VIEW_TYPES_FROM_SPARK = False
 # A machine running the tests may have little disk left: the floor at which writing work
 # stops is low here (tests/integration/test_disk_floor.py sets its own).
 WAREHOUSE_MIN_FREE_BYTES = 64 << 20
+# Lineage events only where a test turns them on (tests/integration/test_lineage_events.py),
+# whatever the machine's OPENLINEAGE_* variables say.
+OPENLINEAGE_ENABLED = False
