@@ -50,13 +50,18 @@ def may_read(user: Any, objects: Iterable[tuple[str, ...]]) -> None:
         raise Forbidden(f"Reading {', '.join(refused)} needs the read_data privilege")
 
 
-def refused_reads(principal: access.Principal, objects: Iterable[tuple[str, ...]]) -> list[str]:
+def refused_reads(
+    principal: access.Principal,
+    objects: Iterable[tuple[str, ...]],
+    privilege: str = READ_DATA,
+) -> list[str]:
     """The names ("ns.name") among `objects` (namespace levels..., name) the principal may
-    not read (read_data), in their order: none without a query when it reads the whole
-    catalog, else one query for the objects' rows (an object that is not there is judged
-    by its namespace's grants)."""
+    not read (read_data; or, given `privilege`, on which it lacks that one: READ_METADATA
+    for those it may not even see), in their order: none without a query when it holds it
+    on the whole catalog, else one query for the objects' rows (an object that is not
+    there is judged by its namespace's grants)."""
     wanted = [(".".join(parts[:-1]), parts[-1]) for parts in objects if len(parts) > 1]
-    if not wanted or access.may(principal, READ_DATA, access.CATALOG):
+    if not wanted or access.may(principal, privilege, access.CATALOG):
         return []
     rows = CatalogObject.objects.select_related("namespace").filter(
         reduce(or_, (Q(namespace__name=namespace, name=name) for namespace, name in wanted))
@@ -67,6 +72,6 @@ def refused_reads(principal: access.Principal, objects: Iterable[tuple[str, ...]
         row = found.get((namespace, name))
         securable = access.of_object(row) if row is not None else access.namespace(namespace)
         qualified = f"{namespace}.{name}"
-        if READ_DATA not in principal.privileges(securable) and qualified not in refused:
+        if privilege not in principal.privileges(securable) and qualified not in refused:
             refused.append(qualified)
     return refused

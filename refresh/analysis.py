@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -94,11 +94,17 @@ def query_schema(query: str, *, namespace: str) -> str:
 
 
 def run_data_change(
-    statement: str, *, namespace: str, target: list[str], changed_by: str = ""
+    statement: str,
+    *,
+    namespace: str,
+    target: list[str],
+    changed_by: str = "",
+    may_read: Callable[[Any], None] | None = None,
 ) -> None:
     """Run an UPDATE, DELETE or MERGE (the console's data changes on materialized tables);
     Spark's sandbox refuses it unless it changes `target` (namespace levels..., name) and
-    nothing else. Its snapshot is marked as a person's change (no refresh state)."""
+    nothing else, and `may_read` refuses it unless its user may read what it reads (a
+    MERGE's source). Its snapshot is marked as a person's change (no refresh state)."""
     need_spark("Spark runs the statement")
     from refresh import engine
     from refresh.spark import jobs
@@ -110,6 +116,8 @@ def run_data_change(
         catalog=settings.CATALOG_NAME,
         target=target,
         properties=user_change(changed_by),
+        namespace=namespace.split("."),
+        may_read=may_read,
     )
 
 

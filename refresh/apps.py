@@ -31,6 +31,14 @@ class RefreshConfig(AppConfig):
         if stream_hosts.check_commit not in kernel.COMMIT_GUARDS:
             kernel.COMMIT_GUARDS.append(stream_hosts.check_commit)
 
+        # A materialized table's query, in its table's properties, is shown only to those
+        # who may read every source (refresh.rights), in the catalog's answers too.
+        from catalog import redaction
+        from refresh import rights
+        from refresh.core.definition import QUERY_PROPERTY
+
+        redaction.hide(QUERY_PROPERTY, rights.table_query_hidden)
+
         # GET /metrics reads the tables' lag and the work in progress at each scrape.
         from refresh import metrics as refresh_metrics
         from webapp import metrics

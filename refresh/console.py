@@ -3,10 +3,13 @@
 
 Statements run in order; the first error stops the script (what ran before it stays done)
 and is reported at its line and column in the script. Names are `[catalog.][namespace.]name`;
-an unqualified name resolves in the console's namespace. SHOW, DESCRIBE and queries need a
-viewer, everything else an editor; GRANT, REVOKE and SHOW GRANTS ask only what
-catalog.services.grants asks (refresh.console_grants), so that whoever manages a namespace
-grants on it without a role on the whole catalog.
+an unqualified name resolves in the console's namespace. Each statement asks catalog.access
+about what it touches (refresh.checks): a query read_data on every table and view Spark's
+analyzed plan reads (refresh.queries), SHOW and DESCRIBE read_metadata, CREATE `create` in
+the namespace (and read_data on every source), UPDATE / DELETE / MERGE write_data on the
+target, ALTER, DROP, SUSPEND, RESUME and REFRESH manage on the table; what one may not see
+answers as missing. GRANT, REVOKE and SHOW GRANTS ask only what catalog.services.grants
+asks (refresh.console_grants).
 
 The request never waits for Spark: `run` executes statements until one needs a worker's
 Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE, a query), and hands it and the rest
@@ -25,16 +28,15 @@ from typing import Any
 from django.conf import settings
 
 from catalog import access
+from catalog.core.access import MANAGE, READ_METADATA, WRITE_DATA
 from catalog.core.errors import (
     CatalogError,
-    Forbidden,
     InvalidInput,
     NeedsWorker,
     SqlError,
     http_status,
 )
-from catalog.roles import can_edit, can_view
-from refresh import console_grants, pipelines, queries, rights, selectors, services
+from refresh import checks, console_grants, pipelines, queries, rights, selectors, services
 from refresh.core import grant_statements
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
@@ -269,11 +271,6 @@ def _resolve(name: st.Name, namespace: str | None) -> tuple[str, str]:
     return pipelines.resolve(name, namespace)
 
 
-def _editor(actor: Any, what: str) -> None:
-    if not can_edit(actor):
-        raise Forbidden(f"{what} needs the editor role")
-
-
 #: The statements that ask only catalog.services.grants.
 _GRANT_STATEMENTS = (
     grant_statements.GrantPrivileges,
@@ -283,12 +280,10 @@ _GRANT_STATEMENTS = (
 
 
 def _viewer(actor: Any, statement: st.Statement) -> None:
-    """Every statement but the grant statements needs the viewer role (POST
-    /api/statements/ admits whoever holds a privilege somewhere, for those)."""
-    if not isinstance(statement, _GRANT_STATEMENTS) and not can_view(actor):
-        raise Forbidden(
-            f"{type(statement).__name__} needs the viewer role: a role on the whole catalog"
-        )
+    """Every statement but the grant statements (which ask what catalog.services.grants
+    asks) needs a privilege somewhere; each then asks about what it touches."""
+    if not isinstance(statement, _GRANT_STATEMENTS):
+        checks.holds_anything(actor)
 
 
 def _in_script(error: SqlError, text: str, part: str) -> SqlError:
@@ -298,7 +293,9 @@ def _in_script(error: SqlError, text: str, part: str) -> SqlError:
         return error
     line, column = st.position(text, offset)
     moved_column = error.column + column - 1 if error.line == 1 and error.column else error.column
-    return SqlError(
+    # A source one may not read stays a 403, not a 400.
+    kind = rights.SourceNotReadable if isinstance(error, rights.SourceNotReadable) else SqlError
+    return kind(
         error.base_message, line=error.line + line - 1, column=moved_column, field=error.field
     )
 
@@ -325,12 +322,12 @@ def _run(
     if isinstance(statement, _GRANT_STATEMENTS):
         return console_grants.run(statement, namespace=namespace, actor=actor, result=result)
     if isinstance(statement, st.ShowMaterializedTables):
-        return _show(statement, namespace, result)
+        return _show(statement, namespace, result, actor)
     if isinstance(statement, st.DescribeJob):
-        return _describe(selectors.get_run(statement.job_id), result)
+        return _describe(checks.run(actor, statement.job_id), result)
     if isinstance(statement, st.ShowCreateMaterializedTable):
         ns, name = _resolve(statement.name, namespace)
-        mt = selectors.get_materialized_table(ns, name)
+        mt = checks.materialized_table(actor, ns, name, READ_METADATA)
         result.table, result.columns = f"{ns}.{name}", ["statement"]
         # The definition only to those who may read every source (refresh.rights).
         hidden = rights.definition_hidden(access.for_user(actor), mt.sources)
@@ -339,9 +336,8 @@ def _run(
         return result
     if isinstance(statement, st.CreateMaterializedTable):
         what = "CREATE OR ALTER" if statement.or_alter else "CREATE"
-        _editor(actor, f"{what} MATERIALIZED TABLE")
         ns, name = _resolve(statement.name, namespace)
-        existing = pipelines.existing(ns, name, or_alter=statement.or_alter)
+        existing = pipelines.existing_for(actor, ns, name, or_alter=statement.or_alter)
         if existing is not None:
             return _create_or_alter(existing, statement, text, ns, actor, result)
         try:
@@ -381,10 +377,9 @@ def _run(
     if isinstance(statement, st.DataChange):
         return _data_change(statement, text, namespace, actor, result)
     ns, name = _resolve(statement.name, namespace)
-    _editor(actor, "ALTER and DROP MATERIALIZED TABLE")
     if isinstance(statement, st.DropMaterializedTable):
         try:
-            mt = selectors.get_materialized_table(ns, name)
+            mt = checks.materialized_table(actor, ns, name, MANAGE)
         except selectors.NoSuchMaterializedTable:
             if statement.if_exists:
                 result.message = f"Materialized table {ns}.{name} does not exist; nothing dropped"
@@ -393,7 +388,7 @@ def _run(
         services.drop_materialized_table(mt, actor=actor)
         result.message = f"Materialized table {ns}.{name} dropped with its data"
         return result
-    mt = selectors.get_materialized_table(ns, name)
+    mt = checks.materialized_table(actor, ns, name, MANAGE)
     result.table = f"{ns}.{name}"
     if isinstance(statement, st.Suspend):
         services.suspend(mt, actor=actor)
@@ -448,7 +443,7 @@ def _create_or_alter(
     qualified = str(mt)
     result.table = qualified
     try:
-        diff = pipelines.difference(mt, statement, namespace=namespace)
+        diff = pipelines.difference(mt, statement, namespace=namespace, actor=actor)
         if diff.empty():
             result.message = f"{qualified}: nothing to do, the definition is the table's"
             result.plan = pipelines.Plan("nothing", qualified, []).as_dict()
@@ -553,14 +548,17 @@ def _plan_grant(
 
 
 def _show(
-    statement: st.ShowMaterializedTables, namespace: str | None, result: StatementResult
+    statement: st.ShowMaterializedTables,
+    namespace: str | None,
+    result: StatementResult,
+    actor: Any,
 ) -> StatementResult:
     parts = list(statement.namespace)
     if parts and parts[0] == settings.CATALOG_NAME and len(parts) > 1:
         parts = parts[1:]
     ns = ".".join(parts) or namespace
     result.columns = ["name", "state", "refresh_mode", "freshness", "last_refresh", "lag_seconds"]
-    for mt in selectors.materialized_tables(ns):
+    for mt in checks.visible(actor, selectors.materialized_tables(ns)):
         last = selectors.last_refresh(mt)
         lag = selectors.lag(mt)
         result.rows.append(
@@ -608,15 +606,16 @@ def _data_change(
 ) -> StatementResult:
     from refresh import analysis
 
-    _editor(actor, statement.kind)
     ns, name = _resolve(statement.target, namespace)
-    mt: MaterializedTable = selectors.get_materialized_table(ns, name)
+    mt: MaterializedTable = checks.materialized_table(actor, ns, name, WRITE_DATA)
     try:
         analysis.run_data_change(
             statement.sql,
             namespace=namespace or ns,
             target=[*ns.split("."), name],
             changed_by=getattr(actor, "username", "") or "",
+            # What Spark's plan reads (a MERGE's source): as a query's reads are asked.
+            may_read=lambda prepared: queries.check_reads(actor, prepared),
         )
     except SqlError as error:
         raise _in_script(error, text, statement.sql) from None

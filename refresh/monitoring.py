@@ -360,6 +360,10 @@ class HistoryFilters:
     namespace: str | None = None
     table: str | None = None
     since: datetime | None = None
+    #: Conditions on refresh runs and maintenance runs: those of tables the reader may see
+    #: (catalog.access), None for one who sees every table.
+    refreshes: Q | None = None
+    maintenance: Q | None = None
 
 
 _WINDOW = re.compile(r"(\d{1,9})\s*([smhdw])")
@@ -463,10 +467,15 @@ def _history_parts(filters: HistoryFilters) -> list[QuerySet]:
     """The runs of each kind `filters` asks for (before the history's columns)."""
     parts = []
     if filters.kind in (None, REFRESH):
-        parts.append(_filtered(RefreshRun.objects.all(), filters))
+        parts.append(_filtered(_runs(RefreshRun, filters.refreshes), filters))
     if filters.kind in (None, MAINTENANCE):
-        parts.append(_filtered(MaintenanceRun.objects.all(), filters))
+        parts.append(_filtered(_runs(MaintenanceRun, filters.maintenance), filters))
     return parts
+
+
+def _runs(model: type[Model], condition: Q | None) -> QuerySet:
+    runs = model.objects.all()
+    return runs if condition is None else runs.filter(condition)
 
 
 def _filtered(queryset: QuerySet, filters: HistoryFilters) -> QuerySet:
@@ -563,7 +572,7 @@ def history(filters: HistoryFilters | None = None) -> QuerySet:
     filters = filters or HistoryFilters()
     parts = []
     if filters.kind in (None, REFRESH):
-        refreshes = RefreshRun.objects.all()
+        refreshes = _runs(RefreshRun, filters.refreshes)
         # A folded row stands for several runs of an hour (micro-batches, NO_DATA ticks).
         parts.append(
             _history_of(
@@ -571,7 +580,7 @@ def history(filters: HistoryFilters | None = None) -> QuerySet:
             )
         )
     if filters.kind in (None, MAINTENANCE):
-        maintenance = MaintenanceRun.objects.all()
+        maintenance = _runs(MaintenanceRun, filters.maintenance)
         one = Cast(Value(1), output_field=IntegerField())
         parts.append(_history_of(maintenance, MAINTENANCE, "table", filters, count=one))
     combined = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]

@@ -25,11 +25,12 @@ from typing import Any
 
 from django.conf import settings
 
+from catalog import access
 from catalog import selectors as catalog_selectors
-from catalog.core.errors import AlreadyExists, Forbidden, InvalidInput
+from catalog.core.access import CREATE, MANAGE, READ_METADATA, WRITE_DATA
+from catalog.core.errors import AlreadyExists, InvalidInput
 from catalog.core.inputs import check_name
-from catalog.roles import can_edit
-from refresh import selectors, services
+from refresh import checks, selectors, services
 from refresh.core import expectations as ex
 from refresh.core import statements as st
 from refresh.core.columns import check_declared
@@ -192,10 +193,15 @@ def same_query(old: str, new: str) -> bool:
 
 
 def difference(
-    mt: MaterializedTable, statement: st.CreateMaterializedTable, *, namespace: str
+    mt: MaterializedTable,
+    statement: st.CreateMaterializedTable,
+    *,
+    namespace: str,
+    actor: Any = None,
 ) -> Difference:
     """What `statement` (CREATE OR ALTER) would change on `mt`, or a CatalogError for what
-    may not change. Reads only; asks Spark nothing."""
+    may not change (a new query's sources `actor` may not read included). Reads only; asks
+    Spark nothing."""
     name = str(mt)
     if tuple(statement.partitioned_by) != tuple(mt.partitioned_by):
         raise InvalidInput(
@@ -276,7 +282,7 @@ def difference(
             services.refuse_continuous_expectations(statement.expectations)
     if diff.query is not None:
         services.resolve_sources(
-            query, namespace=namespace, own=(mt.table.namespace.name, mt.table.name)
+            query, namespace=namespace, own=(mt.table.namespace.name, mt.table.name), actor=actor
         )
     if pending is not None:
         raise services.InvalidState(
@@ -299,10 +305,14 @@ def apply_difference(
     None)."""
     if diff.query is not None:
         services.check_query(
-            mt, query=diff.query, columns=statement.columns, expectations=diff.expectations
+            mt,
+            query=diff.query,
+            columns=statement.columns,
+            expectations=diff.expectations,
+            actor=actor,
         )
     elif diff.expectations is not None:
-        services.check_query(mt, query=mt.query, expectations=diff.expectations)
+        services.check_query(mt, query=mt.query, expectations=diff.expectations, actor=actor)
     if diff.set_options:
         mt = services.set_options(mt, options=diff.set_options, actor=actor)
     if diff.reset_options:
@@ -325,6 +335,27 @@ def apply_difference(
             actor=actor,
         )
     return mt, run
+
+
+def existing_for(
+    actor: Any, namespace: str, name: str, *, or_alter: bool
+) -> MaterializedTable | None:
+    """`existing`, asked by `actor`: the namespace must be one it sees; a table to alter one
+    it manages, a new one needs `create` in the namespace. A materialized table it may not
+    see holds its name as any other object does (CREATE OR ALTER cannot alter it)."""
+    checks.namespace(actor, namespace)
+    mt = existing(namespace, name, or_alter=or_alter)
+    if mt is not None and READ_METADATA in checks.principal(actor).privileges(
+        access.of_object(mt.table)
+    ):
+        checks.table(actor, mt, MANAGE)
+        return mt
+    checks.namespace(actor, namespace, CREATE)
+    if mt is not None:
+        raise AlreadyExists(
+            f"Table with same name already exists: {namespace}.{name}", field="name"
+        )
+    return None
 
 
 def existing(namespace: str, name: str, *, or_alter: bool) -> MaterializedTable | None:
@@ -381,21 +412,20 @@ def plan(
     target = statement.target if isinstance(statement, st.DataChange) else statement.name
     ns, name = resolve(target, namespace)
     qualified = f"{ns}.{name}"
-    if not can_edit(actor):
-        raise Forbidden(f"{type(statement).__name__} needs the editor role")
     if qualified in planned:
         return Plan(_VERBS[type(statement)], qualified, ["after an earlier statement makes it"])
+    privilege = WRITE_DATA if isinstance(statement, st.DataChange) else MANAGE
     try:
-        mt = selectors.get_materialized_table(ns, name)
+        mt = checks.materialized_table(actor, ns, name, privilege)
     except selectors.NoSuchMaterializedTable:
         if isinstance(statement, st.DropMaterializedTable) and statement.if_exists:
             return Plan("nothing", qualified, ["does not exist; nothing dropped"])
         raise
-    changes = _describe(statement, mt)
+    changes = _describe(statement, mt, actor)
     return Plan(_VERBS[type(statement)], qualified, changes)
 
 
-def _describe(statement: st.Statement, mt: MaterializedTable) -> list[str]:
+def _describe(statement: st.Statement, mt: MaterializedTable, actor: Any) -> list[str]:
     if isinstance(statement, st.SetFreshness):
         return [f"FRESHNESS: {mt.freshness} -> {statement.freshness}"]
     if isinstance(statement, st.SetRefreshMode):
@@ -410,6 +440,7 @@ def _describe(statement: st.Statement, mt: MaterializedTable) -> list[str]:
             statement.query,
             namespace=mt.default_namespace or mt.table.namespace.name,
             own=(mt.table.namespace.name, mt.table.name),
+            actor=actor,
         )
         return [f"query: a new definition version after {mt.current_version} (ALTER ... AS)"]
     if isinstance(statement, st.DropMaterializedTable):
@@ -437,9 +468,6 @@ def _plan_create(
     actor: Any,
     planned: set[str],
 ) -> Plan:
-    what = "CREATE OR ALTER" if statement.or_alter else "CREATE"
-    if not can_edit(actor):
-        raise Forbidden(f"{what} MATERIALIZED TABLE needs the editor role")
     ns, name = resolve(statement.name, namespace)
     qualified = f"{ns}.{name}"
     if qualified in planned:
@@ -452,9 +480,9 @@ def _plan_create(
         return Plan("alter", qualified, ["compared when applied: an earlier statement makes it"])
     if ns not in planned:  # a namespace is never planned: it must exist
         catalog_selectors.get_namespace(ns)
-    mt = existing(ns, name, or_alter=statement.or_alter)
+    mt = existing_for(actor, ns, name, or_alter=statement.or_alter)
     if mt is not None:
-        diff = difference(mt, statement, namespace=ns)
+        diff = difference(mt, statement, namespace=ns, actor=actor)
         if diff.empty():
             return Plan("nothing", qualified, ["the definition is the table's"])
         return Plan("alter", qualified, diff.describe(mt))
@@ -464,7 +492,7 @@ def _plan_create(
         check_formatter_option(key, pattern, statement.partitioned_by)
     refresh = plan_refresh(statement.freshness, statement.refresh_mode, services.threshold())
     sources = services.resolve_sources(
-        statement.query, namespace=ns, own=(ns, name), planned=planned
+        statement.query, namespace=ns, own=(ns, name), planned=planned, actor=actor
     )
     if refresh.mode is RefreshMode.CONTINUOUS and not set(sources) & planned:
         check_streamable(statement.query, namespace=ns, primary_key=statement.primary_key)

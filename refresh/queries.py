@@ -32,6 +32,8 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from catalog import access
+from catalog.core.access import READ_METADATA
 from catalog.core.errors import (
     CatalogError,
     InvalidInput,
@@ -41,7 +43,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.models import SparkJob
-from catalog.roles import may_read
+from catalog.roles import may_read, refused_reads
 from refresh import analysis
 from refresh.core import plain_reads, results
 from refresh.core import statements as st
@@ -127,7 +129,7 @@ def run(
                 # while it is analyzed, and that is not the query's time.
                 deadline = _deadline(job)
                 clock["prepared"] = time.perf_counter()
-                may_read(actor, prepared.reads)
+                check_reads(actor, prepared)
                 columns = prepared.columns
                 # Spark's reading has the last word (a VALUES statement stays VALUES).
                 query.kind = statement.kind if prepared.kind == "SELECT" else prepared.kind
@@ -187,6 +189,24 @@ def _log_phases(query: Query, clock: dict[str, float]) -> None:
     logger.info("Query %s phases: %s", query.pk, " ".join(phases))
 
 
+def _unseen(actor: Any, reads: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The reads the actor may not even see (read_metadata), in the statement's order."""
+    hidden = set(refused_reads(access.for_user(actor), reads, READ_METADATA))
+    return [read for read in reads if ".".join(read) in hidden]
+
+
+def check_reads(actor: Any, prepared: Any) -> None:
+    """What Spark's analyzed plan reads, asked of the actor's grants (catalog.roles.may_read):
+    a table or view it may not see fails the query exactly as one that is not there does
+    (Spark's words, line and column); one it sees but may not read is a 403 naming it."""
+    from refresh.spark.query import not_found
+
+    hidden = _unseen(actor, prepared.reads)
+    if hidden:
+        raise not_found(prepared, hidden[0])
+    may_read(actor, prepared.reads)
+
+
 def _start(
     statement: st.Query, *, namespace: str | None, actor: Any, job: SparkJob | None, index: int
 ) -> Query:
@@ -241,6 +261,8 @@ def _plain_read(
         return None  # a view, or nothing: Spark says which
     if Attachment.objects.filter(table=table).exists():
         return None  # its writer may have moved on: Spark's load follows it
+    if _unseen(actor, [(*named[0].split("."), named[1])]):
+        return None  # Spark's analysis says it is not there, in Spark's words
     may_read(actor, [(*named[0].split("."), named[1])])
     state = previews.load(table)
     snapshot = state.metadata.current_snapshot()

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from django.contrib.auth import get_user_model
 
 from catalog import access
-from catalog.core.access import READ_DATA
-from catalog.core.errors import CatalogError
+from catalog.core.access import READ_DATA, READ_METADATA
+from catalog.core.errors import CatalogError, SqlError
 from catalog.models import CatalogObject
 from catalog.roles import refused_reads
 from refresh.models import MaterializedTable
@@ -70,6 +70,43 @@ def check_version_reads(mt: MaterializedTable, version_id: int) -> None:
     check_owner_reads(mt, sources=sources.first() or [])
 
 
+class SourceNotReadable(SqlError):
+    """Whoever defines a materialized table may see one of its sources but not read its
+    rows: HTTP 403, at the source's line and column in the query."""
+
+    status = 403
+    iceberg_type = "ForbiddenException"
+
+
+def check_source(
+    principal: access.Principal,
+    found: CatalogObject,
+    qualified: str,
+    *,
+    line: int | None = None,
+    column: int | None = None,
+) -> CatalogObject | None:
+    """A source of a definition being written (CREATE, ALTER ... AS, a rollback) by
+    `principal`: the object when it may read it (read_data); None when it may not even see
+    it, so that the caller answers as for a source that does not exist; SourceNotReadable
+    naming the source and the privilege otherwise. One who defines a table must read what
+    it reads: the table then runs with its owner's rights, and its rows show the sources'."""
+    namespace = qualified.rpartition(".")[0]
+    held = principal.privileges(access.object_ref(found.pk, namespace, found.owner_id))
+    if READ_METADATA not in held:
+        return None
+    if READ_DATA not in held:
+        name = getattr(principal.user, "username", "?")
+        raise SourceNotReadable(
+            f"{name} lacks the {READ_DATA} privilege on {qualified}, a source of the query: "
+            "one who defines a materialized table must be able to read its sources",
+            line=line,
+            column=column,
+            field="query",
+        )
+    return found
+
+
 #: What stands in for a definition one may not see.
 DEFINITION_HIDDEN = (
     "Hidden: the query reads sources you may not read (read_data on every source is needed "
@@ -92,3 +129,15 @@ def hidden_definitions(
 def definition_hidden(principal: access.Principal, sources: Iterable[str]) -> bool:
     """Whether one definition's text is hidden from the principal."""
     return hidden_definitions(principal, [sources])[0]
+
+
+def table_query_hidden(principal: access.Principal, object_id: int) -> bool:
+    """Whether the query text in the table properties of the materialized table whose
+    table is `object_id` is hidden from the principal (catalog.redaction asks, for the
+    Iceberg REST catalog's answers and the table's page and API): no query for a reader of
+    the whole catalog; else one for the table's sources and one for theirs and the grants."""
+    if access.may(principal, READ_DATA, access.CATALOG):
+        return False
+    sources = MaterializedTable.objects.filter(table_id=object_id).values_list("sources", flat=True)
+    found = sources.first()
+    return found is not None and definition_hidden(principal, found)

@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from catalog import history, selectors
+from catalog import access, history, selectors
 from catalog import services as catalog_services
 from catalog.core.errors import (
     AlreadyExists,
@@ -51,7 +51,7 @@ from catalog.core.errors import (
 )
 from catalog.core.inputs import check_name
 from catalog.models import Namespace, View
-from refresh import analysis, schedules, signals
+from refresh import analysis, rights, schedules, signals
 from refresh.core import definition as defs
 from refresh.core import expectations as ex
 from refresh.core.columns import ColumnDefinition, check_declared, with_comments
@@ -153,13 +153,20 @@ def _commit_properties(mt: MaterializedTable, *, actor: Any, removals: Sequence[
 
 
 def resolve_sources(
-    query: str, *, namespace: str, own: tuple[str, str], planned: Collection[str] = ()
+    query: str,
+    *,
+    namespace: str,
+    own: tuple[str, str],
+    planned: Collection[str] = (),
+    actor: Any = None,
 ) -> list[str]:
     """["ns.name", ...] the query reads, each a table, view or materialized table of this
     catalog; an unknown one, one of another catalog, or one that (through views and other
     materialized tables) reads the table being defined is refused with its line and
     column in the query. `planned` names objects a plan's earlier statements create: they
-    count as there (a dry run changes nothing, so they are not)."""
+    count as there (a dry run changes nothing, so they are not). Given the `actor` who
+    defines the table, each source must be one it may read (refresh.rights.check_source):
+    one it may not see is refused as an unknown one."""
     from sqlglot import exp
 
     from catalog.core.sql import parse_query
@@ -200,6 +207,10 @@ def resolve_sources(
             )
         in_namespace = Namespace.objects.filter(name=ns).first()
         holder = selectors.holder_of(in_namespace, parts[-1]) if in_namespace else None
+        if actor is not None and holder is not None:
+            holder = rights.check_source(
+                access.for_user(actor), holder, qualified, line=line, column=column
+            )
         if holder is None and qualified not in planned:
             raise SqlError(
                 f"Table or view not found: {qualified}", line=line, column=column, field="query"
@@ -311,7 +322,7 @@ def create_materialized_table(
     plan = plan_refresh(freshness, refresh_mode, threshold())
     if not query or not query.strip():
         raise InvalidInput("A materialized table needs a query", field="query")
-    sources = resolve_sources(query, namespace=namespace, own=(namespace, name))
+    sources = resolve_sources(query, namespace=namespace, own=(namespace, name), actor=actor)
     if plan.mode is RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=primary_key)
         refuse_continuous_expectations(expectations)
@@ -697,13 +708,15 @@ def check_query(
     query: str,
     columns: Sequence[ColumnDefinition] = (),
     expectations: Sequence[ex.Expectation] | None = None,
+    actor: Any = None,
 ) -> None:
     """What ALTER ... AS checks before it writes (sources, the stream's shape, Spark's schema
     against the schema part and Flink's rules), writing nothing: CREATE OR ALTER asks it
     before changing anything else, so that a refused query leaves the table as it was."""
     table = mt.table
     namespace = mt.default_namespace or table.namespace.name
-    resolve_sources(query, namespace=namespace, own=(table.namespace.name, table.name))
+    own = (table.namespace.name, table.name)
+    resolve_sources(query, namespace=namespace, own=own, actor=actor)
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=mt.primary_key)
     spark_schema = analysis.query_schema(query, namespace=namespace)
@@ -770,7 +783,8 @@ def _redefine(
     table = mt.table
     namespace = mt.default_namespace or table.namespace.name
     _refuse_while_pending(mt, "change its definition")
-    sources = resolve_sources(query, namespace=namespace, own=(table.namespace.name, table.name))
+    own = (table.namespace.name, table.name)
+    sources = resolve_sources(query, namespace=namespace, own=own, actor=actor)
     definition = dataclasses.replace(_definition(mt), query=query)
     if expectations is None:
         kept = mt.expectations

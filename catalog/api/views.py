@@ -26,7 +26,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import access, checks, jobs, previews, selectors, services, throttle, uploads
+from catalog import (
+    access,
+    checks,
+    jobs,
+    previews,
+    redaction,
+    selectors,
+    services,
+    throttle,
+    uploads,
+)
 from catalog.api import serializers as s
 from catalog.api.jobs import ACCEPTED, respond
 from catalog.api.permissions import HoldsAPrivilege
@@ -623,7 +633,14 @@ class TableDetailView(ByGrants, APIView):
         tags=["tables"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        return Response(s.TableDetailSerializer(_followed(request, namespace, name)).data)
+        table = _followed(request, namespace, name)
+        data = s.TableDetailSerializer(table).data
+        # Properties the user may not see (a materialized table's query, to one who may not
+        # read its sources) are left out (catalog.redaction).
+        data["properties"] = redaction.properties(
+            access.principal_of(request), table.pk, data["properties"]
+        )
+        return Response(data)
 
 
 class TablePreviewView(ByGrants, APIView):

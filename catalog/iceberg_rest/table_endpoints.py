@@ -16,7 +16,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import access, checks, selectors, services
+from catalog import access, checks, redaction, selectors, services
 from catalog.core.access import (
     CREATE,
     MANAGE,
@@ -34,7 +34,9 @@ from catalog.services import attached
 from catalog.services.kernel import TABLE
 
 
-def _loaded(loaded: services.LoadedTable, **extra: Any) -> JsonResponse:
+def _loaded(request: HttpRequest, loaded: services.LoadedTable, **extra: Any) -> JsonResponse:
+    """A create's, register's or commit's answer: the table as it is now, without the
+    properties the principal may not see (the commit stored them all)."""
     if loaded.metadata_location is None:  # a staged create: nothing is written yet, no tag
         return JsonResponse(
             {
@@ -43,7 +45,10 @@ def _loaded(loaded: services.LoadedTable, **extra: Any) -> JsonResponse:
                 **extra,
             }
         )
-    response = JsonResponse(objects.load_result(loaded.metadata_location, **extra))
+    document = objects.load_result(loaded.metadata_location, **extra)
+    if loaded.obj is not None and redaction.HIDDEN:
+        document = redaction.load_result(checks.principal(request), loaded.obj.pk, document)
+    response = JsonResponse(document)
     # The tag a load of this state in the default mode (all snapshots) will have, so that
     # a client caching the answer of its own commit can load with If-None-Match at once.
     state = etags.TableState(
@@ -74,7 +79,7 @@ def create_table(request: HttpRequest, user: Any, namespace: str) -> HttpRespons
         stage_create=bool(document.get("stage-create")),
         actor=user,
     )
-    return _loaded(loaded, config={})
+    return _loaded(request, loaded, config={})
 
 
 def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> HttpResponse:
@@ -110,11 +115,20 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
         # file is picked up here (a listing and a read of the newest file, even for a 304).
         state = table_loads.state_of(attached.follow(selectors.get_table(name, table), actor=user))
     tag = etags.table_tag(state, snapshots)
-    if etags.none_match_fails(request.META.get("HTTP_IF_NONE_MATCH"), tag):
-        return etags.not_modified(tag)
+    # Properties the principal may not see (a materialized table's query, to one who may
+    # not read its sources) are left out of the body, under a tag of its own. A client
+    # holding either tag of this state gets its 304 without the body being read: it holds
+    # that state's answer already.
+    matches = request.META.get("HTTP_IF_NONE_MATCH")
+    for known in (tag, redaction.tag(tag, True)) if redaction.HIDDEN else (tag,):
+        if etags.none_match_fails(matches, known):
+            return etags.not_modified(known)
+    body = table_loads.body(state)
+    redacted = redaction.load_body(who, found.object_id, body) if redaction.HIDDEN else None
+    tag = redaction.tag(tag, redacted is not None)
     # Both modes answer every snapshot (`refs` is a subset the spec lets a server widen);
     # the tags still differ, as the spec asks, so that a client never mixes them up.
-    response = HttpResponse(table_loads.body(state), content_type="application/json")
+    response = HttpResponse(redacted or body, content_type="application/json")
     response["ETag"] = tag
     return response
 
@@ -151,7 +165,7 @@ def commit_table(request: HttpRequest, user: Any, namespace: str, table: str) ->
     loaded = services.commit_table(
         namespace=name, name=table, requirements=requirements, updates=updates, actor=user
     )
-    return _loaded(loaded)
+    return _loaded(request, loaded)
 
 
 def drop_table(request: HttpRequest, user: Any, namespace: str, table: str) -> HttpResponse:
@@ -181,7 +195,7 @@ def register_table(request: HttpRequest, user: Any, namespace: str) -> HttpRespo
         overwrite=overwrite,
         actor=user,
     )
-    return _loaded(loaded, config={})
+    return _loaded(request, loaded, config={})
 
 
 def report_metrics(request: HttpRequest, user: Any, namespace: str, table: str) -> HttpResponse:

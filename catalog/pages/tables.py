@@ -25,7 +25,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
-from catalog import jobs, previews, services
+from catalog import jobs, previews, redaction, services
 from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.core.inputs import whole_number
@@ -463,7 +463,9 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "browse_form": browse,
         "schema_history": sorted(schemas.items(), reverse=True),
         "specs": readable_specs(table, names),
-        "properties": sorted(table.properties.items()),
+        "properties": sorted(
+            redaction.properties(page_access.principal(request), table.pk, table.properties).items()
+        ),
         "snapshots": snapshots[:SNAPSHOTS_LISTED],
         # The rows (a dozen summary entries each) are fetched once the page has loaded.
         "snapshots_url": reverse("catalog:table-snapshots", args=[namespace, name]),

@@ -1,10 +1,13 @@
 """The monitoring API (mounted at /api/ by webapp/api_urls.py): every materialized table with its
 status, failing and late ones first, and the refresh and maintenance history of all
 tables together, with the monitoring page's filters. Reads only, through
-`refresh.monitoring`; a filter it cannot read is a 400 naming the field."""
+`refresh.monitoring`; a filter it cannot read is a 400 naming the field. Each lists only the
+tables, and the runs of tables, the reader may see (read_metadata, catalog.access): one who
+sees every table gets the lists compiled once, others the same query with their filter."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.urls import NoReverseMatch, reverse
@@ -15,6 +18,8 @@ from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from catalog import access
+from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer
 from catalog.api.views import CatalogPagination
 from refresh import monitoring
@@ -88,10 +93,16 @@ class MonitoredTablesView(generics.ListAPIView):
 
     serializer_class = MonitoredTableSerializer
     pagination_class = CatalogPagination
+    permission_classes = [HoldsAPrivilege]
 
     def get_queryset(self) -> Any:
         self.now = timezone.now()
         filters = monitoring.table_filters(self.request.query_params)
+        condition = access.objects_condition(
+            access.principal_of(self.request), namespace=filters.namespace, prefix="table__"
+        )
+        if condition is not None:
+            return monitoring.tables(filters, now=self.now).filter(condition)
         return monitoring.TableList(filters, now=self.now)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -157,9 +168,16 @@ class MonitoringHistoryView(generics.ListAPIView):
 
     serializer_class = HistoryEntrySerializer
     pagination_class = CatalogPagination
+    permission_classes = [HoldsAPrivilege]
 
     def get_queryset(self) -> Any:
-        return monitoring.HistoryList(monitoring.history_filters(self.request.query_params))
+        filters = monitoring.history_filters(self.request.query_params)
+        who = access.principal_of(self.request)
+        refreshes = access.objects_condition(who, prefix="materialized_table__table__")
+        if refreshes is not None:
+            maintenance = access.objects_condition(who, prefix="table__")
+            filters = dataclasses.replace(filters, refreshes=refreshes, maintenance=maintenance)
+        return monitoring.HistoryList(filters)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())

@@ -17,11 +17,12 @@ from rest_framework.views import APIView
 
 from catalog import jobs
 from catalog import selectors as catalog_selectors
+from catalog.api.permissions import HoldsAPrivilege
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
 from refresh import queries
 from refresh.api import serializers as s
-from refresh.api.views import CanView, Pagination, statements_response
+from refresh.api.views import Pagination, statements_response
 
 _QUERY = OpenApiParameter("query_id", OpenApiTypes.INT, OpenApiParameter.PATH)
 _JOB = OpenApiParameter("job_id", OpenApiTypes.INT, OpenApiParameter.PATH)
@@ -96,7 +97,7 @@ def _waited(request: Request, job_id: int | None, look: Any) -> Response:
 
 class QueryListView(generics.ListAPIView):
     serializer_class = s.QuerySerializer
-    permission_classes = [CanView]
+    permission_classes = [HoldsAPrivilege]
     pagination_class = Pagination
 
     def get_queryset(self) -> Any:
@@ -115,7 +116,7 @@ class QueryListView(generics.ListAPIView):
 
 
 class QueryDetailView(APIView):
-    permission_classes = [CanView]
+    permission_classes = [HoldsAPrivilege]
 
     @extend_schema(
         operation_id="queries_retrieve",
@@ -128,7 +129,7 @@ class QueryDetailView(APIView):
 
 
 class QueryRowsView(APIView):
-    permission_classes = [CanView]
+    permission_classes = [HoldsAPrivilege]
 
     @extend_schema(
         operation_id="queries_rows",
@@ -155,7 +156,7 @@ class JobRowsView(APIView):
     """The rows of a job's query, at the job's own URL: a client that ran a query follows
     the job it was given."""
 
-    permission_classes = [CanView]
+    permission_classes = [HoldsAPrivilege]
 
     @extend_schema(
         operation_id="jobs_rows",
@@ -203,7 +204,7 @@ class JobRowsView(APIView):
 
 
 class QueryDownloadView(APIView):
-    permission_classes = [CanView]
+    permission_classes = [HoldsAPrivilege]
 
     @extend_schema(
         operation_id="queries_download",
@@ -230,7 +231,7 @@ class QueryDownloadView(APIView):
 
 
 class QueryRunView(APIView):
-    permission_classes = [CanView]
+    permission_classes = [HoldsAPrivilege]
 
     @extend_schema(
         operation_id="queries_run",

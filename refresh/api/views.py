@@ -13,7 +13,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,13 +20,12 @@ from rest_framework.views import APIView
 from catalog import access, jobs
 from catalog import selectors as catalog_selectors
 from catalog.api.jobs import ACCEPTED, respond
-from catalog.api.permissions import CatalogRolePermission, HoldsAPrivilege
+from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, SparkJobSerializer
-from catalog.core.access import READ_METADATA
-from catalog.core.errors import InvalidInput
+from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
+from catalog.core.errors import Forbidden, InvalidInput
 from catalog.core.inputs import whole_number
-from catalog.roles import can_view
-from refresh import console, lineage, rights, selectors, services
+from refresh import checks, console, lineage, rights, selectors, services
 from refresh.api import serializers as s
 from refresh.core.freshness import RefreshMode
 from refresh.core.options import check_run_options
@@ -78,42 +76,27 @@ def _detail(
     return Response(serializer.data, status=status_code)
 
 
-class SeesByGrants(BasePermission):
-    """Reads: whoever holds a privilege somewhere (the view then asks catalog.access about
-    the table); changes: the editor role."""
-
-    message = CatalogRolePermission.message
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        if request.method in SAFE_METHODS:
-            return access.principal_of(request).holds_anything()
-        return CatalogRolePermission().has_permission(request, view)
+class SeesByGrants(HoldsAPrivilege):
+    """Whoever holds a privilege somewhere; each view then asks catalog.access about the
+    table it reads or changes (refresh.checks): read_metadata to read it, manage to change
+    it, create in the namespace to make one."""
 
 
 def _visible(request: Request, namespace: str, name: str) -> MaterializedTable:
     """The table, when the user may see it (read_metadata on it); else answered exactly as
     a missing one."""
-    mt = selectors.get_materialized_table(namespace, name)
-    if not access.may(access.principal_of(request), READ_METADATA, access.of_object(mt.table)):
-        raise selectors.NoSuchMaterializedTable(
-            f"Materialized table does not exist: {namespace}.{name}", field="name"
-        )
-    return mt
+    return checks.materialized_table(request.user, namespace, name, READ_METADATA)
+
+
+def _managed(request: Request, namespace: str, name: str) -> MaterializedTable:
+    """The table, when the user may change it (manage); one it may not see is missing."""
+    return checks.materialized_table(request.user, namespace, name, MANAGE)
 
 
 class Pagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
-
-
-class CanView(BasePermission):
-    """Any user with a role: the console checks the editor role per statement."""
-
-    message = "Your role does not allow this: running statements needs the viewer role."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return can_view(request.user)
 
 
 # -- statements ---------------------------------------------------------------------------
@@ -194,8 +177,11 @@ def statements_response(sql: str, namespace: str | None, user: Any) -> Response:
 class MaterializedTableListView(generics.ListAPIView):
     serializer_class = s.MaterializedTableSummarySerializer
     pagination_class = Pagination
+    permission_classes = [SeesByGrants]
 
     def get_queryset(self) -> Any:
+        # Every table of the namespace: read_metadata on the namespace (its own or above).
+        checks.namespace(self.request.user, self.kwargs["namespace"], READ_METADATA)
         namespace = catalog_selectors.get_namespace(self.kwargs["namespace"])
         # Each table's last run and data time in the list's query, its last run's values in
         # one more: a page of tables is two queries, not two a table.
@@ -231,6 +217,7 @@ class MaterializedTableListView(generics.ListAPIView):
         tags=_TAGS,
     )
     def post(self, request: Request, namespace: str) -> Response:
+        checks.namespace(request.user, namespace, CREATE)
         data = _validated(s.MaterializedTableCreateSerializer, request)
         freshness = s.parse_freshness(data["freshness"])
         arguments = {
@@ -282,7 +269,7 @@ class MaterializedTableDetailView(APIView):
     )
     def patch(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.MaterializedTableUpdateSerializer, request)
-        mt = selectors.get_materialized_table(namespace, name)
+        mt = _managed(request, namespace, name)
         freshness = s.parse_freshness(data["freshness"]) if "freshness" in data else None
         with transaction.atomic():
             if "refresh_mode" in data:
@@ -305,12 +292,14 @@ class MaterializedTableDetailView(APIView):
         tags=_TAGS,
     )
     def delete(self, request: Request, namespace: str, name: str) -> Response:
-        mt = selectors.get_materialized_table(namespace, name)
+        mt = _managed(request, namespace, name)
         services.drop_materialized_table(mt, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class SuspendView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_suspend",
         parameters=_MT_PARAMS,
@@ -319,11 +308,13 @@ class SuspendView(APIView):
         tags=_TAGS,
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
-        mt = selectors.get_materialized_table(namespace, name)
+        mt = _managed(request, namespace, name)
         return _detail(request, services.suspend(mt, actor=request.user))
 
 
 class ResumeView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_resume",
         parameters=_MT_PARAMS,
@@ -333,11 +324,13 @@ class ResumeView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.ResumeSerializer, request)
-        mt = selectors.get_materialized_table(namespace, name)
+        mt = _managed(request, namespace, name)
         return _detail(request, services.resume(mt, options=data["options"], actor=request.user))
 
 
 class RefreshView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_refresh",
         parameters=_MT_PARAMS,
@@ -353,7 +346,7 @@ class RefreshView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.RefreshRequestSerializer, request)
-        mt = selectors.get_materialized_table(namespace, name)
+        mt = _managed(request, namespace, name)
         # Checked here too so that the error names this request's field (the service's
         # own check, shared with RESUME WITH, says "options").
         config = check_run_options(data["config"], field="config")
@@ -384,9 +377,10 @@ class RefreshView(APIView):
 class RunListView(generics.ListAPIView):
     serializer_class = s.RefreshRunSerializer
     pagination_class = Pagination
+    permission_classes = [SeesByGrants]
 
     def get_queryset(self) -> Any:
-        mt = selectors.get_materialized_table(self.kwargs["namespace"], self.kwargs["name"])
+        mt = _visible(self.request, self.kwargs["namespace"], self.kwargs["name"])
         return selectors.RunPages(mt, s.RUN_DATA_FIELDS)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -409,6 +403,8 @@ class RunListView(generics.ListAPIView):
 
 
 class RunDetailView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="refresh_runs_retrieve",
         parameters=[_RUN],
@@ -416,10 +412,12 @@ class RunDetailView(APIView):
         tags=_TAGS,
     )
     def get(self, request: Request, run_id: int) -> Response:
-        return Response(s.RefreshRunSerializer(selectors.get_run(run_id)).data)
+        return Response(s.RefreshRunSerializer(checks.run(request.user, run_id)).data)
 
 
 class RunCancelView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="refresh_runs_cancel",
         parameters=[_RUN],
@@ -435,7 +433,17 @@ class RunCancelView(APIView):
         tags=_TAGS,
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = services.cancel_run(selectors.get_run(run_id), actor=request.user)
+        run = checks.run(request.user, run_id)
+        # One's own run, or one of a table one manages (its table dropped: the catalog).
+        if run.requested_by_id != request.user.pk:
+            if run.materialized_table is not None:
+                checks.table(request.user, run.materialized_table, MANAGE)
+            elif not access.may(checks.principal(request.user), MANAGE, access.CATALOG):
+                raise Forbidden(
+                    f"Forbidden: {request.user.username} lacks the {MANAGE} privilege on "
+                    "the catalog (the run's table was dropped)"
+                )
+        run = services.cancel_run(run, actor=request.user)
         return Response(s.RefreshRunSerializer(selectors.get_run(run.pk)).data)
 
 
@@ -477,6 +485,8 @@ class VersionListView(APIView):
 
 
 class DefinitionView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_definition_update",
         parameters=_MT_PARAMS,
@@ -499,7 +509,7 @@ class DefinitionView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.DefinitionRequestSerializer, request)
-        selectors.get_materialized_table(namespace, name)
+        _managed(request, namespace, name)
         return respond(
             jobs.attempt(
                 "alter_query",
@@ -511,6 +521,8 @@ class DefinitionView(APIView):
 
 
 class DefinitionRollbackView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_definition_rollback",
         parameters=_MT_PARAMS,
@@ -528,7 +540,7 @@ class DefinitionRollbackView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.DefinitionRollbackSerializer, request)
-        selectors.get_materialized_table(namespace, name)
+        _managed(request, namespace, name)
         return respond(
             jobs.attempt(
                 "rollback_definition",
@@ -540,6 +552,8 @@ class DefinitionRollbackView(APIView):
 
 
 class VerifyView(APIView):
+    permission_classes = [SeesByGrants]
+
     @extend_schema(
         operation_id="materialized_tables_verify",
         parameters=_MT_PARAMS,
@@ -561,7 +575,7 @@ class VerifyView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(s.VerifyRequestSerializer, request)
-        selectors.get_materialized_table(namespace, name)
+        _managed(request, namespace, name)
         return respond(
             jobs.attempt(
                 "verify_materialized_table",
@@ -575,9 +589,13 @@ class VerifyView(APIView):
 class VerificationListView(generics.ListAPIView):
     serializer_class = s.VerificationSerializer
     pagination_class = Pagination
+    permission_classes = [SeesByGrants]
 
     def get_queryset(self) -> Any:
-        mt = selectors.get_materialized_table(self.kwargs["namespace"], self.kwargs["name"])
+        # A verdict shows sample rows: read_data on the table.
+        mt = checks.materialized_table(
+            self.request.user, self.kwargs["namespace"], self.kwargs["name"], READ_DATA
+        )
         return selectors.verifications(mt)
 
     @extend_schema(

@@ -35,6 +35,8 @@ METADATA_HOUSEKEEPING = {
 #: The prefix of the table properties that describe the materialized table.
 PROPERTY_PREFIX = "lakeview.materialized-table."
 VERSION_PROPERTY = f"{PROPERTY_PREFIX}version"
+#: The definition's query: shown only to those who may read every source (refresh.rights).
+QUERY_PROPERTY = f"{PROPERTY_PREFIX}query"
 #: DISTRIBUTED BY as JSON ({"columns": [...], "buckets": n}): engines see it, and a rebuild's
 #: REPLACE TABLE reads it back to keep the bucket partition fields (spark/batch.py).
 DISTRIBUTION_PROPERTY = f"{PROPERTY_PREFIX}distribution"
@@ -116,7 +118,7 @@ def table_properties(
     definition version, when given, is how a rebuild's commit says which version it built
     (refresh.services.fail_abandoned reads it back after a worker died)."""
     properties = {
-        f"{PROPERTY_PREFIX}query": definition.query,
+        QUERY_PROPERTY: definition.query,
         f"{PROPERTY_PREFIX}default-namespace": definition.default_namespace,
         f"{PROPERTY_PREFIX}freshness": str(definition.freshness),
         f"{PROPERTY_PREFIX}refresh-mode": definition.refresh_mode.value,

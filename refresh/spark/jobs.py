@@ -9,8 +9,8 @@ beside it on another thread."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from refresh.core.options import check_run_options
 from refresh.spark import sandbox
@@ -62,8 +62,22 @@ def run_statement(
     catalog: str,
     target: Sequence[str],
     properties: Mapping[str, str] | None = None,
+    namespace: Sequence[str] = (),
+    may_read: Callable[[Any], None] | None = None,
 ) -> None:
     """An UPDATE, DELETE or MERGE of `target` (namespace levels..., name), as Spark runs it
-    (Iceberg's row-level operations), once the sandbox found it changes that table only;
-    its commit adds `properties` to the snapshot's summary (a person's change)."""
-    sandbox.data_change(session, statement, catalog=catalog, target=target, properties=properties)
+    (Iceberg's row-level operations), once the sandbox found it changes that table only
+    and `may_read` (given what it reads, as a query.Prepared with their places) raised
+    nothing; its commit adds `properties` to the snapshot's summary (a person's change).
+    `namespace`: the session's current one."""
+    from refresh.spark import query
+
+    def checked(facts: list) -> None:
+        if may_read is not None:
+            reads = sandbox.reads(facts, catalog, namespace=namespace)
+            places = query.places(statement, facts, catalog, namespace)
+            may_read(query.Prepared(kind="DATA", columns=[], reads=reads, places=places))
+
+    sandbox.data_change(
+        session, statement, catalog=catalog, target=target, properties=properties, checked=checked
+    )

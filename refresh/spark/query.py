@@ -20,6 +20,7 @@ is fetched (`fetch`)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,55 @@ class Prepared:
     reads: list[tuple[str, ...]]
     frame: DataFrame | None = None
     rows: list[list[Any]] = field(default_factory=list)
+    #: Each read's place in the statement and its name as written there (Spark's words for
+    #: it): (line, column (1-based), name), for `not_found`.
+    places: dict[tuple[str, ...], tuple[int | None, int | None, str]] = field(default_factory=dict)
+
+
+#: Spark's TABLE_OR_VIEW_NOT_FOUND, as refresh.spark.errors.spark_error reports it.
+NOT_FOUND = (
+    "Spark cannot analyze the query: [TABLE_OR_VIEW_NOT_FOUND] The table or view {name} cannot "
+    "be found. Verify the spelling and correctness of the schema and catalog."
+)
+
+
+def not_found(prepared: Prepared, read: tuple[str, ...]) -> SqlError:
+    """The error Spark gives a statement naming a table or view that is not there, for one
+    it reads that its user may not see: the same words, line and column."""
+    line, column, name = prepared.places.get(read, (None, None, quote(read)))
+    return SqlError(NOT_FOUND.format(name=name), line=line, column=column)
+
+
+#: A name as a statement writes it: parts, plain or in backticks, joined by dots.
+_PART = r"(?:`(?:[^`]|``)*`|[A-Za-z0-9_]+)"
+_WRITTEN = re.compile(rf"{_PART}(?:\s*\.\s*{_PART})*")
+
+
+def _written(sql: str, line: int | None, position: int | None) -> str | None:
+    """The name written at Spark's (line, position) of `sql`, as Spark prints a name (each
+    part in backticks), or None when nothing there reads as one."""
+    if line is None or position is None:
+        return None
+    lines = sql.split("\n")
+    if not 0 < line <= len(lines):
+        return None
+    found = _WRITTEN.match(lines[line - 1], position)
+    if found is None:
+        return None
+    parts = re.findall(_PART, found.group(0))
+    return quote([p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts])
+
+
+def places(
+    sql: str, facts: list, catalog: str, namespace: Sequence[str]
+) -> dict[tuple[str, ...], tuple[int | None, int | None, str]]:
+    return {
+        read: (line, None if position is None else position + 1, _written(sql, line, position)
+               or quote(read))
+        for read, (line, position) in sandbox.read_places(
+            facts, catalog, namespace=namespace
+        ).items()
+    }  # fmt: skip
 
 
 def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequence[str]) -> Prepared:
@@ -62,12 +112,14 @@ def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequenc
     parsed = sandbox.parse(session, sql)
     name = parsed.getClass().getName()
     if name == EXPLAIN:
-        return _explain(session, parsed, catalog, namespace)
+        return _explain(session, parsed, catalog, namespace, sql)
     if name == DESCRIBE_QUERY:
         frame, facts = _checked(session, parsed.plan(), catalog)
-        return _described(
+        prepared = _described(
             frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE"
         )
+        prepared.places = places(sql, facts, catalog, namespace)
+        return prepared
     if name in (DESCRIBE_TABLE, SHOW_COLUMNS):
         return _columns_of(session, parsed, catalog, namespace, show_columns=name == SHOW_COLUMNS)
     if name == DESCRIBE_COLUMN:
@@ -80,6 +132,7 @@ def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequenc
         columns=[(f.name, f.type) for f in _fields(frame)],
         reads=sandbox.reads(facts, catalog, namespace=namespace),
         frame=frame,
+        places=places(sql, facts, catalog, namespace),
     )
 
 
@@ -98,7 +151,7 @@ def _checked(session: SparkSession, parsed: Any, catalog: str) -> tuple[DataFram
 
 
 def _explain(
-    session: SparkSession, parsed: Any, catalog: str, namespace: Sequence[str]
+    session: SparkSession, parsed: Any, catalog: str, namespace: Sequence[str], sql: str
 ) -> Prepared:
     frame, facts = _checked(session, parsed.logicalPlan(), catalog)
     with sandbox._refusals():  # noqa: SLF001 - planning may refuse what analysis let by
@@ -108,6 +161,7 @@ def _explain(
         columns=[("plan", "string")],
         reads=sandbox.reads(facts, catalog, namespace=namespace),
         rows=[[str(text)]],
+        places=places(sql, facts, catalog, namespace),
     )
 
 
@@ -149,14 +203,20 @@ def _columns_of(
     except SqlError as error:
         kind = sandbox.SandboxRefused if isinstance(error, sandbox.SandboxRefused) else SqlError
         raise kind(error.base_message, line=line, column=column) from None
+    reads = sandbox.reads(facts, catalog, namespace=namespace)
+    # Spark names a missing one as the SELECT above writes it, at the name the user wrote.
+    places = {read: (line, column, quote([str(p) for p in identifier])) for read in reads}
     if show_columns:
-        return Prepared(
+        prepared = Prepared(
             kind="SHOW COLUMNS",
             columns=[("col_name", "string")],
-            reads=sandbox.reads(facts, catalog, namespace=namespace),
+            reads=reads,
             rows=[[f.name] for f in _fields(frame)],
         )
-    return _described(frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE")
+    else:
+        prepared = _described(frame, reads, kind="DESCRIBE")
+    prepared.places = places
+    return prepared
 
 
 def _described(frame: DataFrame, reads: list[tuple[str, ...]], *, kind: str) -> Prepared:

@@ -32,7 +32,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -435,6 +435,14 @@ def reads(
     view, and each catalog view it reads (not the tables inside the view's SQL), in the order
     the statement names them. A view named by its name alone is in `namespace`, the
     session's current one."""
+    return list(read_places(facts, catalog, namespace=namespace))
+
+
+def read_places(
+    facts: Sequence[Mapping[str, Any]], catalog: str, *, namespace: Sequence[str] = ()
+) -> dict[tuple[str, ...], tuple[int | None, int | None]]:
+    """`reads`, each with where the statement first names it: Spark's line (1-based) and
+    position in that line (0-based), None where the plan does not say."""
     found: dict[tuple[str, ...], tuple[int, int, int]] = {}
     for index, fact in enumerate(facts):
         if fact.get("kind") != "plan":
@@ -458,7 +466,10 @@ def reads(
             else (sys.maxsize, sys.maxsize, index)
         )
         found[tuple(parts)] = min(found.get(tuple(parts), at), at)
-    return sorted(found, key=found.__getitem__)
+    return {
+        parts: (None, None) if at[0] == sys.maxsize else (at[0], at[1])
+        for parts, at in sorted(found.items(), key=lambda item: item[1])
+    }
 
 
 def _identifier_parts(text: str) -> list[str]:
@@ -528,9 +539,11 @@ def data_change(
     catalog: str,
     target: Sequence[str],
     properties: Mapping[str, str] | None = None,
+    checked: Callable[[list], None] | None = None,
 ) -> None:
     """Run an UPDATE, DELETE or MERGE whose target must be exactly `target` (namespace
-    levels..., name), once Spark's analyzed plan passed `check`; its commit adds
+    levels..., name), once Spark's analyzed plan passed `check` and `checked(facts)` (what
+    the plan reads, asked of its user's grants) raised nothing; its commit adds
     `properties` to the snapshot's summary."""
     from pyspark.errors import AnalysisException
 
@@ -538,10 +551,10 @@ def data_change(
     from refresh.spark.errors import spark_error
 
     plan = _analyzed(session, sql)
-    check(
-        facts_of(session, plan),
-        policy_for(session, catalog=catalog, write_target=target),
-    )
+    facts = facts_of(session, plan)
+    check(facts, policy_for(session, catalog=catalog, write_target=target))
+    if checked is not None:
+        checked(facts)
     try:
         run_plan(session, plan, properties or {})
     except AnalysisException as error:

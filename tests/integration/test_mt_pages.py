@@ -258,7 +258,7 @@ def test_a_viewer_runs_show_in_the_console_but_not_create(client, viewer, sales)
 
     refused = post_console(client, CREATE_DAILY)
     assert refused.status_code == 400
-    assert "needs the editor role" in refused.content.decode()
+    assert "vic lacks the create privilege on namespace sales" in refused.content.decode()
     assert nothing_was_created()
 
 

@@ -51,6 +51,7 @@ def spark(monkeypatch):
     class Fake:
         table = rows(3)
         reads: list[tuple[str, ...]] = [("sales", "orders")]
+        places: dict = {}
         prepared: list[tuple[str, str | None]] = []
         refuse: Exception | None = None
         fetch_started = threading.Event()
@@ -62,7 +63,9 @@ def spark(monkeypatch):
         fake.prepared.append((sql, namespace))
         if fake.refuse is not None:
             raise fake.refuse
-        return Prepared(kind="SELECT", columns=COLUMNS, reads=list(fake.reads))
+        return Prepared(
+            kind="SELECT", columns=COLUMNS, reads=list(fake.reads), places=dict(fake.places)
+        )
 
     def fetch(prepared, *, max_rows):
         fake.fetch_started.set()
@@ -346,6 +349,46 @@ def test_what_the_plan_reads_is_asked_of_the_one_read_decision_before_any_row(
     assert not spark.fetch_started.is_set()
     finished = client.get(job["url"]).json()
     assert finished["status"] == 403 and "sales.secret" in finished["error"]["message"]
+
+
+def test_a_non_superusers_select_of_a_table_they_may_not_see_fails_as_a_missing_one(
+    alive, spark, django_user_model
+):
+    from catalog import services
+    from catalog.core.access import READ_DATA
+    from refresh.spark.query import not_found
+    from tests.integration.test_grants import give
+    from tests.integration.test_owner_rights import ORDERS
+
+    admin = django_user_model.objects.create_superuser("root")
+    for name in ("sales", "hidden"):
+        services.create_namespace(name=name, actor=admin)
+    services.create_table(namespace="hidden", name="secret", schema=ORDERS, actor=admin)
+    alice = django_user_model.objects.create_user("alice")
+    give(admin, READ_DATA, alice, namespace="sales")  # a namespace grant, no catalog role
+    client = api_for(alice)
+    sql = "SELECT * FROM hidden.secret"
+    spark.reads = [("hidden", "secret")]
+    spark.places = {("hidden", "secret"): (1, 15, "`hidden`.`secret`")}
+
+    unseen = submitted(client, sql)["job"]
+    assert jobs.run(unseen["id"]) == "FAILED"
+    refused = client.get(unseen["url"]).json()
+
+    # The same statement, the table not there: Spark's own error, as its analysis raises it.
+    spark.refuse = not_found(Prepared("SELECT", [], [], places=spark.places), ("hidden", "secret"))
+    missing = submitted(client, sql)["job"]
+    assert jobs.run(missing["id"]) == "FAILED"
+    absent = client.get(missing["url"]).json()
+
+    assert not spark.fetch_started.is_set()
+    assert refused["status"] == absent["status"] == 400
+    assert refused["error"] == absent["error"]
+    assert refused["error"]["message"].startswith(
+        "Spark cannot analyze the query: [TABLE_OR_VIEW_NOT_FOUND] The table or view "
+        "`hidden`.`secret` cannot be found."
+    )
+    assert (refused["error"]["line"], refused["error"]["column"]) == (1, 15)
 
 
 def test_a_mixed_script_runs_in_order_with_the_query_in_its_place(editor, alive, spark):

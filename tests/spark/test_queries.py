@@ -330,3 +330,31 @@ def test_a_plain_read_gives_the_same_rows_in_process_as_spark_does(
         )
         assert sorted(in_process) == sorted(in_spark), sql
         assert in_spark, sql
+
+
+# A table its user may not see fails as one that is not there (refresh.queries asks the
+# grants, then `query.not_found`): each is the same length as `nobody`, so that the two
+# statements differ only in the name.
+UNSEEN = [
+    "SELECT id FROM orders WHERE id > 0",
+    "SELECT c.id\n  FROM customers c JOIN qx.orders o ON c.id = o.id",
+    "SELECT * FROM lv.`qx`.orders",
+    "EXPLAIN SELECT * FROM orders",
+    "DESCRIBE QUERY SELECT id FROM orders",
+    "DESCRIBE orders",
+    "SHOW COLUMNS IN orders",
+]
+
+
+@pytest.mark.parametrize("sql", UNSEEN)
+def test_a_read_its_user_may_not_see_fails_in_sparks_words_for_a_missing_table(
+    session: SparkSession, sql: str
+):
+    prepared = query.prepare(session, sql, catalog="lv", namespace=[NS])
+    unseen = query.not_found(prepared, (NS, "orders"))
+    with pytest.raises(SqlError) as missing:
+        query.prepare(session, sql.replace("orders", "nobody"), catalog="lv", namespace=[NS])
+
+    assert unseen.message == missing.value.message.replace("nobody", "orders")
+    assert (unseen.line, unseen.column) == (missing.value.line, missing.value.column)
+    assert type(missing.value) is SqlError

@@ -101,3 +101,33 @@ def test_a_statement_spark_fails_to_analyze_with_an_internal_error_is_a_400_not_
             f"SELECT * FROM t TIMESTAMP AS OF (SELECT max(committed_at) FROM lv.{NS}.t.snapshots)",
             catalog="lv",
         )
+
+
+def test_a_merge_asks_its_users_grants_about_its_source_before_it_writes_anything(
+    session: SparkSession,
+):
+    """The console hands `may_read` what Spark's plan reads (refresh.queries.check_reads):
+    a MERGE from a table its user may not read changes nothing."""
+    session.sql(f"CREATE TABLE IF NOT EXISTS lv.{NS}.src (id BIGINT, v STRING)")
+    session.sql(f"INSERT INTO lv.{NS}.src VALUES (1, 'from src')")
+    before = sorted((r.id, r.v) for r in session.table(f"lv.{NS}.t").collect())
+    asked: list = []
+
+    def refuse(prepared) -> None:
+        asked.append((prepared.reads, prepared.places))
+        raise PermissionError("may not read")
+
+    with pytest.raises(PermissionError):
+        jobs.run_statement(
+            session,
+            "MERGE INTO t USING src ON t.id = src.id WHEN MATCHED THEN UPDATE SET v = src.v",
+            catalog="lv",
+            target=[NS, "t"],
+            namespace=[NS],
+            may_read=refuse,
+        )
+
+    assert sorted((r.id, r.v) for r in session.table(f"lv.{NS}.t").collect()) == before
+    [(reads, places)] = asked
+    assert (NS, "src") in reads
+    assert places[(NS, "src")][2] == "`src`"

@@ -1,0 +1,399 @@
+"""The console's statements ask the grants of what they touch (refresh.checks), not a role on
+the whole catalog: CREATE needs `create` in the namespace and read_data on every source,
+ALTER / DROP / SUSPEND / REFRESH manage on the table, UPDATE / DELETE write_data on it, SHOW
+and DESCRIBE read_metadata, a query read_data on what it reads. What one may not see is
+answered as what does not exist. And a materialized table's query, kept in its table's
+properties, is left out of the Iceberg REST catalog's answers, the table's page and its API
+for those who may not read every source. Spark is faked (the schema it derives)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.test import APIClient
+
+from catalog import services, workers
+from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
+from catalog.core.errors import NeedsWorker
+from refresh import console
+from refresh import services as mts
+from refresh.core.definition import QUERY_PROPERTY
+from refresh.core.freshness import Freshness
+from refresh.models import MaterializedTable
+from tests.integration.test_grants import engine, give
+from tests.integration.test_owner_rights import DAILY, ORDERS, QUERY
+
+pytestmark = pytest.mark.django_db
+
+MINE = "CREATE MATERIALIZED TABLE sales.mine FRESHNESS = INTERVAL '1' HOUR AS SELECT * FROM {}"
+
+
+@pytest.fixture
+def admin(django_user_model):
+    return django_user_model.objects.create_superuser("root", password="root-password")
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    """Holds read_data on a namespace of his own, nothing on sales."""
+    return django_user_model.objects.create_user("bob", password="bob-password")
+
+
+@pytest.fixture
+def daily(admin, bob, monkeypatch) -> MaterializedTable:
+    """sales.orders and sales.daily (reading it), the admin's; a namespace `hidden` no one
+    else sees, and bob's own `attic`."""
+    monkeypatch.setattr("refresh.analysis.query_schema", lambda query, **kw: DAILY)
+    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
+    for name in ("sales", "hidden", "attic"):
+        services.create_namespace(name=name, actor=admin)
+    services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=admin)
+    give(admin, READ_DATA, bob, namespace="attic")
+    return mts.create_materialized_table(
+        namespace="sales", name="daily", query=QUERY, freshness=Freshness(1, "HOUR"), actor=admin
+    )
+
+
+def run(user, sql: str, namespace: str | None = None) -> console.StatementResult:
+    """The statement as a new request runs it (the user's grants read afresh)."""
+    fresh = get_user_model().objects.get(pk=user.pk)
+    [result] = console.execute(sql, namespace=namespace, actor=fresh)
+    return result
+
+
+def same_but_the_name(hidden: dict, missing: dict, name: str, other: str) -> bool:
+    return json.dumps(hidden) == json.dumps(missing).replace(other, name)
+
+
+# -- CREATE ------------------------------------------------------------------------------------
+
+
+def test_a_create_by_one_who_may_see_a_source_but_not_read_it_is_a_403_naming_both(
+    daily, admin, alice
+):
+    give(admin, CREATE, alice, namespace="sales")
+    give(admin, READ_METADATA, alice, namespace="sales", name="orders")
+
+    result = run(alice, MINE.format("orders"))
+
+    assert not result.ok
+    assert result.error["status"] == 403
+    assert result.error["message"].startswith(
+        "alice lacks the read_data privilege on sales.orders, a source of the query"
+    )
+    assert (result.error["line"], result.error["column"]) == (1, MINE.index("{}") + 1)
+    assert not MaterializedTable.objects.filter(table__name="mine").exists()
+
+
+def test_a_source_the_creator_may_not_see_is_refused_exactly_as_a_missing_one(daily, admin, alice):
+    give(admin, CREATE, alice, namespace="sales")  # a namespace grant, and nothing on orders
+
+    hidden = run(alice, MINE.format("orders"))
+    missing = run(alice, MINE.format("nobody"))
+
+    assert hidden.error["status"] == 400
+    assert hidden.error["message"].startswith("Table or view not found: sales.orders")
+    assert same_but_the_name(hidden.error, missing.error, "orders", "nobody")
+    assert not MaterializedTable.objects.filter(table__name="mine").exists()
+
+
+def test_one_with_create_in_the_namespace_and_read_data_on_the_sources_creates_and_owns_it(
+    daily, admin, alice
+):
+    give(admin, CREATE, alice, namespace="sales")
+    give(admin, READ_DATA, alice, namespace="sales", name="orders")
+
+    result = run(alice, MINE.format("orders"))
+
+    assert result.ok, result.error
+    assert MaterializedTable.objects.get(table__name="mine").table.owner_id == alice.pk
+
+
+def test_a_create_without_create_in_the_namespace_is_a_403_and_one_it_may_not_see_is_missing(
+    daily, admin, bob
+):
+    give(admin, READ_DATA, bob, namespace="sales", name="orders")  # sees sales, creates nothing
+
+    refused = run(bob, MINE.format("orders"))
+    hidden = run(bob, MINE.replace("sales.mine", "hidden.mine").format("x"))
+    missing = run(bob, MINE.replace("sales.mine", "nowhere.mine").format("x"))
+
+    assert refused.error["status"] == 403
+    assert "bob lacks the create privilege on namespace sales" in refused.error["message"]
+    assert hidden.error["status"] == 404
+    assert same_but_the_name(hidden.error, missing.error, "hidden", "nowhere")
+
+
+def test_create_or_alter_to_a_query_reading_what_one_may_not_see_is_missing_and_changes_nothing(
+    daily, admin, alice
+):
+    give(admin, MANAGE, alice, namespace="sales", name="daily")
+    services.create_table(namespace="hidden", name="secret", schema=ORDERS, actor=admin)
+    statement = (
+        "CREATE OR ALTER MATERIALIZED TABLE sales.daily FRESHNESS = INTERVAL '1' HOUR AS "
+        "SELECT ds, sum(amount) AS total FROM hidden.{} GROUP BY ds"
+    )
+
+    hidden = run(alice, statement.format("secret"))
+    missing = run(alice, statement.format("absent"))
+
+    assert hidden.error["message"].startswith("Table or view not found: hidden.secret")
+    assert same_but_the_name(hidden.error, missing.error, "secret", "absent")
+    assert MaterializedTable.objects.get(pk=daily.pk).query == QUERY
+
+
+# -- changes of a table ------------------------------------------------------------------------
+
+
+def test_suspend_and_drop_need_manage_on_the_table_and_one_it_may_not_see_is_missing(
+    daily, admin, alice, bob
+):
+    give(admin, READ_DATA, alice, namespace="sales")
+
+    refused = run(alice, "ALTER MATERIALIZED TABLE sales.daily SUSPEND")
+    hidden = run(bob, "DROP MATERIALIZED TABLE sales.daily")
+    missing = run(bob, "DROP MATERIALIZED TABLE sales.nothing")
+    if_exists = run(bob, "DROP MATERIALIZED TABLE IF EXISTS sales.daily")
+
+    assert refused.error["status"] == 403
+    assert (
+        "alice lacks the manage privilege on materialized table sales.daily"
+        in (refused.error["message"])
+    )
+    assert hidden.error["status"] == 404
+    assert same_but_the_name(hidden.error, missing.error, "daily", "nothing")
+    assert if_exists.ok and "does not exist; nothing dropped" in if_exists.message
+    assert MaterializedTable.objects.get(pk=daily.pk).state == "ACTIVATED"
+
+    give(admin, MANAGE, alice, namespace="sales", name="daily")
+    assert run(alice, "ALTER MATERIALIZED TABLE sales.daily SUSPEND").ok
+    assert MaterializedTable.objects.get(pk=daily.pk).state == "SUSPENDED"
+
+
+def test_update_and_delete_need_write_data_on_the_target(daily, admin, alice):
+    give(admin, READ_DATA, alice, namespace="sales")
+    statement = "DELETE FROM sales.daily WHERE ds = '2026-01-01'"
+
+    refused = run(alice, statement)
+
+    assert refused.error["status"] == 403
+    assert (
+        "alice lacks the write_data privilege on materialized table sales.daily"
+        in (refused.error["message"])
+    )
+    give(admin, WRITE_DATA, alice, namespace="sales", name="daily")
+    with pytest.raises(NeedsWorker):  # allowed: Spark runs it, on a worker
+        run(alice, statement)
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+
+def test_show_materialized_tables_lists_only_those_one_may_see(daily, admin, alice):
+    services.create_table(namespace="hidden", name="secret", schema=ORDERS, actor=admin)
+    mts.create_materialized_table(
+        namespace="hidden",
+        name="digest",
+        query="SELECT ds, sum(amount) AS total FROM secret GROUP BY ds",
+        freshness=Freshness(1, "HOUR"),
+        actor=admin,
+    )
+    give(admin, READ_METADATA, alice, namespace="sales")
+
+    shown = run(alice, "SHOW MATERIALIZED TABLES")
+
+    assert shown.ok, shown.error
+    assert [row[0] for row in shown.rows] == ["sales.daily"]
+    assert [row[0] for row in run(admin, "SHOW MATERIALIZED TABLES").rows] == [
+        "hidden.digest",
+        "sales.daily",
+    ]
+
+
+def test_show_create_of_a_table_one_may_not_see_is_missing_and_hides_the_query_from_a_reader(
+    daily, admin, bob
+):
+    hidden = run(bob, "SHOW CREATE MATERIALIZED TABLE sales.daily")
+    missing = run(bob, "SHOW CREATE MATERIALIZED TABLE sales.nothing")
+    assert same_but_the_name(hidden.error, missing.error, "daily", "nothing")
+
+    give(admin, READ_DATA, bob, namespace="sales", name="daily")
+    shown = run(bob, "SHOW CREATE MATERIALIZED TABLE sales.daily")
+    assert shown.ok and QUERY not in shown.rows[0][0]
+
+
+def test_a_user_with_only_a_namespace_grant_runs_queries_without_a_catalog_role(daily, alice):
+    give_to = get_user_model().objects.get(username="root")
+    give(give_to, READ_DATA, alice, namespace="sales")
+
+    with pytest.raises(NeedsWorker):  # let through: the worker's Spark runs it
+        run(alice, "SELECT * FROM sales.orders")
+
+
+# -- the query in the table's properties -------------------------------------------------------
+
+
+def api(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_the_rest_load_hides_the_query_from_a_reader_without_source_rights_not_from_one_with(
+    daily, admin, alice, bob
+):
+    give(admin, READ_DATA, bob, namespace="sales", name="daily")
+    give(admin, READ_DATA, alice, namespace="sales")
+
+    as_bob = engine(bob).get("/namespaces/sales/tables/daily")
+    as_alice = engine(alice).get("/namespaces/sales/tables/daily")
+
+    assert as_bob.status_code == as_alice.status_code == 200
+    bobs = as_bob.json()["metadata"]["properties"]
+    alices = as_alice.json()["metadata"]["properties"]
+    assert QUERY_PROPERTY not in bobs
+    assert alices[QUERY_PROPERTY] == QUERY
+    assert {k: v for k, v in alices.items() if k != QUERY_PROPERTY} == bobs
+    assert as_bob["ETag"] != as_alice["ETag"]
+    reader = engine(bob)
+    again = reader.client.get(
+        "/iceberg/v1/namespaces/sales/tables/daily",
+        headers={**reader.headers, "If-None-Match": as_bob["ETag"]},
+    )
+    assert again.status_code == 304
+
+    for user, shown in ((bob, False), (alice, True)):
+        browser = Client()
+        browser.force_login(user)
+        page = browser.get("/namespaces/sales/tables/daily/")
+        assert page.status_code == 200
+        assert (QUERY_PROPERTY.encode() in page.content) is shown
+
+    detail = api(bob).get("/api/namespaces/sales/tables/daily/")
+    assert detail.status_code == 200, detail.content
+    assert QUERY_PROPERTY not in detail.json()["properties"]
+    assert api(alice).get("/api/namespaces/sales/tables/daily/").json()["properties"][
+        QUERY_PROPERTY
+    ] == (QUERY)
+
+
+# -- the materialized tables' API --------------------------------------------------------------
+
+
+def test_the_api_changes_a_table_for_its_manager_not_for_a_namespace_reader_or_a_stranger(
+    daily, admin, alice, bob
+):
+    give(admin, READ_DATA, alice, namespace="sales")
+    url = "/api/namespaces/sales/materialized-tables/{}/suspend"
+
+    refused = api(alice).post(url.format("daily"))
+    hidden = api(bob).post(url.format("daily"))
+    missing = api(bob).post(url.format("nothing"))
+
+    assert refused.status_code == 403, refused.content
+    assert (
+        "alice lacks the manage privilege on materialized table sales.daily"
+        in (refused.json()["error"])
+    )
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.content == missing.content.replace(b"nothing", b"daily")
+    assert MaterializedTable.objects.get(pk=daily.pk).state == "ACTIVATED"
+
+    give(admin, MANAGE, alice, namespace="sales", name="daily")
+    assert api(alice).post(url.format("daily")).status_code == 200
+    assert MaterializedTable.objects.get(pk=daily.pk).state == "SUSPENDED"
+
+
+def test_an_api_create_reading_a_source_the_creator_may_not_see_answers_as_a_missing_one(
+    daily, admin, alice
+):
+    workers.beat("host:1")  # a worker is alive: the request tries the create first
+    give(admin, CREATE, alice, namespace="sales")
+    body = {"name": "mine", "freshness": "INTERVAL '1' HOUR"}
+    url = "/api/namespaces/sales/materialized-tables/"
+
+    hidden = api(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
+    missing = api(alice).post(url, {**body, "query": "SELECT * FROM nobody"}, format="json")
+
+    assert hidden.status_code == missing.status_code == 400, hidden.content
+    assert hidden.content == missing.content.replace(b"nobody", b"orders")
+    assert not MaterializedTable.objects.filter(table__name="mine").exists()
+
+    give(admin, READ_METADATA, alice, namespace="sales", name="orders")
+    refused = api(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
+    assert refused.status_code == 403, refused.content
+    assert "alice lacks the read_data privilege on sales.orders" in refused.json()["error"]
+
+
+# -- subscriptions -----------------------------------------------------------------------------
+
+
+def test_subscriptions_follow_grants_listed_to_readers_made_by_managers_missing_to_others(
+    daily, admin, alice, bob
+):
+    from alerts import services as alerts
+
+    subscription = alerts.create_subscription(
+        materialized_table="sales.daily", email="ops@example.com", actor=admin
+    )
+    url = "/api/subscriptions/"
+    give(admin, READ_DATA, alice, namespace="sales")
+
+    assert [s["id"] for s in api(alice).get(url).json()["results"]] == [subscription.pk]
+    assert api(bob).get(url).json()["results"] == []
+    hidden = api(bob).get(f"{url}{subscription.pk}/")
+    missing = api(bob).get(f"{url}{subscription.pk + 1000}/")
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.content == missing.content.replace(
+        str(subscription.pk + 1000).encode(), str(subscription.pk).encode()
+    )
+
+    body = {"materialized_table": "sales.daily", "email": "me@example.com"}
+    refused = api(alice).post(url, body, format="json")
+    assert refused.status_code == 403, refused.content
+    assert (
+        "alice lacks the manage privilege on materialized table sales.daily"
+        in (refused.json()["error"])
+    )
+    unseen = api(bob).post(url, body, format="json")
+    absent = api(bob).post(url, {**body, "materialized_table": "sales.nothing"}, format="json")
+    assert unseen.status_code == absent.status_code == 404
+    assert unseen.content == absent.content.replace(b"nothing", b"daily")
+    assert api(alice).delete(f"{url}{subscription.pk}/").status_code == 403
+
+    give(admin, MANAGE, alice, namespace="sales", name="daily")
+    assert api(alice).post(url, body, format="json").status_code == 201
+    assert api(alice).delete(f"{url}{subscription.pk}/").status_code == 204
+
+
+# -- monitoring --------------------------------------------------------------------------------
+
+
+def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, alice):
+    services.create_table(namespace="hidden", name="secret", schema=ORDERS, actor=admin)
+    mts.create_materialized_table(
+        namespace="hidden",
+        name="digest",
+        query="SELECT ds, sum(amount) AS total FROM secret GROUP BY ds",
+        freshness=Freshness(1, "HOUR"),
+        actor=admin,
+    )
+    give(admin, READ_METADATA, alice, namespace="sales")
+
+    tables = api(alice).get("/api/monitoring/tables/")
+    history = api(alice).get("/api/monitoring/history/")
+    everything = api(admin).get("/api/monitoring/history/").json()["results"]
+
+    assert tables.status_code == history.status_code == 200, tables.content
+    assert [(t["namespace"], t["name"]) for t in tables.json()["results"]] == [("sales", "daily")]
+    assert {h["table_name"] for h in history.json()["results"]} == {"sales.daily"}
+    assert {h["table_name"] for h in everything} == {"sales.daily", "hidden.digest"}
+    assert api(admin).get("/api/monitoring/tables/").json()["count"] == 2
