@@ -1,7 +1,17 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from catalog.pages import attach, credentials, jobs, manage, namespaces, tables, uploads, views
+from catalog.pages import (
+    attach,
+    audit,
+    credentials,
+    jobs,
+    manage,
+    namespaces,
+    tables,
+    uploads,
+    views,
+)
 
 app_name = "catalog"
 
@@ -10,6 +20,9 @@ view_prefix = "namespaces/<str:namespace>/views/<str:name>/"
 urlpatterns = [
     path("", views.namespace_list, name="namespace-list"),
     path("search/", views.search, name="search"),
+    # every change to the catalog (catalog/pages/audit.py)
+    path("audit/", audit.audit_page, name="audit"),
+    path("audit/export.csv", audit.audit_export, name="audit-export"),
     # Spark jobs: what a request that needed a worker's Spark became (catalog/jobs.py)
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/cancel", jobs.job_cancel, name="job-cancel"),
