@@ -48,6 +48,7 @@ CREDENTIAL_ACTIONS = ("create_client", "revoke_client")
 GRANT_ACTIONS = tuple(GrantChange.Action.values)
 #: An action is a word of lower-case letters, digits and underscores (drop_table, grant).
 ACTION = re.compile(r"[a-z][a-z0-9_]{0,63}")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 #: The most entries one page holds, and one chunk of an export.
 PAGE_MAX = 500
 PAGE_SIZE = 50
@@ -111,8 +112,9 @@ def _moment(value: str, field: str, *, end: bool) -> datetime | None:
     if not value:
         return None
     try:
-        moment = parse_datetime(value)
-        day = None if moment is not None else parse_date(value)
+        # A bare date is a day (parse_datetime would read it as its midnight).
+        day = parse_date(value) if DATE.fullmatch(value) else None
+        moment = None if day is not None else parse_datetime(value)
     except ValueError:
         moment = day = None
     if moment is None and day is None:
