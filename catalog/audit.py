@@ -123,11 +123,15 @@ def _moment(value: str, field: str, *, end: bool) -> datetime | None:
             f"(2026-11-29T13:45:00Z), not {value[:40]!r}",
             field=field,
         )
-    if moment is None:
-        moment = datetime.combine(day, time.min) + (timedelta(days=1) if end else timedelta())
-    if timezone.is_naive(moment):
-        moment = moment.replace(tzinfo=UTC)
-    return moment
+    try:
+        if moment is None:
+            moment = datetime.combine(day, time.min) + (timedelta(days=1) if end else timedelta())
+        if timezone.is_naive(moment):
+            moment = moment.replace(tzinfo=UTC)
+        # The database compares in UTC: a moment that has none (year 0, year 10000) is out.
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput(f"{field} is out of the range of dates", field=field) from None
 
 
 def parse_filters(params: Mapping[str, Any]) -> Filters:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
 
 import pytest
 from django.db import connection
@@ -22,6 +23,7 @@ from catalog.models import CatalogEvent, GrantChange
 from catalog.services import grants
 from catalog.tasks import prune_audit
 from tests.integration.test_iceberg_rest import SCHEMA
+from tests.integration.test_pages_fuzz import HOSTILE_QUERY
 
 pytestmark = pytest.mark.django_db
 
@@ -272,3 +274,23 @@ def test_celery_beat_prunes_the_audit_hourly(settings):
         "schedule": 3600.0,
     }
     assert settings.AUDIT_KEEP_DAYS == 365
+
+
+@pytest.mark.parametrize(
+    "parameter", ["actor", "object", "from", "to", "kind", "action", "cursor", "page_size"]
+)
+def test_any_hostile_filter_value_is_a_page_or_a_400_never_a_5xx(changes, admin, parameter):
+    page = Client()
+    page.force_login(admin)
+    api = _api(admin)
+    for value in HOSTILE_QUERY:
+        query = urlencode({parameter: value})
+        for response in (
+            page.get(f"/audit/?{query}"),
+            page.get(f"/audit/export.csv?{query}"),
+            api.get(f"/api/audit/?{query}"),
+            api.get(f"/api/audit/export?{query}"),
+        ):
+            assert response.status_code in (200, 400), (parameter, value, response.status_code)
+            if response.status_code == 200 and response.streaming:
+                b"".join(response.streaming_content)
