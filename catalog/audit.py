@@ -29,7 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import CharField, F, Func, Q, QuerySet
 from django.db.models.functions import Collate
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -231,22 +231,47 @@ def decode_cursor(value: str) -> tuple[datetime, int, int]:
     return moment, rank, row_id
 
 
+#: How much of a name the name indexes hold (migration 0018): a whole name may be longer
+#: than PostgreSQL indexes (a third of a page).
+NAME_KEY = 200
+
+
+class NameKey(Func):
+    """A name's first NAME_KEY characters, written as the index's expression is (literal
+    bounds: a planner matches no bound parameter to an index's constants)."""
+
+    function = "SUBSTR"
+    template = f"%(function)s(%(expressions)s, 1, {NAME_KEY})"
+    output_field = CharField()
+
+
 def _by_name(rows: QuerySet, field: str, wanted: str) -> QuerySet:
     """Rows whose `field` (a name) is `wanted` or under it, or starts with it when it ends
-    in "*": ranges in code point order, which the name indexes hold (PostgreSQL compares in
-    the "C" collation there; SQLite's BINARY is that order)."""
-    column = Collate(F(field), "C") if connection.vendor == "postgresql" else F(field)
-    name = f"{field}_c"
-    rows = rows.alias(**{name: column})
+    in "*": each one range of the name index on the name's first NAME_KEY characters, in
+    code point order (PostgreSQL compares in the "C" collation there; SQLite's BINARY is
+    that order), the whole name compared beside it where the key cannot tell."""
+    postgresql = connection.vendor == "postgresql"
+    key, whole = f"{field}_key", f"{field}_whole"
+    key_column = NameKey(F(field))
+    rows = rows.alias(
+        **{
+            key: Collate(key_column, "C") if postgresql else key_column,
+            whole: Collate(F(field), "C") if postgresql else F(field),
+        }
+    )
+
+    def starting(prefix: str) -> Q:
+        if len(prefix) <= NAME_KEY:
+            return Q(**{f"{key}__gte": prefix, f"{key}__lt": prefix + _LAST})
+        return Q(
+            **{key: prefix[:NAME_KEY], f"{whole}__gte": prefix, f"{whole}__lt": prefix + _LAST}
+        )
+
     if wanted.endswith("*"):
         prefix = wanted.rstrip("*")
-        if not prefix:
-            return rows
-        return rows.filter(**{f"{name}__gte": prefix, f"{name}__lt": prefix + _LAST})
-    # "." + 1 is "/": every name starting with wanted + "." lies in [wanted + ".", wanted + "/").
-    return rows.filter(
-        Q(**{name: wanted}) | Q(**{f"{name}__gte": wanted + ".", f"{name}__lt": wanted + "/"})
-    )
+        return rows.filter(starting(prefix)) if prefix else rows
+    exact = Q(**{key: wanted[:NAME_KEY], whole: wanted})
+    return rows.filter(exact | starting(wanted + "."))
 
 
 def _after(key: tuple[datetime, int, int] | None, source: str) -> Q:

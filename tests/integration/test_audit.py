@@ -294,3 +294,45 @@ def test_any_hostile_filter_value_is_a_page_or_a_400_never_a_5xx(changes, admin,
             assert response.status_code in (200, 400), (parameter, value, response.status_code)
             if response.status_code == 200 and response.streaming:
                 b"".join(response.streaming_content)
+
+
+def _plan(rows) -> str:
+    sql, params = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET enable_seqscan = off")
+            cursor.execute(f"EXPLAIN {sql}", params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            cursor.execute("RESET enable_seqscan")
+            return plan
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        return "\n".join(str(row) for row in cursor.fetchall())
+
+
+@pytest.mark.parametrize("wanted", ["sales", "sales.orders", "sales.ord*", "s" * 300])
+def test_the_audits_name_filter_reads_the_name_indexes(changes, wanted):
+    events = audit._by_name(CatalogEvent.objects.all(), "object_name", wanted)
+    assert "catalog_event_name" in _plan(events.order_by("-occurred_at", "-id")[:51])
+    grant_changes = audit._by_name(GrantChange.objects.all(), "securable_name", wanted)
+    assert "catalog_grant_change_name" in _plan(grant_changes.order_by("-occurred_at")[:51])
+
+
+def test_a_name_longer_than_the_index_key_is_found_exactly_and_under(changes, admin):
+    long = "n" * 250
+    services.create_namespace(name=long, actor=admin)
+    services.create_namespace(name=long + "x", actor=admin)
+    services.create_table(namespace=long, name="t", schema=SCHEMA, actor=admin)
+    assert {entry["object"] for entry in _entries(admin, f"?object={long}")} == {
+        long,
+        f"{long}.t",
+    }
+    prefix = {entry["object"] for entry in _entries(admin, f"?object={long}*")}
+    assert prefix == {long, long + "x", f"{long}.t"}
+
+
+def test_the_audits_actor_filter_reads_the_actor_indexes(changes, admin):
+    filters = audit.Filters(actor="root")
+    events = audit._events(filters, [admin.pk]).order_by("-occurred_at", "-id")[:51]
+    assert "catalog_event_actor" in _plan(events)
+    grant_changes = audit._grant_changes(filters).order_by("-occurred_at", "-id")[:51]
+    assert "catalog_grant_change_actor" in _plan(grant_changes)
