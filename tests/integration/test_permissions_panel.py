@@ -2,6 +2,8 @@
 every grant that applies, each with where it comes from; every grant to those who manage the
 namespace or object, their own grants to the others; two queries whatever it shows."""
 
+# ruff: noqa: F811 - pytest fixtures imported from other test modules, then named as arguments
+
 from __future__ import annotations
 
 import re
@@ -17,6 +19,8 @@ from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
 from catalog.pages import permissions as panel_module
 from catalog.services import grants
 from tests.integration.test_iceberg_rest import SCHEMA
+from tests.integration.test_mt_api import dispatched, sales, spark  # noqa: F401 - fixtures
+from tests.integration.test_mt_pages import daily  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -123,7 +127,7 @@ def test_a_namespace_page_shows_its_own_grants_and_those_above_it_not_those_belo
     assert ("user bo", "read_data", "this namespace") in shown
 
 
-def test_a_view_and_a_materialized_tables_data_table_have_the_panel_too(people, admin):
+def test_a_views_page_shows_its_owner_and_the_grants_it_inherits(people, admin):
     client = Client()
     client.force_login(admin)
     shown = _who_what_where(_panel(client, "/namespaces/sales/views/recent/"))
@@ -220,3 +224,18 @@ def test_the_panel_costs_two_queries_however_many_grants_apply(people, admin, ur
             actor=admin,
         )
     assert count() == with_panel
+
+
+def test_a_materialized_tables_page_shows_its_owner_and_the_editors_grant(daily, editor, viewer):
+    """daily was made by the editor, who owns it; the editor role is a catalog grant."""
+    client = Client()
+    client.force_login(editor)
+    shown = _who_what_where(_panel(client, "/namespaces/sales/materialized-tables/daily/"))
+    assert (f"user {editor.username}", "owner", "this object") in shown
+    assert ("group editor", "manage", "catalog") in shown
+    # A viewer sees the owner and the viewers' grant (their group's), not the editors'.
+    client.force_login(viewer)
+    shown = _who_what_where(_panel(client, "/namespaces/sales/materialized-tables/daily/"))
+    assert (f"user {editor.username}", "owner", "this object") in shown
+    assert ("group viewer", "read_data", "catalog") in shown
+    assert ("group editor", "manage", "catalog") not in shown
