@@ -490,7 +490,7 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "history": history,
         "history_rows": history_rows_html(history),
         "panel_templates": [panel.template for panel in PANELS],
-        "permissions": permissions.panel(request, obj=table),
+        "permissions_url": permissions.later(namespace, name),
     }
     context.update({panel.name: panel.context(request, table) for panel in PANELS})
     return render(request, "catalog/table_detail.html", context, status=status)

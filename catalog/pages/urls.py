@@ -8,6 +8,7 @@ from catalog.pages import (
     jobs,
     manage,
     namespaces,
+    permissions,
     tables,
     uploads,
     views,
@@ -36,6 +37,18 @@ urlpatterns = [
     ),
     path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
     path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
+    # the Permissions panel, filled in once a page has loaded (catalog/pages/permissions.py)
+    path(
+        "namespaces/<str:namespace>/permissions",
+        permissions.namespace_section,
+        name="namespace-permissions",
+    ),
+    path(f"{view_prefix}permissions", permissions.view_section, name="view-permissions"),
+    path(
+        "namespaces/<str:namespace>/tables/<str:name>/permissions",
+        permissions.table_section,
+        name="table-permissions",
+    ),
     path("namespaces/<str:namespace>/tables/<str:name>/", tables.table_detail, name="table-detail"),
     path(
         "namespaces/<str:namespace>/tables/<str:name>/snapshots",

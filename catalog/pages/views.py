@@ -198,7 +198,7 @@ def _view_page(
         "diff_form": _diff_form(view, versions, log=version_log),
         "property_form": property_form or PropertyForm(),
         "can_edit": page_access.holds(request, view, MANAGE),
-        "permissions": permissions.panel(request, obj=view),
+        "permissions_url": permissions.later(view.namespace.name, view.name, kind="view"),
         **view_facts.page_facts(view, current, versions),
         **(extra_context or {}),
     }
@@ -506,7 +506,7 @@ def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
         "tables": tables,
         "properties": sorted(ns.properties.items()),
         "can_edit": CREATE in page_access.principal(request).privileges(access.namespace(ns.name)),
-        "permissions": permissions.panel(request, namespace=ns),
+        "permissions_url": permissions.later(ns.name),
     }
     return render(request, "catalog/namespace_detail.html", context)
 

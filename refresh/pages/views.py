@@ -240,7 +240,7 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "verifications": selectors.latest_verifications(mt, VERIFICATIONS_SHOWN),
         **definitions,
         "can_edit": page_access.holds(request, mt.table, MANAGE),
-        "permissions": permissions.panel(request, obj=mt.table),
+        "permissions_url": permissions.later(namespace, name),
     }
     context["maintenance"] = maintenance_pages.later(request, mt.table)
     context["panel_templates"] = [panel.template for panel in PANELS]

@@ -70,11 +70,22 @@ def people(django_user_model, admin):
     return users
 
 
-def _panel(client: Client, url: str) -> str:
+def _section_url(client: Client, url: str) -> str:
+    """The address the page fills its Permissions section in from (static/js/later.js)."""
     response = client.get(url)
     assert response.status_code == 200, (url, response.status_code)
     found = re.search(
-        r'<section class="card" id="permissions">.*?</section>', response.content.decode(), re.S
+        r'<section class="card" id="permissions" data-later="([^"]+)">', response.content.decode()
+    )
+    assert found, url
+    return found.group(1)
+
+
+def _panel(client: Client, url: str) -> str:
+    section = client.get(_section_url(client, url))
+    assert section.status_code == 200, (url, section.status_code)
+    found = re.search(
+        r'<section class="card" id="permissions">.*?</section>', section.content.decode(), re.S
     )
     assert found, url
     return found.group(0)
@@ -183,10 +194,26 @@ def test_the_panel_lists_at_most_its_bound_and_says_where_the_rest_are(people, a
     assert "SHOW GRANTS ON TABLE sales.orders" in panel
 
 
-@pytest.mark.parametrize(
-    "url",
-    ["/namespaces/sales/", "/namespaces/sales/tables/orders/", "/namespaces/sales/views/recent/"],
-)
+PAGES = [
+    "/namespaces/sales/",
+    "/namespaces/sales/tables/orders/",
+    "/namespaces/sales/views/recent/",
+]
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_a_page_reads_no_grant_for_its_panel_which_it_fills_in_later(people, admin, url):
+    client = Client()
+    client.force_login(people["bo"])
+    client.get(url)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    grants_read = [q["sql"] for q in queries.captured_queries if "catalog_grant" in q["sql"]]
+    # The principal's own grants, loaded once (catalog.access), and nothing more.
+    assert len(grants_read) == 1 and "UNION" in grants_read[0]
+
+
+@pytest.mark.parametrize("url", PAGES)
 @pytest.mark.parametrize("who", ["admin", "bo"])
 def test_the_panel_costs_two_queries_however_many_grants_apply(people, admin, url, who):
     """Two queries (the grants that apply, with their names joined; the owners), and the
@@ -194,20 +221,17 @@ def test_the_panel_costs_two_queries_however_many_grants_apply(people, admin, ur
     user = admin if who == "admin" else people[who]
     client = Client()
     client.force_login(user)
-    client.get(url)  # warm: sessions, compiled queries
+    section = _section_url(client, url)
+    client.get(section)  # warm: sessions, compiled queries
 
     def count() -> int:
         with CaptureQueriesContext(connection) as queries:
-            assert client.get(url).status_code == 200
+            assert client.get(section).status_code == 200
         return len(queries.captured_queries)
 
     with_panel = count()
     original = panel_module.panel
-    panel_module.panel = lambda request, **kwargs: {
-        "rows": [],
-        "yours": [],
-        "managing": True,
-    }
+    panel_module.panel = lambda request, **kwargs: {"rows": [], "yours": [], "managing": True}
     try:
         without = count()
     finally:
@@ -224,6 +248,27 @@ def test_the_panel_costs_two_queries_however_many_grants_apply(people, admin, ur
             actor=admin,
         )
     assert count() == with_panel
+
+
+def test_a_hidden_objects_panel_is_the_missing_ones_404(people, django_user_model):
+    stranger = django_user_model.objects.create_user("eve", password="eve-password")
+    grants.grant(
+        privilege=READ_DATA,
+        principal_type="user",
+        principal="eve",
+        securable_type="namespace",
+        namespace="sales.eu",
+        actor=people["ana"],
+    )
+    client = Client()
+    client.force_login(stranger)
+    hidden = client.get("/namespaces/sales/tables/orders/permissions")
+    missing = client.get("/namespaces/sales/tables/no_such/permissions")
+    assert hidden.status_code == missing.status_code == 404
+    assert client.get("/namespaces/sales/views/recent/permissions").status_code == 404
+    # A view's section is not a table's: the kinds are apart, as their pages are.
+    assert client.get("/namespaces/sales.eu/views/rates/permissions").status_code == 404
+    assert client.get("/namespaces/sales.eu/tables/rates/permissions").status_code == 200
 
 
 def test_a_materialized_tables_page_shows_its_owner_and_the_editors_grant(daily, editor, viewer):
