@@ -489,6 +489,8 @@ class CatalogEvent(models.Model):
             models.Index(
                 fields=["object_uuid", "-occurred_at", "-id"], name="catalog_event_object"
             ),
+            # The audit by actor (catalog.audit); by name, migration 0018's own index.
+            models.Index(fields=["actor", "-occurred_at", "-id"], name="catalog_event_actor"),
         ]
 
     def __str__(self) -> str:
@@ -697,6 +699,12 @@ class GrantChange(models.Model):
 
     class Meta:
         ordering = ["-occurred_at", "-id"]
+        # The audit by actor (catalog.audit); by name, migration 0018's own index.
+        indexes = [
+            models.Index(
+                fields=["actor_name", "-occurred_at", "-id"], name="catalog_grant_change_actor"
+            )
+        ]
 
     def __str__(self) -> str:
         return (

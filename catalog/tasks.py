@@ -45,3 +45,11 @@ def fold_commit_events() -> int:
     from catalog import history
 
     return history.fold_commits(periodic=True)
+
+
+@shared_task(name="catalog.prune_audit")
+def prune_audit() -> int:
+    """Catalog events and grant changes older than AUDIT_KEEP_DAYS (celery-beat, hourly)."""
+    from catalog import audit
+
+    return audit.prune()

@@ -10,33 +10,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
-from catalog import access
-from catalog.core.access import MANAGE, OWN, ancestors
+from catalog import access, permissions
+from catalog.core.access import MANAGE
 from catalog.core.errors import InvalidInput, NotFound
 from catalog.core.inputs import check_name, check_namespace_name
-from catalog.models import Grant, Namespace
 from catalog.services import grants
 from refresh.core import grant_statements as gs
 from refresh.models import MaterializedTable
 
-#: SHOW GRANTS' columns.
-COLUMNS = [
-    "principal_type",
-    "principal",
-    "privilege",
-    "securable_type",
-    "securable",
-    "granted_by",
-    "granted_at",
-    "inherited_from",
-]
+#: SHOW GRANTS' columns (catalog.permissions reads its rows, as the pages' panel does).
+COLUMNS = permissions.COLUMNS
 #: The most rows one SHOW GRANTS answers.
 MAX_ROWS = 1000
 #: What a principal's kind is called in statements and in SHOW GRANTS' rows.
 _SHOWN_KIND = {"user": "user", "group": "group", "client": "credential"}
-_RELATED = ("user", "group", "client", "namespace", "object__namespace", "granted_by")
 
 
 def run(
@@ -171,22 +159,22 @@ def _show(statement: gs.ShowGrants, *, namespace: str | None, actor: Any, result
     whoever may manage it; to others, only the grants they may list (their own). With a
     principal, that principal's grants."""
     who = access.Principal(actor)
-    rows = Grant.objects.select_related(*_RELATED)
+    rows = permissions.grants()
     target = None
     if statement.securable is not None:
         where = _where(statement.securable, namespace)
         target = _check_kind(statement.securable, where, actor)
-        rows = rows.filter(_applying_to(target))
+        rows = rows.filter(permissions.applying_to(target))
     if statement.principal is not None:
         rows = rows.filter(**_principal_rows(statement.principal, who))
     managing = target is not None and access.may(who, MANAGE, target.securable)
     if not managing:
         rows = access.visible_grants(who, rows)
     found = list(rows.order_by("id")[: MAX_ROWS + 1])
-    shown = [_row(grant, target) for grant in found[:MAX_ROWS]]
+    shown = [permissions.row(grant, target) for grant in found[:MAX_ROWS]]
     if managing and statement.principal is None:
-        shown = _owners(target) + shown
-    shown.sort(key=_order)
+        shown = permissions.owners(target) + shown
+    shown.sort(key=permissions.order)
     result.columns = list(COLUMNS)
     result.rows = shown
     count = f"{len(shown)} row{'' if len(shown) == 1 else 's'}"
@@ -197,18 +185,6 @@ def _show(statement: gs.ShowGrants, *, namespace: str | None, actor: Any, result
     return result
 
 
-def _applying_to(target: Any) -> Q:
-    """Grants on the target, on each namespace above it and on the catalog."""
-    found = Q(namespace__isnull=True, object__isnull=True)
-    if target.namespace is not None:
-        levels = ancestors(target.namespace.name)
-        if target.obj is None:
-            found |= Q(namespace__name__in=levels)
-        else:
-            found |= Q(namespace__name__in=levels) | Q(object=target.obj)
-    return found
-
-
 def _principal_rows(principal: gs.Principal, who: access.Principal) -> dict[str, Any]:
     whom = grants.find_principal(principal_type=principal.kind, principal=principal.name)
     client = whom.get("client")
@@ -216,61 +192,3 @@ def _principal_rows(principal: gs.Principal, who: access.Principal) -> dict[str,
         # Another user's credential is not theirs to look into: answered as a missing one.
         raise InvalidInput(f"No engine credential {principal.name[:100]!r}", field="principal")
     return whom
-
-
-def _row(grant: Grant, target: Any) -> list[Any]:
-    if grant.user is not None:
-        kind, name = "user", grant.user.get_username()
-    elif grant.group is not None:
-        kind, name = "group", grant.group.name
-    else:
-        kind, name = "credential", grant.client.client_id
-    if grant.object is not None:
-        securable_type = grant.object.kind
-        securable = f"{grant.object.namespace.name}.{grant.object.name}"
-    elif grant.namespace is not None:
-        securable_type, securable = "namespace", grant.namespace.name
-    else:
-        securable_type, securable = "catalog", "catalog"
-    inherited = ""
-    if target is not None and grant.object is None:
-        same = target.obj is None and (
-            (grant.namespace is None and target.namespace is None)
-            or (grant.namespace is not None and grant.namespace_id == target.namespace.pk)
-        )
-        inherited = "" if same else securable
-    return [
-        kind,
-        name,
-        grant.privilege,
-        securable_type,
-        securable,
-        grant.granted_by.get_username() if grant.granted_by is not None else "",
-        grant.granted_at.isoformat(timespec="seconds"),
-        inherited,
-    ]
-
-
-def _owners(target: Any) -> list[list[Any]]:
-    """The owner of the target and of each namespace above it (owners hold every
-    privilege), as rows of the privilege `own`."""
-    if target.namespace is None:
-        return []
-    rows = []
-    levels = ancestors(target.namespace.name)
-    for ns in Namespace.objects.select_related("owner").filter(name__in=levels):
-        if ns.owner is None:
-            continue
-        inherited = "" if target.obj is None and ns.name == target.label else ns.name
-        rows.append(["user", ns.owner.get_username(), OWN, "namespace", ns.name, "", "", inherited])
-    obj = target.obj
-    if obj is not None and obj.owner is not None:
-        rows.append(["user", obj.owner.get_username(), OWN, obj.kind, target.label, "", "", ""])
-    return rows
-
-
-def _order(row: list[Any]) -> tuple:
-    # Where it is held, the catalog first and the nearest last; then who and what.
-    level = {"catalog": 0, "namespace": 1}.get(row[3], 2)
-    depth = row[4].count(".") if row[3] == "namespace" else 0
-    return (level, depth, row[0], row[1], row[2])

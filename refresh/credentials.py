@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from catalog import history
 from catalog.iceberg_rest.auth import SECRET_HASH_PREFIX, hash_secret, secret_matches
 from catalog.models import CatalogClient
 from catalog.roles import EDITOR
@@ -49,11 +50,19 @@ def service_credential() -> str:
     secret = _secret()
     client = CatalogClient.objects.select_for_update().filter(client_id=CLIENT_ID).first()
     if client is None:
-        CatalogClient.objects.create(
+        user = service_user()
+        client = CatalogClient.objects.create(
             name="Refresh workers (materialized tables)",
             client_id=CLIENT_ID,
             secret_hash=hash_secret(secret),
-            user=service_user(),
+            user=user,
+        )
+        history.record(
+            actor=None,
+            action="create_client",
+            object_type="client",
+            object_name=client.name,
+            message=f"client_id {CLIENT_ID}, acting for {user.get_username()}",
         )
     elif not client.secret_hash.startswith(SECRET_HASH_PREFIX) or not secret_matches(
         secret, client.secret_hash

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...> and <dotted:...>
-from catalog.api import completions, grants, jobs, views
+from catalog.api import audit, completions, grants, jobs, views
 from catalog.api.docs import docs, schema
 
 VIEW = "namespaces/<dotted:namespace>/views/<str:name>"
@@ -19,6 +19,8 @@ urlpatterns = [
     path("schema/", schema, name="schema"),
     path("docs/", docs, name="docs"),
     path("history/", views.HistoryView.as_view(), name="history"),
+    path("audit/", audit.AuditView.as_view(), name="audit"),
+    path("audit/export", audit.AuditExportView.as_view(), name="audit-export"),
     path("grants/", grants.GrantListView.as_view(), name="grant-list"),
     path("grants/owner", grants.OwnerView.as_view(), name="grant-owner"),
     path("completions/", completions.CompletionsView.as_view(), name="completions"),

@@ -97,9 +97,36 @@ def create_client(*, name: str, user: Any, actor: Any = None) -> tuple[CatalogCl
         user=user,
     )
     history.record(
-        actor=actor, action="create_client", object_type="client", object_name=client.name
+        actor=actor,
+        action="create_client",
+        object_type="client",
+        object_name=client.name,
+        message=_described(client),
     )
     return client, secret
+
+
+def _described(client: CatalogClient) -> str:
+    return f"client_id {client.client_id}, acting for {client.user.get_username()}"
+
+
+@transaction.atomic
+def revoke_client(*, client: CatalogClient, actor: Any = None) -> bool:
+    """Deactivate a client and delete its tokens (no process can renew one; a fresh lookup
+    finds none), recorded in the same transaction. False when it was revoked already."""
+    revoked = CatalogClient.objects.filter(pk=client.pk, active=True).update(active=False)
+    if not revoked:
+        return False
+    client.active = False
+    AccessToken.objects.filter(client=client).delete()
+    history.record(
+        actor=actor,
+        action="revoke_client",
+        object_type="client",
+        object_name=client.name,
+        message=_described(client),
+    )
+    return True
 
 
 def _issue(client: CatalogClient) -> IssuedToken:

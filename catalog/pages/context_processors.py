@@ -1,6 +1,6 @@
 from django.http import HttpRequest
 
-from catalog import access
+from catalog import access, audit
 from catalog.core.access import MANAGE
 
 
@@ -12,5 +12,9 @@ def roles(request: HttpRequest) -> dict[str, bool]:
     ALLOWED_HOSTS does not list: 400) has no user: nobody may edit there."""
     user = getattr(request, "user", None)
     if user is None:
-        return {"can_edit": False}
-    return {"can_edit": access.may(access.principal_of(request), MANAGE, access.CATALOG)}
+        return {"can_edit": False, "sees_audit": False}
+    principal = access.principal_of(request)
+    return {
+        "can_edit": access.may(principal, MANAGE, access.CATALOG),
+        "sees_audit": audit.may_see(principal),
+    }

@@ -10,10 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog import history
 from catalog.core.errors import CatalogError
 from catalog.iceberg_rest import auth
-from catalog.models import AccessToken, CatalogClient
+from catalog.models import CatalogClient
 from catalog.pages.forms import ClientForm
 from catalog.pages.views import catalog_page
 
@@ -83,17 +82,7 @@ def credential_revoke(request: HttpRequest, client_id: str) -> HttpResponse:
     client = CatalogClient.objects.filter(client_id=client_id, user=request.user).first()
     if client is None:
         raise Http404("You have no such client")
-    if client.active:
-        client.active = False
-        client.save(update_fields=["active"])
-        # Its tokens go too: no process can renew one, and a fresh lookup finds none.
-        AccessToken.objects.filter(client=client).delete()
-        history.record(
-            actor=request.user,
-            action="revoke_client",
-            object_type="client",
-            object_name=client.name,
-        )
+    if auth.revoke_client(client=client, actor=request.user):
         messages.success(
             request,
             f"Client {client.name} revoked: engines using it are refused within "

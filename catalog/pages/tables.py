@@ -38,6 +38,7 @@ from catalog.models import (
     View,
 )
 from catalog.pages import access as page_access
+from catalog.pages import permissions
 from catalog.pages.formatting import moment, time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
 from catalog.pages.previewing import job_preview, shown_preview
@@ -491,6 +492,7 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "history": history,
         "history_rows": history_rows_html(history),
         "panel_templates": [panel.template for panel in PANELS],
+        "permissions_url": permissions.later(namespace, name),
     }
     context.update({panel.name: panel.context(request, table) for panel in PANELS})
     return render(request, "catalog/table_detail.html", context, status=status)

@@ -1,7 +1,18 @@
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>
-from catalog.pages import attach, credentials, jobs, manage, namespaces, tables, uploads, views
+from catalog.pages import (
+    attach,
+    audit,
+    credentials,
+    jobs,
+    manage,
+    namespaces,
+    permissions,
+    tables,
+    uploads,
+    views,
+)
 
 app_name = "catalog"
 
@@ -10,6 +21,9 @@ view_prefix = "namespaces/<str:namespace>/views/<str:name>/"
 urlpatterns = [
     path("", views.namespace_list, name="namespace-list"),
     path("search/", views.search, name="search"),
+    # every change to the catalog (catalog/pages/audit.py)
+    path("audit/", audit.audit_page, name="audit"),
+    path("audit/export.csv", audit.audit_export, name="audit-export"),
     # Spark jobs: what a request that needed a worker's Spark became (catalog/jobs.py)
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/cancel", jobs.job_cancel, name="job-cancel"),
@@ -23,6 +37,18 @@ urlpatterns = [
     ),
     path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
     path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
+    # the Permissions panel, filled in once a page has loaded (catalog/pages/permissions.py)
+    path(
+        "namespaces/<str:namespace>/permissions",
+        permissions.namespace_section,
+        name="namespace-permissions",
+    ),
+    path(f"{view_prefix}permissions", permissions.view_section, name="view-permissions"),
+    path(
+        "namespaces/<str:namespace>/tables/<str:name>/permissions",
+        permissions.table_section,
+        name="table-permissions",
+    ),
     path("namespaces/<str:namespace>/tables/<str:name>/", tables.table_detail, name="table-detail"),
     path(
         "namespaces/<str:namespace>/tables/<str:name>/snapshots",

@@ -33,7 +33,7 @@ from catalog.models import (
     ViewVersionLogEntry,
 )
 from catalog.pages import access as page_access
-from catalog.pages import view_facts
+from catalog.pages import permissions, view_facts
 from catalog.pages.access import catalog_page
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import time_of
@@ -198,6 +198,7 @@ def _view_page(
         "diff_form": _diff_form(view, versions, log=version_log),
         "property_form": property_form or PropertyForm(),
         "can_edit": page_access.holds(request, view, MANAGE),
+        "permissions_url": permissions.later(view.namespace.name, view.name, kind="view"),
         **view_facts.page_facts(view, current, versions),
         **(extra_context or {}),
     }
@@ -505,6 +506,7 @@ def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
         "tables": tables,
         "properties": sorted(ns.properties.items()),
         "can_edit": CREATE in page_access.principal(request).privileges(access.namespace(ns.name)),
+        "permissions_url": permissions.later(ns.name),
     }
     return render(request, "catalog/namespace_detail.html", context)
 

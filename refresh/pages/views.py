@@ -28,6 +28,7 @@ from catalog.core.errors import CatalogError, http_status
 from catalog.core.sql import qualify_table_names, transpile
 from catalog.models import CatalogObject, Namespace, SparkJob
 from catalog.pages import access as page_access
+from catalog.pages import permissions
 from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import moment, places, text
 from catalog.pages.jobs import job_context
@@ -239,6 +240,7 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "verifications": selectors.latest_verifications(mt, VERIFICATIONS_SHOWN),
         **definitions,
         "can_edit": page_access.holds(request, mt.table, MANAGE),
+        "permissions_url": permissions.later(namespace, name),
     }
     context["maintenance"] = maintenance_pages.later(request, mt.table)
     context["panel_templates"] = [panel.template for panel in PANELS]

@@ -291,6 +291,12 @@ QUERY_PARAMETERS = [
     "namespace",
     "table",
     "since",
+    "actor",
+    "object",
+    "from",
+    "to",
+    "action",
+    "cursor",
 ]
 #: Every field a page's form reads, with what each POST sends to all of them at once.
 FORM_FIELDS = [
@@ -410,6 +416,8 @@ PAGE_PARAMETERS = {
     "namespaces/<str:namespace>/materialized-tables/<str:name>/diff": ["left", "right"],
     "lineage/<str:namespace>/<str:name>/": ["depth"],
     "console/": ["namespace"],
+    "audit/": ["actor", "object", "from", "to", "kind", "action", "cursor"],
+    "audit/export.csv": ["actor", "object", "from", "to", "kind", "action"],
 }  # fmt: skip
 #: The forms submitted with GET (`?preview=1`): each field alone with a hostile value.
 PREVIEW_FIELDS = {

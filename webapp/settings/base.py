@@ -370,6 +370,10 @@ CELERY_BEAT_SCHEDULE["fold-commit-events"] = {
     "task": "catalog.fold_commit_events",
     "schedule": HISTORY_FOLD_EVERY_SECONDS,
 }
+# The audit (catalog/audit.py: catalog events and grant changes) keeps AUDIT_KEEP_DAYS days;
+# celery-beat deletes older rows hourly, in batches. 0 keeps everything.
+AUDIT_KEEP_DAYS = int(env("AUDIT_KEEP_DAYS", "365"))
+CELERY_BEAT_SCHEDULE["prune-audit"] = {"task": "catalog.prune_audit", "schedule": 3600.0}
 
 # Notifications (alerts/): subscriptions of an email address or a webhook to a materialized
 # table's or a namespace's events. Webhooks never reach loopback, private, link-local,

@@ -1,0 +1,132 @@
+"""GET /api/audit/: every change to the catalog, newest first, filtered and paged by keyset
+(catalog.audit); GET /api/audit/export: the same as CSV, streamed. For superusers and those
+who manage the whole catalog. A filter that cannot be read is a 400 naming it."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog import access, audit
+from catalog.api.views import _errors
+from catalog.core.errors import InvalidInput
+from catalog.core.inputs import whole_number
+
+FILTERS = [
+    OpenApiParameter("actor", OpenApiTypes.STR, description="Who made the change (username)."),
+    OpenApiParameter(
+        "object",
+        OpenApiTypes.STR,
+        description=(
+            "A namespace or object name: the name and what is under it ('sales' finds "
+            "sales.orders); ending in '*', a prefix ('sales.ord*')."
+        ),
+    ),
+    OpenApiParameter(
+        "from", OpenApiTypes.STR, description="From this date or ISO date and time (UTC)."
+    ),
+    OpenApiParameter(
+        "to", OpenApiTypes.STR, description="Before this ISO time; a date includes its day."
+    ),
+    OpenApiParameter("kind", OpenApiTypes.STR, enum=list(audit.KINDS)),
+    OpenApiParameter("action", OpenApiTypes.STR, description="drop_table, grant, revoke..."),
+]
+
+
+def _page_size(text: str) -> int:
+    if not text:
+        return audit.PAGE_SIZE
+    size = whole_number(text, digits=6)
+    if size is None or not 1 <= size <= audit.PAGE_MAX:
+        raise InvalidInput(
+            f"page_size must be a whole number from 1 to {audit.PAGE_MAX}", field="page_size"
+        )
+    return size
+
+
+class ManagesTheCatalog(BasePermission):
+    message = "The audit is for administrators and those who manage the whole catalog."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return audit.may_see(access.principal_of(request))
+
+
+class AuditEntrySerializer(serializers.Serializer):
+    occurred_at = serializers.DateTimeField()
+    first_occurred_at = serializers.DateTimeField(allow_null=True)
+    actor = serializers.CharField()
+    action = serializers.CharField()
+    kind = serializers.ChoiceField(choices=audit.KINDS)
+    object_type = serializers.CharField()
+    object = serializers.CharField()
+    result = serializers.CharField()
+    details = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class AuditPageSerializer(serializers.Serializer):
+    next = serializers.CharField(allow_null=True)
+    results = AuditEntrySerializer(many=True)
+
+
+class AuditView(APIView):
+    """Every change to the catalog: namespaces, objects and their definitions (catalog
+    events), grants, revokes and changes of owner, engine credentials."""
+
+    permission_classes = [ManagesTheCatalog]
+
+    @extend_schema(
+        operation_id="audit_list",
+        tags=["history"],
+        parameters=[
+            *FILTERS,
+            OpenApiParameter("cursor", OpenApiTypes.STR, description="From a page's `next`."),
+            OpenApiParameter("page_size", OpenApiTypes.INT, description="Up to 500."),
+        ],
+        responses={200: AuditPageSerializer, **_errors(400, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        filters = audit.parse_filters(params)
+        cursor = params.get("cursor") or ""
+        key = audit.decode_cursor(cursor) if cursor else None
+        size = _page_size(params.get("page_size") or "")
+        entries, after = audit.entries(filters, after=key, limit=size)
+        next_url = None
+        if after is not None:
+            query = {**filters.query(), "cursor": after}
+            if params.get("page_size"):
+                query["page_size"] = str(size)
+            next_url = request.build_absolute_uri(request.path + "?" + urlencode(query))
+        body = {"next": next_url, "results": [entry.as_dict() for entry in entries]}
+        return Response(AuditPageSerializer(body).data)
+
+
+class AuditExportView(APIView):
+    """The entries the filters keep, every one, as CSV (streamed as they are read)."""
+
+    permission_classes = [ManagesTheCatalog]
+
+    @extend_schema(
+        operation_id="audit_export",
+        tags=["history"],
+        parameters=FILTERS,
+        responses={
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV"),
+            **_errors(400, 403),
+        },
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        filters = audit.parse_filters(request.query_params)
+        response = StreamingHttpResponse(audit.csv_lines(filters), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="{audit.export_name()}"'
+        return response
