@@ -213,12 +213,12 @@ def test_only_superusers_and_catalog_managers_see_the_audit(changes, admin, djan
     page.force_login(reader)
     assert page.get("/audit/").status_code == 403
     assert page.get("/audit/export.csv").status_code == 403
-    assert 'id="nav-audit"' not in page.get("/").content.decode()
+    assert 'id="monitoring-audit"' not in page.get("/monitoring/").content.decode()
     # ana manages the catalog.
     assert _api(changes["ana"]).get("/api/audit/").status_code == 200
     page.force_login(changes["ana"])
-    home = page.get("/").content.decode()
-    assert 'id="nav-audit"' in home
+    monitoring = page.get("/monitoring/").content.decode()
+    assert 'id="monitoring-audit"' in monitoring
     listed = page.get("/audit/?kind=grant").content.decode()
     assert "read_data to user ana" in listed
 
