@@ -21,20 +21,24 @@ def principal(request: HttpRequest) -> access.Principal:
     return access.principal_of(request)
 
 
-def _refuse(who: access.Principal, privilege: str, what: str) -> Forbidden:
+def refused(who: access.Principal, privilege: str, what: str) -> Forbidden:
+    """The 403 of one who may see `what` but lacks `privilege` on it."""
     name = getattr(who.user, "username", "?")
     return Forbidden(f"Forbidden: {name} lacks the {privilege} privilege on {what}")
 
 
 def namespace(request: HttpRequest, name: str, privilege: str | None = None) -> None:
+    namespace_of(principal(request), name, privilege)
+
+
+def namespace_of(who: access.Principal, name: str, privilege: str | None = None) -> None:
     """The namespace must be visible (else: as if it did not exist) and, when `privilege`
     is given, hold it there (inherited or its own: READ_METADATA then means reading
     everything in it, not only seeing it)."""
-    who = principal(request)
     if not who.sees_namespace(name):
         raise selectors.no_such_namespace(name)
     if privilege is not None and privilege not in who.privileges(access.namespace(name)):
-        raise _refuse(who, privilege, f"namespace {name}")
+        raise refused(who, privilege, f"namespace {name}")
 
 
 def create_in(request: HttpRequest, parent: str | None) -> None:
@@ -42,7 +46,7 @@ def create_in(request: HttpRequest, parent: str | None) -> None:
     who = principal(request)
     if parent is None:
         if not access.may(who, CREATE, access.CATALOG):
-            raise _refuse(who, CREATE, "the catalog")
+            raise refused(who, CREATE, "the catalog")
         return
     namespace(request, parent, CREATE)
 
@@ -71,7 +75,7 @@ def check(request: HttpRequest, found: CatalogObject, privilege: str, *, kind: k
     if READ_METADATA not in held:
         raise kind.missing(found.namespace.name, found.name)
     if privilege not in held:
-        raise _refuse(who, privilege, f"{kind.name} {found.namespace.name}.{found.name}")
+        raise refused(who, privilege, f"{kind.name} {found.namespace.name}.{found.name}")
 
 
 def create_namespace(request: HttpRequest, levels: object, properties: object) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from catalog import access
-from catalog import selectors as catalog_selectors
+from catalog import checks as catalog_checks
 from catalog.core.access import READ_METADATA
 from catalog.core.errors import Forbidden
 from refresh import selectors
@@ -23,11 +23,6 @@ from refresh.models import MaterializedTable, RefreshRun
 
 def principal(actor: Any) -> access.Principal:
     return access.for_user(actor)
-
-
-def _refuse(who: access.Principal, privilege: str, what: str) -> Forbidden:
-    name = getattr(who.user, "username", "?")
-    return Forbidden(f"Forbidden: {name} lacks the {privilege} privilege on {what}")
 
 
 def holds_anything(actor: Any) -> None:
@@ -39,11 +34,7 @@ def holds_anything(actor: Any) -> None:
 def namespace(actor: Any, name: str, privilege: str | None = None) -> None:
     """The namespace must be one the actor sees (else the missing namespace's error) and,
     given `privilege`, one it holds there (else 403)."""
-    who = principal(actor)
-    if not who.sees_namespace(name):
-        raise catalog_selectors.no_such_namespace(name)
-    if privilege is not None and privilege not in who.privileges(access.namespace(name)):
-        raise _refuse(who, privilege, f"namespace {name}")
+    catalog_checks.namespace_of(principal(actor), name, privilege)
 
 
 def table(actor: Any, mt: MaterializedTable, privilege: str) -> None:
@@ -57,7 +48,7 @@ def table(actor: Any, mt: MaterializedTable, privilege: str) -> None:
             f"Materialized table does not exist: {ns}.{name}", field="name"
         )
     if privilege not in held:
-        raise _refuse(who, privilege, f"materialized table {ns}.{name}")
+        raise catalog_checks.refused(who, privilege, f"materialized table {ns}.{name}")
 
 
 def materialized_table(actor: Any, ns: str, name: str, privilege: str) -> MaterializedTable:

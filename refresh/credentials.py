@@ -17,7 +17,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from catalog import history
-from catalog.iceberg_rest.auth import SECRET_HASH_PREFIX, hash_secret, secret_matches
+from catalog.iceberg_rest.auth import SECRET_HASH_PREFIX, described, hash_secret, secret_matches
 from catalog.models import CatalogClient
 from catalog.roles import EDITOR
 
@@ -62,7 +62,7 @@ def service_credential() -> str:
             action="create_client",
             object_type="client",
             object_name=client.name,
-            message=f"client_id {CLIENT_ID}, acting for {user.get_username()}",
+            message=described(client),
         )
     elif not client.secret_hash.startswith(SECRET_HASH_PREFIX) or not secret_matches(
         secret, client.secret_hash

@@ -101,12 +101,13 @@ def create_client(*, name: str, user: Any, actor: Any = None) -> tuple[CatalogCl
         action="create_client",
         object_type="client",
         object_name=client.name,
-        message=_described(client),
+        message=described(client),
     )
     return client, secret
 
 
-def _described(client: CatalogClient) -> str:
+def described(client: CatalogClient) -> str:
+    """How the history names a client: its id and whose it is."""
     return f"client_id {client.client_id}, acting for {client.user.get_username()}"
 
 
@@ -124,7 +125,7 @@ def revoke_client(*, client: CatalogClient, actor: Any = None) -> bool:
         action="revoke_client",
         object_type="client",
         object_name=client.name,
-        message=_described(client),
+        message=described(client),
     )
     return True
 
