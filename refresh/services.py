@@ -1312,11 +1312,9 @@ def record_stream_failure(mt: MaterializedTable, *, error: str) -> RefreshRun | 
     the automatic suspension: the stream retries by itself, and its micro-batches, which
     are recorded as they commit, do not reset that count."""
     with transaction.atomic():
-        spell = (
-            MaterializedTable.objects.select_for_update()
-            .filter(pk=mt.pk)
-            .exclude(stream_status="FAILED")
-        )
+        # One conditional update decides whether this failure starts a spell (an UPDATE
+        # locks its row: no SELECT FOR UPDATE is needed before it).
+        spell = MaterializedTable.objects.filter(pk=mt.pk).exclude(stream_status="FAILED")
         if not spell.update(stream_status="FAILED", stream_error=error[:2000]):
             MaterializedTable.objects.filter(pk=mt.pk).update(stream_error=error[:2000])
             return None
