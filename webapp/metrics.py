@@ -49,14 +49,38 @@ if MULTIPROC_DIR:
     values.ValueClass = values.MultiProcessValue(process_identifier)
 
 
+#: Dead processes whose files wait for a fold, and whether a fold runs in this process.
+_to_fold: list[str] = []
+_folding = False
+
+
 def mark_process_dead(pid: int) -> None:
     """A process that ended (a gunicorn worker): its live gauges go, and its counters,
-    histograms and summaries are folded into its host's file of exited processes."""
-    if MULTIPROC_DIR:
-        from prometheus_client import multiprocess
+    histograms and summaries are folded into its host's file of exited processes.
 
-        multiprocess.mark_process_dead(process_identifier(pid), MULTIPROC_DIR)
-        fold_exited(process_identifier(pid), MULTIPROC_DIR)
+    gunicorn's arbiter calls this from its SIGCHLD handler, and a second worker's SIGCHLD
+    can run that handler again in the middle of a fold (workers stop together at SIGTERM).
+    The inner call must not fold: its flock on a new handle of the lock file would wait
+    on the outer call's, in the same process, for ever (the arbiter then never stops).
+    It leaves its process to the running fold instead."""
+    global _folding
+    if not MULTIPROC_DIR:
+        return
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(process_identifier(pid), MULTIPROC_DIR)
+    _to_fold.append(process_identifier(pid))
+    if _folding:
+        return
+    _folding = True
+    try:
+        while _to_fold:
+            fold_exited(_to_fold.pop(), MULTIPROC_DIR)
+    finally:
+        # A signal between the loop's last test and here leaves its process's files
+        # unfolded until the next worker exits: still summed by every scrape, only later
+        # merged.
+        _folding = False
 
 
 #: The kinds of files whose values a scrape sums across processes, so that a dead

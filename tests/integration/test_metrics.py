@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -315,6 +316,49 @@ def test_dead_workers_files_fold_into_one_per_host_and_every_total_stays(
     # A live worker's counts add to the dead ones'.
     subprocess.run([sys.executable, "-c", INCREMENT, "1"], env=env, check=True)
     assert value(scrape(), "lakeview_iceberg_commits_total", kind="view") == 10
+
+
+def test_a_worker_that_exits_during_another_ones_fold_is_folded_too_without_a_deadlock(
+    tmp_path, monkeypatch
+) -> None:
+    # gunicorn's arbiter folds from its SIGCHLD handler; at SIGTERM its workers exit
+    # together and a second SIGCHLD runs the handler inside the first one's fold. Here
+    # the second call comes from inside the fold's read, as the signal would.
+    from prometheus_client.mmap_dict import MmapedDict
+
+    folder = tmp_path / "metrics"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder), "PYTHONPATH": str(REPO_ROOT)}
+    pids = []
+    for times in (2, 3):
+        run = subprocess.run(
+            [sys.executable, "-c", INCREMENT + "print(__import__('os').getpid())", str(times)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        pids.append(int(run.stdout.strip()))
+    monkeypatch.setattr(metrics, "MULTIPROC_DIR", str(folder))
+    read = MmapedDict.read_all_values_from_file
+    signalled = []
+
+    def read_then_signal(path):
+        if not signalled:
+            signalled.append(pids[1])
+            metrics.mark_process_dead(pids[1])
+        return read(path)
+
+    monkeypatch.setattr(MmapedDict, "read_all_values_from_file", staticmethod(read_then_signal))
+    folding = threading.Thread(target=metrics.mark_process_dead, args=(pids[0],), daemon=True)
+    folding.start()
+    folding.join(timeout=10)
+    assert not folding.is_alive(), "the fold waits on its own lock"
+    assert signalled
+    assert sorted(path.name for path in folder.glob("*.db")) == [
+        f"counter_{metrics._HOST}-exited.db",
+        f"histogram_{metrics._HOST}-exited.db",
+    ]
+    assert value(scrape(), "lakeview_iceberg_commits_total", kind="view") == 5
 
 
 def test_the_text_is_what_prometheus_clients_own_writer_writes(tmp_path) -> None:
