@@ -1,0 +1,196 @@
+"""A kept query result is read only while its user may still read what the query read
+(issue 39: "revocation takes effect on the next request ... job results"): its rows (at its
+own URL and its job's), its downloads, its page and running it again ask the same decision
+the query asked (catalog.roles.may_read), on each request, from the tables and views the
+query's analyzed plan read (kept on its row). No worker runs here: the worker's side is
+called directly with its Spark faked, as in test_queries."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from catalog import jobs, services
+from catalog.core.access import READ_DATA, READ_METADATA
+from catalog.services import grants
+from refresh.models import Query
+from tests.integration.test_grants import give
+from tests.integration.test_owner_rights import ORDERS
+from tests.integration.test_queries import alive, items, spark  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.django_db
+
+REFUSED = "Reading sales.customers needs the read_data privilege"
+
+
+@pytest.fixture
+def admin(django_user_model):
+    return django_user_model.objects.create_superuser("root")
+
+
+@pytest.fixture
+def alice(django_user_model, admin):
+    """alice may read sales.orders and sales.customers (grants on each table, no role)."""
+    user = django_user_model.objects.create_user("alice")
+    services.create_namespace(name="sales", actor=admin)
+    for name in ("orders", "customers"):
+        services.create_table(namespace="sales", name=name, schema=ORDERS, actor=admin)
+        give(admin, READ_DATA, user, namespace="sales", name=name)
+    return user
+
+
+def revoke(admin, name: str) -> None:
+    grants.revoke(
+        privilege=READ_DATA,
+        principal_type="user",
+        principal="alice",
+        securable_type="object",
+        namespace="sales",
+        name=name,
+        actor=admin,
+    )
+
+
+def api_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def kept(alice, alive, spark):  # noqa: F811 - fixtures
+    """A result alice's query over both tables keeps: (her client, its query row)."""
+    spark.reads = [("sales", "orders"), ("sales", "customers")]
+    client = api_for(alice)
+    response = client.post(
+        "/api/statements/",
+        {"sql": "SELECT * FROM orders JOIN customers USING (id)", "namespace": "sales"},
+        format="json",
+    )
+    assert response.status_code == 202, response.content
+    assert jobs.run(response.json()["job"]["id"]) == "SUCCEEDED"
+    query = Query.objects.get()
+    assert query.reads == [["sales", "orders"], ["sales", "customers"]]
+    return client, query
+
+
+def readers(query: Query) -> dict[str, str]:
+    return {
+        "rows": f"/api/queries/{query.pk}/rows",
+        "job rows": f"/api/jobs/{query.job_id}/rows",
+        "csv": f"/api/queries/{query.pk}/result.csv",
+        "parquet": f"/api/queries/{query.pk}/result.parquet",
+    }
+
+
+def test_a_revoke_on_a_table_the_query_read_refuses_its_result_at_the_next_request(kept, admin):
+    client, query = kept
+    for url in readers(query).values():
+        assert client.get(url).status_code == 200, url
+
+    revoke(admin, "customers")
+
+    for what, url in readers(query).items():
+        response = client.get(url)
+        assert response.status_code == 403, what
+        assert response.json() == {"error": REFUSED, "type": "Forbidden"}, what
+    again = client.post(f"/api/queries/{query.pk}/run")
+    assert again.status_code == 403 and again.json()["error"] == REFUSED
+    assert Query.objects.count() == 1  # nothing was run again
+
+
+def test_the_refusal_is_the_one_a_query_of_that_table_gets(
+    kept,
+    admin,
+    alice,
+    spark,  # noqa: F811
+):
+    client, _ = kept
+    revoke(admin, "customers")
+    give(admin, READ_METADATA, alice, namespace="sales")  # sees it, may not read it
+    spark.reads = [("sales", "customers")]
+    fresh = client.post(
+        "/api/statements/", {"sql": "SELECT * FROM customers", "namespace": "sales"}, format="json"
+    ).json()
+    assert jobs.run(fresh["job"]["id"]) == "FAILED"
+    answer = client.get(fresh["job"]["url"]).json()
+    assert (answer["status"], answer["error"]["message"]) == (403, REFUSED)
+
+
+def test_granting_it_back_makes_the_result_readable_again(kept, admin, alice):
+    client, query = kept
+    revoke(admin, "customers")
+    assert client.get(readers(query)["rows"]).status_code == 403
+    give(admin, READ_DATA, alice, namespace="sales")  # on the namespace this time
+    page = client.get(readers(query)["rows"]).json()
+    assert page["rows"] == [[0, "row-0"], [1, "row-1"], [2, "row-2"]]
+
+
+def test_the_results_page_says_why_and_shows_no_rows(kept, admin, alice, client):
+    _, query = kept
+    client.force_login(alice)
+    shown = client.get(f"/queries/{query.pk}/")
+    assert shown.status_code == 200 and "<td>row-2</td>" in shown.content.decode()
+
+    revoke(admin, "customers")
+
+    refused = client.get(f"/queries/{query.pk}/")
+    html = refused.content.decode()
+    assert refused.status_code == 403
+    assert REFUSED in html and "<td>row-" not in html
+    assert 'id="query-gone"' not in html  # it is not gone: it is refused
+    assert 'class="query-download query-csv" href' in html and "hidden>CSV</a>" in html
+
+
+def test_a_superuser_still_reads_anyones_result(kept, admin):
+    _, query = kept
+    revoke(admin, "customers")
+    root = api_for(admin)
+    assert root.get(readers(query)["rows"]).json()["row_count"] == 3
+    assert root.get(readers(query)["csv"]).status_code == 200
+
+
+def test_a_result_kept_without_its_reads_is_read_by_superusers_only(kept, admin):
+    client, query = kept
+    Query.objects.filter(pk=query.pk).update(reads=None)
+    response = client.get(readers(query)["rows"])
+    assert response.status_code == 403
+    assert response.json()["error"] == (
+        f"Query {query.pk} does not record what it read; run it again to read its result"
+    )
+    assert client.post(f"/api/queries/{query.pk}/run").status_code == 202
+    assert api_for(admin).get(readers(query)["rows"]).status_code == 200
+
+
+def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
+    admin,
+    django_user_model,
+    alive,
+    spark,
+    items,
+    monkeypatch,  # noqa: F811
+):
+    def no_spark(sql, *, namespace):
+        raise AssertionError(f"Spark was asked: {sql}")
+
+    monkeypatch.setattr("refresh.analysis.prepare_query", no_spark)
+    bob = django_user_model.objects.create_user("bob")
+    give(admin, READ_DATA, bob, namespace="sales", name="items")
+    client = api_for(bob)
+    body = client.post(
+        "/api/statements/", {"sql": "SELECT id FROM items", "namespace": "sales"}, format="json"
+    ).json()
+    assert jobs.run(body["job"]["id"]) == "SUCCEEDED"
+    query = Query.objects.get()
+    assert query.reads == [["sales", "items"]]
+    assert client.get(readers(query)["rows"]).json()["row_count"] == 8
+    grants.revoke(
+        privilege=READ_DATA,
+        principal_type="user",
+        principal="bob",
+        securable_type="object",
+        namespace="sales",
+        name="items",
+        actor=admin,
+    )
+    assert client.get(readers(query)["rows"]).status_code == 403
