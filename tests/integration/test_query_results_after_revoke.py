@@ -5,6 +5,7 @@ the query asked (catalog.roles.may_read), on each request, from the tables and v
 query's analyzed plan read (kept on its row). No worker runs here: the worker's side is
 called directly with its Spark faked, as in test_queries."""
 
+# ruff: noqa: F811 - fixtures imported from other modules
 from __future__ import annotations
 
 import pytest
@@ -58,7 +59,7 @@ def api_for(user) -> APIClient:
 
 
 @pytest.fixture
-def kept(alice, alive, spark):  # noqa: F811 - fixtures
+def kept(alice, alive, spark):
     """A result alice's query over both tables keeps: (her client, its query row)."""
     spark.reads = [("sales", "orders"), ("sales", "customers")]
     client = api_for(alice)
@@ -103,7 +104,7 @@ def test_the_refusal_is_the_one_a_query_of_that_table_gets(
     kept,
     admin,
     alice,
-    spark,  # noqa: F811
+    spark,
 ):
     client, _ = kept
     revoke(admin, "customers")
@@ -168,7 +169,7 @@ def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
     alive,
     spark,
     items,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ):
     def no_spark(sql, *, namespace):
         raise AssertionError(f"Spark was asked: {sql}")
