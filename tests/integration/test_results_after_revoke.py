@@ -1,9 +1,11 @@
-"""A kept query result is read only while its user may still read what the query read
-(issue 39: "revocation takes effect on the next request ... job results"): its rows (at its
-own URL and its job's), its downloads, its page and running it again ask the same decision
-the query asked (catalog.roles.may_read), on each request, from the tables and views the
-query's analyzed plan read (kept on its row). No worker runs here: the worker's side is
-called directly with its Spark faked, as in test_queries."""
+"""Job results follow grants (issue 39: "revocation takes effect on the next request ...
+job results"). A kept query result is read only while its user may still read what the
+query read: its rows (at its own URL and its job's), its downloads, its page and running it
+again ask the same decision the query asked (catalog.roles.may_read), on each request, from
+the tables and views the query's analyzed plan read (kept on its row). Another job's answer
+(a preview's rows) is shown only while its user may still read the object it names. No
+worker runs here: the worker's side is called directly with its Spark faked, as in
+test_queries."""
 
 # ruff: noqa: F811 - fixtures imported from other modules
 from __future__ import annotations
@@ -13,6 +15,7 @@ from rest_framework.test import APIClient
 
 from catalog import jobs, services
 from catalog.core.access import READ_DATA, READ_METADATA
+from catalog.models import SparkJob
 from catalog.services import grants
 from refresh.models import Query
 from tests.integration.test_grants import give
@@ -195,3 +198,52 @@ def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
         actor=admin,
     )
     assert client.get(readers(query)["rows"]).status_code == 403
+
+
+# -- other jobs' answers -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def previewed(alice, admin, alive):
+    """A preview of sales.recent (a view over sales.orders) alice asked for, answered by a
+    worker with its rows: (her client, the job's URL)."""
+    services.create_view(namespace="sales", name="recent", sql="SELECT ds FROM orders")
+    give(admin, READ_DATA, alice, namespace="sales", name="recent")
+    client = api_for(alice)
+    response = client.get("/api/namespaces/sales/views/recent/preview")
+    assert response.status_code == 202, response.content
+    job = response.json()["job"]
+    body = {"columns": [{"name": "ds", "type": "string"}], "rows": [[7]], "read_by": "spark"}
+    SparkJob.objects.filter(pk=job["id"]).update(state="SUCCEEDED", status=200, result=body)
+    return client, job
+
+
+def test_a_previews_rows_are_kept_from_its_user_once_they_may_no_longer_read_it(
+    previewed, admin, alice, client
+):
+    api, job = previewed
+    assert api.get(job["url"]).json()["result"]["rows"] == [[7]]
+
+    revoke(admin, "recent")
+    give(admin, READ_METADATA, alice, namespace="sales")  # sees it, may not read it
+
+    answer = api.get(job["url"]).json()
+    assert (answer["state"], answer["status"], answer["result"]) == ("SUCCEEDED", 403, None)
+    assert answer["error"]["message"] == "Reading sales.recent needs the read_data privilege"
+    [listed] = api.get("/api/jobs/").json()["results"]
+    assert (listed["status"], listed["result"]) == (403, None)
+    client.force_login(alice)
+    page = client.get(job["page_url"])
+    assert page.status_code == 403
+    html = page.content.decode()
+    assert "Reading sales.recent needs the read_data privilege" in html and ">7<" not in html
+
+    give(admin, READ_DATA, alice, namespace="sales", name="recent")
+    assert api.get(job["url"]).json()["result"]["rows"] == [[7]]
+    assert client.get(job["page_url"]).status_code == 200
+
+
+def test_a_superuser_still_sees_anyones_preview(previewed, admin):
+    _, job = previewed
+    revoke(admin, "recent")
+    assert api_for(admin).get(job["url"]).json()["result"]["rows"] == [[7]]
