@@ -14,11 +14,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from catalog.core.access import READ_DATA
-from catalog.services import grants
 from refresh.core.definition import QUERY_PROPERTY
-from tests.integration.test_grants import engine, give
+from tests.integration.grant_fixtures import admin, alice, bob, engine, give, take  # noqa: F401
 from tests.integration.test_owner_rights import QUERY
-from tests.integration.test_statements_by_grants import admin, alice, bob, daily  # noqa: F401
+from tests.integration.test_statements_by_grants import daily  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -34,17 +33,6 @@ def load(user, tag: str | None = None, path: str = DAILY):
 def query_shown(response) -> bool:
     properties = response.json()["metadata"]["properties"]
     return properties.get(QUERY_PROPERTY) == QUERY
-
-
-def revoke(admin, privilege: str, user, **where) -> None:
-    grants.revoke(
-        privilege=privilege,
-        principal_type="user",
-        principal=user.username,
-        securable_type="object" if "name" in where else "namespace",
-        actor=admin,
-        **where,
-    )
 
 
 def test_a_grant_on_the_sources_answers_the_query_to_a_client_holding_the_redacted_tag(
@@ -72,7 +60,7 @@ def test_a_revoke_on_a_source_answers_without_the_query_to_a_client_holding_the_
     assert first.status_code == 200 and query_shown(first)
     assert load(alice, first["ETag"]).status_code == 304
 
-    revoke(admin, READ_DATA, alice, namespace="sales")  # daily still, its source no more
+    take(admin, READ_DATA, alice, namespace="sales")  # daily still, its source no more
 
     again = load(alice, first["ETag"])
     assert again.status_code == 200 and not query_shown(again)

@@ -11,14 +11,12 @@ test_queries."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
 from catalog import jobs, services
 from catalog.core.access import READ_DATA, READ_METADATA
 from catalog.models import SparkJob
-from catalog.services import grants
 from refresh.models import Query
-from tests.integration.test_grants import give
+from tests.integration.grant_fixtures import admin, alice, api_as, bob, give, take  # noqa: F401
 from tests.integration.test_owner_rights import ORDERS
 from tests.integration.test_queries import alive, items, spark  # noqa: F401 - fixtures
 
@@ -28,44 +26,23 @@ REFUSED = "Reading sales.customers needs the read_data privilege"
 
 
 @pytest.fixture
-def admin(django_user_model):
-    return django_user_model.objects.create_superuser("root")
-
-
-@pytest.fixture
-def alice(django_user_model, admin):
+def sales(admin, alice):
     """alice may read sales.orders and sales.customers (grants on each table, no role)."""
-    user = django_user_model.objects.create_user("alice")
     services.create_namespace(name="sales", actor=admin)
     for name in ("orders", "customers"):
         services.create_table(namespace="sales", name=name, schema=ORDERS, actor=admin)
-        give(admin, READ_DATA, user, namespace="sales", name=name)
-    return user
+        give(admin, READ_DATA, alice, namespace="sales", name=name)
 
 
-def revoke(admin, name: str) -> None:
-    grants.revoke(
-        privilege=READ_DATA,
-        principal_type="user",
-        principal="alice",
-        securable_type="object",
-        namespace="sales",
-        name=name,
-        actor=admin,
-    )
-
-
-def api_for(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
+def revoke(admin, alice, name: str) -> None:
+    take(admin, READ_DATA, alice, namespace="sales", name=name)
 
 
 @pytest.fixture
-def kept(alice, alive, spark):
+def kept(sales, alice, alive, spark):
     """A result alice's query over both tables keeps: (her client, its query row)."""
     spark.reads = [("sales", "orders"), ("sales", "customers")]
-    client = api_for(alice)
+    client = api_as(alice)
     response = client.post(
         "/api/statements/",
         {"sql": "SELECT * FROM orders JOIN customers USING (id)", "namespace": "sales"},
@@ -87,12 +64,14 @@ def readers(query: Query) -> dict[str, str]:
     }
 
 
-def test_a_revoke_on_a_table_the_query_read_refuses_its_result_at_the_next_request(kept, admin):
+def test_a_revoke_on_a_table_the_query_read_refuses_its_result_at_the_next_request(
+    kept, admin, alice
+):
     client, query = kept
     for url in readers(query).values():
         assert client.get(url).status_code == 200, url
 
-    revoke(admin, "customers")
+    revoke(admin, alice, "customers")
 
     for what, url in readers(query).items():
         response = client.get(url)
@@ -110,7 +89,7 @@ def test_the_refusal_is_the_one_a_query_of_that_table_gets(
     spark,
 ):
     client, _ = kept
-    revoke(admin, "customers")
+    revoke(admin, alice, "customers")
     give(admin, READ_METADATA, alice, namespace="sales")  # sees it, may not read it
     spark.reads = [("sales", "customers")]
     fresh = client.post(
@@ -123,7 +102,7 @@ def test_the_refusal_is_the_one_a_query_of_that_table_gets(
 
 def test_granting_it_back_makes_the_result_readable_again(kept, admin, alice):
     client, query = kept
-    revoke(admin, "customers")
+    revoke(admin, alice, "customers")
     assert client.get(readers(query)["rows"]).status_code == 403
     give(admin, READ_DATA, alice, namespace="sales")  # on the namespace this time
     page = client.get(readers(query)["rows"]).json()
@@ -136,7 +115,7 @@ def test_the_results_page_says_why_and_shows_no_rows(kept, admin, alice, client)
     shown = client.get(f"/queries/{query.pk}/")
     assert shown.status_code == 200 and "<td>row-2</td>" in shown.content.decode()
 
-    revoke(admin, "customers")
+    revoke(admin, alice, "customers")
 
     refused = client.get(f"/queries/{query.pk}/")
     html = refused.content.decode()
@@ -146,10 +125,10 @@ def test_the_results_page_says_why_and_shows_no_rows(kept, admin, alice, client)
     assert 'class="query-download query-csv" href' in html and "hidden>CSV</a>" in html
 
 
-def test_a_superuser_still_reads_anyones_result(kept, admin):
+def test_a_superuser_still_reads_anyones_result(kept, admin, alice):
     _, query = kept
-    revoke(admin, "customers")
-    root = api_for(admin)
+    revoke(admin, alice, "customers")
+    root = api_as(admin)
     assert root.get(readers(query)["rows"]).json()["row_count"] == 3
     assert root.get(readers(query)["csv"]).status_code == 200
 
@@ -163,12 +142,12 @@ def test_a_result_kept_without_its_reads_is_read_by_superusers_only(kept, admin)
         f"Query {query.pk} does not record what it read; run it again to read its result"
     )
     assert client.post(f"/api/queries/{query.pk}/run").status_code == 202
-    assert api_for(admin).get(readers(query)["rows"]).status_code == 200
+    assert api_as(admin).get(readers(query)["rows"]).status_code == 200
 
 
 def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
     admin,
-    django_user_model,
+    bob,
     alive,
     spark,
     items,
@@ -178,9 +157,8 @@ def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
         raise AssertionError(f"Spark was asked: {sql}")
 
     monkeypatch.setattr("refresh.analysis.prepare_query", no_spark)
-    bob = django_user_model.objects.create_user("bob")
     give(admin, READ_DATA, bob, namespace="sales", name="items")
-    client = api_for(bob)
+    client = api_as(bob)
     body = client.post(
         "/api/statements/", {"sql": "SELECT id FROM items", "namespace": "sales"}, format="json"
     ).json()
@@ -188,15 +166,7 @@ def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
     query = Query.objects.get()
     assert query.reads == [["sales", "items"]]
     assert client.get(readers(query)["rows"]).json()["row_count"] == 8
-    grants.revoke(
-        privilege=READ_DATA,
-        principal_type="user",
-        principal="bob",
-        securable_type="object",
-        namespace="sales",
-        name="items",
-        actor=admin,
-    )
+    take(admin, READ_DATA, bob, namespace="sales", name="items")
     assert client.get(readers(query)["rows"]).status_code == 403
 
 
@@ -204,12 +174,12 @@ def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
 
 
 @pytest.fixture
-def previewed(alice, admin, alive):
+def previewed(sales, alice, admin, alive):
     """A preview of sales.recent (a view over sales.orders) alice asked for, answered by a
     worker with its rows: (her client, the job's URL)."""
     services.create_view(namespace="sales", name="recent", sql="SELECT ds FROM orders")
     give(admin, READ_DATA, alice, namespace="sales", name="recent")
-    client = api_for(alice)
+    client = api_as(alice)
     response = client.get("/api/namespaces/sales/views/recent/preview")
     assert response.status_code == 202, response.content
     job = response.json()["job"]
@@ -224,7 +194,7 @@ def test_a_previews_rows_are_kept_from_its_user_once_they_may_no_longer_read_it(
     api, job = previewed
     assert api.get(job["url"]).json()["result"]["rows"] == [[7]]
 
-    revoke(admin, "recent")
+    revoke(admin, alice, "recent")
     give(admin, READ_METADATA, alice, namespace="sales")  # sees it, may not read it
 
     answer = api.get(job["url"]).json()
@@ -243,7 +213,7 @@ def test_a_previews_rows_are_kept_from_its_user_once_they_may_no_longer_read_it(
     assert client.get(job["page_url"]).status_code == 200
 
 
-def test_a_superuser_still_sees_anyones_preview(previewed, admin):
+def test_a_superuser_still_sees_anyones_preview(previewed, admin, alice):
     _, job = previewed
-    revoke(admin, "recent")
-    assert api_for(admin).get(job["url"]).json()["result"]["rows"] == [[7]]
+    revoke(admin, alice, "recent")
+    assert api_as(admin).get(job["url"]).json()["result"]["rows"] == [[7]]
