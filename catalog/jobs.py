@@ -29,7 +29,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -51,7 +51,7 @@ from catalog.core.errors import (
     http_status,
 )
 from catalog.models import CatalogObject, SparkJob
-from catalog.roles import EDITOR, VIEWER
+from catalog.roles import EDITOR, VIEWER, refused_reads
 from catalog.watch import Watch, warehouse_floor
 from webapp import broker
 
@@ -117,6 +117,30 @@ def _still_may(who: access.Principal, role: str, arguments: dict[str, Any]) -> b
             return who.sees_namespace(namespace)
         return access.may(who, CREATE, access.namespace(namespace))
     return access.may(who, READ_DATA if role == VIEWER else MANAGE, access.of_object(found))
+
+
+def withheld(found: Iterable[SparkJob], user: Any) -> dict[int, str]:
+    """Why `user` may not see each finished job's answer now, by job id (a job not listed
+    shows its answer). A job's answer shows the object its arguments name (a preview's
+    rows, a view's or materialized table's detail, a verification's sample rows), so it is
+    shown only while the user may still read that object (read_data; an object no longer
+    there, by its namespace's grants), asked each time it is shown: a revoke takes effect
+    on the next request. One query for all the jobs' objects (none for a reader of the
+    whole catalog). A query's rows are refresh.queries' own (`may_still_read`)."""
+    named: dict[int, tuple[str, ...]] = {}
+    for job in found:
+        arguments = job.arguments or {}
+        namespace, name = arguments.get("namespace"), arguments.get("name")
+        if job.result is not None and isinstance(namespace, str) and isinstance(name, str):
+            named[job.pk] = (*namespace.split("."), name)
+    if not named:
+        return {}
+    refused = set(refused_reads(access.for_user(user), named.values()))
+    return {
+        pk: f"Reading {'.'.join(parts)} needs the read_data privilege"
+        for pk, parts in named.items()
+        if ".".join(parts) in refused
+    }
 
 
 # -- where Spark runs --------------------------------------------------------------------

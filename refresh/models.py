@@ -407,6 +407,10 @@ class Query(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     #: {"message", "type", "line", "column", "status"} when it failed.
     error = models.JSONField(null=True, blank=True)
+    #: What its analyzed plan read, [[namespace levels..., name]], as `may_read` asked it:
+    #: its kept result is read only by those who may still read all of it. None for a row
+    #: whose reads were not recorded.
+    reads = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

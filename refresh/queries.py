@@ -12,9 +12,11 @@ lists each part once it is whole, so a reader (`page`) has rows a moment after S
 answers. A query past QUERY_TIMEOUT_SECONDS has its Spark jobs cancelled (the job's Spark
 job group, as a cancel does) and fails with StatementTimeout.
 
-Results are read by the user who ran the query and by superusers only (`visible_to`);
-celery-beat prunes them (`prune`): after QUERY_RESULT_KEEP_HOURS, beyond each user's newest
-QUERY_RESULTS_PER_USER, and folders no row names (a worker killed while writing)."""
+Results are read by the user who ran the query and by superusers only (`visible_to`), and
+only while they may still read every table and view the query read (`may_still_read`, on
+each request: the row keeps what the analyzed plan read); celery-beat prunes them
+(`prune`): after QUERY_RESULT_KEEP_HOURS, beyond each user's newest QUERY_RESULTS_PER_USER,
+and folders no row names (a worker killed while writing)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from catalog import access
 from catalog.core.access import READ_METADATA
 from catalog.core.errors import (
     CatalogError,
+    Forbidden,
     InvalidInput,
     NotFound,
     StatementTimeout,
@@ -119,7 +122,7 @@ def run(
             clock["claimed"] = time.perf_counter()
             plain = _plain_read(statement, namespace=namespace, actor=actor)
             if plain is not None:
-                columns, table = plain
+                columns, table, reads = plain
                 clock["plain"] = time.perf_counter()
             else:
                 prepared = analysis.prepare_query(statement.positioned or statement.sql,
@@ -130,11 +133,14 @@ def run(
                 deadline = _deadline(job)
                 clock["prepared"] = time.perf_counter()
                 check_reads(actor, prepared)
-                columns = prepared.columns
+                columns, reads = prepared.columns, prepared.reads
                 # Spark's reading has the last word (a VALUES statement stays VALUES).
                 query.kind = statement.kind if prepared.kind == "SELECT" else prepared.kind
             query.columns = [{"name": name, "type": kind} for name, kind in columns]
-            Query.objects.filter(pk=query.pk).update(columns=query.columns, kind=query.kind)
+            query.reads = [list(read) for read in reads]
+            Query.objects.filter(pk=query.pk).update(
+                columns=query.columns, kind=query.kind, reads=query.reads
+            )
             clock["allowed"] = time.perf_counter()
             if plain is None:
                 table = analysis.fetch_query(prepared, max_rows=settings.QUERY_RESULT_MAX_ROWS)
@@ -236,10 +242,11 @@ def _start(
 
 def _plain_read(
     statement: st.Query, *, namespace: str | None, actor: Any
-) -> tuple[list[tuple[str, str]], Any] | None:
+) -> tuple[list[tuple[str, str]], Any, list[tuple[str, ...]]] | None:
     """A plain read of one table (refresh.core.plain_reads) answered by the in-process
-    reader the previews use, without Spark: its columns (name, Spark type) and rows (at most
-    QUERY_RESULT_MAX_ROWS + 1, as Spark's fetch gives them); None when the query is not one,
+    reader the previews use, without Spark: its columns (name, Spark type), rows (at most
+    QUERY_RESULT_MAX_ROWS + 1, as Spark's fetch gives them) and reads (the table); None when
+    the query is not one,
     or the reader cannot answer it exactly (more rows than it reads at once, equality
     deletes, an attached table, a name or a literal it reads otherwise than Spark)."""
     from catalog import previews
@@ -261,9 +268,10 @@ def _plain_read(
         return None  # a view, or nothing: Spark says which
     if Attachment.objects.filter(table=table).exists():
         return None  # its writer may have moved on: Spark's load follows it
-    if _unseen(actor, [(*named[0].split("."), named[1])]):
+    reads = [(*named[0].split("."), named[1])]
+    if _unseen(actor, reads):
         return None  # Spark's analysis says it is not there, in Spark's words
-    may_read(actor, [(*named[0].split("."), named[1])])
+    may_read(actor, reads)
     state = previews.load(table)
     snapshot = state.metadata.current_snapshot()
     size = snapshot.summary.get("total-files-size") if snapshot and snapshot.summary else None
@@ -300,7 +308,7 @@ def _plain_read(
     rows = found.arrow
     if read.limit is not None:
         rows = rows.slice(0, read.limit)  # the statement's own LIMIT is no cut
-    return list(zip(names, kinds, strict=True)), results.plain_types(rows)
+    return list(zip(names, kinds, strict=True)), results.plain_types(rows), reads
 
 
 def _table_of(parts: tuple[str, ...], namespace: str | None) -> tuple[str, str] | None:
@@ -473,20 +481,37 @@ def state_of(query: Query) -> tuple[str, dict[str, Any] | None]:
     return query.state, query.error
 
 
+def may_still_read(query: Query, *, user: Any) -> None:
+    """Forbidden unless `user` may read, now, everything the query read: a kept result
+    shows its sources' rows, so reading it (a page of rows, a download) or running it again
+    asks the same decision as the query did (`may_read`), on each request, and a revoked
+    grant takes effect on the next one. A row whose reads were not recorded is read by
+    superusers only."""
+    if query.reads is None:
+        if getattr(user, "is_superuser", False):
+            return
+        raise Forbidden(
+            f"Query {query.pk} does not record what it read; run it again to read its result"
+        )
+    may_read(user, [tuple(read) for read in query.reads])
+
+
 def kept(query: Query) -> bool:
     """Whether the query's result can still be read (stored, not pruned)."""
     return bool(query.result_folder) and bool(query.parts)
 
 
-def page(query: Query, *, offset: int, limit: int) -> dict[str, Any]:
+def page(query: Query, *, user: Any, offset: int, limit: int) -> dict[str, Any]:
     """Rows `offset`... of the kept result (at most `limit`, MAX_PAGE_ROWS), with what the
-    query is doing: rows appear as soon as the first part is stored."""
+    query is doing: rows appear as soon as the first part is stored. Forbidden unless
+    `user` may still read what the query read (`may_still_read`)."""
     if offset < 0 or limit < 1:
         raise InvalidInput("offset must be 0 or more and limit 1 or more", field="offset")
     limit = min(limit, MAX_PAGE_ROWS)
     state, error = state_of(query)
     rows: list[list[Any]] = []
     if kept(query):
+        may_still_read(query, user=user)
         table = results.read_rows(_folder(query.result_folder), query.parts, offset, limit)
         rows = results.json_rows(table) if table is not None else []
     elif state == Query.State.SUCCEEDED:
@@ -547,8 +572,9 @@ def cut_message(query: Query) -> str | None:
     return None
 
 
-def download(query: Query, *, fmt: str) -> tuple[Iterator[bytes], str, str]:
-    """The kept result as a stream of bytes, its content type and file name."""
+def download(query: Query, *, user: Any, fmt: str) -> tuple[Iterator[bytes], str, str]:
+    """The kept result as a stream of bytes, its content type and file name; Forbidden
+    unless `user` may still read what the query read."""
     state, _ = state_of(query)
     if state != Query.State.SUCCEEDED:
         raise InvalidInput(f"Query {query.pk} is {state}: only a finished result downloads")
@@ -557,6 +583,7 @@ def download(query: Query, *, fmt: str) -> tuple[Iterator[bytes], str, str]:
             f"The result of query {query.pk} is no longer kept; run the query again",
             field="query_id",
         )
+    may_still_read(query, user=user)
     folder = _folder(query.result_folder)
     name = f"query-{query.pk}"
     if fmt == "csv":

@@ -92,7 +92,10 @@ class JobListView(generics.ListAPIView):
         tags=_TAGS,
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+        page = self.paginate_queryset(self.get_queryset())
+        context = {"request": request, "withheld": jobs.withheld(page, request.user)}
+        data = s.SparkJobSerializer(page, many=True, context=context).data
+        return self.get_paginated_response(data)
 
 
 class JobDetailView(APIView):
@@ -106,7 +109,8 @@ class JobDetailView(APIView):
     )
     def get(self, request: Request, job_id: int) -> Response:
         job = selectors.get_spark_job(job_id, user=request.user)
-        return Response(s.SparkJobSerializer(job).data)
+        context = {"withheld": jobs.withheld([job], request.user)}
+        return Response(s.SparkJobSerializer(job, context=context).data)
 
 
 class JobCancelView(APIView):

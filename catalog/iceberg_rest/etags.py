@@ -6,8 +6,10 @@ A tag names one state of one table as one representation: the pointer (the metad
 location, and the table's UUID and last-updated-ms, which tell a file an attached table's
 writer rewrote in place from the file it replaced) and the `snapshots` mode asked for (the
 spec asks for distinct tags for `refs` and `all`, whose bodies may differ). Everything in
-it is on the table's pointer row, so a 304 needs no metadata file read. Views have no ETag
-in the spec: their loads are always 200."""
+it is on the table's pointer row, so a 304 needs no metadata file read. A body holding a
+property some principals may not see (catalog.redaction) has a tag per form instead, and
+its 304 waits until the principal's form is known. Views have no ETag in the spec: their
+loads are always 200."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ manage, creates and registrations create in the namespace.
 
 Load, create, register and commit answers carry an ETag (`etags`); a load whose
 If-None-Match names the current one is a 304 decided from the pointer row
-(`table_loads`)."""
+(`table_loads`), or, for a table whose answer depends on who asks (`redaction`), once the
+principal's form of the body is known again."""
 
 from __future__ import annotations
 
@@ -46,17 +47,19 @@ def _loaded(request: HttpRequest, loaded: services.LoadedTable, **extra: Any) ->
             }
         )
     document = objects.load_result(loaded.metadata_location, **extra)
+    answer = redaction.Redacted(None, False)
     if loaded.obj is not None and redaction.HIDDEN:
-        document = redaction.load_result(checks.principal(request), loaded.obj.pk, document)
+        answer = redaction.load_result(checks.principal(request), loaded.obj.pk, document)
     response = JsonResponse(document)
-    # The tag a load of this state in the default mode (all snapshots) will have, so that
-    # a client caching the answer of its own commit can load with If-None-Match at once.
+    # The tag a load of this state in the default mode (all snapshots) will have, by this
+    # principal, so that a client caching the answer of its own commit can load with
+    # If-None-Match at once.
     state = etags.TableState(
         loaded.metadata_location,
         str(loaded.metadata.table_uuid),
         int(loaded.metadata.last_updated_ms),
     )
-    response["ETag"] = etags.table_tag(state)
+    response["ETag"] = redaction.tag(etags.table_tag(state), answer)
     return response
 
 
@@ -115,20 +118,26 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
         # file is picked up here (a listing and a read of the newest file, even for a 304).
         state = table_loads.state_of(attached.follow(selectors.get_table(name, table), actor=user))
     tag = etags.table_tag(state, snapshots)
-    # Properties the principal may not see (a materialized table's query, to one who may
-    # not read its sources) are left out of the body, under a tag of its own. A client
-    # holding either tag of this state gets its 304 without the body being read: it holds
-    # that state's answer already.
+    # The plain tag is only ever given for a body that is the same for every principal: a
+    # client holding it gets its 304 from the pointer row alone.
     matches = request.META.get("HTTP_IF_NONE_MATCH")
-    for known in (tag, redaction.tag(tag, True)) if redaction.HIDDEN else (tag,):
-        if etags.none_match_fails(matches, known):
-            return etags.not_modified(known)
+    if etags.none_match_fails(matches, tag):
+        return etags.not_modified(tag)
     body = table_loads.body(state)
-    redacted = redaction.load_body(who, found.object_id, body) if redaction.HIDDEN else None
-    tag = redaction.tag(tag, redacted is not None)
+    # Properties the principal may not see (a materialized table's query, to one who may
+    # not read its sources) are left out of the body. Such a body's tag says which form the
+    # principal gets now (redaction.tag): a grant or a revoke since the client's copy
+    # changes it, so the client gets the new form, not a 304.
+    answer = redaction.Redacted(None, False)
+    if redaction.HIDDEN:
+        answer = redaction.load_body(who, found.object_id, body)
+    if answer.hideable:
+        tag = redaction.tag(tag, answer)
+        if etags.none_match_fails(matches, tag):
+            return etags.not_modified(tag)
     # Both modes answer every snapshot (`refs` is a subset the spec lets a server widen);
     # the tags still differ, as the spec asks, so that a client never mixes them up.
-    response = HttpResponse(redacted or body, content_type="application/json")
+    response = HttpResponse(answer.body or body, content_type="application/json")
     response["ETag"] = tag
     return response
 

@@ -51,7 +51,10 @@ def job_context(job: SparkJob) -> dict[str, Any]:
 def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job(request, job_id)
     context = {**job_context(job), "done_url": done_url(job), "arguments": job.arguments}
-    return render(request, "catalog/job.html", context)
+    # An answer showing an object the user may no longer read is left out, and says why.
+    context["withheld"] = jobs.withheld([job], request.user).get(job.pk)
+    status = 403 if context["withheld"] else 200
+    return render(request, "catalog/job.html", context, status=status)
 
 
 @require_http_methods(["POST"])

@@ -49,7 +49,8 @@ ROWS_HELP = (
     "columns and their Spark types, the state, and `complete`: while the query waits or "
     "runs, `rows` holds what is stored so far (the first page is stored first), so a client "
     "asks this URL again (with `wait`, it is answered as soon as rows are there) until "
-    "`complete`. Another user's query is a 404."
+    "`complete`. Another user's query is a 404; a query that read a table or view you may "
+    "no longer read (read_data) is a 403 naming it, checked on each request."
 )
 
 
@@ -147,7 +148,7 @@ class QueryRowsView(APIView):
             # The first look answers from the row read above; a waiting request reads it
             # again each time the job has news.
             query = read.pop() if read else queries.get(query_id, user=request.user)
-            return queries.page(query, offset=offset, limit=limit)
+            return queries.page(query, user=request.user, offset=offset, limit=limit)
 
         return _waited(request, job_id, look)
 
@@ -183,7 +184,7 @@ class JobRowsView(APIView):
             job = catalog_selectors.get_spark_job(job_id, user=request.user)
             query = queries.of_job(job, user=request.user, query_id=asked)
             if query is not None:
-                return queries.page(query, offset=offset, limit=limit)
+                return queries.page(query, user=request.user, offset=offset, limit=limit)
             return {
                 "query": None,
                 "state": job.state,
@@ -219,12 +220,13 @@ class QueryDownloadView(APIView):
             (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
         },
         description="The kept result as one CSV or Parquet file (result.csv, result.parquet), "
-        "streamed: a finished query whose result is still kept; 404 once pruned.",
+        "streamed: a finished query whose result is still kept; 404 once pruned; 403 when "
+        "you may no longer read a table or view the query read.",
         tags=_TAGS,
     )
     def get(self, request: Request, query_id: str, fmt: str) -> StreamingHttpResponse:
         query = queries.get(query_id, user=request.user)
-        chunks, content_type, name = queries.download(query, fmt=fmt)
+        chunks, content_type, name = queries.download(query, user=request.user, fmt=fmt)
         response = StreamingHttpResponse(chunks, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
@@ -239,9 +241,12 @@ class QueryRunView(APIView):
         request=None,
         responses={202: s.StatementsResponseSerializer},
         description="Run the query again, in its namespace: answered as POST /api/statements/ "
-        "answers its text (202 with the new job and query).",
+        "answers its text (202 with the new job and query); 403 when you may no longer read "
+        "a table or view it read.",
         tags=_TAGS,
     )
     def post(self, request: Request, query_id: int) -> Response:
         query = queries.get(query_id, user=request.user)
+        if query.reads is not None:  # else the worker's check is the first
+            queries.may_still_read(query, user=request.user)
         return statements_response(query.sql, query.namespace or None, request.user)

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from catalog.core.errors import CatalogError, NotFound
+from catalog.core.errors import CatalogError, Forbidden, NotFound
 from catalog.core.inputs import whole_number
 from catalog.pages.views import catalog_page
 from refresh import queries
@@ -21,18 +21,24 @@ from refresh.models import Query
 FIRST_ROWS = 100
 
 
-def grid(query: Query) -> dict[str, Any]:
-    """What templates/refresh/_query_results.html needs of a query."""
+def grid(query: Query, *, user: Any) -> dict[str, Any]:
+    """What templates/refresh/_query_results.html needs of a query, as `user` may see it: a
+    user who may no longer read what the query read sees why, and no rows
+    (`query_refused`)."""
     state, error = queries.state_of(query)
-    page = None
-    if queries.kept(query):
-        page = queries.page(query, offset=0, limit=FIRST_ROWS)
+    page, kept, refused = None, queries.kept(query), False
+    if kept:
+        try:
+            page = queries.page(query, user=user, offset=0, limit=FIRST_ROWS)
+        except Forbidden as refusal:
+            error, kept, refused = {"message": refusal.message, "status": 403}, False, True
     return {
         "query": {**queries.summary(query), "state": state},
         "query_error": error,
         "query_page": page,
-        "query_kept": queries.kept(query),
+        "query_kept": kept,
         "query_cut": queries.cut_message(query),
+        "query_refused": refused,
     }
 
 
@@ -53,9 +59,12 @@ def console_context(request: HttpRequest) -> dict[str, Any]:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def query_page(request: HttpRequest, query_id: int) -> HttpResponse:
-    """One query of the user's (a superuser's: anyone's): its result while it is kept."""
+    """One query of the user's (a superuser's: anyone's): its result while it is kept, and
+    while they may read what it read (else a 403 page that says why)."""
     try:
         query = queries.get(query_id, user=request.user)
     except NotFound as error:
         raise Http404(error.message) from None
-    return render(request, "refresh/query.html", {"item": query, **grid(query)})
+    context = grid(query, user=request.user)
+    status = 403 if context["query_refused"] else 200
+    return render(request, "refresh/query.html", {"item": query, **context}, status=status)

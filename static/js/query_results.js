@@ -5,7 +5,7 @@
    type once known, the status line the rows kept, the duration and whether the result was
    cut. Cancel asks the API to cancel the query's job (its Spark job group is cancelled on
    the worker). Once the query ends, the downloads appear, and "More rows" fetches the next
-   page. jobs.js asks `window.lakeviewQueryGrid(query)` for the block of a query a console
+   page. A 403 (a table the query read may no longer be read) shows its message instead. jobs.js asks `window.lakeviewQueryGrid(query)` for the block of a query a console
    script's job ran: the block already on the page, or a new one. */
 (function () {
   "use strict";
@@ -104,13 +104,32 @@
       more.hidden = ACTIVE[page.state] || loaded >= page.row_count;
     }
 
+    function refused(message) {
+      var error = block.querySelector(".query-error");
+      error.textContent = message || "You may no longer read this result";
+      error.hidden = false;
+      body.textContent = "";
+      loaded = 0;
+      more.hidden = true;
+      Array.prototype.forEach.call(block.querySelectorAll(".query-download"), function (link) {
+        link.hidden = true;
+      });
+    }
+
     function tick() {
       var limit = Math.max(1, wanted - loaded);
       fetch(url + "?offset=" + loaded + "&limit=" + limit, {
         credentials: "same-origin", headers: { Accept: "application/json" }
       })
-        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (response) {
+          if (response.status === 403) {
+            // A table or view the query read may no longer be read: say so and stop asking.
+            return response.json().then(function (body) { refused(body.error); return false; });
+          }
+          return response.ok ? response.json() : null;
+        })
         .then(function (page) {
+          if (page === false) { return; }
           if (!page) { window.setTimeout(tick, 2000); return; }
           last = page;
           header(page.columns);

@@ -3,6 +3,7 @@ definitions, grants, revokes and changes of owner, engine credentials), filterab
 object, time and kind, paged by keyset, exported as CSV, kept AUDIT_KEEP_DAYS; for
 superusers and those who manage the catalog."""
 
+# ruff: noqa: F811 - the shared fixtures are imported by name
 from __future__ import annotations
 
 import csv
@@ -20,17 +21,12 @@ from catalog import audit, services
 from catalog.core.access import MANAGE, READ_DATA
 from catalog.iceberg_rest.auth import create_client, revoke_client
 from catalog.models import CatalogEvent, GrantChange
-from catalog.services import grants
 from catalog.tasks import prune_audit
+from tests.integration.grant_fixtures import admin, give  # noqa: F401
 from tests.integration.test_iceberg_rest import SCHEMA
 from tests.integration.test_pages_fuzz import HOSTILE_QUERY
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-password")
 
 
 @pytest.fixture
@@ -44,21 +40,8 @@ def changes(django_user_model, admin):
     services.create_table(namespace="sales", name="orders", schema=SCHEMA, actor=admin)
     services.create_table(namespace="finance", name="ledger", schema=SCHEMA, actor=admin)
     services.create_table(namespace="salesy", name="t", schema=SCHEMA, actor=admin)
-    grants.grant(
-        privilege=READ_DATA,
-        principal_type="user",
-        principal="ana",
-        securable_type="namespace",
-        namespace="sales",
-        actor=admin,
-    )
-    grants.grant(
-        privilege=MANAGE,
-        principal_type="user",
-        principal="ana",
-        securable_type="catalog",
-        actor=admin,
-    )
+    give(admin, READ_DATA, ana, namespace="sales")
+    give(admin, MANAGE, ana)
     client, _ = create_client(name="ana-spark", user=ana, actor=ana)
     revoke_client(client=client, actor=ana)
     return {"ana": ana, "client": client}
@@ -199,14 +182,7 @@ def test_the_csv_export_writes_a_formula_as_text(changes, admin):
 
 def test_only_superusers_and_catalog_managers_see_the_audit(changes, admin, django_user_model):
     reader = django_user_model.objects.create_user("rita", password="rita-password")
-    grants.grant(
-        privilege=MANAGE,
-        principal_type="user",
-        principal="rita",
-        securable_type="namespace",
-        namespace="sales",
-        actor=admin,
-    )
+    give(admin, MANAGE, reader, namespace="sales")
     assert _api(reader).get("/api/audit/").status_code == 403
     assert _api(reader).get("/api/audit/export").status_code == 403
     page = Client()

@@ -13,7 +13,8 @@ from rest_framework.test import APIClient
 
 from catalog.core.access import MANAGE, READ_DATA
 from catalog.models import Grant, GrantChange
-from tests.integration.test_grants import admin, alice, catalog, engine, give  # noqa: F401
+from tests.integration.grant_fixtures import admin, alice, engine, give  # noqa: F401
+from tests.integration.test_grants import catalog  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

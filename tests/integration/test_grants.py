@@ -3,6 +3,7 @@
 The decision (catalog.access) is asked by the Iceberg REST catalog and the API; a
 principal that may not see an object gets exactly the answer a missing object gets."""
 
+# ruff: noqa: F811 - the shared fixtures are imported by name
 from __future__ import annotations
 
 import importlib
@@ -12,7 +13,6 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from rest_framework.test import APIClient
 
 from catalog import access, services
 from catalog.core.access import CREATE, MANAGE, OWN, READ_DATA, READ_METADATA, WRITE_DATA
@@ -20,30 +20,25 @@ from catalog.iceberg_rest import auth, table_loads
 from catalog.iceberg_rest.auth import create_client
 from catalog.models import CatalogClient, CatalogObject, Grant, GrantChange, Namespace, Table
 from catalog.roles import EDITOR, VIEWER
-from catalog.services import grants
+from tests.integration.grant_fixtures import (  # noqa: F401 - fixtures
+    admin,
+    alice,
+    api_as,
+    engine,
+    give,
+    take,
+)
 from tests.integration.test_iceberg_rest import (
     SCHEMA,
     Iceberg,
     create_view_request,
     request_token,
-    token_for,
 )
 
 pytestmark = pytest.mark.django_db
 
 
 # -- fixtures --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def admin(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-password")
-
-
-@pytest.fixture
-def alice(django_user_model):
-    """A user with no role: she holds what she is granted."""
-    return django_user_model.objects.create_user("alice", password="alice-password")
 
 
 @pytest.fixture
@@ -64,22 +59,6 @@ def catalog(admin):
     )
 
 
-def give(admin, privilege: str, to, *, namespace: str | None = None, name: str | None = None):
-    kind = "user" if hasattr(to, "username") else "group" if isinstance(to, Group) else "client"
-    label = to.username if kind == "user" else to.name if kind == "group" else to.client_id
-    securable = "object" if name else "namespace" if namespace else "catalog"
-    grant, _ = grants.grant(
-        privilege=privilege,
-        principal_type=kind,
-        principal=label,
-        securable_type=securable,
-        namespace=namespace,
-        name=name,
-        actor=admin,
-    )
-    return grant
-
-
 def principal(user, client=None) -> access.Principal:
     """A principal as a new request makes one (nothing cached from before)."""
     user.refresh_from_db()
@@ -90,10 +69,6 @@ def table(namespace: str, name: str) -> access.Securable:
     return access.of_object(
         CatalogObject.objects.select_related("namespace").get(namespace__name=namespace, name=name)
     )
-
-
-def engine(user) -> Iceberg:
-    return Iceberg(token_for(user))
 
 
 def answer(response) -> tuple[int, bytes]:
@@ -335,14 +310,7 @@ def test_a_revoked_grant_is_gone_at_the_next_request(catalog, admin, alice):
     api = engine(alice)
     assert api.get("/namespaces/finance/tables/ledger").status_code == 200
 
-    grants.revoke(
-        privilege=READ_DATA,
-        principal_type="user",
-        principal="alice",
-        securable_type="namespace",
-        namespace="finance",
-        actor=admin,
-    )
+    take(admin, READ_DATA, alice, namespace="finance")
 
     assert api.get("/namespaces/finance/tables/ledger").status_code == 403  # holds nothing now
     give(admin, READ_METADATA, alice, namespace="sales")
@@ -527,12 +495,6 @@ def test_the_migration_turns_roles_into_grants_and_creators_into_owners(catalog,
 
 
 # -- the grants API ------------------------------------------------------------------------------
-
-
-def api_as(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def test_the_grants_api_grants_lists_and_revokes_and_records_who_and_when(catalog, admin, alice):

@@ -505,7 +505,7 @@ def test_the_section_follows_grants_hidden_unreadable_and_changed_only_by_manage
 ) -> None:
     from django.test import Client
 
-    from tests.integration.test_grants import give
+    from tests.integration.grant_fixtures import give
 
     materialized("ns", "daily")
     materialized("other", "kept")

@@ -3,6 +3,7 @@ reads a source only while the table's owner may read it, and its definition is s
 to those who may read every source. The worker's Spark is faked (its session, the job that
 recomputes the table); the decision, the runs and the suspension are the app's own."""
 
+# ruff: noqa: F811 - the shared fixtures are imported by name
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -10,12 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
-from rest_framework.test import APIClient
 
 from catalog import services
 from catalog.core.access import READ_DATA
 from catalog.models import Table
-from catalog.services import grants
 from refresh import runner, stream_hosts, verification
 from refresh import services as mts
 from refresh.core.freshness import Freshness
@@ -23,6 +22,7 @@ from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.rights import DEFINITION_HIDDEN, OwnerLacksPrivilege
 from refresh.streams import Running, Supervisor
+from tests.integration.grant_fixtures import admin, alice, api_as, bob, give, take  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -39,34 +39,6 @@ DAILY = StructType(
 ).json()
 QUERY = "SELECT ds, sum(amount) AS total FROM orders GROUP BY ds"
 LACKS = "The owner alice lacks read_data on sales.orders, a source of sales.daily"
-
-
-@pytest.fixture
-def admin(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-password")
-
-
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="alice-password")
-
-
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="bob-password")
-
-
-def grant(admin, privilege: str, user, name: str, *, revoke: bool = False) -> None:
-    change = grants.revoke if revoke else grants.grant
-    change(
-        privilege=privilege,
-        principal_type="user",
-        principal=user.username,
-        securable_type="object",
-        namespace="sales",
-        name=name,
-        actor=admin,
-    )
 
 
 @pytest.fixture
@@ -90,7 +62,7 @@ def daily(admin, alice, spark) -> MaterializedTable:
     alice was granted read_data on."""
     services.create_namespace(name="sales", actor=admin)
     services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=admin)
-    grant(admin, READ_DATA, alice, "orders")
+    give(admin, READ_DATA, alice, namespace="sales", name="orders")
     mt = mts.create_materialized_table(
         namespace="sales", name="daily", query=QUERY, freshness=Freshness(1, "HOUR"), actor=alice
     )
@@ -108,7 +80,7 @@ def refresh(mt: MaterializedTable, *, force: bool = False) -> RefreshRun:
 def test_a_refresh_whose_owner_lost_read_data_on_a_source_fails_naming_it_and_writes_nothing(
     daily, admin, alice, spark, monkeypatch
 ):
-    grant(admin, READ_DATA, alice, "orders", revoke=True)
+    take(admin, READ_DATA, alice, namespace="sales", name="orders")
     decided = []
     monkeypatch.setattr("refresh.sources.decide", lambda *a, **kw: decided.append(a))
     before = Table.objects.get(pk=daily.table_id).current_snapshot_id
@@ -126,7 +98,7 @@ def test_after_the_configured_number_of_such_failures_the_table_is_suspended(
     daily, admin, alice, settings
 ):
     settings.MT_FAILURES_BEFORE_SUSPEND = 3
-    grant(admin, READ_DATA, alice, "orders", revoke=True)
+    take(admin, READ_DATA, alice, namespace="sales", name="orders")
 
     states = [refresh(daily).state for _ in range(3)]
 
@@ -138,10 +110,10 @@ def test_after_the_configured_number_of_such_failures_the_table_is_suspended(
 
 
 def test_granting_read_data_back_lets_the_next_refresh_succeed(daily, admin, alice, spark):
-    grant(admin, READ_DATA, alice, "orders", revoke=True)
+    take(admin, READ_DATA, alice, namespace="sales", name="orders")
     assert refresh(daily).state == "FAILED"
 
-    grant(admin, READ_DATA, alice, "orders")
+    give(admin, READ_DATA, alice, namespace="sales", name="orders")
     run = refresh(daily)
 
     assert run.state == "SUCCEEDED", run.error
@@ -152,7 +124,7 @@ def test_granting_read_data_back_lets_the_next_refresh_succeed(daily, admin, ali
 def test_a_superuser_owner_reads_everything_and_a_table_without_owner_reads_as_before_grants(
     daily, admin, alice, spark
 ):
-    grant(admin, READ_DATA, alice, "orders", revoke=True)
+    take(admin, READ_DATA, alice, namespace="sales", name="orders")
     Table.objects.filter(pk=daily.table_id).update(owner=admin)
     assert refresh(daily).state == "SUCCEEDED"
 
@@ -186,22 +158,16 @@ def test_a_verification_is_refused_before_spark_when_the_owner_lost_a_source(
     monkeypatch.setattr(
         "refresh.verification.read", lambda summary: SimpleNamespace(view_version_id=1)
     )
-    grant(admin, READ_DATA, alice, "orders", revoke=True)
+    take(admin, READ_DATA, alice, namespace="sales", name="orders")
     with pytest.raises(OwnerLacksPrivilege, match=LACKS):
         verification.verify(daily)
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def test_a_reader_of_the_table_but_not_its_source_sees_its_rows_not_its_query(
     daily, admin, alice, bob
 ):
-    grant(admin, READ_DATA, bob, "daily")
-    reader, owner = api(bob), api(alice)
+    give(admin, READ_DATA, bob, namespace="sales", name="daily")
+    reader, owner = api_as(bob), api_as(alice)
 
     preview = reader.get("/api/namespaces/sales/tables/daily/preview")
     assert preview.status_code == 200, preview.content
@@ -219,9 +185,9 @@ def test_a_reader_of_the_table_but_not_its_source_sees_its_rows_not_its_query(
 
 
 def test_a_user_who_may_not_see_the_table_gets_the_missing_tables_answer(daily, admin, bob):
-    grant(admin, READ_DATA, bob, "orders")
-    missing = api(bob).get("/api/namespaces/sales/materialized-tables/nothing/")
-    hidden = api(bob).get("/api/namespaces/sales/materialized-tables/daily/")
+    give(admin, READ_DATA, bob, namespace="sales", name="orders")
+    missing = api_as(bob).get("/api/namespaces/sales/materialized-tables/nothing/")
+    hidden = api_as(bob).get("/api/namespaces/sales/materialized-tables/daily/")
     assert hidden.status_code == missing.status_code == 404
     assert hidden.content == missing.content.replace(b"nothing", b"daily")
 
@@ -272,11 +238,11 @@ def test_a_micro_batch_after_a_revoke_fails_the_stream_with_the_reason(
 ):
     # Spark's thread closes its stale connection first; the test's one is in a transaction.
     monkeypatch.setattr("refresh.streams.close_old_connections", lambda: None)
-    grant(admin, READ_DATA, alice, "orders")
+    give(admin, READ_DATA, alice, namespace="sales", name="orders")
     supervisor = host()
     supervisor._may_read(live.pk)  # alice may read: the batch goes on
 
-    grant(admin, READ_DATA, alice, "orders", revoke=True)
+    take(admin, READ_DATA, alice, namespace="sales", name="orders")
     with pytest.raises(OwnerLacksPrivilege, match=LIVE_LACKS):
         supervisor._may_read(live.pk)
     # Spark ends the query with its own words for the failed batch function.

@@ -4,6 +4,7 @@ namespace or object, their own grants to the others; two queries whatever it sho
 
 # ruff: noqa: F811 - pytest fixtures imported from other test modules, then named as arguments
 
+# ruff: noqa: F811 - the shared fixtures are imported by name
 from __future__ import annotations
 
 import re
@@ -15,19 +16,14 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from catalog import services
-from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
+from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
 from catalog.pages import permissions as panel_module
-from catalog.services import grants
+from tests.integration.grant_fixtures import admin, give  # noqa: F401
 from tests.integration.test_iceberg_rest import SCHEMA
 from tests.integration.test_mt_api import dispatched, sales, spark  # noqa: F401 - fixtures
 from tests.integration.test_mt_pages import daily  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-password")
 
 
 @pytest.fixture
@@ -38,13 +34,7 @@ def people(django_user_model, admin):
         name: django_user_model.objects.create_user(name, password=f"{name}-password")
         for name in ("ana", "bo", "cy", "dee")
     }
-    grants.grant(
-        privilege="create",
-        principal_type="user",
-        principal="ana",
-        securable_type="catalog",
-        actor=admin,
-    )
+    give(admin, CREATE, users["ana"])
     services.create_namespace(name="sales", actor=users["ana"])
     services.create_namespace(name="sales.eu", actor=users["ana"])
     services.create_table(namespace="sales", name="orders", schema=SCHEMA, actor=users["ana"])
@@ -53,20 +43,9 @@ def people(django_user_model, admin):
     analysts = Group.objects.create(name="analysts")
     users["dee"].groups.add(analysts)
 
-    def give(privilege, kind, who, securable_type, namespace=None, name=None):
-        grants.grant(
-            privilege=privilege,
-            principal_type=kind,
-            principal=who,
-            securable_type=securable_type,
-            namespace=namespace,
-            name=name,
-            actor=admin,
-        )
-
-    give(READ_DATA, "user", "bo", "namespace", "sales")
-    give(MANAGE, "user", "cy", "object", "sales", "orders")
-    give(READ_METADATA, "group", "analysts", "catalog")
+    give(admin, READ_DATA, users["bo"], namespace="sales")
+    give(admin, MANAGE, users["cy"], namespace="sales", name="orders")
+    give(admin, READ_METADATA, analysts)
     return users
 
 
@@ -238,28 +217,13 @@ def test_the_panel_costs_two_queries_however_many_grants_apply(people, admin, ur
         panel_module.panel = original
     assert with_panel - without == 2, (with_panel, without)
     for number in range(50):
-        Group.objects.create(name=f"team{number}")
-        grants.grant(
-            privilege=READ_METADATA,
-            principal_type="group",
-            principal=f"team{number}",
-            securable_type="namespace",
-            namespace="sales",
-            actor=admin,
-        )
+        give(admin, READ_METADATA, Group.objects.create(name=f"team{number}"), namespace="sales")
     assert count() == with_panel
 
 
 def test_a_hidden_objects_panel_is_the_missing_ones_404(people, django_user_model):
     stranger = django_user_model.objects.create_user("eve", password="eve-password")
-    grants.grant(
-        privilege=READ_DATA,
-        principal_type="user",
-        principal="eve",
-        securable_type="namespace",
-        namespace="sales.eu",
-        actor=people["ana"],
-    )
+    give(people["ana"], READ_DATA, stranger, namespace="sales.eu")  # she owns it
     client = Client()
     client.force_login(stranger)
     hidden = client.get("/namespaces/sales/tables/orders/permissions")

@@ -357,7 +357,7 @@ def test_a_non_superusers_select_of_a_table_they_may_not_see_fails_as_a_missing_
     from catalog import services
     from catalog.core.access import READ_DATA
     from refresh.spark.query import not_found
-    from tests.integration.test_grants import give
+    from tests.integration.grant_fixtures import give
     from tests.integration.test_owner_rights import ORDERS
 
     admin = django_user_model.objects.create_superuser("root")

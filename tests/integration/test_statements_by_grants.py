@@ -6,6 +6,7 @@ answered as what does not exist. And a materialized table's query, kept in its t
 properties, is left out of the Iceberg REST catalog's answers, the table's page and its API
 for those who may not read every source. Spark is faked (the schema it derives)."""
 
+# ruff: noqa: F811 - the shared fixtures are imported by name
 from __future__ import annotations
 
 import json
@@ -13,7 +14,6 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
-from rest_framework.test import APIClient
 
 from catalog import services, workers
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
@@ -23,7 +23,7 @@ from refresh import services as mts
 from refresh.core.definition import QUERY_PROPERTY
 from refresh.core.freshness import Freshness
 from refresh.models import MaterializedTable
-from tests.integration.test_grants import engine, give
+from tests.integration.grant_fixtures import admin, alice, api_as, bob, engine, give  # noqa: F401
 from tests.integration.test_owner_rights import DAILY, ORDERS, QUERY
 
 pytestmark = pytest.mark.django_db
@@ -32,25 +32,9 @@ MINE = "CREATE MATERIALIZED TABLE sales.mine FRESHNESS = INTERVAL '1' HOUR AS SE
 
 
 @pytest.fixture
-def admin(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-password")
-
-
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="alice-password")
-
-
-@pytest.fixture
-def bob(django_user_model):
-    """Holds read_data on a namespace of his own, nothing on sales."""
-    return django_user_model.objects.create_user("bob", password="bob-password")
-
-
-@pytest.fixture
 def daily(admin, bob, monkeypatch) -> MaterializedTable:
     """sales.orders and sales.daily (reading it), the admin's; a namespace `hidden` no one
-    else sees, and bob's own `attic`."""
+    else sees, and bob's own `attic` (he reads it, and nothing of sales)."""
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, **kw: DAILY)
     monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
     for name in ("sales", "hidden", "attic"):
@@ -241,12 +225,6 @@ def test_a_user_with_only_a_namespace_grant_runs_queries_without_a_catalog_role(
 # -- the query in the table's properties -------------------------------------------------------
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 def test_the_rest_load_hides_the_query_from_a_reader_without_source_rights_not_from_one_with(
     daily, admin, alice, bob
 ):
@@ -277,10 +255,10 @@ def test_the_rest_load_hides_the_query_from_a_reader_without_source_rights_not_f
         assert page.status_code == 200
         assert (QUERY_PROPERTY.encode() in page.content) is shown
 
-    detail = api(bob).get("/api/namespaces/sales/tables/daily/")
+    detail = api_as(bob).get("/api/namespaces/sales/tables/daily/")
     assert detail.status_code == 200, detail.content
     assert QUERY_PROPERTY not in detail.json()["properties"]
-    assert api(alice).get("/api/namespaces/sales/tables/daily/").json()["properties"][
+    assert api_as(alice).get("/api/namespaces/sales/tables/daily/").json()["properties"][
         QUERY_PROPERTY
     ] == (QUERY)
 
@@ -294,9 +272,9 @@ def test_the_api_changes_a_table_for_its_manager_not_for_a_namespace_reader_or_a
     give(admin, READ_DATA, alice, namespace="sales")
     url = "/api/namespaces/sales/materialized-tables/{}/suspend"
 
-    refused = api(alice).post(url.format("daily"))
-    hidden = api(bob).post(url.format("daily"))
-    missing = api(bob).post(url.format("nothing"))
+    refused = api_as(alice).post(url.format("daily"))
+    hidden = api_as(bob).post(url.format("daily"))
+    missing = api_as(bob).post(url.format("nothing"))
 
     assert refused.status_code == 403, refused.content
     assert (
@@ -308,7 +286,7 @@ def test_the_api_changes_a_table_for_its_manager_not_for_a_namespace_reader_or_a
     assert MaterializedTable.objects.get(pk=daily.pk).state == "ACTIVATED"
 
     give(admin, MANAGE, alice, namespace="sales", name="daily")
-    assert api(alice).post(url.format("daily")).status_code == 200
+    assert api_as(alice).post(url.format("daily")).status_code == 200
     assert MaterializedTable.objects.get(pk=daily.pk).state == "SUSPENDED"
 
 
@@ -320,15 +298,15 @@ def test_an_api_create_reading_a_source_the_creator_may_not_see_answers_as_a_mis
     body = {"name": "mine", "freshness": "INTERVAL '1' HOUR"}
     url = "/api/namespaces/sales/materialized-tables/"
 
-    hidden = api(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
-    missing = api(alice).post(url, {**body, "query": "SELECT * FROM nobody"}, format="json")
+    hidden = api_as(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
+    missing = api_as(alice).post(url, {**body, "query": "SELECT * FROM nobody"}, format="json")
 
     assert hidden.status_code == missing.status_code == 400, hidden.content
     assert hidden.content == missing.content.replace(b"nobody", b"orders")
     assert not MaterializedTable.objects.filter(table__name="mine").exists()
 
     give(admin, READ_METADATA, alice, namespace="sales", name="orders")
-    refused = api(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
+    refused = api_as(alice).post(url, {**body, "query": "SELECT * FROM orders"}, format="json")
     assert refused.status_code == 403, refused.content
     assert "alice lacks the read_data privilege on sales.orders" in refused.json()["error"]
 
@@ -347,31 +325,31 @@ def test_subscriptions_follow_grants_listed_to_readers_made_by_managers_missing_
     url = "/api/subscriptions/"
     give(admin, READ_DATA, alice, namespace="sales")
 
-    assert [s["id"] for s in api(alice).get(url).json()["results"]] == [subscription.pk]
-    assert api(bob).get(url).json()["results"] == []
-    hidden = api(bob).get(f"{url}{subscription.pk}/")
-    missing = api(bob).get(f"{url}{subscription.pk + 1000}/")
+    assert [s["id"] for s in api_as(alice).get(url).json()["results"]] == [subscription.pk]
+    assert api_as(bob).get(url).json()["results"] == []
+    hidden = api_as(bob).get(f"{url}{subscription.pk}/")
+    missing = api_as(bob).get(f"{url}{subscription.pk + 1000}/")
     assert hidden.status_code == missing.status_code == 404
     assert hidden.content == missing.content.replace(
         str(subscription.pk + 1000).encode(), str(subscription.pk).encode()
     )
 
     body = {"materialized_table": "sales.daily", "email": "me@example.com"}
-    refused = api(alice).post(url, body, format="json")
+    refused = api_as(alice).post(url, body, format="json")
     assert refused.status_code == 403, refused.content
     assert (
         "alice lacks the manage privilege on materialized table sales.daily"
         in (refused.json()["error"])
     )
-    unseen = api(bob).post(url, body, format="json")
-    absent = api(bob).post(url, {**body, "materialized_table": "sales.nothing"}, format="json")
+    unseen = api_as(bob).post(url, body, format="json")
+    absent = api_as(bob).post(url, {**body, "materialized_table": "sales.nothing"}, format="json")
     assert unseen.status_code == absent.status_code == 404
     assert unseen.content == absent.content.replace(b"nothing", b"daily")
-    assert api(alice).delete(f"{url}{subscription.pk}/").status_code == 403
+    assert api_as(alice).delete(f"{url}{subscription.pk}/").status_code == 403
 
     give(admin, MANAGE, alice, namespace="sales", name="daily")
-    assert api(alice).post(url, body, format="json").status_code == 201
-    assert api(alice).delete(f"{url}{subscription.pk}/").status_code == 204
+    assert api_as(alice).post(url, body, format="json").status_code == 201
+    assert api_as(alice).delete(f"{url}{subscription.pk}/").status_code == 204
 
 
 # -- monitoring --------------------------------------------------------------------------------
@@ -388,12 +366,12 @@ def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, ali
     )
     give(admin, READ_METADATA, alice, namespace="sales")
 
-    tables = api(alice).get("/api/monitoring/tables/")
-    history = api(alice).get("/api/monitoring/history/")
-    everything = api(admin).get("/api/monitoring/history/").json()["results"]
+    tables = api_as(alice).get("/api/monitoring/tables/")
+    history = api_as(alice).get("/api/monitoring/history/")
+    everything = api_as(admin).get("/api/monitoring/history/").json()["results"]
 
     assert tables.status_code == history.status_code == 200, tables.content
     assert [(t["namespace"], t["name"]) for t in tables.json()["results"]] == [("sales", "daily")]
     assert {h["table_name"] for h in history.json()["results"]} == {"sales.daily"}
     assert {h["table_name"] for h in everything} == {"sales.daily", "hidden.digest"}
-    assert api(admin).get("/api/monitoring/tables/").json()["count"] == 2
+    assert api_as(admin).get("/api/monitoring/tables/").json()["count"] == 2
