@@ -158,9 +158,7 @@ FRESHNESS = INTERVAL {freshness}
 AS SELECT id, ds FROM orders"""
 
 
-def test_an_expectation_over_a_column_the_query_lacks_is_refused_and_nothing_is_written(
-    api, sales
-):
+def test_an_expectation_over_a_column_the_query_lacks_is_refused_and_nothing_is_written(api, sales):
     before = counts()
     error = refused(api, DAILY.replace("(total > 0)", "(nope > 0)"))
     assert (
