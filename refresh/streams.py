@@ -451,6 +451,7 @@ class Supervisor:
         except rights.OwnerLacksPrivilege as error:
             self._refused(mt.pk, error)
             return
+        self.expectation_failures.pop(mt.pk, None)  # a previous query's, not this one's
         try:
             plan, session = self._plan_and_session(mt)
             if not mt.stream_checkpoint:
