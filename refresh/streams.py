@@ -1025,11 +1025,11 @@ def _remove_checkpoints(path: str, *, depth: int) -> None:
 def compact_history(*, older_than: timedelta = KEEP_BATCHES, periodic: bool = False) -> int:
     """Fold micro-batch rows that finished more than `older_than` ago into one row per table
     and hour (catalog.history.fold_per_hour): the hour's newest batch stays, with `batches`
-    the batches it stands for, the sums of their rows and bytes written, and the first one's
-    queued and start times; its batch id, snapshot, source offsets and data timestamp are
-    the newest batch's. Safe beside another host's pass (each hour is one locked
-    transaction). `periodic` (this process's own pass) reads only what its previous pass
-    left. Returns how many rows were folded away."""
+    the batches it stands for, the sums of their rows and bytes written and of each
+    expectation's violating rows, and the first one's queued and start times; its batch id,
+    snapshot, source offsets and data timestamp are the newest batch's. Safe beside another
+    host's pass (each hour is one locked transaction). `periodic` (this process's own pass)
+    reads only what its previous pass left. Returns how many rows were folded away."""
     batches = RefreshRun.objects.filter(
         trigger=RefreshRun.Trigger.CONTINUOUS,
         action=RefreshRun.Action.INCREMENTAL,
@@ -1042,6 +1042,7 @@ def compact_history(*, older_than: timedelta = KEEP_BATCHES, periodic: bool = Fa
         keys=("materialized_table_id", "table_name"),
         count="batches",
         sums=("rows_written", "bytes_written"),
+        summed_maps=("expectations",),
         earliest={"queued_at": ("queued_at",), "started_at": ("started_at",)},
         resume="micro-batches" if periodic else None,
     )
