@@ -3,7 +3,8 @@ the streaming process (`manage.py run_streams`). Created in the console with Dat
 CONSTRAINT ... EXPECT clauses, its load and its micro-batches leave DROP ROW's rows out,
 record each expectation's count on their runs, and verify exactly through the app's
 verifier; a micro-batch that violates a FAIL UPDATE expectation commits nothing and is the
-stream's failed run, naming the expectation and its count."""
+stream's failed run, naming the expectation and its count; CREATE OR ALTER without it
+rebuilds the table, and the stream runs again."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def ids(st: SparkSession) -> list[int]:
     return [row[0] for row in rows(st, f"SELECT id FROM st.{NS}.checked")]
 
 
-def test_a_continuous_tables_load_and_micro_batches_apply_its_expectations(stack, st):
+def test_a_continuous_tables_load_micro_batches_and_rebuild_apply_its_expectations(stack, st):
     st.sql(f"CREATE NAMESPACE IF NOT EXISTS st.{NS}")
     st.sql(f"CREATE TABLE st.{NS}.events (id BIGINT NOT NULL, k STRING NOT NULL, v DOUBLE)")
     st.sql(f"INSERT INTO st.{NS}.events VALUES (1, 'k1', 2.5), (2, 'k0', -1.0), (3, 'k0', 3.0)")
@@ -102,3 +103,20 @@ def test_a_continuous_tables_load_and_micro_batches_apply_its_expectations(stack
     assert failed["error"] == error
     assert failed["expectations"] == {"positive": 0, "not_k0": 0, "small": 1}
     assert ids(st) == [1, 3, 4, 6], "the failed micro-batch committed nothing"
+
+    # Changing the expectations is a new definition: the streaming process loads the table
+    # anew (its rebuild run counts them) and streams on from there.
+    altered = CREATE.replace("CREATE MATERIALIZED", "CREATE OR ALTER MATERIALIZED").replace(
+        ",\n  CONSTRAINT small EXPECT (v < 1000) ON VIOLATION FAIL UPDATE", ""
+    )
+    assert "small" not in altered
+    ok(stack, altered)
+    stack.wait_for(lambda: ids(st) == [1, 3, 4, 6, 7, 8], timeout=180, what="the rebuild")
+    [rebuilt] = [r for r in runs(stack) if r["trigger"] == "REBUILD"]
+    assert rebuilt["state"] == "SUCCEEDED", rebuilt
+    assert rebuilt["expectations"] == {"positive": 2, "not_k0": 3}
+    stack.wait_for(
+        lambda: mt_row(stack, "checked")["stream_status"] == "RUNNING",
+        timeout=120,
+        what="the stream to run again",
+    )
