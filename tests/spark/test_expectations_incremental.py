@@ -255,3 +255,55 @@ def test_a_continuous_tables_micro_batches_apply_expectations_and_a_fail_update_
             running.stop()
 
     assert tables.verify_every_snapshot(APPEND_EXPECTATIONS) == 2
+
+
+def test_a_continuous_aggregations_micro_batch_checks_its_touched_keys_and_deletes_a_dropped_one(
+    session: SparkSession, tmp_path: Path
+):
+    tables = Tables(
+        session,
+        "SELECT customer, count(*) AS n, sum(amount) AS total FROM orders GROUP BY customer",
+        key=("customer",),
+    )
+    expectations = (Expectation("positive_total", "total > 0", DROP_ROW),)
+    tables.insert("(1, 1, 10), (2, 2, 4)")
+    sources = [(CATALOG, *tables.source)]
+    pins = streaming.pinned_snapshots(session, sources)
+    streaming.load(
+        session,
+        query=tables.query,
+        target=tables.target,
+        sources=sources,
+        pins=pins,
+        namespace=[tables.namespace],
+        catalog=CATALOG,
+        snapshot_properties=tables.state(pins[f"{tables.namespace}.orders"][0]),
+        expectations=expectations,
+    )
+    batches: list[streaming.BatchResult] = []
+    running = streaming.start(
+        session,
+        plan=tables.plan,
+        query=tables.query,
+        target=tables.target,
+        catalog=CATALOG,
+        namespace=[tables.namespace],
+        checkpoint=str(tmp_path / "checkpoint"),
+        key=f"expect-{tables.namespace}",
+        trigger_seconds=0.5,
+        start_after={k: tuple(v) for k, v in pins.items() if v},
+        on_batch=batches.append,
+        version=1,
+        uuids={},
+        expectations=expectations,
+    )
+    try:
+        tables.insert("(3, 2, -10), (4, 3, 6)")  # customer 2 goes negative; 1 untouched
+        running.processAllAvailable()
+    finally:
+        running.stop()
+
+    [batch] = batches
+    assert batch.expectations == {"positive_total": 1}
+    assert tables.rows() == [(1, 1, 10), (3, 1, 6)]
+    assert tables.verify_every_snapshot(expectations) == 2
