@@ -142,12 +142,14 @@ def fold_per_hour(
     count: str,
     earliest: Mapping[str, Sequence[str]],
     sums: Sequence[str] = (),
+    summed_maps: Sequence[str] = (),
     resume: str | None = None,
 ) -> int:
     """Fold the `rows` whose `at` is before `before` into one row per value of `keys` and
     hour of `at`: the newest row of each group (by `at`, then id) stays, with `count` the
     sum of the group's counts, each field of `sums` the group's sum (unset where no row set
-    it) and each field of `earliest` the group's earliest value of its sources (the first
+    it), each field of `summed_maps` (a JSON object of numbers) the group's sums key by key,
+    and each field of `earliest` the group's earliest value of its sources (the first
     of them that is set, row by row); the others are deleted. A folded
     row folds again with rows of its hour that pass `before` later, so each group ends as
     one row, and a second pass over the same rows changes nothing. Returns how many rows
@@ -174,7 +176,9 @@ def fold_per_hour(
         .filter(fold_rows__gt=1)
         .order_by("fold_hour")
     )
-    sources = sorted({field for fields in earliest.values() for field in fields} | set(sums))
+    sources = sorted(
+        {field for fields in earliest.values() for field in fields} | set(sums) | set(summed_maps)
+    )
     deleted = 0
     for group in groups:
         hour = group["fold_hour"]
@@ -196,6 +200,12 @@ def fold_per_hour(
                 for field in sums:
                     values = [row[field] for row in found if row[field] is not None]
                     changes[field] = sum(values) if values else None
+                for field in summed_maps:
+                    total: dict[str, Any] = {}
+                    for row in found:
+                        for key, value in (row[field] or {}).items():
+                            total[key] = total.get(key, 0) + value
+                    changes[field] = total
                 for field, candidates in earliest.items():
                     moments = [_first_set(row, candidates) for row in found]
                     changes[field] = min((m for m in moments if m is not None), default=None)

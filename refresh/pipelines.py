@@ -278,8 +278,6 @@ def difference(
             namespace=mt.default_namespace or mt.table.namespace.name,
             primary_key=mt.primary_key,
         )
-        if statement.expectations:
-            services.refuse_continuous_expectations(statement.expectations)
     if diff.query is not None:
         services.resolve_sources(
             query, namespace=namespace, own=(mt.table.namespace.name, mt.table.name), actor=actor
@@ -496,8 +494,6 @@ def _plan_create(
     )
     if refresh.mode is RefreshMode.CONTINUOUS and not set(sources) & planned:
         check_streamable(statement.query, namespace=ns, primary_key=statement.primary_key)
-    if refresh.mode is RefreshMode.CONTINUOUS:
-        services.refuse_continuous_expectations(statement.expectations)
     planned.add(qualified)
     changes = [
         f"{refresh.mode.value}, FRESHNESS = {statement.freshness}",

@@ -39,7 +39,7 @@ from catalog.watch import Watch, warehouse_floor
 from refresh import engine, leases, rights, selectors, services, sources
 from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode, planned_tick
-from refresh.core.incremental import Decision, Kind, full
+from refresh.core.incremental import Decision, Kind
 from refresh.core.options import TIMEOUT_OPTION, run_time_limit
 from refresh.core.partitions import scheduled_partition
 from refresh.core.refresh_state import partition_entry
@@ -193,9 +193,6 @@ def _execute(run_id: int) -> str:
         return RefreshRun.State.FAILED
     clock["decided"] = time.perf_counter()
     expectations = ex.from_json(mt.expectations)
-    if decision.kind is Kind.INCREMENTAL and expectations:
-        # The incremental paths do not apply expectations: a full refresh does.
-        decision = full(f"the table has expectations ({decision.reason})")
     now = timezone.now()
     if decision.kind is Kind.NO_DATA:
         services.finish(
@@ -230,7 +227,7 @@ def _execute(run_id: int) -> str:
                 spark_timings["_at"] = time.perf_counter()
                 _incremental(
                     session, mt, run, plan, decision, snapshots, target, namespace,
-                    spark_timings, state,
+                    spark_timings, state, expectations, violations,
                 )  # fmt: skip
             else:
                 _full(
@@ -366,10 +363,13 @@ def _incremental(
     namespace: str,
     timings: dict[str, float],
     state: dict[str, str],
+    expectations: tuple[ex.Expectation, ...] = (),
+    violations: dict[str, int] | None = None,
 ) -> None:
     """Apply the sources' appended snapshots (refresh.spark.changes, the continuous mode's
     code), every source read at the snapshot the run records; a MERGE takes the table's
-    rewrite lease as a micro-batch does."""
+    rewrite lease as a micro-batch does. The table's expectations are applied to the rows
+    the plan computes (their counts into `violations`)."""
     by_name = {".".join(source): source for source in (*plan.streams, *plan.static)}
     changes.incremental_refresh(
         session,
@@ -384,6 +384,8 @@ def _incremental(
         merge_turn=lambda: leases.rewriting(mt.table_id),
         timings=timings,
         properties=state,
+        expectations=expectations,
+        violations=violations,
     )
 
 

@@ -325,7 +325,6 @@ def create_materialized_table(
     sources = resolve_sources(query, namespace=namespace, own=(namespace, name), actor=actor)
     if plan.mode is RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=primary_key)
-        refuse_continuous_expectations(expectations)
     definition = defs.Definition(
         query=query.strip(),
         default_namespace=namespace,
@@ -448,16 +447,6 @@ def check_expectations(
         ) from None
 
 
-def refuse_continuous_expectations(expectations: Sequence[Any]) -> None:
-    if expectations:
-        raise InvalidInput(
-            "Expectations are applied by FULL refreshes: a CONTINUOUS materialized table "
-            "cannot have them yet (drop the CONSTRAINT ... EXPECT clauses, or use "
-            "REFRESH_MODE = FULL)",
-            field="expectations",
-        )
-
-
 def _undo_create(mt: MaterializedTable, *, actor: Any) -> None:
     table = mt.table
     with transaction.atomic():
@@ -527,7 +516,6 @@ def _replan(
             namespace=mt.default_namespace or mt.table.namespace.name,
             primary_key=mt.primary_key,
         )
-        refuse_continuous_expectations(mt.expectations)
     if plan.mode.value != mt.refresh_mode and plan.mode is RefreshMode.CONTINUOUS:
         # From FULL: the streaming process loads the table again and starts a new stream.
         mt.stream_checkpoint = ""
@@ -793,7 +781,6 @@ def _redefine(
         expectations = ex.from_json(kept)
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
         check_streamable(query, namespace=namespace, primary_key=mt.primary_key)
-        refuse_continuous_expectations(expectations)
     spark_schema = analysis.query_schema(query, namespace=namespace)
     if version_id is None:  # an older version's were checked when it was made
         check_expectations(query, expectations, spark_schema, namespace=namespace)
@@ -1304,13 +1291,16 @@ def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> R
     return run
 
 
-def record_stream_failure(mt: MaterializedTable, *, error: str) -> RefreshRun | None:
+def record_stream_failure(
+    mt: MaterializedTable, *, error: str, expectations: Mapping[str, int] | None = None
+) -> RefreshRun | None:
     """A continuous table's stream stopped on an error of its own: the first failure of a
     spell becomes a failed run in the history, announced as any failed run is (a
     notification's "run failed"; its next micro-batch is the recovery). Later failures of
     the same spell (the stream retries every few seconds) add nothing. Not counted toward
     the automatic suspension: the stream retries by itself, and its micro-batches, which
-    are recorded as they commit, do not reset that count."""
+    are recorded as they commit, do not reset that count. `expectations`: the failed
+    micro-batch's counts, when a FAIL UPDATE expectation failed it."""
     with transaction.atomic():
         # One conditional update decides whether this failure starts a spell (an UPDATE
         # locks its row: no SELECT FOR UPDATE is needed before it).
@@ -1330,6 +1320,7 @@ def record_stream_failure(mt: MaterializedTable, *, error: str) -> RefreshRun | 
             finished_at=now,
             error=error[:10_000],
             definition_version=mt.current_version,
+            expectations=dict(expectations or {}),
         )
         observe_finished(run)
     return run

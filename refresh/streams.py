@@ -50,6 +50,7 @@ from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
 from refresh import engine, leases, rights, selectors, services, signals, stream_hosts
+from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
@@ -152,6 +153,9 @@ class Supervisor:
         self.retry_after: dict[int, float] = {}
         #: Why a micro-batch refused to read (refresh.rights), by table, until its query ends.
         self.refusals: dict[int, str] = {}
+        #: The FAIL UPDATE expectation that failed a micro-batch (its message, and the
+        #: batch's counts of every expectation), by table, until its query ends.
+        self.expectation_failures: dict[int, tuple[str, dict[str, int]]] = {}
         self.last_compaction = 0.0
         self._spark: SparkSession | None = None
         self.stopping = threading.Event()
@@ -381,6 +385,13 @@ class Supervisor:
             self.refusals[mt_id] = error.message
             raise
 
+    def _expectation_failed(
+        self, mt_id: int, error: ex.ExpectationFailed, counts: dict[str, int]
+    ) -> None:
+        """A FAIL UPDATE expectation failed a micro-batch (on Spark's foreachBatch thread):
+        kept for `_ended`, which records the stream's failure with it."""
+        self.expectation_failures[mt_id] = (error.message, counts)
+
     def _refused(self, mt_id: int, error: rights.OwnerLacksPrivilege) -> None:
         """The table's owner may not read a source: its stream stays stopped, and the
         refusal is a failed run, counted toward the automatic suspension like a refresh's;
@@ -440,6 +451,7 @@ class Supervisor:
         except rights.OwnerLacksPrivilege as error:
             self._refused(mt.pk, error)
             return
+        self.expectation_failures.pop(mt.pk, None)  # a previous query's, not this one's
         try:
             plan, session = self._plan_and_session(mt)
             if not mt.stream_checkpoint:
@@ -469,6 +481,10 @@ class Supervisor:
                 version=mt.current_version,
                 uuids=uuids,
                 merge_turn=lambda table_id=mt.table_id: leases.rewriting(table_id),
+                expectations=ex.from_json(mt.expectations),
+                on_failed=lambda error, counts, mt_id=mt.pk: self._expectation_failed(
+                    mt_id, error, counts
+                ),
             )
         except Exception as error:  # noqa: BLE001 - shown on the table's page, retried later
             logger.exception("Starting the stream of %s failed", mt)
@@ -508,11 +524,14 @@ class Supervisor:
         mt: MaterializedTable,
         plan: StreamPlan,
         run: RefreshRun | None = None,
+        violations: dict[str, int] | None = None,
     ) -> Any:
         """Load the table at pinned source snapshots, then give it a new checkpoint: the
         stream (re)starts just after those snapshots. Recorded as `run` (a manual refresh,
-        claimed) or as a run of its own (a start without a checkpoint)."""
+        claimed) or as a run of its own (a start without a checkpoint). The expectations'
+        counts go on the run, and into `violations` (for a claimed run's failure)."""
         claimed = run is not None
+        violations = {} if violations is None else violations
         if run is None:
             first = not mt.runs.exclude(state=RefreshRun.State.CANCELLED).exists()
             run = RefreshRun.objects.create(
@@ -536,6 +555,8 @@ class Supervisor:
                 namespace=_levels(mt),
                 version=mt.current_version,
                 started=run.started_at,
+                expectations=ex.from_json(mt.expectations),
+                violations=violations,
             )
         except Exception as error:
             if not claimed:
@@ -543,6 +564,7 @@ class Supervisor:
                     state=RefreshRun.State.FAILED,
                     finished_at=timezone.now(),
                     error=str(error)[:5000],
+                    expectations=violations,
                 )
                 run.refresh_from_db()
                 services.observe_finished(run)
@@ -554,6 +576,7 @@ class Supervisor:
             "snapshot_id": result.snapshot_id,
             "source_snapshots": _pinned_ids(pins),
             "data_timestamp": run.started_at,
+            "expectations": violations,
         }
         with transaction.atomic():
             if claimed:
@@ -639,11 +662,12 @@ class Supervisor:
             return
         mt = run.materialized_table
         old_checkpoint = mt.stream_checkpoint
+        violations: dict[str, int] = {}
         with self._watched(run) as beating:
             try:
                 rights.check_owner_reads(mt)
                 plan, session = self._plan_and_session(mt)
-                self._load(session, mt, plan, run=run)
+                self._load(session, mt, plan, run=run, violations=violations)
             except Exception as error:  # noqa: BLE001 - the run's failure, recorded below;
                 # the stream then resumes from its old checkpoint
                 failure: Exception | None = error
@@ -657,6 +681,7 @@ class Supervisor:
                 action=RefreshRun.Action.FULL,
                 reason=MANUAL_REASON,
                 error=_why_stopped(run, beating) or errors.failure_message(failure),
+                expectations=violations,
             )
             return
         if old_checkpoint:
@@ -670,9 +695,10 @@ class Supervisor:
             return
         mt = run.materialized_table
         old_checkpoint = mt.stream_checkpoint
+        violations: dict[str, int] = {}
         with self._watched(run) as beating:
             try:
-                pins, result = self._rebuilt(run, mt)
+                pins, result = self._rebuilt(run, mt, violations)
             except Exception as error:  # noqa: BLE001 - the change did not take effect
                 failure: Exception | None = error
             else:
@@ -682,7 +708,9 @@ class Supervisor:
                 "Rebuilding %s for version %s failed", mt, run.definition_version, exc_info=failure
             )
             services.fail_rebuild(
-                run, error=_why_stopped(run, beating) or errors.failure_message(failure)
+                run,
+                error=_why_stopped(run, beating) or errors.failure_message(failure),
+                expectations=violations,
             )
             return
         checkpoint = _new_checkpoint(mt, run.definition_version)
@@ -697,14 +725,19 @@ class Supervisor:
             snapshot_id=result.snapshot_id,
             source_snapshots=_pinned_ids(pins),
             data_timestamp=run.started_at,
+            expectations=violations,
         )
         # The old definition's stream never resumes: its checkpoint would only pile up.
         if old_checkpoint:
             _delete_checkpoint(old_checkpoint)
 
-    def _rebuilt(self, run: RefreshRun, mt: MaterializedTable) -> tuple[dict, Any]:
-        """The rebuild's commit: the pins it read its sources at, and its result."""
+    def _rebuilt(
+        self, run: RefreshRun, mt: MaterializedTable, violations: dict[str, int]
+    ) -> tuple[dict, Any]:
+        """The rebuild's commit: the pins it read its sources at, and its result; the new
+        version's expectations applied (their counts into `violations`)."""
         definition, properties = services.rebuild_of(run)
+        version = mt.versions.get(version_id=run.definition_version)
         rights.check_version_reads(mt, run.definition_version)
         levels = definition.default_namespace.split(".")
         plan = check_streamable(
@@ -725,6 +758,8 @@ class Supervisor:
             version=run.definition_version,
             started=run.started_at or timezone.now(),
             replacing={"partitioned_by": definition.partitioned_by, "properties": properties},
+            expectations=ex.from_json(version.expectations),
+            violations=violations,
         )
 
     def _pinned_load(
@@ -738,12 +773,15 @@ class Supervisor:
         version: int,
         started: datetime,
         replacing: dict[str, Any] | None = None,
+        expectations: tuple[ex.Expectation, ...] = (),
+        violations: dict[str, int] | None = None,
     ) -> tuple[dict[str, Any], Any]:
         """Pin every source of `plan` at its current snapshot, then load `query` (of
         definition `version`) into the table at exactly those pins, stamped with this host's
         token: (the pins, the load's result). A start, a manual refresh and a rebuild (which
         also replaces the table's partitioning and properties) all load this way, so that
-        the stream they start next begins just after what the load read."""
+        the stream they start next begins just after what the load read. `expectations` are
+        applied to the load's rows (their counts into `violations`)."""
         sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
         pins = streaming.pinned_snapshots(session, sources)
         result = streaming.load(
@@ -756,6 +794,8 @@ class Supervisor:
             catalog=settings.CATALOG_NAME,
             replacing=replacing,
             snapshot_properties={**_load_state(version, pins, started), **self._stamp},
+            expectations=expectations,
+            violations=violations,
         )
         return pins, result
 
@@ -779,6 +819,7 @@ class Supervisor:
         error = running.query.exception()
         message = _first_line(error) if error is not None else "the query stopped"
         refusal = self.refusals.pop(running.mt_id, None)
+        failed = self.expectation_failures.pop(running.mt_id, None)
         if mt is None:
             _delete_checkpoints(running.checkpoint)
             return
@@ -796,6 +837,10 @@ class Supervisor:
             )
             return
         self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
+        if failed is not None:
+            # The batch's own words, not the foreachBatch wrapping Spark puts around them.
+            services.record_stream_failure(mt, error=failed[0], expectations=failed[1])
+            return
         services.record_stream_failure(mt, error=message)
 
     def _follow_static(self, running: Running, mt: MaterializedTable) -> None:
@@ -902,6 +947,7 @@ def _record_batch(
         snapshot_id=snapshot_id,
         # What the batch read (its commit's refresh state); empty when it records none.
         source_snapshots=dict(result.sources or {}),
+        expectations=dict(result.expectations or {}),
         data_timestamp=started,
         definition_version=version,
         worker=worker or f"streams:{os.getpid()}",
@@ -979,11 +1025,11 @@ def _remove_checkpoints(path: str, *, depth: int) -> None:
 def compact_history(*, older_than: timedelta = KEEP_BATCHES, periodic: bool = False) -> int:
     """Fold micro-batch rows that finished more than `older_than` ago into one row per table
     and hour (catalog.history.fold_per_hour): the hour's newest batch stays, with `batches`
-    the batches it stands for, the sums of their rows and bytes written, and the first one's
-    queued and start times; its batch id, snapshot, source offsets and data timestamp are
-    the newest batch's. Safe beside another host's pass (each hour is one locked
-    transaction). `periodic` (this process's own pass) reads only what its previous pass
-    left. Returns how many rows were folded away."""
+    the batches it stands for, the sums of their rows and bytes written and of each
+    expectation's violating rows, and the first one's queued and start times; its batch id,
+    snapshot, source offsets and data timestamp are the newest batch's. Safe beside another
+    host's pass (each hour is one locked transaction). `periodic` (this process's own pass)
+    reads only what its previous pass left. Returns how many rows were folded away."""
     batches = RefreshRun.objects.filter(
         trigger=RefreshRun.Trigger.CONTINUOUS,
         action=RefreshRun.Action.INCREMENTAL,
@@ -996,6 +1042,7 @@ def compact_history(*, older_than: timedelta = KEEP_BATCHES, periodic: bool = Fa
         keys=("materialized_table_id", "table_name"),
         count="batches",
         sums=("rows_written", "bytes_written"),
+        summed_maps=("expectations",),
         earliest={"queued_at": ("queued_at",), "started_at": ("started_at",)},
         resume="micro-batches" if periodic else None,
     )

@@ -14,6 +14,13 @@ refreshes (refresh.runner, refresh.core.incremental). Django-free.
   no longer gives (a HAVING that stopped holding). Every touched key's row is then the
   query's answer over the sources, whatever the aggregate or join.
 
+A table's expectations (refresh.core.expectations) are applied to the rows each plan
+computes (`batch.expected`): an append plan's new rows, a merge plan's touched keys' rows
+(a key whose row DROP ROW leaves out is deleted, as a key the query no longer gives). A
+combined aggregation never computes a key's whole row, so a table with expectations
+recomputes its touched keys instead. Since a condition reads one output row, the table
+then holds exactly what `expectations.kept_query` gives over the sources.
+
 The user's query, however rewritten, reaches Spark only through the sandbox; the temporary
 views the callers make (appended rows, pinned sources) are the only others it may read."""
 
@@ -26,11 +33,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from refresh.core import expectations as ex
 from refresh.core.expectations import Expectation
 from refresh.core.incremental import combinable
 from refresh.core.streaming import StreamPlan, rewrite_sources, without_having
 from refresh.spark import sandbox
-from refresh.spark.batch import full_refresh, partition_condition, quote
+from refresh.spark.batch import expected, full_refresh, partition_condition, quote
 from refresh.spark.commits import run_sql, with_properties
 from refresh.spark.errors import is_commit_conflict
 
@@ -94,11 +102,15 @@ def merge_changes(
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
     properties: Mapping[str, str] | None = None,
+    expectations: Sequence[Expectation] = (),
+    violations: dict[str, int] | None = None,
 ) -> None:
     """A merge plan's changes (see the module): `appended` maps each changed source to a
     view of its new rows; `whole` maps sources to views of them as the refresh reads them
     (pinned snapshots), and a source not in it is read as it is now. `properties` go into
-    the MERGE's snapshot summary."""
+    the MERGE's snapshot summary. `expectations` are applied to the touched keys' rows
+    (their violations counted into `violations`; a FAIL UPDATE one raises before the
+    MERGE); a key whose row DROP ROW leaves out is deleted."""
     key = [quote([k]) for k in plan.key]
     columns = ", ".join(key)
     trusted = [*appended.values(), *whole.values()]
@@ -122,26 +134,31 @@ def merge_changes(
     keys = _temp(keys_frame, "keys")
     match = " AND ".join(f"q.{k} <=> k.{k}" for k in key)
     now = rewrite_sources(query, dict(whole), namespace=namespace, catalog=catalog)
+    if expectations:
+        now = ex.flagged_query(now, expectations)
     rows = sandbox.query(
         session,
         f"SELECT q.* FROM ({now}) q LEFT SEMI JOIN {keys} k ON {match}",
         catalog=catalog,
         trusted_views=[*trusted, keys],
-    ).cache()
+    )
+    if not expectations:
+        rows = rows.cache()  # `expected` keeps the rows itself
     try:
-        changed = _temp(_with_gone(rows, keys_frame, plan.key), "changed")
-        names = [quote([c]) for c in rows.columns]
-        on = " AND ".join(f"t.{k} <=> s.{k}" for k in key)
-        assignments = ", ".join(f"t.{c} = s.{c}" for c in names)
-        statement = (
-            f"MERGE INTO {quote(target)} t USING {changed} s ON {on} "
-            f"WHEN MATCHED AND s.{GONE} THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {assignments} "
-            f"WHEN NOT MATCHED AND NOT s.{GONE} THEN INSERT ({', '.join(names)}) "
-            f"VALUES ({', '.join(f's.{c}' for c in names)})"
-        )
-        with merge_turn():
-            merge_retrying(session, statement, properties)
+        with expected(rows, expectations, violations) as kept:
+            changed = _temp(_with_gone(kept, keys_frame, plan.key), "changed")
+            names = [quote([c]) for c in kept.columns]
+            on = " AND ".join(f"t.{k} <=> s.{k}" for k in key)
+            assignments = ", ".join(f"t.{c} = s.{c}" for c in names)
+            statement = (
+                f"MERGE INTO {quote(target)} t USING {changed} s ON {on} "
+                f"WHEN MATCHED AND s.{GONE} THEN DELETE "
+                f"WHEN MATCHED THEN UPDATE SET {assignments} "
+                f"WHEN NOT MATCHED AND NOT s.{GONE} THEN INSERT ({', '.join(names)}) "
+                f"VALUES ({', '.join(f's.{c}' for c in names)})"
+            )
+            with merge_turn():
+                merge_retrying(session, statement, properties)
         for view in (keys, changed):
             session.catalog.dropTempView(view)
     finally:
@@ -337,13 +354,19 @@ def incremental_refresh(
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
     timings: dict[str, float] | None = None,
     properties: Mapping[str, str] | None = None,
+    expectations: Sequence[Expectation] = (),
+    violations: dict[str, int] | None = None,
 ) -> None:
     """A FULL table's incremental refresh: each source in `deltas` appended the snapshots
     after `since` up to `until` (Iceberg's incremental append scan reads their rows); every
     source is read at its snapshot in `pins`, the ones the run records, so the table ends
-    exactly as the query over those snapshots (or its partition `partition` does). Its
-    commit's snapshot summary gets `properties` (the refresh state)."""
-    combine = combinable(query, plan.key) if plan.mode == "merge" else None
+    exactly as the query over those snapshots (or its partition `partition` does), its
+    `expectations` applied to the rows the plan computes (see the module; violations
+    counted into `violations`). Its commit's snapshot summary gets `properties` (the
+    refresh state)."""
+    # A combined merge adds to the table's values without computing a key's row, which an
+    # expectation checks: with expectations, the touched keys are recomputed.
+    combine = combinable(query, plan.key) if plan.mode == "merge" and not expectations else None
     # Only a recompute reads the sources whole; each pinned read loads its table.
     recompute = plan.mode == "merge" and not (combine and len(deltas) == len(pins) == 1)
     whole = pin_sources(session, pins=pins, catalog=catalog) if recompute else {}
@@ -378,7 +401,7 @@ def incremental_refresh(
         elif plan.mode == "append":
             rows = appended_rows(
                 session,
-                query=query,
+                query=ex.flagged_query(query, expectations) if expectations else query,
                 appended=appended,
                 sources=plan.streams,
                 whole=whole,
@@ -387,7 +410,8 @@ def incremental_refresh(
                 scratch=scratch,
             )
             _mark(timings, "checked")
-            append(_partition_filter(rows, partition), target=target, properties=properties or {})
+            with expected(_partition_filter(rows, partition), expectations, violations) as kept:
+                append(kept, target=target, properties=properties or {})
         else:
             merge_changes(
                 session,
@@ -401,6 +425,8 @@ def incremental_refresh(
                 partition=partition,
                 merge_turn=merge_turn,
                 properties=properties,
+                expectations=expectations,
+                violations=violations,
             )
         _mark(timings, "written")
     finally:

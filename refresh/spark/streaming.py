@@ -18,6 +18,11 @@ the streaming process passes plain values and a callback per micro-batch.
   end offset reads through (Spark logs it in the checkpoint before the batch runs) and, for
   a merge plan's other sources, the snapshot the batch pinned them at. A batch whose reads
   are not exactly known records none rather than a wrong one.
+- Expectations (refresh.core.expectations) are applied to what each commit writes: the
+  load's rows, an append batch's rows, a merge batch's touched keys' rows
+  (refresh.spark.changes). Each batch's violations are counted and handed to the caller
+  with its result; a FAIL UPDATE expectation that a batch's rows violate fails the batch
+  before its commit (and so the query, its checkpoint left at the batch).
 - The trigger interval comes from the freshness; the checkpoint lives in the warehouse.
 - The user's query, however rewritten, reaches Spark only through the sandbox
   (refresh.spark.sandbox); the temporary views this module makes are the only ones it may
@@ -34,10 +39,11 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from refresh.core import expectations as ex
 from refresh.core.refresh_state import refresh_state
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources, static_pins
 from refresh.spark import sandbox
-from refresh.spark.batch import RefreshResult, latest_snapshot, quote, replace
+from refresh.spark.batch import RefreshResult, expected, latest_snapshot, quote, replace
 from refresh.spark.changes import Source, append, merge_changes, pin_sources
 from refresh.spark.commits import with_properties
 
@@ -65,6 +71,8 @@ class BatchResult:
     #: The snapshot the batch read of each source ("ns.table"), as its refresh state
     #: records them; None when it records none.
     sources: Mapping[str, int | None] | None = None
+    #: {expectation name: rows of the batch that violated it}.
+    expectations: Mapping[str, int] | None = None
 
 
 class NotHolder(RuntimeError):
@@ -100,12 +108,15 @@ def load(
     catalog: str,
     replacing: Mapping[str, Any] | None = None,
     snapshot_properties: Mapping[str, str] | None = None,
+    expectations: Sequence[ex.Expectation] = (),
+    violations: dict[str, int] | None = None,
 ) -> RefreshResult:
     """Overwrite the table with the query's result over the sources at their pinned
     snapshots (one commit, whose snapshot summary gets `snapshot_properties`: the refresh
-    state of those pins). With `replacing` ({"partitioned_by": [...], "properties":
-    {...}}), a new definition's load: the table is replaced, schema and rows in one commit
-    (batch.replace)."""
+    state of those pins), its `expectations` applied (batch.expected: counts into
+    `violations`, ExpectationFailed before the commit). With `replacing`
+    ({"partitioned_by": [...], "properties": {...}}), a new definition's load: the table is
+    replaced, schema and rows in one commit (batch.replace)."""
     from pyspark.sql import functions as F
 
     snapshots = {}
@@ -115,19 +126,22 @@ def load(
     replacements = pin_sources(spark, pins=snapshots, catalog=catalog)
     try:
         sql = rewrite_sources(query, replacements, namespace=namespace, catalog=catalog)
+        if expectations:
+            sql = ex.flagged_query(sql, expectations)
         frame = sandbox.query(spark, sql, catalog=catalog, trusted_views=replacements.values())
-        if replacing is not None:
-            replace(
-                frame,
-                target=target,
-                partitioned_by=replacing["partitioned_by"],
-                properties=replacing["properties"],
-                snapshot_properties=snapshot_properties,
-            )
-        else:
-            with_properties(frame.writeTo(quote(target)), snapshot_properties or {}).overwrite(
-                F.lit(True)
-            )
+        with expected(frame, expectations, violations) as kept:
+            if replacing is not None:
+                replace(
+                    kept,
+                    target=target,
+                    partitioned_by=replacing["partitioned_by"],
+                    properties=replacing["properties"],
+                    snapshot_properties=snapshot_properties,
+                )
+            else:
+                with_properties(kept.writeTo(quote(target)), snapshot_properties or {}).overwrite(
+                    F.lit(True)
+                )
     finally:
         for view in replacements.values():
             spark.catalog.dropTempView(view)
@@ -153,6 +167,8 @@ def start(
     may_commit: Callable[[], bool] = lambda: True,
     may_read: Callable[[], None] = lambda: None,
     commit_properties: Mapping[str, str] | None = None,
+    expectations: Sequence[ex.Expectation] = (),
+    on_failed: Callable[[ex.ExpectationFailed, Mapping[str, int]], None] = lambda e, c: None,
 ) -> StreamingQuery:
     """Start the table's streaming query (resuming from `checkpoint` when it holds one;
     otherwise each stream starts after its snapshot in `start_after`).
@@ -175,7 +191,11 @@ def start(
     `commit_properties` in its snapshot summary (the host's token, which the catalog checks
     at the commit itself). Before a micro-batch reads its new rows, `may_read()` raises when
     the table's owner may no longer read its sources: the batch fails, and so does the
-    query, its checkpoint at the batch."""
+    query, its checkpoint at the batch.
+
+    `expectations` are applied to each batch's rows (see the module); the batch's counts go
+    in its BatchResult. When a FAIL UPDATE expectation fails the batch, `on_failed(error,
+    counts)` is called before the batch raises it."""
     streams = {}
     for index, stream in enumerate(plan.streams):
         reader = spark.readStream.format("iceberg")
@@ -205,9 +225,15 @@ def start(
         return None if reads is None else {".".join(s): i for s, i in reads.items()}
 
     if plan.mode == "append":
+        # The flags are computed in the stream's own query: each batch arrives flagged.
         streamed = sandbox.query(
             spark,
-            rewrite_sources(query, replacements, namespace=namespace, catalog=catalog),
+            rewrite_sources(
+                ex.flagged_query(query, expectations) if expectations else query,
+                replacements,
+                namespace=namespace,
+                catalog=catalog,
+            ),
             catalog=catalog,
             trusted_views=replacements.values(),
         )
@@ -233,6 +259,36 @@ def start(
             batch_id=batch_id,
             start_after=start_after,
         )
+        counts: dict[str, int] = {}
+        try:
+            apply(batch, batch_id, session, marker, reads, started, counts)
+        except ex.ExpectationFailed as error:
+            on_failed(error, dict(counts))
+            raise
+        on_batch(
+            BatchResult(
+                batch_id,
+                -1,
+                None,
+                None,
+                started,
+                time.time(),
+                sources=named(reads),
+                expectations=counts if expectations else None,
+            )
+        )
+
+    def apply(
+        batch: DataFrame,
+        batch_id: int,
+        session: SparkSession,
+        marker: str,
+        reads: Mapping[Source, int | None] | None,
+        started: float,
+        counts: dict[str, int],
+    ) -> None:
+        """Write the batch's changes, its expectations applied (their counts into
+        `counts`)."""
         if not may_commit():
             raise NotHolder(f"micro-batch {batch_id} of {key}: this host no longer holds the table")
         if plan.mode == "append":
@@ -241,7 +297,8 @@ def start(
                 **summary(reads, started),
                 **(commit_properties or {}),
             }
-            append(batch, target=target, properties=properties)
+            with expected(batch, expectations, counts) as kept:
+                append(kept, target=target, properties=properties)
         else:
             [stream] = plan.streams
             # Every source is read at the snapshot the state records. The stream at the one
@@ -267,11 +324,12 @@ def start(
                     catalog=catalog,
                     merge_turn=merge_turn,
                     properties={**summary(reads, started), **(commit_properties or {})},
+                    expectations=expectations,
+                    violations=counts,
                 )
             finally:
                 for view in [new_rows, *whole.values()]:
                     session.catalog.dropTempView(view)
-        on_batch(BatchResult(batch_id, -1, None, None, started, time.time(), sources=named(reads)))
 
     return (
         streamed.writeStream.queryName(key)

@@ -1,8 +1,9 @@
 """Expectations through /api/statements/: stored on the table and its definition version,
 shown by SHOW CREATE (whose text applied back changes nothing), the API's detail, versions
 and runs, and the table's page; CREATE OR ALTER that changes them is a new definition
-version built by a rebuild, as a new query is; conditions over columns the query lacks and
-CONTINUOUS tables are refused with nothing written. Spark's analyzer is
+version built by a rebuild, as a new query is; conditions over columns the query lacks are
+refused with nothing written; CONTINUOUS tables may have them, a micro-batch's counts are on
+its run and a FAIL UPDATE batch is the stream's failed run. Spark's analyzer is
 test_mt_pipelines' fake; runs sent to a worker are recorded."""
 
 from __future__ import annotations
@@ -158,34 +159,33 @@ FRESHNESS = INTERVAL {freshness}
 AS SELECT id, ds FROM orders"""
 
 
-@pytest.mark.parametrize(
-    ("sql", "said"),
-    [
-        (DAILY.replace("(total > 0)", "(nope > 0)"),
-         "Expectation 'positive' names nope, which is not a column of the query's result"),
-        (PLAIN.format(freshness="'30' SECOND"),
-         "a CONTINUOUS materialized table cannot have them yet"),
-    ],
-)  # fmt: skip
-def test_expectations_the_table_cannot_apply_are_refused_and_nothing_is_written(
-    api, sales, sql, said
-):
+def test_an_expectation_over_a_column_the_query_lacks_is_refused_and_nothing_is_written(api, sales):
     before = counts()
-    error = refused(api, sql)
-    assert said in error["message"]
+    error = refused(api, DAILY.replace("(total > 0)", "(nope > 0)"))
+    assert (
+        "Expectation 'positive' names nope, which is not a column of the query's result"
+        in error["message"]
+    )
     assert counts() == before and not MaterializedTable.objects.exists()
-    if "CONTINUOUS" in said:  # a dry run's plan says so too
-        planned = api.post(
-            "/api/statements/", {"sql": sql, "namespace": "sales", "dry_run": True}, format="json"
-        )
-        assert said in str(planned.json()), planned.content
 
 
-def test_a_table_with_expectations_does_not_become_continuous(api, sales):
-    ok(api, PLAIN.format(freshness="'1' HOUR"))
-    error = refused(api, "ALTER MATERIALIZED TABLE plain SET FRESHNESS = INTERVAL '30' SECOND")
-    assert "a CONTINUOUS materialized table cannot have them yet" in error["message"]
-    assert MaterializedTable.objects.get().refresh_mode == "FULL"
+def test_a_continuous_table_may_have_expectations_and_a_table_with_them_may_become_continuous(
+    api, sales
+):
+    planned = api.post(
+        "/api/statements/",
+        {"sql": PLAIN.format(freshness="'30' SECOND"), "namespace": "sales", "dry_run": True},
+        format="json",
+    )
+    assert planned.status_code == 200, planned.content
+    ok(api, PLAIN.format(freshness="'30' SECOND"))
+    continuous = MaterializedTable.objects.get()
+    assert continuous.refresh_mode == "CONTINUOUS"
+    assert [e["name"] for e in continuous.expectations] == ["has_id"]
+
+    ok(api, PLAIN.replace("plain", "hourly").format(freshness="'1' HOUR"))
+    ok(api, "ALTER MATERIALIZED TABLE hourly SET FRESHNESS = INTERVAL '30' SECOND")
+    assert MaterializedTable.objects.get(table__name="hourly").refresh_mode == "CONTINUOUS"
 
 
 def test_the_api_creates_a_table_with_expectations_and_refuses_bad_ones_by_field(api, sales):
@@ -267,3 +267,75 @@ def test_the_runner_records_each_runs_counts_and_a_failed_expectation_fails_the_
     )
     assert failed.expectations == {"valid_id": 0, "positive": 3, "known day": 0}
     assert mt.consecutive_failures == 1
+
+
+def test_an_incremental_refresh_applies_the_expectations_and_records_its_counts(
+    api, sales, monkeypatch
+):
+    from refresh.core.incremental import Decision, Delta, Kind
+    from refresh.core.streaming import StreamPlan
+
+    ok(api, DAILY)
+    mt = MaterializedTable.objects.get()
+    monkeypatch.setattr("refresh.runner.engine.run_session", lambda **kw: object())
+    monkeypatch.setattr("refresh.runner.engine.job_group", lambda *a, **kw: nullcontext())
+    plan = StreamPlan("merge", (("sales", "orders"),), (), ("id", "ds"))
+    decision = Decision(Kind.INCREMENTAL, "appends only", (Delta("sales.orders", 1, 2, 1, 4),))
+    monkeypatch.setattr(
+        "refresh.runner.sources.decide", lambda *a, **kw: (decision, {"sales.orders": 2}, plan)
+    )
+    calls = []
+
+    def incremental_refresh(session, *, expectations, violations, **kw):
+        calls.append([e.name for e in expectations])
+        violations.update({"valid_id": 0, "positive": 1, "known day": 2})
+
+    monkeypatch.setattr("refresh.runner.changes.incremental_refresh", incremental_refresh)
+    run = refresh_services.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
+
+    assert runner._execute(run.pk) == RefreshRun.State.SUCCEEDED
+    run.refresh_from_db()
+    assert run.action == "INCREMENTAL", "a table with expectations is refreshed incrementally"
+    assert calls == [["valid_id", "positive", "known day"]]
+    assert run.expectations == {"valid_id": 0, "positive": 1, "known day": 2}
+
+
+def test_a_micro_batchs_counts_are_on_its_run_and_a_fail_update_batch_is_the_streams_failure(
+    api, sales, monkeypatch
+):
+    import time
+    from types import SimpleNamespace
+
+    from refresh import stream_hosts
+    from refresh.core.streaming import StreamPlan
+    from refresh.spark.streaming import BatchResult
+    from refresh.streams import Running, Supervisor, _record_batch
+
+    monkeypatch.setattr("refresh.streams.close_old_connections", lambda: None)
+    ok(api, PLAIN.format(freshness="'30' SECOND"))
+    mt = MaterializedTable.objects.get()
+    now = time.time()
+    _record_batch(
+        mt.pk, 1, BatchResult(0, -1, None, None, now - 1, now, expectations={"has_id": 2})
+    )
+    batch = mt.runs.get(trigger="CONTINUOUS", batch_id=0)
+    assert batch.expectations == {"has_id": 2}
+
+    supervisor = Supervisor(config=None, host_name="h:1")  # type: ignore[arg-type]
+    supervisor.host = stream_hosts.register("h:1")
+    failure = ExpectationFailed("has_id", 3)
+    supervisor._expectation_failed(mt.pk, failure, {"has_id": 3})
+    wrapped = RuntimeError("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in ...")
+    query = SimpleNamespace(isActive=False, exception=lambda: wrapped)
+    supervisor.running[mt.pk] = Running(mt.pk, query, (), "", StreamPlan("append", (), ()))
+    supervisor._ended(supervisor.running[mt.pk], mt, held=True)
+
+    failed = mt.runs.get(state="FAILED")
+    assert failed.error == failure.message
+    assert failed.expectations == {"has_id": 3}
+    mt.refresh_from_db()
+    assert mt.stream_status == "FAILED" and mt.stream_error == failure.message
+    [listed, *_] = api.get("/api/namespaces/sales/materialized-tables/plain/runs/").json()[
+        "results"
+    ]
+    assert listed["expectations"] == {"has_id": 3}

@@ -1,5 +1,6 @@
 """A continuous table's micro-batches stay a small history: rows older than an hour are
-folded into one row per hour, with the sums of what they wrote."""
+folded into one row per hour, with the sums of what they wrote and of each expectation's
+violating rows."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_micro_batches_older_than_an_hour_are_folded_per_hour_and_recent_ones_ke
     )
     hour = (timezone.now() - timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
 
-    def batch(at, batch_id, rows):
+    def batch(at, batch_id, rows, expectations=None):
         RefreshRun.objects.create(
             materialized_table=mt,
             table_name="live.t",
@@ -48,10 +49,12 @@ def test_micro_batches_older_than_an_hour_are_folded_per_hour_and_recent_ones_ke
             rows_written=rows,
             bytes_written=rows * 10,
             data_timestamp=at,
+            expectations=expectations or {},
         )
 
     for i in range(120):  # two old hours, one batch every minute
-        batch(hour + timedelta(minutes=i), i, 2)
+        counted = {"positive": i % 2, "has_id": 1} if i % 3 else {}  # some count none
+        batch(hour + timedelta(minutes=i), i, 2, counted)
     now = timezone.now()
     for i in range(5):  # recent batches stay as they are
         batch(now - timedelta(minutes=5 - i), 1000 + i, 1)
@@ -64,6 +67,7 @@ def test_micro_batches_older_than_an_hour_are_folded_per_hour_and_recent_ones_ke
     assert [run.rows_written for run in old] == [120, 120]
     assert old[1].batch_id == 119 and old[0].bytes_written == 1200
     assert old[0].started_at == hour and old[1].started_at == hour + timedelta(minutes=60)
+    assert old[0].expectations == {"positive": 20, "has_id": 40}
     assert mt.runs.filter(batches=1).count() == 5
     assert compact_history() == 0, "folded rows are not folded again"
 
