@@ -9,7 +9,7 @@ writes them with (commit events by `catalog.history.record_change`, as the kerne
 a commit; refresh runs with the fields the streaming process and the worker give them),
 back-dated so that the whole day is past both folding ages. Then the folds run as
 celery-beat and the streaming process run them (`refresh.streams.compact_history`,
-`refresh.services.fold_skipped_runs`, `catalog.history.fold_commits`) and the rows and
+`refresh.runs.fold_skipped_runs`, `catalog.history.fold_commits`) and the rows and
 bytes are counted again, after VACUUM (SQLite's `dbstat`: each table with its indexes).
 
     .venv/bin/python bench/history_rows.py [--days 1] [--keep]

@@ -36,7 +36,18 @@ from catalog.core.errors import (
     SqlError,
     http_status,
 )
-from refresh import checks, console_grants, pipelines, queries, rights, selectors, services
+from refresh import (
+    checks,
+    console_grants,
+    definitions,
+    pipelines,
+    queries,
+    rights,
+    runs,
+    selectors,
+    services,
+    table_state,
+)
 from refresh.core import grant_statements
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
@@ -116,7 +127,7 @@ def execute(
             sql, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
         )
         try:
-            statement = st.parse_statement(padded, threshold=services.threshold())
+            statement = st.parse_statement(padded, threshold=table_state.threshold())
             _viewer(actor, statement)
             try:
                 if isinstance(statement, st.Query):
@@ -226,7 +237,7 @@ def _same_query_as_the_table(padded: str, offset: int, namespace: str | None) ->
     if st.leading_words(padded[offset:], 3) != ["CREATE", "OR", "ALTER"]:
         return False
     try:
-        statement = st.parse_statement(padded, threshold=services.threshold())
+        statement = st.parse_statement(padded, threshold=table_state.threshold())
         if not isinstance(statement, st.CreateMaterializedTable) or not statement.or_alter:
             return False
         ns, name = _resolve(statement.name, namespace)
@@ -391,13 +402,13 @@ def _run(
     mt = checks.materialized_table(actor, ns, name, MANAGE)
     result.table = f"{ns}.{name}"
     if isinstance(statement, st.Suspend):
-        services.suspend(mt, actor=actor)
+        table_state.suspend(mt, actor=actor)
         result.message = f"{ns}.{name} suspended: its schedule is paused"
     elif isinstance(statement, st.Resume):
         services.resume(mt, actor=actor, options=statement.options)
         result.message = f"{ns}.{name} resumed"
     elif isinstance(statement, st.Refresh):
-        run = services.request_refresh(
+        run = runs.request_refresh(
             mt, trigger=RefreshRun.Trigger.MANUAL, partition=statement.partition, actor=actor
         )
         result.run_id = run.pk
@@ -411,7 +422,7 @@ def _run(
         result.message = f"{ns}.{name}: REFRESH_MODE = {mt.refresh_mode}"
     elif isinstance(statement, st.AlterQuery):
         try:
-            run = services.alter_query(mt, query=statement.query, actor=actor)
+            run = definitions.alter_query(mt, query=statement.query, actor=actor)
         except SqlError as error:
             if error.field != "query":
                 raise
@@ -448,7 +459,7 @@ def _create_or_alter(
             result.message = f"{qualified}: nothing to do, the definition is the table's"
             result.plan = pipelines.Plan("nothing", qualified, []).as_dict()
             return result
-        # A new query is checked by Spark first (services.check_query), before anything is
+        # A new query is checked by Spark first (definitions.check_query), before anything is
         # written: in a web request that is NeedsWorker, and the statement becomes a job.
         changes = diff.describe(mt)
         mt, run = pipelines.apply_difference(mt, diff, statement, actor=actor)
@@ -505,7 +516,7 @@ def plan_statement(
         script, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
     )
     try:
-        statement = st.parse_statement(padded, threshold=services.threshold())
+        statement = st.parse_statement(padded, threshold=table_state.threshold())
         _viewer(actor, statement)
         if isinstance(statement, _GRANT_STATEMENTS):
             planned_one = _plan_grant(statement, namespace, actor, planned)

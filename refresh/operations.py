@@ -13,7 +13,7 @@ from catalog.jobs import kind, progress
 from catalog.models import SparkJob
 from catalog.operations import as_json
 from catalog.roles import VIEWER
-from refresh import console, queries, selectors, services, verification
+from refresh import console, definitions, queries, selectors, services, verification
 from refresh.core import expectations as ex
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
@@ -69,7 +69,7 @@ def create_materialized_table(
 @kind("alter_query", done_page="refresh:mt-detail")
 def alter_query(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
     mt = selectors.get_materialized_table(arguments["namespace"], arguments["name"])
-    services.alter_query(mt, query=arguments["query"], actor=actor)
+    definitions.alter_query(mt, query=arguments["query"], actor=actor)
     return 200, _mt_detail(mt.table.namespace.name, mt.table.name)
 
 
@@ -89,5 +89,5 @@ def rollback_definition(
     arguments: dict[str, Any], actor: Any, job: SparkJob | None
 ) -> tuple[int, dict]:
     mt = selectors.get_materialized_table(arguments["namespace"], arguments["name"])
-    services.rollback_definition(mt, version_id=int(arguments["version_id"]), actor=actor)
+    definitions.rollback_definition(mt, version_id=int(arguments["version_id"]), actor=actor)
     return 200, _mt_detail(mt.table.namespace.name, mt.table.name)

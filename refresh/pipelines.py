@@ -30,7 +30,7 @@ from catalog import selectors as catalog_selectors
 from catalog.core.access import CREATE, MANAGE, READ_METADATA, WRITE_DATA
 from catalog.core.errors import AlreadyExists, InvalidInput
 from catalog.core.inputs import check_name
-from refresh import checks, selectors, services
+from refresh import checks, definitions, selectors, services, table_state
 from refresh.core import expectations as ex
 from refresh.core import statements as st
 from refresh.core.columns import check_declared
@@ -38,7 +38,7 @@ from refresh.core.freshness import RefreshMode, plan_refresh
 from refresh.core.options import check_option_keys, check_table_options
 from refresh.core.partitions import check_formatter_option
 from refresh.models import MaterializedTable
-from refresh.sources import check_streamable
+from refresh.sources import check_streamable, readers_of, resolve_sources
 
 NOT_MATERIALIZED = (
     "Table {name} is not a materialized table. Only materialized table support create or "
@@ -95,7 +95,7 @@ def show_create(mt: MaterializedTable) -> str:
         st.TableColumn(f["name"], f["type"], bool(f.get("required")), f.get("doc"))
         for f in _schema(mt)["fields"]
     ]
-    distribution = services.distribution(mt)
+    distribution = table_state.distribution(mt)
     return st.show_create(
         (*mt.table.namespace.name.split("."), mt.table.name),
         columns=columns,
@@ -222,7 +222,7 @@ def difference(
             "cannot be added to it: drop the table and create it again.",
             field="primary_key",
         )
-    current = services.distribution(mt)
+    current = table_state.distribution(mt)
     wanted = statement.distribution
     if ((wanted.columns, wanted.buckets) if wanted else None) != current:
         raise InvalidInput(
@@ -233,7 +233,7 @@ def difference(
     diff = Difference()
     # A definition still being applied (ALTER ... AS, its rebuild not yet committed) is the
     # one a statement is compared with: applying the same text again is nothing to do.
-    pending = services.pending_change(mt)
+    pending = definitions.pending_change(mt)
     current_query, current_expectations = mt.query, mt.expectations
     if pending is not None:
         version = mt.versions.get(version_id=pending.version_id)
@@ -270,7 +270,7 @@ def difference(
     explicit = diff.refresh_mode if diff.refresh_mode is not _SAME else (
         RefreshMode(mt.refresh_mode) if mt.mode_is_explicit else None
     )  # fmt: skip
-    plan = plan_refresh(diff.freshness or mt.freshness, explicit, services.threshold())
+    plan = plan_refresh(diff.freshness or mt.freshness, explicit, table_state.threshold())
     query = diff.query or mt.query
     if plan.mode is RefreshMode.CONTINUOUS:
         check_streamable(
@@ -279,11 +279,11 @@ def difference(
             primary_key=mt.primary_key,
         )
     if diff.query is not None:
-        services.resolve_sources(
+        resolve_sources(
             query, namespace=namespace, own=(mt.table.namespace.name, mt.table.name), actor=actor
         )
     if pending is not None:
-        raise services.InvalidState(
+        raise table_state.InvalidState(
             f"Materialized table {mt} cannot change while version {pending.version_id} is "
             f"being applied (its rebuild is run {pending.run_id}); wait for it to finish",
         )
@@ -302,7 +302,7 @@ def apply_difference(
     pending rebuild refuses the other changes. Returns the table and the rebuild run (or
     None)."""
     if diff.query is not None:
-        services.check_query(
+        definitions.check_query(
             mt,
             query=diff.query,
             columns=statement.columns,
@@ -310,7 +310,7 @@ def apply_difference(
             actor=actor,
         )
     elif diff.expectations is not None:
-        services.check_query(mt, query=mt.query, expectations=diff.expectations, actor=actor)
+        definitions.check_query(mt, query=mt.query, expectations=diff.expectations, actor=actor)
     if diff.set_options:
         mt = services.set_options(mt, options=diff.set_options, actor=actor)
     if diff.reset_options:
@@ -325,7 +325,7 @@ def apply_difference(
         mt = services.set_column_comments(mt, comments=diff.column_comments, actor=actor)
     run = None
     if diff.query is not None or diff.expectations is not None:
-        run = services.alter_query(
+        run = definitions.alter_query(
             mt,
             query=diff.query or mt.query,
             columns=statement.columns if diff.query is not None else (),
@@ -434,7 +434,7 @@ def _describe(statement: st.Statement, mt: MaterializedTable, actor: Any) -> lis
     if isinstance(statement, st.ResetOptions):
         return [f"RESET {key!r}" for key in check_option_keys(statement.keys)]
     if isinstance(statement, st.AlterQuery):
-        services.resolve_sources(
+        resolve_sources(
             statement.query,
             namespace=mt.default_namespace or mt.table.namespace.name,
             own=(mt.table.namespace.name, mt.table.name),
@@ -442,9 +442,9 @@ def _describe(statement: st.Statement, mt: MaterializedTable, actor: Any) -> lis
         )
         return [f"query: a new definition version after {mt.current_version} (ALTER ... AS)"]
     if isinstance(statement, st.DropMaterializedTable):
-        readers = services.readers_of(mt.table.namespace.name, mt.table.name)
+        readers = readers_of(mt.table.namespace.name, mt.table.name)
         if readers:
-            raise services.InvalidState(
+            raise table_state.InvalidState(
                 f"Materialized table {mt} cannot be dropped while these read it: "
                 + ", ".join(readers),
                 field="name",
@@ -488,8 +488,8 @@ def _plan_create(
     options = check_table_options(dict(statement.options))
     for key, pattern in options.items():
         check_formatter_option(key, pattern, statement.partitioned_by)
-    refresh = plan_refresh(statement.freshness, statement.refresh_mode, services.threshold())
-    sources = services.resolve_sources(
+    refresh = plan_refresh(statement.freshness, statement.refresh_mode, table_state.threshold())
+    sources = resolve_sources(
         statement.query, namespace=ns, own=(ns, name), planned=planned, actor=actor
     )
     if refresh.mode is RefreshMode.CONTINUOUS and not set(sources) & planned:

@@ -36,7 +36,7 @@ from django.utils import timezone
 from catalog import workers
 from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
-from refresh import engine, leases, rights, selectors, services, sources
+from refresh import definitions, engine, leases, rights, runs, selectors, services, sources
 from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Decision, Kind
@@ -92,7 +92,7 @@ def run_scheduled(
     tick = planned_tick(min(sent, timezone.now()), mt.freshness)
     try:
         partition = scheduled_partition(tick, mt.freshness, mt.options, table=str(mt))
-        run = services.enqueue(
+        run = runs.enqueue(
             mt,
             trigger=RefreshRun.Trigger.SCHEDULED,
             schedule_time=tick,
@@ -133,7 +133,7 @@ def execute(run_id: int, *, hops: int = 0) -> str:
     if not slots.acquire(blocking=False):
         run = RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).first()
         if run is not None:
-            services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
+            runs.dispatch(run, countdown=BUSY_RETRY_SECONDS)
         return "waiting for a refresh thread"
     try:
         with workers.occupied():
@@ -158,7 +158,7 @@ def _hand_on(run_id: int, hops: int) -> bool:
 
 
 def _execute(run_id: int) -> str:
-    run = services.claim(run_id, worker=worker_name())
+    run = runs.claim(run_id, worker=worker_name())
     if run is None:
         return _not_claimed(run_id)
     mt = run.materialized_table
@@ -177,7 +177,7 @@ def _execute(run_id: int) -> str:
         RefreshRun.objects.filter(pk=run.pk).update(
             state=RefreshRun.State.QUEUED, worker="", started_at=None, heartbeat_at=None
         )
-        services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
+        runs.dispatch(run, countdown=BUSY_RETRY_SECONDS)
         return "waiting for the stream to stop"
     if run.trigger == RefreshRun.Trigger.REBUILD:
         return _rebuild(run, mt)
@@ -189,13 +189,13 @@ def _execute(run_id: int) -> str:
             mt, partition=run.partition or None, force=run.force, full_asked=run.full
         )
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
-        services.finish(run, state=RefreshRun.State.FAILED, error=describe(error))
+        runs.finish(run, state=RefreshRun.State.FAILED, error=describe(error))
         return RefreshRun.State.FAILED
     clock["decided"] = time.perf_counter()
     expectations = ex.from_json(mt.expectations)
     now = timezone.now()
     if decision.kind is Kind.NO_DATA:
-        services.finish(
+        runs.finish(
             run,
             state=RefreshRun.State.SKIPPED,
             action=RefreshRun.Action.NO_DATA,
@@ -239,7 +239,7 @@ def _execute(run_id: int) -> str:
         beating.stop()
         ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
         logger.warning("Refresh run %s of %s ended %s: %s", run.pk, mt, ended, error)
-        services.finish(
+        runs.finish(
             run,
             state=ended,
             action=action,
@@ -252,7 +252,7 @@ def _execute(run_id: int) -> str:
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
     if snapshot_id == before:  # nothing committed (an empty overwrite of an empty table)
         summary = {}
-    services.finish(
+    runs.finish(
         run,
         state=RefreshRun.State.SUCCEEDED,
         action=action,
@@ -396,7 +396,7 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
     beating.start()
     violations: dict[str, int] = {}
     try:
-        definition, properties = services.rebuild_of(run)
+        definition, properties = definitions.rebuild_of(run)
         version = mt.versions.get(version_id=run.definition_version)
         rights.check_version_reads(mt, run.definition_version)
         snapshots, _ = sources.source_snapshots(
@@ -439,11 +439,11 @@ def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
         beating.stop()
         ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
         logger.warning("Rebuild run %s of %s ended %s: %s", run.pk, mt, ended, error)
-        services.fail_rebuild(run, error=message, state=ended, expectations=violations)
+        runs.fail_rebuild(run, error=message, state=ended, expectations=violations)
         return ended
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
-    services.apply_rebuild(
+    runs.apply_rebuild(
         run,
         **selectors.written(summary),
         snapshot_id=snapshot_id,
@@ -459,16 +459,16 @@ def _not_claimed(run_id: int) -> str:
     if run is None or run.state != RefreshRun.State.QUEUED:
         return "not claimed"  # finished, taken by another worker, or gone
     if run.materialized_table_id is None:
-        services.finish(run, state=RefreshRun.State.CANCELLED, error="The table was dropped")
+        runs.finish(run, state=RefreshRun.State.CANCELLED, error="The table was dropped")
         return RefreshRun.State.CANCELLED
     if run.trigger == RefreshRun.Trigger.SCHEDULED:
-        services.finish(
+        runs.finish(
             run,
             state=RefreshRun.State.SKIPPED,
             error="Skipped: the previous refresh of the table was still running",
         )
         return RefreshRun.State.SKIPPED
-    services.dispatch(run, countdown=BUSY_RETRY_SECONDS)
+    runs.dispatch(run, countdown=BUSY_RETRY_SECONDS)
     return "waiting for the running refresh"
 
 
@@ -499,9 +499,9 @@ def describe(error: Exception) -> str:
 
 class Heartbeat(Watch):
     """A run's watch (catalog.watch): says every few seconds that the run's worker is alive
-    (services.heartbeat), and with a Spark job group (`watch`, cancelled through the
+    (runs.heartbeat), and with a Spark job group (`watch`, cancelled through the
     worker's session; or `cancel`, for another session's) stops the run's Spark jobs once
-    someone asks the run to stop (services.cancel_run), the run passes its time limit or
+    someone asks the run to stop (runs.cancel_run), the run passes its time limit or
     the warehouse's disk its floor; `ended_by` then says why."""
 
     def __init__(
@@ -519,8 +519,8 @@ class Heartbeat(Watch):
             cancel = lambda: engine.cancel_group(watch)  # noqa: E731
         super().__init__(
             f"heartbeat-{run.pk}",
-            beat=beat or (lambda: services.heartbeat(run)),
-            asked=asked or (lambda: services.cancel_asked(run)),
+            beat=beat or (lambda: runs.heartbeat(run)),
+            asked=asked or (lambda: runs.cancel_asked(run)),
             cancel=cancel,
             limit=limit,
             room=warehouse_floor,

@@ -8,15 +8,18 @@ metadata file is read, so the decision takes a few queries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
 
-from catalog import services
-from catalog.core.errors import CatalogError
+from catalog import access, services
+from catalog import selectors as catalog_selectors
+from catalog.core.errors import CatalogError, InvalidInput, SqlError
 from catalog.core.sql import dependencies, parse_query
-from catalog.models import Table, TableSnapshot, View
+from catalog.models import Namespace, Table, TableSnapshot, View
+from refresh import rights
 from refresh.core.columns import render_type
 from refresh.core.freshness import RefreshMode
 from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
@@ -274,3 +277,137 @@ def decide(
 def _table_named(qualified: str) -> Table | None:
     namespace, _, name = qualified.rpartition(".")
     return Table.objects.filter(namespace__name=namespace, name=name).first()
+
+
+def resolve_sources(
+    query: str,
+    *,
+    namespace: str,
+    own: tuple[str, str],
+    planned: Collection[str] = (),
+    actor: Any = None,
+) -> list[str]:
+    """["ns.name", ...] the query reads, each a table, view or materialized table of this
+    catalog; an unknown one, one of another catalog, or one that (through views and other
+    materialized tables) reads the table being defined is refused with its line and
+    column in the query. `planned` names objects a plan's earlier statements create: they
+    count as there (a dry run changes nothing, so they are not). Given the `actor` who
+    defines the table, each source must be one it may read (refresh.rights.check_source):
+    one it may not see is refused as an unknown one."""
+    from sqlglot import exp
+
+    from catalog.core.sql import parse_query
+
+    parsed = parse_query(query, "spark")
+    _refuse_reflection(parsed)
+    ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
+    found: list[str] = []
+    for table in parsed.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # a table-valued function (range(...)); the worker's sandbox decides
+        parts = [part.name for part in table.parts]
+        if len(parts) == 1 and parts[0] in ctes:
+            continue
+        meta = table.this.meta if isinstance(table.this, exp.Expression) else {}
+        line, column = meta.get("line"), meta.get("col")
+        if column is not None:
+            column = max(1, column - len(parts[-1]) + 1)
+        if len(parts) >= 3 and parts[0] != settings.CATALOG_NAME:
+            raise SqlError(
+                f"{'.'.join(parts)} is not in this catalog ({settings.CATALOG_NAME}): a "
+                "materialized table reads tables, views and materialized tables of its "
+                "own catalog",
+                line=line,
+                column=column,
+                field="query",
+            )
+        if len(parts) >= 3:
+            parts = parts[1:]
+        ns = ".".join(parts[:-1]) if len(parts) > 1 else namespace
+        qualified = f"{ns}.{parts[-1]}"
+        if (ns, parts[-1]) == own:
+            raise SqlError(
+                f"A materialized table cannot read itself: {qualified}",
+                line=line,
+                column=column,
+                field="query",
+            )
+        in_namespace = Namespace.objects.filter(name=ns).first()
+        holder = catalog_selectors.holder_of(in_namespace, parts[-1]) if in_namespace else None
+        if actor is not None and holder is not None:
+            holder = rights.check_source(
+                access.for_user(actor), holder, qualified, line=line, column=column
+            )
+        if holder is None and qualified not in planned:
+            raise SqlError(
+                f"Table or view not found: {qualified}", line=line, column=column, field="query"
+            )
+        if qualified not in found:
+            found.append(qualified)
+    _refuse_cycle(found, own)
+    return found
+
+
+#: Spark functions that call any static Java method (System.exit included): a query that
+#: refresh workers run on the app's behalf must not reach into their JVM. A first pass
+#: here, with no worker asked; the worker's sandbox (refresh.spark.sandbox) refuses them in
+#: Spark's own plan, where no spelling escapes it.
+REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
+
+
+def _refuse_reflection(parsed: Any) -> None:
+    from sqlglot import exp
+
+    for call in parsed.find_all(exp.Anonymous, exp.Func):
+        name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
+        if name in REFLECTION_FUNCTIONS:
+            raise InvalidInput(
+                f"{name}() calls Java methods inside the refresh workers and is not allowed "
+                "in a materialized table's query",
+                field="query",
+            )
+
+
+def _refuse_cycle(sources: list[str], own: tuple[str, str]) -> None:
+    """Walk what the sources read (views through their current version, materialized
+    tables through their query) and refuse a path that leads back to `own`."""
+    target = f"{own[0]}.{own[1]}"
+    pending = [(s, [s]) for s in sources]
+    seen: set[str] = set()
+    while pending:
+        name, path = pending.pop()
+        if name == target:
+            raise InvalidInput(
+                "The query reads itself through a cycle: " + " -> ".join([target, *path]),
+                field="query",
+            )
+        if name in seen:
+            continue
+        seen.add(name)
+        ns, _, short = name.rpartition(".")
+        view = View.objects.filter(namespace__name=ns, name=short).first()
+        if view is not None:
+            for dependency in view.dependencies:
+                catalog, *levels, dep_name = dependency
+                if catalog and catalog != settings.CATALOG_NAME:
+                    continue
+                qualified = f"{'.'.join(levels)}.{dep_name}"
+                pending.append((qualified, [*path, qualified]))
+            continue
+        mt = MaterializedTable.objects.filter(table__namespace__name=ns, table__name=short).first()
+        if mt is not None:
+            pending.extend((s, [*path, s]) for s in mt.sources)
+
+
+def readers_of(namespace: str, name: str) -> list[str]:
+    """The views and materialized tables that read `namespace.name`."""
+    qualified = f"{namespace}.{name}"
+    readers = []
+    for view in View.objects.reading(namespace, name).select_related("namespace"):
+        readers.append(f"view {view}")
+    for mt in MaterializedTable.objects.filter(sources__icontains=name).select_related(
+        "table__namespace"
+    ):
+        if qualified in mt.sources:
+            readers.append(f"materialized table {mt}")
+    return readers

@@ -49,7 +49,16 @@ from catalog import history
 from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
-from refresh import engine, leases, rights, selectors, services, signals, stream_hosts
+from refresh import (
+    definitions,
+    engine,
+    leases,
+    rights,
+    runs,
+    selectors,
+    signals,
+    stream_hosts,
+)
 from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
@@ -401,8 +410,8 @@ class Supervisor:
         _set_status(mt_id, "FAILED", error=error.message)
         mt = MaterializedTable.objects.select_related("table__namespace").filter(pk=mt_id).first()
         if mt is not None:
-            run = services.enqueue(mt, trigger=RefreshRun.Trigger.CONTINUOUS)
-            services.finish(run, state=RefreshRun.State.FAILED, error=error.message)
+            run = runs.enqueue(mt, trigger=RefreshRun.Trigger.CONTINUOUS)
+            runs.finish(run, state=RefreshRun.State.FAILED, error=error.message)
 
     # -- start, load, stop ---------------------------------------------------------------
 
@@ -489,7 +498,7 @@ class Supervisor:
         except Exception as error:  # noqa: BLE001 - shown on the table's page, retried later
             logger.exception("Starting the stream of %s failed", mt)
             self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
-            services.record_stream_failure(mt, error=_first_line(error))
+            runs.record_stream_failure(mt, error=_first_line(error))
             return
         self.running[mt.pk] = Running(
             mt.pk, query, _signature(mt), mt.stream_checkpoint, plan, time.monotonic()
@@ -567,7 +576,7 @@ class Supervisor:
                     expectations=violations,
                 )
                 run.refresh_from_db()
-                services.observe_finished(run)
+                runs.observe_finished(run)
             raise
         checkpoint = _new_checkpoint(mt, mt.current_version)
         results = {
@@ -580,7 +589,7 @@ class Supervisor:
         }
         with transaction.atomic():
             if claimed:
-                services.finish(
+                runs.finish(
                     run,
                     state=RefreshRun.State.SUCCEEDED,
                     action=RefreshRun.Action.FULL,
@@ -592,7 +601,7 @@ class Supervisor:
                     state=RefreshRun.State.SUCCEEDED, finished_at=timezone.now(), **results
                 )
                 run.refresh_from_db()
-                services.observe_finished(run)
+                runs.observe_finished(run)
             MaterializedTable.objects.filter(pk=mt.pk).update(
                 stream_checkpoint=checkpoint,
                 stream_start={k: list(v) if v else None for k, v in pins.items()},
@@ -657,7 +666,7 @@ class Supervisor:
         """A manual refresh of a continuous table, its stream stopped: the query over the
         sources pinned now replaces the rows (one commit, its refresh state those pins),
         and the stream continues just after them from a new checkpoint."""
-        run = services.claim(run_id, worker=self._worker)
+        run = runs.claim(run_id, worker=self._worker)
         if run is None:
             return
         mt = run.materialized_table
@@ -675,7 +684,7 @@ class Supervisor:
                 failure = None
         if failure is not None:
             logger.error("The manual refresh of %s failed", mt, exc_info=failure)
-            services.finish(
+            runs.finish(
                 run,
                 state=RefreshRun.State.FAILED,
                 action=RefreshRun.Action.FULL,
@@ -690,7 +699,7 @@ class Supervisor:
     def _rebuild(self, run_id: int) -> None:
         """Replace the table with the new definition's rows over its sources pinned now:
         schema and rows in one commit; a new checkpoint and pins for the new stream."""
-        run = services.claim(run_id, worker=self._worker)
+        run = runs.claim(run_id, worker=self._worker)
         if run is None:
             return
         mt = run.materialized_table
@@ -707,14 +716,14 @@ class Supervisor:
             logger.error(
                 "Rebuilding %s for version %s failed", mt, run.definition_version, exc_info=failure
             )
-            services.fail_rebuild(
+            runs.fail_rebuild(
                 run,
                 error=_why_stopped(run, beating) or errors.failure_message(failure),
                 expectations=violations,
             )
             return
         checkpoint = _new_checkpoint(mt, run.definition_version)
-        services.apply_rebuild(
+        runs.apply_rebuild(
             run,
             stream={
                 "checkpoint": checkpoint,
@@ -736,7 +745,7 @@ class Supervisor:
     ) -> tuple[dict, Any]:
         """The rebuild's commit: the pins it read its sources at, and its result; the new
         version's expectations applied (their counts into `violations`)."""
-        definition, properties = services.rebuild_of(run)
+        definition, properties = definitions.rebuild_of(run)
         version = mt.versions.get(version_id=run.definition_version)
         rights.check_version_reads(mt, run.definition_version)
         levels = definition.default_namespace.split(".")
@@ -839,9 +848,9 @@ class Supervisor:
         self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
         if failed is not None:
             # The batch's own words, not the foreachBatch wrapping Spark puts around them.
-            services.record_stream_failure(mt, error=failed[0], expectations=failed[1])
+            runs.record_stream_failure(mt, error=failed[0], expectations=failed[1])
             return
-        services.record_stream_failure(mt, error=message)
+        runs.record_stream_failure(mt, error=message)
 
     def _follow_static(self, running: Running, mt: MaterializedTable) -> None:
         """A static source (the other side of a stream-static join) moved on since the
@@ -952,7 +961,7 @@ def _record_batch(
         definition_version=version,
         worker=worker or f"streams:{os.getpid()}",
     )
-    services.observe_finished(batch)
+    runs.observe_finished(batch)
 
 
 def _recompute_next(mt: MaterializedTable, checkpoint: str, *, why: str, error: str = "") -> None:

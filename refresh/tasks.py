@@ -9,6 +9,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from refresh import runs
+
 
 @shared_task(name="refresh.run_refresh")
 def run_refresh(run_id: int, hops: int = 0) -> str:
@@ -42,21 +44,17 @@ def scheduled_refresh(
 def fail_abandoned_runs() -> int:
     """Runs whose worker died (celery-beat calls this every 15 s: settings): RUNNING ones
     are failed, QUEUED ones whose message went down with it are sent again."""
-    from refresh import services
 
-    services.resend_stranded(queued_for=timedelta(seconds=settings.MT_STRANDED_AFTER_SECONDS))
-    return services.fail_abandoned(
-        silent_for=timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS)
-    )
+    runs.resend_stranded(queued_for=timedelta(seconds=settings.MT_STRANDED_AFTER_SECONDS))
+    return runs.fail_abandoned(silent_for=timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS))
 
 
 @shared_task(name="refresh.fold_skipped_runs")
 def fold_skipped_runs() -> int:
     """Old NO_DATA ticks folded per table and hour (celery-beat, HISTORY_FOLD_EVERY_SECONDS):
     FULL tables run with no streaming process too."""
-    from refresh import services
 
-    return services.fold_skipped_runs(periodic=True)
+    return runs.fold_skipped_runs(periodic=True)
 
 
 @shared_task(name="refresh.prune_query_results")

@@ -321,7 +321,7 @@ try:
 except CatalogError:
     with (
         mock.patch("refresh.analysis.query_schema", return_value={MT_SPARK_SCHEMA!r}),
-        mock.patch("refresh.services.dispatch"),
+        mock.patch("refresh.runs.dispatch"),
     ):
         services.create_materialized_table(
             namespace="ns", name="m", query={MT_QUERY!r}, freshness=Freshness(1, TimeUnit.DAY),

@@ -706,7 +706,7 @@ class MaterializedTableDetailSerializer(MaterializedTableSummarySerializer):
     @extend_schema_field(VersionLogEntrySerializer(allow_null=True))
     def get_pending_change(self, mt: MaterializedTable) -> dict[str, Any] | None:
         """The ALTER ... AS or rollback being applied (its rebuild's run), if any."""
-        from refresh.services import pending_change
+        from refresh.definitions import pending_change
 
         entry = pending_change(mt)
         return VersionLogEntrySerializer(entry).data if entry is not None else None

@@ -25,7 +25,8 @@ from catalog.api.serializers import ErrorSerializer, JobAcceptedSerializer, Spar
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import Forbidden, InvalidInput
 from catalog.core.inputs import whole_number
-from refresh import checks, console, lineage, rights, selectors, services
+from refresh import checks, console, lineage, rights, selectors, services, table_state
+from refresh import runs as refresh_runs
 from refresh.api import serializers as s
 from refresh.core.freshness import RefreshMode
 from refresh.core.options import check_run_options
@@ -309,7 +310,7 @@ class SuspendView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         mt = _managed(request, namespace, name)
-        return _detail(request, services.suspend(mt, actor=request.user))
+        return _detail(request, table_state.suspend(mt, actor=request.user))
 
 
 class ResumeView(APIView):
@@ -357,7 +358,7 @@ class RefreshView(APIView):
             partition = scheduled_partition(moment, mt.freshness, mt.options, table=str(mt))
         if moment is not None and timezone.is_naive(moment):
             moment = timezone.make_aware(moment, timezone.get_default_timezone())
-        run = services.request_refresh(
+        run = refresh_runs.request_refresh(
             mt,
             trigger=RefreshRun.Trigger.API,
             partition=partition or {},
@@ -443,7 +444,7 @@ class RunCancelView(APIView):
                     f"Forbidden: {request.user.username} lacks the {MANAGE} privilege on "
                     "the catalog (the run's table was dropped)"
                 )
-        run = services.cancel_run(run, actor=request.user)
+        run = refresh_runs.cancel_run(run, actor=request.user)
         return Response(s.RefreshRunSerializer(selectors.get_run(run.pk)).data)
 
 

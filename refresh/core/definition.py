@@ -116,7 +116,7 @@ def table_properties(
     """The Iceberg table properties that say what the table is (read by any engine), the
     user's options (Iceberg write properties and date formatters) and the comment. The
     definition version, when given, is how a rebuild's commit says which version it built
-    (refresh.services.fail_abandoned reads it back after a worker died)."""
+    (refresh.runs.fail_abandoned reads it back after a worker died)."""
     properties = {
         QUERY_PROPERTY: definition.query,
         f"{PROPERTY_PREFIX}default-namespace": definition.default_namespace,

@@ -35,7 +35,9 @@ from catalog.pages.jobs import job_context
 from catalog.pages.tables import Panel
 from catalog.pages.views import catalog_page, linker
 from maintenance import pages as maintenance_pages
-from refresh import console, lineage, rights, selectors, services
+from refresh import console, lineage, rights, selectors, services, table_state
+from refresh import definitions as refresh_definitions
+from refresh import runs as refresh_runs
 from refresh.core.freshness import RefreshMode, full_refresh_schedule
 from refresh.models import (
     MaterializedTable,
@@ -393,7 +395,7 @@ def mt_verify(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 def mt_suspend(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     mt = _get(request, namespace, name, MANAGE)
     try:
-        services.suspend(mt, actor=request.user)
+        table_state.suspend(mt, actor=request.user)
     except CatalogError as error:
         messages.error(request, error.message)
     else:
@@ -427,7 +429,7 @@ def mt_refresh(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         messages.error(request, "Give a value for at least one partition column.")
         return _page_of(mt)
     try:
-        run = services.request_refresh(
+        run = refresh_runs.request_refresh(
             mt,
             trigger=RefreshRun.Trigger.MANUAL,
             partition=partition,
@@ -446,11 +448,11 @@ def mt_refresh(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
 @require_POST
 @catalog_page(editors_only=True)
 def mt_run_cancel(request: HttpRequest, namespace: str, name: str, run_id: int) -> HttpResponse:
-    """Stop one of the table's refresh runs (services.cancel_run)."""
+    """Stop one of the table's refresh runs (refresh_runs.cancel_run)."""
     mt = _get(request, namespace, name, WRITE_DATA)
     run = get_object_or_404(RefreshRun, pk=run_id, materialized_table=mt)
     try:
-        run = services.cancel_run(run, actor=request.user)
+        run = refresh_runs.cancel_run(run, actor=request.user)
     except CatalogError as error:
         messages.error(request, error.message)
     else:
@@ -583,7 +585,7 @@ def _error_position(query: str, error: CatalogError) -> dict[str, Any] | None:
 
 
 def _say_rebuilding(request: HttpRequest, mt: MaterializedTable) -> None:
-    pending = services.pending_change(mt)
+    pending = refresh_definitions.pending_change(mt)
     if pending is not None:
         messages.success(
             request,

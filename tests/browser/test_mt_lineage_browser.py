@@ -14,6 +14,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from catalog import services as catalog_services
+from refresh import definitions, runs
 from refresh import services as mts
 from refresh.core.freshness import Freshness, TimeUnit
 from refresh.models import MaterializedTable, RefreshRun
@@ -60,9 +61,11 @@ def cascade(editor, sales) -> dict[str, MaterializedTable]:
     b = mts.create_materialized_table(
         namespace="sales", name="b", query="SELECT ds, total FROM a", freshness=hourly, actor=editor
     )
-    rebuild = mts.alter_query(b, query="SELECT ds, total\nFROM a\nWHERE total > 0", actor=editor)
-    mts.claim(rebuild.pk, worker="w:1")
-    mts.apply_rebuild(rebuild)  # as the worker does once the new rows are committed
+    rebuild = definitions.alter_query(
+        b, query="SELECT ds, total\nFROM a\nWHERE total > 0", actor=editor
+    )
+    runs.claim(rebuild.pk, worker="w:1")
+    runs.apply_rebuild(rebuild)  # as the worker does once the new rows are committed
     b.refresh_from_db()
     RefreshRun.objects.all().delete()
     _finished_runs(a, every=timedelta(hours=1), count=6)

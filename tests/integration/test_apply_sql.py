@@ -65,7 +65,7 @@ def folder(tmp_path: Path) -> Path:
 def sales(editor, monkeypatch) -> list[int]:
     monkeypatch.setattr("refresh.analysis.query_schema", fake_schema)
     sent: list[int] = []
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: sent.append(run.pk))
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: sent.append(run.pk))
     services.create_namespace(name="sales", actor=editor)
     services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=editor)
     return sent

@@ -2,7 +2,7 @@
 successful commit events older than a day are folded per object, actor, action and hour
 into one event with their count (catalog.history.fold_commits), and scheduled refreshes
 skipped as NO_DATA older than an hour into one run per table and hour
-(refresh.services.fold_skipped_runs), as micro-batches already are. Failures, conflicts,
+(refresh.runs.fold_skipped_runs), as micro-batches already are. Failures, conflicts,
 other actions, manual refreshes and recent rows are never folded; the pages, the API and
 the admin show the counts. Rows are made through the services and back-dated."""
 
@@ -20,8 +20,7 @@ from catalog import history, services
 from catalog.core.errors import CommitConflict, InvalidInput
 from catalog.models import CatalogEvent
 from catalog.tasks import fold_commit_events
-from refresh import selectors
-from refresh import services as refresh_services
+from refresh import runs, selectors
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.tasks import fold_skipped_runs
 
@@ -260,7 +259,7 @@ def test_no_data_ticks_older_than_an_hour_fold_per_table_and_hour_and_recent_one
     recent = [tick(idle, now - timedelta(minutes=5 - i)) for i in range(5)]
     as_of = selectors.data_timestamp(idle)
 
-    folded = refresh_services.fold_skipped_runs()
+    folded = runs.fold_skipped_runs()
 
     assert folded == 118
     old = list(idle.runs.filter(batches__gt=1).order_by("queued_at"))
@@ -277,7 +276,7 @@ def test_no_data_ticks_older_than_an_hour_fold_per_table_and_hour_and_recent_one
     assert selectors.data_timestamp(idle) == as_of, "lag is measured from the same moment"
 
     before = run_rows(idle)
-    assert refresh_services.fold_skipped_runs() == 0
+    assert runs.fold_skipped_runs() == 0
     assert run_rows(idle) == before, "folding a second time changes nothing"
 
 
@@ -296,7 +295,7 @@ def test_manual_skips_busy_ticks_failures_and_refreshes_are_never_folded(idle, e
         tick(idle, at + timedelta(minutes=5), state="SUCCEEDED", action="INCREMENTAL")
     before = run_rows(idle)
 
-    assert refresh_services.fold_skipped_runs() == 0
+    assert runs.fold_skipped_runs() == 0
     assert run_rows(idle) == before
 
 
@@ -305,7 +304,7 @@ def test_the_table_page_and_the_apis_show_how_many_ticks_a_folded_run_stands_for
 ):
     for i in range(30):
         tick(idle, OLD_HOUR + timedelta(minutes=2 * i))
-    refresh_services.fold_skipped_runs()
+    runs.fold_skipped_runs()
     [folded] = idle.runs.all()
 
     api = APIClient()

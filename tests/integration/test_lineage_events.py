@@ -19,8 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from catalog import services
 from catalog.models import Table
-from refresh import lineage_events, runner, signals, streams
-from refresh import services as mts
+from refresh import definitions, lineage_events, runner, runs, signals, streams
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark.streaming import BatchResult
 from tests.integration.snapshots import commit_snapshot
@@ -88,7 +87,7 @@ def sent(path: Path) -> list[dict]:
 
 
 def refresh(mt: MaterializedTable) -> RefreshRun:
-    run = mts.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
+    run = runs.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
     runner._execute(run.pk)
     run.refresh_from_db()
     return run
@@ -152,9 +151,9 @@ def test_a_micro_batch_commit_sends_a_streaming_start_and_complete(mt, events_fi
 def test_a_rebuild_names_the_new_versions_query(mt, spark, events_file, monkeypatch):
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, **kw: _daily_spark())
     new_query = "SELECT ds, max(amount) AS total FROM sales.orders GROUP BY ds"
-    run = mts.alter_query(mt, query=new_query)
-    assert mts.claim(run.pk, worker="w:1") is not None
-    mts.fail_rebuild(run, error="Spark said no")
+    run = definitions.alter_query(mt, query=new_query)
+    assert runs.claim(run.pk, worker="w:1") is not None
+    runs.fail_rebuild(run, error="Spark said no")
 
     start, fail = sent(events_file)
     assert (start["eventType"], fail["eventType"]) == ("START", "FAIL")

@@ -25,7 +25,7 @@ from catalog import services
 from catalog.core.errors import CommitConflict
 from catalog.models import SparkJob
 from maintenance.models import MaintenanceRun
-from refresh import services as refresh_services
+from refresh import runs as refresh_runs
 from refresh import stream_hosts
 from refresh.models import RefreshRun
 from tests.integration.test_monitoring import SCHEMA, materialized, refreshed
@@ -109,7 +109,7 @@ def test_a_finished_refresh_run_counts_with_its_outcome_and_duration(
     labels = {"table": "ns.daily", "trigger": "MANUAL", "action": "FULL", "outcome": "FAILED"}
     before = scrape()
     with django_capture_on_commit_callbacks(execute=True):
-        refresh_services.finish(run, state=RefreshRun.State.FAILED, error="boom")
+        refresh_runs.finish(run, state=RefreshRun.State.FAILED, error="boom")
     after = scrape()
     assert value(after, "lakeview_refresh_runs_total", **labels) == 1
     histogram = {"trigger": "MANUAL", "action": "FULL", "outcome": "FAILED"}
@@ -127,7 +127,7 @@ def test_a_refresh_run_rolled_back_with_its_transaction_is_not_counted(
         materialized_table=mt, table_name="ns.undone", trigger="MANUAL", state="RUNNING"
     )
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        refresh_services.finish(run, state=RefreshRun.State.SUCCEEDED)
+        refresh_runs.finish(run, state=RefreshRun.State.SUCCEEDED)
     assert callbacks  # counted only when the outermost transaction commits
     runs = [key for key in scrape() if key[0].startswith("lakeview_refresh_run")]
     assert not [key for key in runs if ("table", "ns.undone") in key[1]]

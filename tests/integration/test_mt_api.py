@@ -44,7 +44,7 @@ CREATE_DAILY = (
 def dispatched(monkeypatch) -> list[int]:
     """Runs sent to a worker (none is running), by id."""
     sent: list[int] = []
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: sent.append(run.pk))
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: sent.append(run.pk))
     return sent
 
 

@@ -17,8 +17,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog import services, workers
-from refresh import runner
-from refresh import services as refresh_services
+from refresh import runner, runs
 from refresh.core.expectations import ExpectationFailed
 from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun
 from tests.integration.test_mt_pipelines import ORDERS, counts, fake_schema, ok, refused
@@ -38,7 +37,7 @@ DETAIL = "/api/namespaces/sales/materialized-tables/daily/"
 @pytest.fixture
 def dispatched(monkeypatch) -> list[int]:
     sent: list[int] = []
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: sent.append(run.pk))
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: sent.append(run.pk))
     return sent
 
 
@@ -110,7 +109,7 @@ def test_changing_expectations_is_a_new_definition_version_built_by_a_rebuild(
     assert mt.expectations == EXPECTED, "the table keeps its own until the rebuild commits"
     # The rebuild commits (what the worker does once Spark wrote the rows).
     RefreshRun.objects.filter(pk=rebuild.pk).update(state=RefreshRun.State.RUNNING)
-    refresh_services.apply_rebuild(rebuild, expectations={"valid_id": 1, "positive": 0})
+    runs.apply_rebuild(rebuild, expectations={"valid_id": 1, "positive": 0})
     mt.refresh_from_db()
     assert mt.current_version == 2 and mt.expectations[1]["condition"] == "total >= 0"
     # ALTER ... AS keeps them; a CREATE OR ALTER without any drops them (a new version).
@@ -128,7 +127,7 @@ def test_a_run_records_each_expectations_failing_count_in_the_api_and_on_the_pag
     RefreshRun.objects.filter(pk=run.pk).update(
         state=RefreshRun.State.RUNNING, started_at=timezone.now()
     )
-    refresh_services.finish(
+    runs.finish(
         run,
         state=RefreshRun.State.FAILED,
         error="Expectation 'positive' (ON VIOLATION FAIL UPDATE) failed: 2 rows violate it",
@@ -249,7 +248,7 @@ def test_the_runner_records_each_runs_counts_and_a_failed_expectation_fails_the_
     mt = MaterializedTable.objects.get()
 
     worker_spark["counted"].append(({"valid_id": 1, "positive": 0, "known day": 4}, None))
-    run = refresh_services.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
+    run = runs.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
     assert runner._execute(run.pk) == RefreshRun.State.SUCCEEDED
     run.refresh_from_db()
     assert run.expectations == {"valid_id": 1, "positive": 0, "known day": 4}
@@ -258,7 +257,7 @@ def test_the_runner_records_each_runs_counts_and_a_failed_expectation_fails_the_
 
     failing = ExpectationFailed("positive", 3)
     worker_spark["counted"].append(({"valid_id": 0, "positive": 3, "known day": 0}, failing))
-    failed = refresh_services.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
+    failed = runs.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
     assert runner._execute(failed.pk) == RefreshRun.State.FAILED
     failed.refresh_from_db()
     mt.refresh_from_db()
@@ -291,7 +290,7 @@ def test_an_incremental_refresh_applies_the_expectations_and_records_its_counts(
         violations.update({"valid_id": 0, "positive": 1, "known day": 2})
 
     monkeypatch.setattr("refresh.runner.changes.incremental_refresh", incremental_refresh)
-    run = refresh_services.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
+    run = runs.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=True)
 
     assert runner._execute(run.pk) == RefreshRun.State.SUCCEEDED
     run.refresh_from_db()

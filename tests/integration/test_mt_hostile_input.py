@@ -10,6 +10,7 @@ from django_celery_beat.models import PeriodicTask
 from rest_framework.test import APIClient
 
 from catalog.models import CatalogObject
+from refresh import runs
 from refresh.models import MaterializedTable, RefreshRun
 from tests.integration.test_mt_api import (  # noqa: F401 - fixtures
     CREATE_DAILY,
@@ -207,9 +208,7 @@ def test_the_pages_cancel_of_a_run_that_cannot_exist_is_a_404_not_a_500(
 
 
 def queued_run(mt: MaterializedTable) -> RefreshRun:
-    from refresh import services as mts
-
-    return mts.enqueue(mt, trigger="MANUAL")
+    return runs.enqueue(mt, trigger="MANUAL")
 
 
 def test_a_cancel_without_the_csrf_token_is_refused_on_the_page_and_in_the_api(editor, daily):
@@ -661,11 +660,9 @@ def _events() -> int:
 def test_a_run_that_is_not_the_pages_to_cancel_is_refused_and_nothing_is_recorded(
     api, client, editor, daily, how
 ):
-    from refresh import services as mts
-
     run = queued_run(daily)
     if how == "finished":
-        mts.finish(run, state="SUCCEEDED")
+        runs.finish(run, state="SUCCEEDED")
     elif how == "continuous":
         MaterializedTable.objects.filter(pk=daily.pk).update(refresh_mode="CONTINUOUS")
     before = (_events(), list(RefreshRun.objects.values_list("state", "cancel_requested_at")))
@@ -686,11 +683,9 @@ def test_a_run_that_is_not_the_pages_to_cancel_is_refused_and_nothing_is_recorde
 
 @pytest.mark.parametrize("state", ["QUEUED", "RUNNING"])
 def test_cancelling_a_run_of_a_dropped_table_is_an_answer_not_a_500(api, daily, state):
-    from refresh import services as mts
-
     run = queued_run(daily)
     if state == "RUNNING":
-        assert mts.claim(run.pk, worker="w:1") is not None
+        assert runs.claim(run.pk, worker="w:1") is not None
     assert run_sql(api, "DROP MATERIALIZED TABLE daily").status_code == 200
     response = api.post(f"/api/refresh-runs/{run.pk}/cancel")
     assert response["Content-Type"].startswith("application/json")

@@ -13,7 +13,7 @@ from django_celery_beat.models import PeriodicTask
 from catalog import services
 from catalog.core.errors import InvalidInput
 from catalog.models import CatalogEvent
-from refresh import schedules
+from refresh import runs, schedules, table_state
 from refresh import services as mts
 from refresh.models import MaterializedTable, RefreshRun
 from tests.integration.snapshots import commit_snapshot
@@ -64,7 +64,7 @@ def test_a_seconds_freshness_is_an_interval_schedule_and_minutes_a_crontab():
 
 def test_suspend_disables_the_schedule_and_resume_enables_it():
     mt = make_mt()
-    mts.suspend(mt)
+    table_state.suspend(mt)
     assert not PeriodicTask.objects.get(pk=mt.periodic_task_id).enabled
     mts.resume(mt)
     assert PeriodicTask.objects.get(pk=mt.periodic_task_id).enabled
@@ -76,35 +76,35 @@ def test_suspend_disables_the_schedule_and_resume_enables_it():
 
 def test_flinks_lifecycle_refusals():
     mt = make_mt(state="INITIALIZING")
-    with pytest.raises(mts.InvalidState, match="initializing"):
-        mts.suspend(mt)
-    with pytest.raises(mts.InvalidState, match="initializing"):
+    with pytest.raises(table_state.InvalidState, match="initializing"):
+        table_state.suspend(mt)
+    with pytest.raises(table_state.InvalidState, match="initializing"):
         mts.resume(mt)
     MaterializedTable.objects.filter(pk=mt.pk).update(state="ACTIVATED")
-    with pytest.raises(mts.InvalidState, match="already active"):
+    with pytest.raises(table_state.InvalidState, match="already active"):
         mts.resume(mt)
-    mts.suspend(mt)
-    with pytest.raises(mts.InvalidState, match="already suspended"):
-        mts.suspend(mt)
+    table_state.suspend(mt)
+    with pytest.raises(table_state.InvalidState, match="already suspended"):
+        table_state.suspend(mt)
 
 
 def test_a_run_is_claimed_once_and_not_beside_another_run_of_its_table():
     mt = make_mt()
-    first = mts.enqueue(mt, trigger="SCHEDULED")
-    second = mts.enqueue(mt, trigger="MANUAL")
+    first = runs.enqueue(mt, trigger="SCHEDULED")
+    second = runs.enqueue(mt, trigger="MANUAL")
 
-    assert mts.claim(first.pk, worker="w1:1").state == "RUNNING"
-    assert mts.claim(first.pk, worker="w2:2") is None, "a redelivered message does nothing"
-    assert mts.claim(second.pk, worker="w2:2") is None, "one run of a table at a time"
+    assert runs.claim(first.pk, worker="w1:1").state == "RUNNING"
+    assert runs.claim(first.pk, worker="w2:2") is None, "a redelivered message does nothing"
+    assert runs.claim(second.pk, worker="w2:2") is None, "one run of a table at a time"
 
-    mts.finish(first, state="SUCCEEDED", rows_written=3)
-    assert mts.claim(second.pk, worker="w2:2").worker == "w2:2"
+    runs.finish(first, state="SUCCEEDED", rows_written=3)
+    assert runs.claim(second.pk, worker="w2:2").worker == "w2:2"
 
 
 def test_a_partition_that_is_not_a_partition_column_is_refused():
     mt = make_mt()
     with pytest.raises(InvalidInput, match="region is not a partition column"):
-        mts.enqueue(mt, trigger="MANUAL", partition={"region": "eu"})
+        runs.enqueue(mt, trigger="MANUAL", partition={"region": "eu"})
     assert not RefreshRun.objects.exists()
 
 
@@ -112,8 +112,8 @@ def test_five_failed_refreshes_suspend_the_table_with_the_reason(settings):
     settings.MT_FAILURES_BEFORE_SUSPEND = 5
     mt = make_mt()
     for attempt in range(5):
-        run = mts.claim(mts.enqueue(mt, trigger="SCHEDULED").pk, worker="w:1")
-        mts.finish(run, state="FAILED", error=f"boom {attempt}")
+        run = runs.claim(runs.enqueue(mt, trigger="SCHEDULED").pk, worker="w:1")
+        runs.finish(run, state="FAILED", error=f"boom {attempt}")
 
     mt.refresh_from_db()
     assert mt.state == "SUSPENDED"
@@ -129,22 +129,22 @@ def test_a_run_queued_too_long_is_sent_again_once_per_interval_and_claimed_once(
     from django.conf import settings
 
     mt = make_mt()
-    stranded = mts.enqueue(mt, trigger="SCHEDULED")
-    fresh = mts.enqueue(mt, trigger="MANUAL")
+    stranded = runs.enqueue(mt, trigger="SCHEDULED")
+    fresh = runs.enqueue(mt, trigger="MANUAL")
     RefreshRun.objects.filter(pk=stranded.pk).update(
         queued_at=timezone.now() - timedelta(minutes=11)
     )
     redis.Redis.from_url(settings.REDIS_URL).delete(f"lakeview:resent-run:{stranded.pk}")
     sent: list[int] = []
-    monkeypatch.setattr(mts, "dispatch", lambda run, countdown=None: sent.append(run.pk))
+    monkeypatch.setattr(runs, "dispatch", lambda run, countdown=None: sent.append(run.pk))
 
-    assert mts.resend_stranded(queued_for=timedelta(minutes=10)) == 1
+    assert runs.resend_stranded(queued_for=timedelta(minutes=10)) == 1
     assert sent == [stranded.pk], "only the run queued too long, not the one just queued"
-    assert mts.resend_stranded(queued_for=timedelta(minutes=10)) == 0, "once per interval"
+    assert runs.resend_stranded(queued_for=timedelta(minutes=10)) == 0, "once per interval"
 
     # Two messages for one run: the first claims it, the second finds it taken.
-    assert mts.claim(stranded.pk, worker="w:1") is not None
-    assert mts.claim(stranded.pk, worker="w:2") is None
+    assert runs.claim(stranded.pk, worker="w:1") is not None
+    assert runs.claim(stranded.pk, worker="w:2") is None
     assert RefreshRun.objects.get(pk=fresh.pk).state == "QUEUED"
 
 
@@ -153,36 +153,36 @@ def test_a_continuous_table_s_run_by_hand_waits_for_the_streaming_process_not_a_
 ):
     mt = make_mt()
     MaterializedTable.objects.filter(pk=mt.pk).update(refresh_mode="CONTINUOUS")
-    run = mts.enqueue(mt, trigger="MANUAL")
+    run = runs.enqueue(mt, trigger="MANUAL")
     RefreshRun.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(hours=1))
-    monkeypatch.setattr(mts, "dispatch", lambda run, countdown=None: pytest.fail("sent"))
-    assert mts.resend_stranded(queued_for=timedelta(minutes=10)) == 0
+    monkeypatch.setattr(runs, "dispatch", lambda run, countdown=None: pytest.fail("sent"))
+    assert runs.resend_stranded(queued_for=timedelta(minutes=10)) == 0
 
 
 def test_a_success_resets_the_failure_count():
     mt = make_mt()
     for state in ("FAILED", "FAILED", "SUCCEEDED"):
-        mts.finish(mts.claim(mts.enqueue(mt, trigger="MANUAL").pk, worker="w:1"), state=state)
+        runs.finish(runs.claim(runs.enqueue(mt, trigger="MANUAL").pk, worker="w:1"), state=state)
     mt.refresh_from_db()
     assert mt.consecutive_failures == 0
 
 
 def test_a_run_whose_worker_went_silent_is_failed_and_frees_the_table():
     mt = make_mt()
-    run = mts.claim(mts.enqueue(mt, trigger="SCHEDULED").pk, worker="host:4242")
+    run = runs.claim(runs.enqueue(mt, trigger="SCHEDULED").pk, worker="host:4242")
     RefreshRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=10))
 
-    assert mts.fail_abandoned(silent_for=timedelta(minutes=2)) == 1
+    assert runs.fail_abandoned(silent_for=timedelta(minutes=2)) == 1
 
     run.refresh_from_db()
     assert run.state == "FAILED" and "host:4242 stopped" in run.error
-    next_run = mts.enqueue(mt, trigger="SCHEDULED")
-    assert mts.claim(next_run.pk, worker="w:2") is not None
+    next_run = runs.enqueue(mt, trigger="SCHEDULED")
+    assert runs.claim(next_run.pk, worker="w:2") is not None
 
 
 def test_dropping_the_table_keeps_its_runs_as_history():
     mt = make_mt()
-    mts.finish(mts.claim(mts.enqueue(mt, trigger="CREATE").pk, worker="w:1"), state="SUCCEEDED")
+    runs.finish(runs.claim(runs.enqueue(mt, trigger="CREATE").pk, worker="w:1"), state="SUCCEEDED")
     services.drop_table(namespace="sales", name="daily")
     run = RefreshRun.objects.get()
     assert run.materialized_table is None and run.table_name == "sales.daily"
@@ -206,8 +206,8 @@ def test_no_data_is_decided_from_the_sources_snapshots_through_views():
 
     kind, now = _decide(mt)
     assert (kind, now) == ("FULL", {"sales.orders": 1}), "never refreshed: a full refresh"
-    run = mts.claim(mts.enqueue(mt, trigger="CREATE").pk, worker="w:1")
-    mts.finish(run, state="SUCCEEDED", action="FULL", source_snapshots=now)
+    run = runs.claim(runs.enqueue(mt, trigger="CREATE").pk, worker="w:1")
+    runs.finish(run, state="SUCCEEDED", action="FULL", source_snapshots=now)
 
     assert _decide(mt)[0] == "NO_DATA"
     commit_snapshot("sales", "orders", snapshot_id=2)
@@ -218,6 +218,6 @@ def test_a_source_outside_the_catalog_is_never_taken_as_unchanged():
     mt = make_mt()
     MaterializedTable.objects.filter(pk=mt.pk).update(query="SELECT * FROM other.ns.t")
     mt.refresh_from_db()
-    run = mts.claim(mts.enqueue(mt, trigger="CREATE").pk, worker="w:1")
-    mts.finish(run, state="SUCCEEDED", action="FULL", source_snapshots={})
+    run = runs.claim(runs.enqueue(mt, trigger="CREATE").pk, worker="w:1")
+    runs.finish(run, state="SUCCEEDED", action="FULL", source_snapshots={})
     assert _decide(mt)[0] == "FULL"

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from refresh import services as mts
+from refresh import runs
 from refresh.models import MaterializedTable, RefreshRun
 from tests.integration.test_mt_api import (  # noqa: F401 - fixtures
     CREATE_DAILY,
@@ -37,10 +37,10 @@ def daily(editor, sales) -> MaterializedTable:  # noqa: F811
 
 
 def finished(mt: MaterializedTable, *, state: str, seconds: float, ago: timedelta) -> RefreshRun:
-    run = mts.claim(mts.enqueue(mt, trigger="MANUAL").pk, worker="w:1")
+    run = runs.claim(runs.enqueue(mt, trigger="MANUAL").pk, worker="w:1")
     end = timezone.now() - ago
     RefreshRun.objects.filter(pk=run.pk).update(started_at=end - timedelta(seconds=seconds))
-    mts.finish(run, state=state, rows_written=3, data_timestamp=end - timedelta(seconds=seconds))
+    runs.finish(run, state=state, rows_written=3, data_timestamp=end - timedelta(seconds=seconds))
     RefreshRun.objects.filter(pk=run.pk).update(finished_at=end)
     run.refresh_from_db()
     return run

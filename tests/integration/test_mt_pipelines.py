@@ -50,7 +50,7 @@ def fake_schema(query: str, *, namespace: str, **_: object) -> str:
 @pytest.fixture
 def dispatched(monkeypatch) -> list[int]:
     sent: list[int] = []
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: sent.append(run.pk))
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: sent.append(run.pk))
     return sent
 
 

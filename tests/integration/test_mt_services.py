@@ -21,6 +21,7 @@ from catalog.core.errors import (
 )
 from catalog.core.metadata_io import read_json
 from catalog.models import CatalogEvent, Table
+from refresh import definitions, runs, table_state
 from refresh import services as mts
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 from refresh.models import MaterializedTable, RefreshRun
@@ -49,7 +50,7 @@ RESULT = StructType(
 @pytest.fixture
 def dispatched(monkeypatch) -> list[int]:
     sent: list[int] = []
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: sent.append(run.pk))
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: sent.append(run.pk))
     return sent
 
 
@@ -111,7 +112,7 @@ def test_a_create_makes_the_table_the_schedule_and_the_first_run_with_the_defini
 
 def test_suspend_writes_the_state_into_the_tables_properties(sales):
     mt = create()
-    mts.suspend(mt)
+    table_state.suspend(mt)
     mt.refresh_from_db()
     properties = read_json(mt.table.metadata_location)["properties"]
     assert properties["lakeview.materialized-table.state"] == "SUSPENDED"
@@ -208,7 +209,7 @@ def test_a_create_whose_pipeline_cannot_be_set_up_is_undone(
     def broker_down(run, **kwargs):
         raise Unavailable("The task queue cannot be reached: connection refused")
 
-    monkeypatch.setattr("refresh.services.dispatch", broker_down)
+    monkeypatch.setattr("refresh.runs.dispatch", broker_down)
     with (
         django_capture_on_commit_callbacks(execute=True),
         pytest.raises(mts.PipelineFailed, match="create was undone: The task queue") as failed,
@@ -225,7 +226,7 @@ def test_a_drop_is_refused_while_a_view_or_a_materialized_table_reads_the_table(
     create(name="derived", query="SELECT id, ds, doubled FROM base")
     services.create_view(namespace="sales", name="report", sql="SELECT id FROM base")
 
-    with pytest.raises(mts.InvalidState) as refused:
+    with pytest.raises(table_state.InvalidState) as refused:
         mts.drop_materialized_table(base, actor=editor)
     assert "view sales.report" in refused.value.message
     assert "materialized table sales.derived" in refused.value.message
@@ -274,22 +275,22 @@ def test_options_are_set_and_reset_in_the_definition_and_the_properties(sales):
 
 def test_resume_options_go_to_the_scheduled_runs_not_the_definition(sales):
     mt = create()
-    mts.suspend(mt)
+    table_state.suspend(mt)
     mt = mts.resume(mt, options={"spark.sql.shuffle.partitions": "8"})
     assert mt.options == {}
     task = PeriodicTask.objects.get(pk=mt.periodic_task_id)
     assert '"spark.sql.shuffle.partitions": "8"' in task.kwargs
     with pytest.raises(InvalidInput, match="Unknown run option 'colour'"):
-        mts.suspend(mt)
+        table_state.suspend(mt)
         mts.resume(mt, options={"colour": "blue"})
 
 
 def test_one_planned_tick_gets_one_run(sales):
     mt = create()
     tick = datetime(2024, 1, 2, tzinfo=UTC)
-    mts.enqueue(mt, trigger=RefreshRun.Trigger.SCHEDULED, schedule_time=tick)
+    runs.enqueue(mt, trigger=RefreshRun.Trigger.SCHEDULED, schedule_time=tick)
     with pytest.raises(AlreadyExists):
-        mts.enqueue(mt, trigger=RefreshRun.Trigger.SCHEDULED, schedule_time=tick)
+        runs.enqueue(mt, trigger=RefreshRun.Trigger.SCHEDULED, schedule_time=tick)
     assert mt.runs.filter(trigger=RefreshRun.Trigger.SCHEDULED).count() == 1
 
 
@@ -299,9 +300,9 @@ def test_a_manual_refresh_that_cannot_be_sent_is_failed_not_left_queued(sales, m
     def broker_down(run, **kwargs):
         raise Unavailable("The task queue cannot be reached")
 
-    monkeypatch.setattr("refresh.services.dispatch", broker_down)
+    monkeypatch.setattr("refresh.runs.dispatch", broker_down)
     with pytest.raises(Unavailable):
-        mts.request_refresh(mt)
+        runs.request_refresh(mt)
     latest = mt.runs.order_by("-id").first()
     assert latest.state == RefreshRun.State.FAILED
     assert "task queue" in latest.error
@@ -331,7 +332,7 @@ def test_alter_as_changes_nothing_readers_see_until_its_rebuild_commits(
     fields_before, metadata_before = _fields(mt), mt.table.metadata_location
     monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
 
-    run = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    run = definitions.alter_query(mt, query=WIDER_QUERY, actor=editor)
 
     mt.refresh_from_db()
     mt.table.refresh_from_db()
@@ -340,20 +341,20 @@ def test_alter_as_changes_nothing_readers_see_until_its_rebuild_commits(
     assert mt.current_version == 1 and mt.query == QUERY
     assert mt.table.metadata_location == metadata_before and _fields(mt) == fields_before
     assert [v.version_id for v in mt.versions.all()] == [1, 2]
-    pending = mts.pending_change(mt)
+    pending = definitions.pending_change(mt)
     assert (pending.version_id, pending.outcome, pending.run_id) == (2, "PENDING", run.pk)
-    with pytest.raises(mts.InvalidState, match="version 2 is being applied"):
-        mts.alter_query(mt, query=QUERY, actor=editor)
-    with pytest.raises(mts.InvalidState, match="being applied"):
+    with pytest.raises(table_state.InvalidState, match="version 2 is being applied"):
+        definitions.alter_query(mt, query=QUERY, actor=editor)
+    with pytest.raises(table_state.InvalidState, match="being applied"):
         mts.set_freshness(mt, freshness=Freshness(2, TimeUnit.HOUR))
 
 
 def test_a_failed_rebuild_leaves_the_definition_and_says_why(sales, monkeypatch, editor):
     mt = create()
     monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
-    run = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    run = definitions.alter_query(mt, query=WIDER_QUERY, actor=editor)
 
-    mts.fail_rebuild(run, error="assert_true failed")
+    runs.fail_rebuild(run, error="assert_true failed")
 
     mt.refresh_from_db()
     run.refresh_from_db()
@@ -361,12 +362,12 @@ def test_a_failed_rebuild_leaves_the_definition_and_says_why(sales, monkeypatch,
     assert run.state == "FAILED" and "assert_true" in run.error
     assert (entry.outcome, entry.error) == ("FAILED", "assert_true failed")
     assert mt.current_version == 1 and mt.query == QUERY and mt.consecutive_failures == 0
-    assert mts.pending_change(mt) is None
+    assert definitions.pending_change(mt) is None
     events = CatalogEvent.objects.for_object(mt.table).order_by("id")
     failed = events.get(action="alter_materialized_table_definition_failed")
     assert "version 2 did not take effect: assert_true failed" in failed.message
     # The next ALTER takes the next version id; the failed one stays in the versions.
-    assert mts.alter_query(mt, query=WIDER_QUERY, actor=editor).definition_version == 3
+    assert definitions.alter_query(mt, query=WIDER_QUERY, actor=editor).definition_version == 3
 
 
 def test_an_applied_rebuild_makes_its_version_current_and_a_rollback_returns(
@@ -374,10 +375,10 @@ def test_an_applied_rebuild_makes_its_version_current_and_a_rollback_returns(
 ):
     mt = create()
     monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
-    run = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    run = definitions.alter_query(mt, query=WIDER_QUERY, actor=editor)
     RefreshRun.objects.filter(pk=run.pk).update(state="RUNNING")
 
-    mts.apply_rebuild(run, snapshot_id=None)
+    runs.apply_rebuild(run, snapshot_id=None)
 
     mt.refresh_from_db()
     assert mt.current_version == 2 and mt.query == WIDER_QUERY
@@ -385,14 +386,14 @@ def test_an_applied_rebuild_makes_its_version_current_and_a_rollback_returns(
     assert RefreshRun.objects.get(pk=run.pk).state == "SUCCEEDED"
 
     monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: RESULT)
-    back = mts.rollback_definition(mt, version_id=1, actor=editor)
+    back = definitions.rollback_definition(mt, version_id=1, actor=editor)
     assert back.definition_version == 1
-    mts.apply_rebuild(back)
+    runs.apply_rebuild(back)
     mt.refresh_from_db()
     assert mt.current_version == 1 and mt.query == QUERY
     assert [e.operation for e in mt.version_log.all()] == ["create", "alter", "rollback"]
     with pytest.raises(InvalidInput, match="already current"):
-        mts.rollback_definition(mt, version_id=1)
+        definitions.rollback_definition(mt, version_id=1)
 
 
 def test_a_rebuild_whose_worker_died_is_settled_by_what_the_table_says(sales, monkeypatch, editor):
@@ -404,14 +405,14 @@ def test_a_rebuild_whose_worker_died_is_settled_by_what_the_table_says(sales, mo
 
     mt = create()
     monkeypatch.setattr("refresh.analysis.query_schema", lambda q, **kw: WIDER)
-    lost = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    lost = definitions.alter_query(mt, query=WIDER_QUERY, actor=editor)
     long_ago = timezone.now() - timedelta(hours=1)
     RefreshRun.objects.filter(pk=lost.pk).update(state="RUNNING", heartbeat_at=long_ago)
 
-    mts.fail_abandoned(silent_for=timedelta(minutes=1))  # its commit never landed
+    runs.fail_abandoned(silent_for=timedelta(minutes=1))  # its commit never landed
 
     assert mt.version_log.get(run=lost).outcome == "FAILED"
-    landed = mts.alter_query(mt, query=WIDER_QUERY, actor=editor)
+    landed = definitions.alter_query(mt, query=WIDER_QUERY, actor=editor)
     RefreshRun.objects.filter(pk=landed.pk).update(state="RUNNING", heartbeat_at=long_ago)
     services.commit_table(
         namespace="sales",
@@ -420,7 +421,7 @@ def test_a_rebuild_whose_worker_died_is_settled_by_what_the_table_says(sales, mo
         updates=[{"action": "set-properties", "updates": {VERSION_PROPERTY: "3"}}],
     )
 
-    mts.fail_abandoned(silent_for=timedelta(minutes=1))  # it landed, then the worker died
+    runs.fail_abandoned(silent_for=timedelta(minutes=1))  # it landed, then the worker died
 
     mt.refresh_from_db()
     assert mt.version_log.get(run=landed).outcome == "APPLIED" and mt.current_version == 3
@@ -444,7 +445,7 @@ def test_a_refresh_right_after_a_switch_from_continuous_waits_until_the_stream_s
     mt = mts.set_refresh_mode(mt, refresh_mode=RefreshMode.CONTINUOUS)
     MaterializedTable.objects.filter(pk=mt.pk).update(stream_status="RUNNING")
     mt = mts.set_refresh_mode(mt, refresh_mode=RefreshMode.FULL)
-    run = mts.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL)
+    run = runs.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL)
 
     # Its last micro-batch may still commit: the refresh waits, queued, and comes back.
     assert runner._execute(run.pk) == "waiting for the stream to stop"

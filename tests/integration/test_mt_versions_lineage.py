@@ -16,7 +16,7 @@ from django.utils import timezone
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from catalog import services as catalog_services
-from refresh import lineage
+from refresh import definitions, lineage, runs
 from refresh import services as mts
 from refresh.core.freshness import Freshness, TimeUnit
 from refresh.models import MaterializedTable, MaterializedTableVersionLogEntry, RefreshRun
@@ -67,9 +67,9 @@ def wider(monkeypatch) -> None:
 
 
 def finished(mt: MaterializedTable, *, ago: timedelta, seconds: float = 5) -> RefreshRun:
-    run = mts.claim(mts.enqueue(mt, trigger="MANUAL").pk, worker="w:1")
+    run = runs.claim(runs.enqueue(mt, trigger="MANUAL").pk, worker="w:1")
     end = timezone.now() - ago
-    mts.finish(run, state="SUCCEEDED", data_timestamp=end - timedelta(seconds=seconds))
+    runs.finish(run, state="SUCCEEDED", data_timestamp=end - timedelta(seconds=seconds))
     RefreshRun.objects.filter(pk=run.pk).update(
         started_at=end - timedelta(seconds=seconds), finished_at=end
     )
@@ -78,13 +78,13 @@ def finished(mt: MaterializedTable, *, ago: timedelta, seconds: float = 5) -> Re
 
 def applied(run: RefreshRun) -> None:
     """The rebuild run as a worker ends it once its commit landed (tests/spark commits)."""
-    mts.claim(run.pk, worker="w:1")
-    mts.apply_rebuild(run)
+    runs.claim(run.pk, worker="w:1")
+    runs.apply_rebuild(run)
 
 
 def altered(mt: MaterializedTable, editor, monkeypatch) -> MaterializedTable:
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: WIDER_SCHEMA)
-    applied(mts.alter_query(mt, query=WIDER, actor=editor))
+    applied(definitions.alter_query(mt, query=WIDER, actor=editor))
     mt.refresh_from_db()
     return mt
 
@@ -183,8 +183,8 @@ def test_the_alter_form_makes_version_2_and_queues_a_rebuild(
 def test_a_change_whose_rebuild_failed_is_said_on_the_page_with_the_reason(
     client, viewer, editor, cascade, dispatched, wider
 ):
-    run = mts.alter_query(cascade["a"], query=WIDER, actor=editor)
-    mts.fail_rebuild(run, error="[USER_RAISED_EXCEPTION] '(total > 0)' is not true!")
+    run = definitions.alter_query(cascade["a"], query=WIDER, actor=editor)
+    runs.fail_rebuild(run, error="[USER_RAISED_EXCEPTION] '(total > 0)' is not true!")
     client.force_login(viewer)
 
     html = client.get(A_PAGE).content.decode()

@@ -23,6 +23,7 @@ from alerts import services as alerts
 from alerts.core import signing
 from alerts.models import Delivery, NotificationState, Subscription
 from maintenance.models import MaintenanceRun
+from refresh import runs
 from refresh import services as refresh_services
 from refresh.models import MaterializedTable, RefreshRun, Verification
 from tests.integration.test_monitoring import materialized, refreshed
@@ -105,7 +106,7 @@ def end(mt: MaterializedTable, state: str, capture, *, error: str = "boom") -> R
         started_at=timezone.now() - timedelta(seconds=5),
     )
     with capture(execute=True):
-        refresh_services.finish(run, state=state, error=error if state == "FAILED" else "")
+        runs.finish(run, state=state, error=error if state == "FAILED" else "")
     return run
 
 
@@ -166,7 +167,7 @@ def test_a_run_whose_transaction_rolls_back_leaves_no_message_and_nothing_is_sen
         pytest.raises(RuntimeError),
         transaction.atomic(),
     ):
-        refresh_services.finish(run, state=RefreshRun.State.FAILED, error="boom")
+        runs.finish(run, state=RefreshRun.State.FAILED, error="boom")
         raise RuntimeError("the caller's transaction fails after the run ended")
     assert callbacks == []
     assert not Delivery.objects.exists()
@@ -182,7 +183,7 @@ def test_a_message_whose_task_was_never_sent_is_sent_again_by_the_sweep(
         materialized_table=mt, table_name="ns.lost", trigger="MANUAL", state="RUNNING"
     )
     with django_capture_on_commit_callbacks(execute=False):  # the broker never heard of it
-        refresh_services.finish(run, state=RefreshRun.State.FAILED, error="boom")
+        runs.finish(run, state=RefreshRun.State.FAILED, error="boom")
     delivery = Delivery.objects.get()
     assert alerts.sweep()["resent"] == 0  # not overdue yet
     Delivery.objects.filter(pk=delivery.pk).update(

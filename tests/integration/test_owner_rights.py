@@ -15,7 +15,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 from catalog import services
 from catalog.core.access import READ_DATA
 from catalog.models import Table
-from refresh import runner, stream_hosts, verification
+from refresh import definitions, runner, runs, stream_hosts, verification
 from refresh import services as mts
 from refresh.core.freshness import Freshness
 from refresh.core.streaming import StreamPlan
@@ -47,7 +47,7 @@ def spark(monkeypatch) -> list[int]:
     nothing (the runs it was asked for, by id)."""
     recomputed: list[int] = []
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, **kw: DAILY)
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: None)
     monkeypatch.setattr("refresh.runner.engine.run_session", lambda **kw: object())
     monkeypatch.setattr("refresh.runner.engine.job_group", lambda *a, **kw: nullcontext())
     monkeypatch.setattr(
@@ -71,7 +71,7 @@ def daily(admin, alice, spark) -> MaterializedTable:
 
 
 def refresh(mt: MaterializedTable, *, force: bool = False) -> RefreshRun:
-    run = mts.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=force)
+    run = runs.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL, force=force)
     runner._execute(run.pk)
     run.refresh_from_db()
     return run
@@ -136,7 +136,7 @@ def test_a_rebuild_after_alter_fails_when_the_owner_may_not_read_the_new_source(
     daily, admin, alice
 ):
     services.create_table(namespace="sales", name="returns", schema=ORDERS, actor=admin)
-    run = mts.alter_query(
+    run = definitions.alter_query(
         daily, query="SELECT ds, sum(amount) AS total FROM returns GROUP BY ds", actor=admin
     )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from catalog import services
+from refresh import runs
 from refresh import services as mts
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.sources import decide
@@ -60,9 +61,9 @@ def mt() -> MaterializedTable:
 def refreshed(mt: MaterializedTable, *, partition: dict | None = None, action: str = "FULL"):
     """A successful refresh run, as the runner records one (its commit to the table first)."""
     decision, now, _ = decide(mt, partition=partition, force=True, full_asked=False)
-    run = mts.claim(mts.enqueue(mt, trigger="MANUAL", partition=partition).pk, worker="w:1")
+    run = runs.claim(runs.enqueue(mt, trigger="MANUAL", partition=partition).pk, worker="w:1")
     table_snapshot = commit("daily", "overwrite")
-    mts.finish(
+    runs.finish(
         run,
         state="SUCCEEDED",
         action=action,

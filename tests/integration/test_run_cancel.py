@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from catalog import services
 from catalog.core.errors import InvalidInput
-from refresh import runner
+from refresh import definitions, runner, runs, table_state
 from refresh import services as mts
 from refresh.core.options import run_time_limit
 from refresh.models import MaterializedTable, MaterializedTableVersionLogEntry, RefreshRun
@@ -42,11 +42,11 @@ def mt(editor) -> MaterializedTable:
 
 
 def queued(mt: MaterializedTable, trigger: str = "MANUAL") -> RefreshRun:
-    return mts.enqueue(mt, trigger=trigger)
+    return runs.enqueue(mt, trigger=trigger)
 
 
 def running(mt: MaterializedTable) -> RefreshRun:
-    run = mts.claim(queued(mt).pk, worker="w:1")
+    run = runs.claim(queued(mt).pk, worker="w:1")
     assert run is not None and run.state == "RUNNING"
     return run
 
@@ -58,10 +58,10 @@ def api_for(user) -> APIClient:
 
 
 def test_a_queued_run_is_cancelled_at_once_and_no_worker_can_claim_it_after(mt, editor):
-    run = mts.cancel_run(queued(mt), actor=editor)
+    run = runs.cancel_run(queued(mt), actor=editor)
     assert run.state == "CANCELLED" and run.finished_at is not None
     assert run.error == f"Cancelled by {editor.username} before it started"
-    assert mts.claim(run.pk, worker="w:1") is None
+    assert runs.claim(run.pk, worker="w:1") is None
     # A cancel is neither a failure nor a success of the table's refreshes.
     mt.refresh_from_db()
     assert mt.consecutive_failures == 0
@@ -69,25 +69,27 @@ def test_a_queued_run_is_cancelled_at_once_and_no_worker_can_claim_it_after(mt, 
 
 def test_a_running_run_is_asked_to_stop_once_and_its_worker_sees_the_ask(mt, editor):
     run = running(mt)
-    assert not mts.cancel_asked(run)
-    asked = mts.cancel_run(run, actor=editor)
+    assert not runs.cancel_asked(run)
+    asked = runs.cancel_run(run, actor=editor)
     assert asked.state == "RUNNING" and asked.cancel_requested_by == editor
     first = asked.cancel_requested_at
-    assert first is not None and mts.cancel_asked(run)
+    assert first is not None and runs.cancel_asked(run)
     # A second ask changes nothing: the first one's time and author stand.
-    again = mts.cancel_run(run, actor=None)
+    again = runs.cancel_run(run, actor=None)
     assert again.cancel_requested_at == first and again.cancel_requested_by == editor
 
 
 def test_a_finished_run_and_a_continuous_tables_run_cannot_be_cancelled(mt, editor):
     done = running(mt)
-    mts.finish(done, state="SUCCEEDED")
-    with pytest.raises(mts.InvalidState, match=f"Refresh run {done.pk} already ended SUCCEEDED"):
-        mts.cancel_run(done, actor=editor)
+    runs.finish(done, state="SUCCEEDED")
+    with pytest.raises(
+        table_state.InvalidState, match=f"Refresh run {done.pk} already ended SUCCEEDED"
+    ):
+        runs.cancel_run(done, actor=editor)
     other = queued(mt)
     MaterializedTable.objects.filter(pk=mt.pk).update(refresh_mode="CONTINUOUS")
-    with pytest.raises(mts.InvalidState, match="SUSPEND stops it"):
-        mts.cancel_run(other, actor=editor)
+    with pytest.raises(table_state.InvalidState, match="SUSPEND stops it"):
+        runs.cancel_run(other, actor=editor)
     other.refresh_from_db()
     assert other.state == "QUEUED"
 
@@ -99,12 +101,12 @@ def test_a_queued_rebuild_cancelled_leaves_the_definition_and_says_the_change_di
     entry = MaterializedTableVersionLogEntry.objects.create(
         materialized_table=mt, version_id=2, operation="alter", run=run, outcome="PENDING"
     )
-    mts.cancel_run(run, actor=editor)
+    runs.cancel_run(run, actor=editor)
     run.refresh_from_db()
     entry.refresh_from_db()
     assert run.state == "CANCELLED"
     assert entry.outcome == "FAILED" and "Cancelled by" in entry.error
-    assert mts.pending_change(mt) is None
+    assert definitions.pending_change(mt) is None
 
 
 def test_the_api_cancels_for_editors_refuses_viewers_and_answers_409_for_a_finished_run(
@@ -199,7 +201,7 @@ def test_the_heartbeat_stops_the_runs_spark_jobs_on_a_cancel_and_again_at_every_
     try:
         time.sleep(1.5)
         assert cancelled == [] and beating.ended_by is None
-        mts.cancel_run(run, actor=editor)
+        runs.cancel_run(run, actor=editor)
         wait_for(lambda: len(cancelled) >= 2)
     finally:
         beating.stop()
@@ -282,7 +284,7 @@ def test_a_cancel_and_a_workers_claim_of_the_same_queued_run_both_end_without_an
     PostgreSQL found a deadlock here every time (a 500 for the cancel). One wins and
     neither fails: the run is CANCELLED and not claimed, or RUNNING with the cancel asked."""
     run = queued(mt)
-    finish = mts.finish
+    finish = runs.finish
     held_by_cancel: list = []
 
     def slow_finish(*args, **kwargs):
@@ -290,13 +292,13 @@ def test_a_cancel_and_a_workers_claim_of_the_same_queued_run_both_end_without_an
         time.sleep(0.5)
         return finish(*args, **kwargs)
 
-    monkeypatch.setattr(mts, "finish", slow_finish)
+    monkeypatch.setattr(runs, "finish", slow_finish)
 
     def cancel(held):
         held_by_cancel.append(held)
-        return mts.cancel_run(run, actor=editor)
+        return runs.cancel_run(run, actor=editor)
 
-    cancelled, claimed = _side_by_side(cancel, lambda held: mts.claim(run.pk, worker="w:2"))
+    cancelled, claimed = _side_by_side(cancel, lambda held: runs.claim(run.pk, worker="w:2"))
     assert not isinstance(cancelled[0], Exception), repr(cancelled[0])
     assert not isinstance(claimed[0], Exception), repr(claimed[0])
     run.refresh_from_db()
@@ -314,7 +316,7 @@ def test_a_cancel_and_the_workers_finish_of_the_same_running_run_both_end_withou
     and then the run. One wins and neither fails: the run SUCCEEDED (its commit landed; a
     late cancel is a 409) or it is still RUNNING with the cancel asked when finish came."""
     run = running(mt)
-    count = mts._count
+    count = runs._count
     held_by_finish: list = []
 
     def slow_count(*args, **kwargs):
@@ -322,15 +324,15 @@ def test_a_cancel_and_the_workers_finish_of_the_same_running_run_both_end_withou
         time.sleep(0.5)
         return count(*args, **kwargs)
 
-    monkeypatch.setattr(mts, "_count", slow_count)
+    monkeypatch.setattr(runs, "_count", slow_count)
 
     def finish(held):
         held_by_finish.append(held)
-        return mts.finish(run, state="SUCCEEDED")
+        return runs.finish(run, state="SUCCEEDED")
 
-    finished, cancelled = _side_by_side(finish, lambda held: mts.cancel_run(run, actor=editor))
+    finished, cancelled = _side_by_side(finish, lambda held: runs.cancel_run(run, actor=editor))
     assert not isinstance(finished[0], Exception), repr(finished[0])
-    assert isinstance(cancelled[0], RefreshRun | mts.InvalidState), repr(cancelled[0])
+    assert isinstance(cancelled[0], RefreshRun | table_state.InvalidState), repr(cancelled[0])
     run.refresh_from_db()
     assert run.state == "SUCCEEDED"
 
@@ -339,8 +341,8 @@ def test_asking_a_running_run_to_stop_again_records_nothing_more_in_its_tables_h
     from catalog.models import CatalogEvent
 
     run = running(mt)
-    mts.cancel_run(run, actor=editor)
+    runs.cancel_run(run, actor=editor)
     recorded = CatalogEvent.objects.count()
     for _ in range(3):
-        mts.cancel_run(run, actor=editor)
+        runs.cancel_run(run, actor=editor)
     assert CatalogEvent.objects.count() == recorded

@@ -101,7 +101,7 @@ def hourly(editor, monkeypatch):
         [StructField("id", LongType(), False), StructField("amount", DoubleType(), True)]
     ).json()
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, **kw: schema)
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: None)
     services.create_namespace(name="sales", actor=editor)
     services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=editor)
     return mts.create_materialized_table(

@@ -205,7 +205,7 @@ def test_a_console_script_runs_until_a_statement_needs_spark_then_hands_the_rest
 
     # The worker runs the rest: its Spark derives the schema; results grow on the job.
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: SCHEMA)
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: None)
     monkeypatch.setattr("refresh.engine.job_group", lambda group, description: nullcontext())
     assert jobs.run(job.pk) == "SUCCEEDED"
     job.refresh_from_db()
@@ -266,7 +266,7 @@ def test_refreshes_leave_a_worker_thread_free_for_jobs(sales, editor, settings, 
     monkeypatch.setattr(runner, "_slots", None)
     sent: list[tuple[int, float | None]] = []
     monkeypatch.setattr(
-        "refresh.services.dispatch", lambda run, countdown=None: sent.append((run.pk, countdown))
+        "refresh.runs.dispatch", lambda run, countdown=None: sent.append((run.pk, countdown))
     )
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: SCHEMA)
     from refresh import services as mts

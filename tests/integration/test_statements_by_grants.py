@@ -36,7 +36,7 @@ def daily(admin, bob, monkeypatch) -> MaterializedTable:
     """sales.orders and sales.daily (reading it), the admin's; a namespace `hidden` no one
     else sees, and bob's own `attic` (he reads it, and nothing of sales)."""
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, **kw: DAILY)
-    monkeypatch.setattr("refresh.services.dispatch", lambda run, **kw: None)
+    monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: None)
     for name in ("sales", "hidden", "attic"):
         services.create_namespace(name=name, actor=admin)
     services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=admin)

@@ -14,7 +14,7 @@ from catalog import services
 from catalog.models import View, ViewRead
 from catalog.pages import tables as tables_pages
 from refresh import lineage
-from refresh import services as refresh_services
+from refresh.sources import readers_of
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +69,7 @@ def test_a_lookalike_name_or_another_catalog_is_not_a_reader(sales):
     )
     assert reads_of("elsewhere") == {("other_catalog", "sales", "orders")}
     assert readers("orders") == ["sales.of_orders"]
-    assert refresh_services.readers_of("sales", "orders") == ["view sales.of_orders"]
+    assert readers_of("sales", "orders") == ["view sales.of_orders"]
     graph = lineage.lineage("sales", "orders", depth=1)
     assert graph["edges"] == [{"source": "sales.orders", "target": "sales.of_orders"}]
 

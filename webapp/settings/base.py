@@ -262,7 +262,7 @@ REFRESH_TIMEOUT_SECONDS = int(env("REFRESH_TIMEOUT_SECONDS", "7200"))
 WAREHOUSE_MIN_FREE_BYTES = int(env("WAREHOUSE_MIN_FREE_BYTES", str(1 << 30)))
 MT_ABANDONED_AFTER_SECONDS = int(env("MT_ABANDONED_AFTER_SECONDS", "60"))
 # A run QUEUED this long is sent to a worker again (once per this long): its message may
-# have gone down with a SIGKILLed worker (refresh.services.resend_stranded).
+# have gone down with a SIGKILLed worker (refresh.runs.resend_stranded).
 MT_STRANDED_AFTER_SECONDS = int(env("MT_STRANDED_AFTER_SECONDS", "600"))
 # Streaming hosts (manage.py run_streams) hold each continuous table on a lease this long,
 # renewed every third of it: a host silent this long loses its tables to the others.
@@ -354,7 +354,7 @@ CELERY_BEAT_SCHEDULE["maintenance-prune"] = {"task": "maintenance.prune", "sched
 
 # History kept bounded for months: every HISTORY_FOLD_EVERY_SECONDS, celery-beat folds
 # scheduled refreshes skipped as NO_DATA older than HISTORY_FOLD_SKIPPED_RUNS_AFTER_SECONDS
-# into one run per table and hour (refresh.services.fold_skipped_runs), and successful
+# into one run per table and hour (refresh.runs.fold_skipped_runs), and successful
 # commit events older than HISTORY_FOLD_COMMITS_AFTER_SECONDS into one event per object,
 # actor, action and hour (catalog.history.fold_commits), each with its count.
 HISTORY_FOLD_EVERY_SECONDS = float(env("HISTORY_FOLD_EVERY_SECONDS", "300"))
