@@ -25,7 +25,9 @@ from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
 
+from catalog import access
 from catalog import selectors as catalog_selectors
+from catalog.core.access import READ_METADATA
 from catalog.core.errors import NotFound
 from catalog.models import CatalogObject, Namespace, View, ViewRead
 from refresh import selectors
@@ -255,25 +257,73 @@ def _bounded(value: Any, default: int, maximum: int) -> int:
 
 
 def lineage(
-    namespace: str, name: str, *, depth: int = MAX_DEPTH, limit: int = MAX_LIMIT
+    namespace: str,
+    name: str,
+    *,
+    depth: int = MAX_DEPTH,
+    limit: int = MAX_LIMIT,
+    principal: access.Principal | None = None,
 ) -> dict[str, Any]:
     """{"focus", "nodes", "edges", "truncated"} around `namespace.name` (a table, view or
     materialized table): everything it reads and everything that reads it, up to `depth`
     levels each way and `limit` nodes. Unknown names (dropped since) are nodes of kind
-    "unknown". NotFound when the object itself does not exist."""
+    "unknown". NotFound when the object itself does not exist.
+
+    Given a `principal`, of what it may see (read_metadata, catalog.access): an object it
+    may not see answers as a missing one, and the graph leaves out the nodes it may not
+    see, with their edges (`seen`)."""
     depth = _bounded(depth, MAX_DEPTH, MAX_DEPTH)
     limit = _bounded(limit, MAX_LIMIT, MAX_LIMIT)
+    if principal is not None and not principal.sees_namespace(namespace):
+        raise catalog_selectors.no_such_namespace(namespace)
     ns = catalog_selectors.get_namespace(namespace)
-    if catalog_selectors.holder_of(ns, name) is None:
+    holder = catalog_selectors.holder_of(ns, name)
+    if holder is None or (
+        principal is not None
+        and not access.may(
+            principal, READ_METADATA, access.object_ref(holder.pk, ns.name, holder.owner_id)
+        )
+    ):
         raise NoSuchObject(f"Table or view does not exist: {namespace}.{name}", field="name")
     focus = f"{ns.name}.{name}"
     graph = _Graph(limit)
     graph.load([focus])
     _walk(graph, focus, depth=depth, upstream=True)
     _walk(graph, focus, depth=depth, upstream=False)
-    return {
+    found = {
         "focus": focus,
         "nodes": [_node(graph, n, focus) for n in graph.kinds],
         "edges": [{"source": s, "target": t} for s, t in sorted(graph.edges)],
         "truncated": graph.truncated,
+    }
+    return found if principal is None else seen(principal, found)
+
+
+def seen(principal: access.Principal, graph: dict[str, Any]) -> dict[str, Any]:
+    """The graph without the nodes the principal may not see, and their edges: one query
+    for the nodes' rows, each decided in memory (catalog.access). A name no object holds
+    (dropped since) stays when its namespace is one the principal sees."""
+    if access.may(principal, READ_METADATA, access.CATALOG):
+        return graph
+    pairs = [(node["namespace"], node["name"]) for node in graph["nodes"]]
+    rows = CatalogObject.objects.filter(
+        reduce(or_, (Q(namespace__name=ns, name=name) for ns, name in pairs), Q(pk__in=[]))
+    ).values_list("pk", "namespace__name", "name", "owner_id")
+    objects = {(ns, name): (pk, owner) for pk, ns, name, owner in rows}
+    shown = set()
+    for node in graph["nodes"]:
+        key = (node["namespace"], node["name"])
+        if key in objects:
+            pk, owner = objects[key]
+            securable = access.object_ref(pk, node["namespace"], owner)
+            if access.may(principal, READ_METADATA, securable):
+                shown.add(node["id"])
+        elif principal.sees_namespace(node["namespace"]):
+            shown.add(node["id"])
+    return {
+        **graph,
+        "nodes": [node for node in graph["nodes"] if node["id"] in shown],
+        "edges": [
+            edge for edge in graph["edges"] if edge["source"] in shown and edge["target"] in shown
+        ],
     }

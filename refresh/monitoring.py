@@ -177,9 +177,10 @@ _NAMESPACE = "lakeview sample namespace"
 _RANK = 7_654_321
 
 
-def _by_status(now: datetime, namespace: str | None = None) -> QuerySet:
+def _by_status(now: datetime, namespace: str | None = None, condition: Q | None = None) -> QuerySet:
+    found = _tables(namespace, None, now)
     return (
-        _tables(namespace, None, now)
+        (found if condition is None else found.filter(condition))
         .order_by()
         .values("status_rank")
         .annotate(tables=Count("pk"))
@@ -236,10 +237,17 @@ _RANKED = {
 }
 
 
-def counts_by_status(*, namespace: str | None = None, now: datetime | None = None) -> dict:
-    """How many tables (of `namespace`) have each status (one query, grouped by status)."""
+def counts_by_status(
+    *, namespace: str | None = None, now: datetime | None = None, condition: Q | None = None
+) -> dict:
+    """How many tables (of `namespace`; meeting `condition`, the reader's filter from
+    catalog.access, when given) have each status (one query, grouped by status)."""
+    now = now or timezone.now()
+    if condition is not None:
+        ranks = dict(_by_status(now, namespace, condition))
+        return {status: ranks.get(rank, 0) for rank, status in enumerate(STATUSES)}
     values = {"namespace": namespace} if namespace is not None else {}
-    ranks = dict(_BY_STATUS[namespace is not None].rows(now=now or timezone.now(), **values))
+    ranks = dict(_BY_STATUS[namespace is not None].rows(now=now, **values))
     return {status: ranks.get(rank, 0) for rank, status in enumerate(STATUSES)}
 
 
