@@ -432,9 +432,7 @@ def test_the_monitoring_page_shows_a_partial_reader_their_tables_runs_and_counts
     assert "digest" not in client.get("/monitoring/?status=failing").content.decode()
 
 
-def test_a_revoke_takes_the_tables_off_the_monitoring_page_at_the_next_request(
-    daily, admin, alice
-):
+def test_a_revoke_takes_the_tables_off_the_monitoring_page_at_the_next_request(daily, admin, alice):
     give(admin, READ_METADATA, alice, namespace="sales")
     give(admin, READ_DATA, alice, namespace="attic")
     client = Client()
