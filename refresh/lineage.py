@@ -83,6 +83,8 @@ class _Graph:
         #: A view's reads ("ns.name"), from its `dependencies`.
         self.views: dict[str, list[str]] = {}
         self.mts: dict[str, MaterializedTable] = {}
+        #: An object's id and owner (for catalog.access), by "ns.name".
+        self.refs: dict[str, tuple[int, int | None]] = {}
         self.edges: set[tuple[str, str]] = set()
         self.truncated = False
 
@@ -105,15 +107,16 @@ class _Graph:
         )
         rows = CatalogObject.objects.filter(
             namespace_id__in=list(namespaces), name__in={name for _, name in pairs}
-        ).values_list("pk", "kind", "namespace_id", "name", "view__dependencies")
+        ).values_list("pk", "kind", "namespace_id", "name", "view__dependencies", "owner_id")
         wanted = set(fresh)
         found: dict[str, str] = {}
         tables: dict[int, str] = {}
-        for pk, kind, namespace_id, name, dependencies in rows:
+        for pk, kind, namespace_id, name, dependencies, owner_id in rows:
             qualified = f"{namespaces[namespace_id]}.{name}"
             if qualified not in wanted:
                 continue
             found[qualified] = kind
+            self.refs[qualified] = (pk, owner_id)
             if kind == CatalogObject.Kind.VIEW:
                 self.views[qualified] = _reads(dependencies)
             elif kind == CatalogObject.Kind.TABLE:
@@ -271,7 +274,7 @@ def lineage(
 
     Given a `principal`, of what it may see (read_metadata, catalog.access): an object it
     may not see answers as a missing one, and the graph leaves out the nodes it may not
-    see, with their edges (`seen`)."""
+    see, with their edges."""
     depth = _bounded(depth, MAX_DEPTH, MAX_DEPTH)
     limit = _bounded(limit, MAX_LIMIT, MAX_LIMIT)
     if principal is not None and not principal.sees_namespace(namespace):
@@ -290,40 +293,28 @@ def lineage(
     graph.load([focus])
     _walk(graph, focus, depth=depth, upstream=True)
     _walk(graph, focus, depth=depth, upstream=False)
-    found = {
+    shown = list(graph.kinds)
+    if principal is not None and not access.may(principal, READ_METADATA, access.CATALOG):
+        shown = [name for name in shown if _sees(principal, graph, name)]
+    visible = set(shown)
+    return {
         "focus": focus,
-        "nodes": [_node(graph, n, focus) for n in graph.kinds],
-        "edges": [{"source": s, "target": t} for s, t in sorted(graph.edges)],
+        "nodes": [_node(graph, n, focus) for n in shown],
+        "edges": [
+            {"source": s, "target": t}
+            for s, t in sorted(graph.edges)
+            if s in visible and t in visible
+        ],
         "truncated": graph.truncated,
     }
-    return found if principal is None else seen(principal, found)
 
 
-def seen(principal: access.Principal, graph: dict[str, Any]) -> dict[str, Any]:
-    """The graph without the nodes the principal may not see, and their edges: one query
-    for the nodes' rows, each decided in memory (catalog.access). A name no object holds
-    (dropped since) stays when its namespace is one the principal sees."""
-    if access.may(principal, READ_METADATA, access.CATALOG):
-        return graph
-    pairs = [(node["namespace"], node["name"]) for node in graph["nodes"]]
-    rows = CatalogObject.objects.filter(
-        reduce(or_, (Q(namespace__name=ns, name=name) for ns, name in pairs), Q(pk__in=[]))
-    ).values_list("pk", "namespace__name", "name", "owner_id")
-    objects = {(ns, name): (pk, owner) for pk, ns, name, owner in rows}
-    shown = set()
-    for node in graph["nodes"]:
-        key = (node["namespace"], node["name"])
-        if key in objects:
-            pk, owner = objects[key]
-            securable = access.object_ref(pk, node["namespace"], owner)
-            if access.may(principal, READ_METADATA, securable):
-                shown.add(node["id"])
-        elif principal.sees_namespace(node["namespace"]):
-            shown.add(node["id"])
-    return {
-        **graph,
-        "nodes": [node for node in graph["nodes"] if node["id"] in shown],
-        "edges": [
-            edge for edge in graph["edges"] if edge["source"] in shown and edge["target"] in shown
-        ],
-    }
+def _sees(principal: access.Principal, graph: _Graph, qualified: str) -> bool:
+    """Whether the principal may see a node (read_metadata), decided in memory from the row
+    the walk read (catalog.access). A name no object holds (dropped since) is seen when its
+    namespace is."""
+    namespace, _ = _split(qualified)
+    ref = graph.refs.get(qualified)
+    if ref is None:
+        return principal.sees_namespace(namespace)
+    return access.may(principal, READ_METADATA, access.object_ref(ref[0], namespace, ref[1]))

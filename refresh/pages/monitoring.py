@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
+from catalog import access
 from catalog.core.errors import InvalidInput
 from catalog.pages import access as page_access
 from catalog.pages.formatting import moment, places, text
@@ -139,7 +140,12 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     those who see the whole catalog."""
     now = timezone.now()
     whole = page_access.sees_catalog(request)
-    condition = None if whole else page_access.visible(request, prefix="table__")
+    # What the user may see, as values of the lists' queries compiled once; else as
+    # catalog.access's filter.
+    visibility = None if whole else access.visibility(page_access.principal(request))
+    condition = (
+        None if whole or visibility is not None else page_access.visible(request, prefix="table__")
+    )
     link = linker()
     errors: dict[str, str] = {}
 
@@ -149,7 +155,7 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
         errors[error.field or "status"] = error.message
         table_filters = monitoring.TableFilters()
     if condition is None:
-        listed: Any = monitoring.TableList(table_filters, now=now)
+        listed: Any = monitoring.TableList(table_filters, now=now, visibility=visibility)
         by_status = listed.by_status
     else:
         listed = monitoring.tables(table_filters, now=now).filter(condition)
@@ -170,7 +176,9 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     except InvalidInput as error:
         errors[error.field or "history"] = error.message
     else:
-        if condition is not None:
+        if visibility is not None:
+            history_filters = dataclasses.replace(history_filters, visibility=visibility)
+        elif condition is not None:
             history_filters = dataclasses.replace(
                 history_filters,
                 refreshes=page_access.visible(request, prefix="materialized_table__table__"),
