@@ -644,7 +644,14 @@ def _visible(kind: str | None = None, **seen: Any) -> HistoryFilters:
 
 
 def _visible_runs(kind: str, **seen: Any) -> QuerySet:
-    [runs] = _history_parts(_visible(kind, **seen))
+    """The runs of `kind` of the tables the reader may see, for their count. Refresh runs
+    are counted from the materialized tables the reader may see (few), each one's runs over
+    its index, rather than every run tested through its table."""
+    if kind == REFRESH:
+        tables = MaterializedTable.objects.filter(access.visible_where("table__", **seen))
+        runs = RefreshRun.objects.filter(materialized_table_id__in=tables.values("pk"))
+    else:
+        [runs] = _history_parts(_visible(kind, **seen))
     return runs.order_by().values("pk")
 
 

@@ -404,6 +404,9 @@ def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, ali
     assert tables.status_code == history.status_code == 200, tables.content
     assert [(t["namespace"], t["name"]) for t in tables.json()["results"]] == [("sales", "daily")]
     assert {h["table_name"] for h in history.json()["results"]} == {"sales.daily"}
+    # The counts are of what the reader may see too.
+    assert history.json()["count"] == len(history.json()["results"])
+    assert tables.json()["count"] == 1
     assert {h["table_name"] for h in everything} == {"sales.daily", "hidden.digest"}
     assert api(admin).get("/api/monitoring/tables/").json()["count"] == 2
 
