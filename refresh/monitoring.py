@@ -42,7 +42,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from catalog import access
 from catalog.core.errors import InvalidInput
-from catalog.models import Namespace, Table
+from catalog.models import CatalogObject, Namespace, Table
 from catalog.prepared import Prepared
 from maintenance.models import MaintenanceRun
 from refresh import selectors
@@ -651,7 +651,10 @@ def _visible_runs(kind: str, **seen: Any) -> QuerySet:
         tables = MaterializedTable.objects.filter(access.visible_where("table__", **seen))
         runs = RefreshRun.objects.filter(materialized_table_id__in=tables.values("pk"))
     else:
-        [runs] = _history_parts(_visible(kind, **seen))
+        # The tables with maintenance runs, read from the runs' index, each one tested once.
+        maintained = MaintenanceRun.objects.order_by().values("table_id").distinct()
+        tables = CatalogObject.objects.filter(access.visible_where(**seen), pk__in=maintained)
+        runs = MaintenanceRun.objects.filter(table_id__in=tables.values("pk"))
     return runs.order_by().values("pk")
 
 

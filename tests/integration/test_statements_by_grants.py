@@ -19,6 +19,7 @@ from catalog import services, workers
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
 from catalog.core.errors import NeedsWorker
 from catalog.models import Grant
+from maintenance.models import MaintenanceRun
 from refresh import console
 from refresh import services as mts
 from refresh.core.definition import QUERY_PROPERTY
@@ -394,7 +395,14 @@ def hidden_digest(admin) -> MaterializedTable:
 
 
 def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, alice):
-    hidden_digest(admin)
+    digest = hidden_digest(admin)
+    for mt in (daily, digest, digest):
+        MaintenanceRun.objects.create(
+            table=mt.table,
+            table_name=str(mt.table),
+            action="EXPIRE_SNAPSHOTS",
+            trigger=MaintenanceRun.Trigger.SCHEDULED,
+        )
     give(admin, READ_METADATA, alice, namespace="sales")
 
     tables = api(alice).get("/api/monitoring/tables/")
@@ -404,6 +412,7 @@ def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, ali
     assert tables.status_code == history.status_code == 200, tables.content
     assert [(t["namespace"], t["name"]) for t in tables.json()["results"]] == [("sales", "daily")]
     assert {h["table_name"] for h in history.json()["results"]} == {"sales.daily"}
+    assert {h["kind"] for h in history.json()["results"]} == {"refresh", "maintenance"}
     # The counts are of what the reader may see too.
     assert history.json()["count"] == len(history.json()["results"])
     assert tables.json()["count"] == 1
