@@ -470,17 +470,22 @@ def namespaces_under(granted: Iterable[str], exactly: Iterable[str] = ()) -> Raw
     is under `name` when its name starts with `name` and a dot, compared with substr, as
     `may` compares it (LIKE would fold case on SQLite, "Finance.x" under "finance")."""
     granted, exactly = sorted(set(granted)), sorted(set(exactly) | set(granted))
-    rows = _JSON_NAMES.get(connection.vendor)
-    if rows is None:
+    if connection.vendor not in _JSON_NAMES:
         names = reduce(or_, (under("name", name) for name in granted), Q(name__in=exactly))
         return Namespace.objects.filter(names).values("pk")
+    return _namespaces_under_json(json.dumps(granted), json.dumps(exactly))
+
+
+def _namespaces_under_json(granted: str, exactly: str | None = None) -> RawSQL:
+    """`namespaces_under` of names given as JSON arrays (`exactly`: `granted` when None)."""
+    rows = _JSON_NAMES[connection.vendor]
     table = connection.ops.quote_name(Namespace._meta.db_table)
     sql = (
         f"SELECT ns.id FROM {table} ns WHERE ns.name IN (SELECT value FROM {rows})"
         f" OR EXISTS (SELECT 1 FROM {rows}"
         " WHERE substr(ns.name, 1, length(value) + 1) = value || '.')"
     )
-    return RawSQL(sql, [json.dumps(exactly), json.dumps(granted)])
+    return RawSQL(sql, [granted if exactly is None else exactly, granted])
 
 
 def under(field: str, name: str) -> Q:
@@ -491,6 +496,67 @@ def under(field: str, name: str) -> Q:
     return Q(**{field: name}) | (
         Q(**{f"{field}__startswith": prefix})
         & Q(Exact(Substr(F(field), 1, len(prefix)), Value(prefix, output_field=CharField())))
+    )
+
+
+# -- lists compiled once -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """What `objects_condition` decides for a principal, as values of constant SQL
+    (`visible_where`), for a list whose query is compiled once (catalog.prepared): the ids
+    of the objects granted, the namespaces granted (with those under them), both as JSON
+    arrays, and the owner's id."""
+
+    objects: str
+    namespaces: str
+    owner_id: int
+
+    def values(self) -> dict[str, Any]:
+        return {"objects": self.objects, "namespaces": self.namespaces, "owner": self.owner_id}
+
+
+#: Samples of `Visibility`'s values, for a query compiled once (catalog.prepared) to find
+#: where each call's go: `samples()`.
+SAMPLE = Visibility(
+    objects="[-7300000000000000021]",
+    namespaces='["lakeview sample namespace granted"]',
+    owner_id=-7_300_000_000_000_000_022,
+)
+
+#: How each database reads a JSON array of ids as rows (a column named `value`).
+_JSON_IDS = {
+    "sqlite": "SELECT value FROM json_each(%s)",
+    "postgresql": "SELECT value::bigint FROM jsonb_array_elements_text(%s::jsonb) AS ids(value)",
+}
+
+
+def visibility(principal: Principal, privilege: str = READ_METADATA) -> Visibility | None:
+    """`objects_condition(principal, privilege)` as a `Visibility`, for a principal whose
+    condition it can say (a user's own grants, on SQLite or PostgreSQL), else None: then
+    the caller filters with `objects_condition` (None from both: every object visible)."""
+    if connection.vendor not in _JSON_IDS or not principal.active or principal.superuser:
+        return None
+    mine, narrowing = principal.held()
+    if narrowing is not None or privilege in mine.catalog:
+        return None
+    return Visibility(
+        objects=json.dumps(sorted(mine.objects_with(privilege))),
+        namespaces=json.dumps(sorted(set(mine.namespaces_with(privilege)))),
+        owner_id=principal.user.pk,
+    )
+
+
+def visible_where(prefix: str = "", *, objects: str, namespaces: str, owner: int) -> Q:
+    """The condition `objects_condition` builds, on rows that are (or point through
+    `prefix` to) objects, as SQL of one shape whatever the grants: the values of a
+    `Visibility` (or of `SAMPLE`, in a query compiled once)."""
+    ids = RawSQL(_JSON_IDS[connection.vendor], [objects])
+    return (
+        Q(**{f"{prefix}pk__in": ids})
+        | Q(**{f"{prefix}namespace_id__in": _namespaces_under_json(namespaces)})
+        | Q(**{f"{prefix}owner_id": owner})
     )
 
 

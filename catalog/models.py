@@ -124,8 +124,15 @@ class CatalogObject(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "name"], name="one_object_per_name")
         ]
-        # Counting a namespace's tables (the home page) reads its tables' entries alone.
-        indexes = [models.Index(fields=["namespace", "kind"], name="catalog_object_ns_kind")]
+        indexes = [
+            # Counting a namespace's tables (the home page) reads its tables' entries alone.
+            models.Index(fields=["namespace", "kind"], name="catalog_object_ns_kind"),
+            # A list in name order for a user who sees part of the catalog (a search) walks
+            # the names in order and tests each one's visibility (catalog.access: its id,
+            # namespace or owner) on the index's entry: without the owner in it, SQLite
+            # read every object and sorted them (40 ms at 11,000 objects, against 1.3).
+            models.Index(fields=["namespace", "name", "owner"], name="catalog_object_visible"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.namespace.name}.{self.name}"

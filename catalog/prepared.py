@@ -68,6 +68,20 @@ class Prepared:
         compiled = self._compiled[(using, connections[using].vendor)]
         return compiled.instances(rows, using)
 
+    def count(
+        self, *, limit: int | None = None, using: str = DEFAULT_DB_ALIAS, **values: Any
+    ) -> int:
+        """How many rows the query gives with these values, counting at most `limit`."""
+        if values.keys() != self._samples.keys():
+            raise TypeError(f"Expected values for {sorted(self._samples)}, got {sorted(values)}")
+        db = connections[using]
+        compiled = self._compiled.get((db.alias, db.vendor))
+        if compiled is None:
+            compiled = _Compiled(self._build(**self._samples), self._samples, db)
+            with self._lock:
+                self._compiled[(db.alias, db.vendor)] = compiled
+        return compiled.count(db, values, limit)
+
 
 class PreparedCount(Prepared):
     """How many rows `build`'s filter leaves, compiled once. The count is grouped by `by`,
@@ -109,12 +123,26 @@ class _Compiled:
         if missing:
             raise RuntimeError(f"The query does not take {missing} as parameters: {sql}")
 
-    def run(self, db: Any, values: dict[str, Any], limit: int | None, offset: int) -> list[tuple]:
+    def params(self, db: Any, values: dict[str, Any]) -> list[Any]:
         params = self.template.copy()
         for name, slots in self.slots.items():
             value = _adapt(db, values[name])
             for index in slots:
                 params[index] = _as(self.template[index], value)
+        return params
+
+    def count(self, db: Any, values: dict[str, Any], limit: int | None) -> int:
+        params = self.params(db, values)
+        sql = self.sql
+        if limit is not None:
+            sql = f"{sql} LIMIT %s"
+            params.append(max(int(limit), 0))
+        with db.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM ({sql}) AS counted", params)  # noqa: S608
+            return cursor.fetchone()[0]
+
+    def run(self, db: Any, values: dict[str, Any], limit: int | None, offset: int) -> list[tuple]:
+        params = self.params(db, values)
         sql = self.sql
         if limit is not None:
             sql = f"{sql} LIMIT %s OFFSET %s"

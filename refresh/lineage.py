@@ -25,7 +25,9 @@ from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
 
+from catalog import access
 from catalog import selectors as catalog_selectors
+from catalog.core.access import READ_METADATA
 from catalog.core.errors import NotFound
 from catalog.models import CatalogObject, Namespace, View, ViewRead
 from refresh import selectors
@@ -81,6 +83,8 @@ class _Graph:
         #: A view's reads ("ns.name"), from its `dependencies`.
         self.views: dict[str, list[str]] = {}
         self.mts: dict[str, MaterializedTable] = {}
+        #: An object's id and owner (for catalog.access), by "ns.name".
+        self.refs: dict[str, tuple[int, int | None]] = {}
         self.edges: set[tuple[str, str]] = set()
         self.truncated = False
 
@@ -103,15 +107,16 @@ class _Graph:
         )
         rows = CatalogObject.objects.filter(
             namespace_id__in=list(namespaces), name__in={name for _, name in pairs}
-        ).values_list("pk", "kind", "namespace_id", "name", "view__dependencies")
+        ).values_list("pk", "kind", "namespace_id", "name", "view__dependencies", "owner_id")
         wanted = set(fresh)
         found: dict[str, str] = {}
         tables: dict[int, str] = {}
-        for pk, kind, namespace_id, name, dependencies in rows:
+        for pk, kind, namespace_id, name, dependencies, owner_id in rows:
             qualified = f"{namespaces[namespace_id]}.{name}"
             if qualified not in wanted:
                 continue
             found[qualified] = kind
+            self.refs[qualified] = (pk, owner_id)
             if kind == CatalogObject.Kind.VIEW:
                 self.views[qualified] = _reads(dependencies)
             elif kind == CatalogObject.Kind.TABLE:
@@ -255,25 +260,61 @@ def _bounded(value: Any, default: int, maximum: int) -> int:
 
 
 def lineage(
-    namespace: str, name: str, *, depth: int = MAX_DEPTH, limit: int = MAX_LIMIT
+    namespace: str,
+    name: str,
+    *,
+    depth: int = MAX_DEPTH,
+    limit: int = MAX_LIMIT,
+    principal: access.Principal | None = None,
 ) -> dict[str, Any]:
     """{"focus", "nodes", "edges", "truncated"} around `namespace.name` (a table, view or
     materialized table): everything it reads and everything that reads it, up to `depth`
     levels each way and `limit` nodes. Unknown names (dropped since) are nodes of kind
-    "unknown". NotFound when the object itself does not exist."""
+    "unknown". NotFound when the object itself does not exist.
+
+    Given a `principal`, of what it may see (read_metadata, catalog.access): an object it
+    may not see answers as a missing one, and the graph leaves out the nodes it may not
+    see, with their edges."""
     depth = _bounded(depth, MAX_DEPTH, MAX_DEPTH)
     limit = _bounded(limit, MAX_LIMIT, MAX_LIMIT)
+    if principal is not None and not principal.sees_namespace(namespace):
+        raise catalog_selectors.no_such_namespace(namespace)
     ns = catalog_selectors.get_namespace(namespace)
-    if catalog_selectors.holder_of(ns, name) is None:
+    holder = catalog_selectors.holder_of(ns, name)
+    if holder is None or (
+        principal is not None
+        and not access.may(
+            principal, READ_METADATA, access.object_ref(holder.pk, ns.name, holder.owner_id)
+        )
+    ):
         raise NoSuchObject(f"Table or view does not exist: {namespace}.{name}", field="name")
     focus = f"{ns.name}.{name}"
     graph = _Graph(limit)
     graph.load([focus])
     _walk(graph, focus, depth=depth, upstream=True)
     _walk(graph, focus, depth=depth, upstream=False)
+    shown = list(graph.kinds)
+    if principal is not None and not access.may(principal, READ_METADATA, access.CATALOG):
+        shown = [name for name in shown if _sees(principal, graph, name)]
+    visible = set(shown)
     return {
         "focus": focus,
-        "nodes": [_node(graph, n, focus) for n in graph.kinds],
-        "edges": [{"source": s, "target": t} for s, t in sorted(graph.edges)],
+        "nodes": [_node(graph, n, focus) for n in shown],
+        "edges": [
+            {"source": s, "target": t}
+            for s, t in sorted(graph.edges)
+            if s in visible and t in visible
+        ],
         "truncated": graph.truncated,
     }
+
+
+def _sees(principal: access.Principal, graph: _Graph, qualified: str) -> bool:
+    """Whether the principal may see a node (read_metadata), decided in memory from the row
+    the walk read (catalog.access). A name no object holds (dropped since) is seen when its
+    namespace is."""
+    namespace, _ = _split(qualified)
+    ref = graph.refs.get(qualified)
+    if ref is None:
+        return principal.sees_namespace(namespace)
+    return access.may(principal, READ_METADATA, access.object_ref(ref[0], namespace, ref[1]))

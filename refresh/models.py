@@ -260,7 +260,7 @@ class RefreshRun(models.Model):
     batch_id = models.BigIntegerField(null=True, blank=True)
     source_offsets = models.JSONField(default=dict, blank=True)
     #: Runs this row stands for: micro-batches (refresh.streams.compact_history) and
-    #: scheduled NO_DATA skips (services.fold_skipped_runs) older than an hour are folded
+    #: scheduled NO_DATA skips (runs.fold_skipped_runs) older than an hour are folded
     #: per table and hour, the first's start and the last's finish kept.
     batches = models.PositiveIntegerField(default=1)
     #: The definition version the run refreshed.
@@ -272,7 +272,7 @@ class RefreshRun(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    #: A cancel asked while the run was RUNNING (services.cancel_run): its worker stops the
+    #: A cancel asked while the run was RUNNING (runs.cancel_run): its worker stops the
     #: run's Spark jobs at its next look (about a second) and ends it CANCELLED, unless the
     #: commit had already landed.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)

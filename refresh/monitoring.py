@@ -10,6 +10,7 @@ query however many tables there are, and `table_row` reads only those annotation
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,8 +40,9 @@ from django.db.models.lookups import GreaterThanOrEqual, LessThan
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from catalog import access
 from catalog.core.errors import InvalidInput
-from catalog.models import Namespace, Table
+from catalog.models import CatalogObject, Namespace, Table
 from catalog.prepared import Prepared
 from maintenance.models import MaintenanceRun
 from refresh import selectors
@@ -177,9 +179,21 @@ _NAMESPACE = "lakeview sample namespace"
 _RANK = 7_654_321
 
 
-def _by_status(now: datetime, namespace: str | None = None) -> QuerySet:
+def _seen(
+    queryset: QuerySet, prefix: str, seen: dict[str, Any] | None, condition: Q | None = None
+) -> QuerySet:
+    """`queryset` of what the reader may see: `seen` the values of an
+    `access.Visibility` (a query compiled once), `condition` catalog.access's filter."""
+    if seen is not None:
+        queryset = queryset.filter(access.visible_where(prefix, **seen))
+    return queryset if condition is None else queryset.filter(condition)
+
+
+def _by_status(
+    now: datetime, namespace: str | None = None, condition: Q | None = None, **seen: Any
+) -> QuerySet:
     return (
-        _tables(namespace, None, now)
+        _seen(_tables(namespace, None, now), "table__", seen or None, condition)
         .order_by()
         .values("status_rank")
         .annotate(tables=Count("pk"))
@@ -188,8 +202,14 @@ def _by_status(now: datetime, namespace: str | None = None) -> QuerySet:
 
 
 _BY_STATUS = {
-    False: Prepared(_by_status, now=_NOW),
-    True: Prepared(_by_status, now=_NOW, namespace=_NAMESPACE),
+    (has_namespace, visible): Prepared(
+        _by_status,
+        now=_NOW,
+        **({"namespace": _NAMESPACE} if has_namespace else {}),
+        **(access.SAMPLE.values() if visible else {}),
+    )
+    for has_namespace in (False, True)
+    for visible in (False, True)
 }
 
 #: What a page of `tables()` reads of each table besides its row (table_row's annotations).
@@ -218,44 +238,72 @@ _COLUMNS_READ = (
 )
 
 
-def _ranked(now: datetime, namespace: str | None = None, rank: int | None = None) -> QuerySet:
-    return _tables(namespace, rank, now).values_list(
+def _ranked(
+    now: datetime, namespace: str | None = None, rank: int | None = None, **seen: Any
+) -> QuerySet:
+    return _seen(_tables(namespace, rank, now), "table__", seen or None).values_list(
         "pk", *_ANNOTATIONS, *_COLUMNS_READ, "table__name", "table__namespace__name"
     )
 
 
 _RANKED = {
-    (has_namespace, has_rank): Prepared(
+    (has_namespace, has_rank, visible): Prepared(
         _ranked,
         now=_NOW,
         **({"namespace": _NAMESPACE} if has_namespace else {}),
         **({"rank": _RANK} if has_rank else {}),
+        **(access.SAMPLE.values() if visible else {}),
     )
     for has_namespace in (False, True)
     for has_rank in (False, True)
+    for visible in (False, True)
 }
 
 
-def counts_by_status(*, namespace: str | None = None, now: datetime | None = None) -> dict:
-    """How many tables (of `namespace`) have each status (one query, grouped by status)."""
-    values = {"namespace": namespace} if namespace is not None else {}
-    ranks = dict(_BY_STATUS[namespace is not None].rows(now=now or timezone.now(), **values))
+def counts_by_status(
+    *,
+    namespace: str | None = None,
+    now: datetime | None = None,
+    condition: Q | None = None,
+    visibility: access.Visibility | None = None,
+) -> dict:
+    """How many tables (of `namespace`; that the reader may see, given their `visibility`
+    or catalog.access's `condition`) have each status (one query, grouped by status)."""
+    now = now or timezone.now()
+    if condition is not None:
+        ranks = dict(_by_status(now, namespace, condition))
+        return {status: ranks.get(rank, 0) for rank, status in enumerate(STATUSES)}
+    values: dict[str, Any] = {"namespace": namespace} if namespace is not None else {}
+    if visibility is not None:
+        values.update(visibility.values())
+    key = (namespace is not None, visibility is not None)
+    ranks = dict(_BY_STATUS[key].rows(now=now, **values))
     return {status: ranks.get(rank, 0) for rank, status in enumerate(STATUSES)}
 
 
 class TableList(Sequence):
     """`tables(filters, now=now)` for a paginator, in the same order with the same
     annotations: its length from `counts_by_status`, a page from the status query compiled
-    once, its tables made from the columns it reads (`table_row` reads no more)."""
+    once, its tables made from the columns it reads (`table_row` reads no more). Given a
+    reader's `visibility` (catalog.access), of the tables they may see."""
 
-    def __init__(self, filters: TableFilters | None = None, *, now: datetime) -> None:
+    def __init__(
+        self,
+        filters: TableFilters | None = None,
+        *,
+        now: datetime,
+        visibility: access.Visibility | None = None,
+    ) -> None:
         self.filters = filters or TableFilters()
         self.now = now
+        self.visibility = visibility
 
     @cached_property
     def by_status(self) -> dict[str, int]:
         """How many tables (of the filters' namespace) have each status."""
-        return counts_by_status(namespace=self.filters.namespace, now=self.now)
+        return counts_by_status(
+            namespace=self.filters.namespace, now=self.now, visibility=self.visibility
+        )
 
     def count(self) -> int:
         wanted = [self.filters.status] if self.filters.status else STATUSES
@@ -276,7 +324,13 @@ class TableList(Sequence):
             values["namespace"] = self.filters.namespace
         if self.filters.status is not None:
             values["rank"] = STATUSES.index(self.filters.status)
-        key = (self.filters.namespace is not None, self.filters.status is not None)
+        if self.visibility is not None:
+            values.update(self.visibility.values())
+        key = (
+            self.filters.namespace is not None,
+            self.filters.status is not None,
+            self.visibility is not None,
+        )
         page = []
         for pk, *read, name, namespace in _RANKED[key].rows(
             limit=stop - start, offset=start, **values
@@ -364,6 +418,18 @@ class HistoryFilters:
     #: (catalog.access), None for one who sees every table.
     refreshes: Q | None = None
     maintenance: Q | None = None
+    #: The same, as the values of a query compiled once (catalog.access.visibility).
+    visibility: access.Visibility | None = None
+
+    def conditions(self) -> tuple[Q | None, Q | None]:
+        """The conditions on refresh runs and on maintenance runs."""
+        if self.visibility is None:
+            return self.refreshes, self.maintenance
+        seen = self.visibility.values()
+        return (
+            access.visible_where("materialized_table__table__", **seen),
+            access.visible_where("table__", **seen),
+        )
 
 
 _WINDOW = re.compile(r"(\d{1,9})\s*([smhdw])")
@@ -466,10 +532,11 @@ def _history_of(
 def _history_parts(filters: HistoryFilters) -> list[QuerySet]:
     """The runs of each kind `filters` asks for (before the history's columns)."""
     parts = []
+    refreshes, maintenance = filters.conditions()
     if filters.kind in (None, REFRESH):
-        parts.append(_filtered(_runs(RefreshRun, filters.refreshes), filters))
+        parts.append(_filtered(_runs(RefreshRun, refreshes), filters))
     if filters.kind in (None, MAINTENANCE):
-        parts.append(_filtered(_runs(MaintenanceRun, filters.maintenance), filters))
+        parts.append(_filtered(_runs(MaintenanceRun, maintenance), filters))
     return parts
 
 
@@ -515,7 +582,14 @@ class HistoryList(Sequence):
     def count(self) -> int:
         if self._count is None:
             total = 0
-            if self.filters == HistoryFilters():
+            seen = self._seen()
+            if seen is not None:
+                # Only what the reader may see: each kind's runs counted by a query compiled
+                # once, with their grants' values.
+                for prepared in _VISIBLE_RUNS:
+                    limit = None if self.upto is None else self.upto + 1 - total
+                    total += prepared.count(limit=limit, **seen)
+            elif self.filters == HistoryFilters():
                 # Unfiltered (the page as it opens): every run of both kinds, counted in SQL
                 # written once (the ORM built each count's query on every page).
                 for model in (RefreshRun, MaintenanceRun):
@@ -538,18 +612,57 @@ class HistoryList(Sequence):
     def __getitem__(self, index: Any) -> Any:
         if not isinstance(index, slice):
             return self[index : index + 1][0]
-        if self.filters != HistoryFilters() or index.step is not None:
+        seen = self._seen()
+        if (seen is None and self.filters != HistoryFilters()) or index.step is not None:
             return list(history(self.filters)[index])
-        # Unfiltered (the page as it opens): the UNION ALL compiled once.
+        # Unfiltered (the page as it opens), or filtered by what the reader may see alone:
+        # the UNION ALL compiled once.
         start = index.start or 0
         stop = self.count() if index.stop is None else index.stop
         if stop <= start:
             return []
-        rows = _ALL_HISTORY.rows(limit=stop - start, offset=start)
+        if seen is None:
+            rows = _ALL_HISTORY.rows(limit=stop - start, offset=start)
+        else:
+            rows = _VISIBLE_HISTORY.rows(limit=stop - start, offset=start, **seen)
         return [dict(zip(_COLUMNS, row, strict=True)) for row in rows]
+
+    def _seen(self) -> dict[str, Any] | None:
+        """The values of the reader's visibility, when the filters hold nothing else."""
+        visibility = self.filters.visibility
+        if visibility is None or self.filters != HistoryFilters(visibility=visibility):
+            return None
+        return visibility.values()
 
 
 _ALL_HISTORY = Prepared(lambda: history())
+
+
+def _visible(kind: str | None = None, **seen: Any) -> HistoryFilters:
+    visibility = access.Visibility(seen["objects"], seen["namespaces"], seen["owner"])
+    return HistoryFilters(kind=kind, visibility=visibility)
+
+
+def _visible_runs(kind: str, **seen: Any) -> QuerySet:
+    """The runs of `kind` of the tables the reader may see, for their count. Refresh runs
+    are counted from the materialized tables the reader may see (few), each one's runs over
+    its index, rather than every run tested through its table."""
+    if kind == REFRESH:
+        tables = MaterializedTable.objects.filter(access.visible_where("table__", **seen))
+        runs = RefreshRun.objects.filter(materialized_table_id__in=tables.values("pk"))
+    else:
+        # The tables with maintenance runs, read from the runs' index, each one tested once.
+        maintained = MaintenanceRun.objects.order_by().values("table_id").distinct()
+        tables = CatalogObject.objects.filter(access.visible_where(**seen), pk__in=maintained)
+        runs = MaintenanceRun.objects.filter(table_id__in=tables.values("pk"))
+    return runs.order_by().values("pk")
+
+
+_VISIBLE_HISTORY = Prepared(lambda **seen: history(_visible(**seen)), **access.SAMPLE.values())
+_VISIBLE_RUNS = [
+    Prepared(functools.partial(_visible_runs, kind), **access.SAMPLE.values())
+    for kind in (REFRESH, MAINTENANCE)
+]
 
 
 def _count_rows(model: type[Model], limit: int | None) -> int:
@@ -571,8 +684,9 @@ def history(filters: HistoryFilters | None = None) -> QuerySet:
     dicts of `_COLUMNS`, one query (a UNION ALL) per page; `history_row` reads one."""
     filters = filters or HistoryFilters()
     parts = []
+    refresh_condition, maintenance_condition = filters.conditions()
     if filters.kind in (None, REFRESH):
-        refreshes = _runs(RefreshRun, filters.refreshes)
+        refreshes = _runs(RefreshRun, refresh_condition)
         # A folded row stands for several runs of an hour (micro-batches, NO_DATA ticks).
         parts.append(
             _history_of(
@@ -580,7 +694,7 @@ def history(filters: HistoryFilters | None = None) -> QuerySet:
             )
         )
     if filters.kind in (None, MAINTENANCE):
-        maintenance = _runs(MaintenanceRun, filters.maintenance)
+        maintenance = _runs(MaintenanceRun, maintenance_condition)
         one = Cast(Value(1), output_field=IntegerField())
         parts.append(_history_of(maintenance, MAINTENANCE, "table", filters, count=one))
     combined = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]

@@ -226,6 +226,8 @@ def _page(request: HttpRequest, items: Any, parameter: str = "page") -> Any:
 #: further: beyond, it says that more exist without counting them (a count would read every
 #: match, and grow with the catalog).
 SEARCH_READ = 200
+#: Up to this row, a page further down reads the ids before it too (`_capped_page`).
+WALK_READ = 10_000
 #: No page number beyond this one is read (a number is a LIMIT: it must stay an integer
 #: the database takes).
 LAST_PAGE_READ = 100_000
@@ -242,8 +244,9 @@ def _capped_page(request: HttpRequest, ids: Any, *, known_more: bool = False) ->
     """`_page` of a search's query of ids, in one query: the ids up to `SEARCH_READ`, plus
     one to know whether more exist (`page.more`; the count is then "more than"); a page past
     those, or any page when more than `SEARCH_READ` are `known_more` to match
-    (`selectors.names_beyond`), only its own ids (plus one). A page past the end reads up
-    to it, and shows the last page as Django's paginator does."""
+    (`selectors.names_beyond`), only its own ids (plus one), or, a walk in order down to
+    `WALK_READ`, every id up to its own. A page past the end reads up to it, and shows the
+    last page as Django's paginator does."""
     number = _page_number(request)
     start, upto = (number - 1) * PAGE_SIZE, number * PAGE_SIZE
     if known_more and upto <= SEARCH_READ:
@@ -254,6 +257,19 @@ def _capped_page(request: HttpRequest, ids: Any, *, known_more: bool = False) ->
         if len(window) == upto - start and page.number == number:
             page.more = True
             return page
+    if upto > SEARCH_READ and upto <= WALK_READ and not isinstance(ids, selectors.NamePositions):
+        # A query walking the list in order passes every row before the page (its OFFSET)
+        # whatever it returns: returning them as well costs little more, and a page past the
+        # end (a shorter list than the link's, a reader who sees part of the catalog) then
+        # has the last page's ids without a second walk.
+        found = selectors.all_ids(ids[: upto + 1])
+        if len(found) > start:
+            page = _page(request, _Window(start, found[start:upto]))
+            page.more = len(found) > upto
+            return page
+        page = _page(request, found)
+        page.more = False
+        return page
     if upto > SEARCH_READ:
         window = selectors.all_ids(ids[start : upto + 1])
         if window:

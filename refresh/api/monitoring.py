@@ -98,12 +98,14 @@ class MonitoredTablesView(generics.ListAPIView):
     def get_queryset(self) -> Any:
         self.now = timezone.now()
         filters = monitoring.table_filters(self.request.query_params)
-        condition = access.objects_condition(
-            access.principal_of(self.request), namespace=filters.namespace, prefix="table__"
-        )
-        if condition is not None:
-            return monitoring.tables(filters, now=self.now).filter(condition)
-        return monitoring.TableList(filters, now=self.now)
+        who = access.principal_of(self.request)
+        condition = access.objects_condition(who, namespace=filters.namespace, prefix="table__")
+        if condition is None:
+            return monitoring.TableList(filters, now=self.now)
+        visibility = access.visibility(who)
+        if visibility is not None:
+            return monitoring.TableList(filters, now=self.now, visibility=visibility)
+        return monitoring.tables(filters, now=self.now).filter(condition)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
@@ -174,7 +176,10 @@ class MonitoringHistoryView(generics.ListAPIView):
         filters = monitoring.history_filters(self.request.query_params)
         who = access.principal_of(self.request)
         refreshes = access.objects_condition(who, prefix="materialized_table__table__")
-        if refreshes is not None:
+        visibility = access.visibility(who) if refreshes is not None else None
+        if visibility is not None:
+            filters = dataclasses.replace(filters, visibility=visibility)
+        elif refreshes is not None:
             maintenance = access.objects_condition(who, prefix="table__")
             filters = dataclasses.replace(filters, refreshes=refreshes, maintenance=maintenance)
         return monitoring.HistoryList(filters)

@@ -614,6 +614,9 @@ class VerificationListView(generics.ListAPIView):
 
 
 class LineageView(APIView):
+    # Whoever holds a privilege somewhere: the graph is of what the principal may see.
+    permission_classes = [HoldsAPrivilege]
+
     @extend_schema(
         operation_id="lineage_retrieve",
         parameters=[
@@ -643,7 +646,9 @@ class LineageView(APIView):
         description=(
             "What an object reads (upstream, through views' dependencies and materialized "
             "tables' sources) and what reads it (downstream), transitively, as nodes and "
-            f"edges (source read by target); at most {lineage.MAX_LIMIT} nodes."
+            f"edges (source read by target); at most {lineage.MAX_LIMIT} nodes. Only what the "
+            "user may see (read_metadata): an object hidden from them is missing (404), and "
+            "the graph leaves out the nodes hidden from them, with their edges."
         ),
         tags=["lineage"],
     )
@@ -665,5 +670,6 @@ class LineageView(APIView):
             params["namespace"].strip(),
             params["name"].strip(),
             depth=int(depth_text) if depth_text else lineage.MAX_DEPTH,
+            principal=access.principal_of(request),
         )
         return Response(graph)

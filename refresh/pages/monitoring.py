@@ -1,13 +1,13 @@
 """The monitoring page (/monitoring/): every materialized table across namespaces, failing
 and late ones first, and the refresh and maintenance history of all tables with filters
 (as Snowflake's dynamic-table monitoring shows them). Reads go through
-`refresh.monitoring`; any user with a role may see it."""
+`refresh.monitoring`; each user sees the tables, and the runs of tables, they may see."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
+from catalog import access
 from catalog.core.errors import InvalidInput
 from catalog.pages import access as page_access
 from catalog.pages.formatting import moment, places, text
@@ -133,13 +134,18 @@ def _number(request: HttpRequest, parameter: str) -> int:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def monitoring_page(request: HttpRequest) -> HttpResponse:
-    """Every materialized table's status and every run: for users who see the whole
-    catalog (read_metadata on it); a namespace's tables are on its list page."""
-    if not page_access.sees_catalog(request):
-        raise PermissionDenied(
-            "Monitoring lists every table: it needs read_metadata on the catalog."
-        )
+    """Every materialized table's status and every run, of the tables the user may see
+    (read_metadata, catalog.access: the lists' queries carry the filter, so counts and pages
+    stay right). The streaming hosts, which serve every continuous table, are listed to
+    those who see the whole catalog."""
     now = timezone.now()
+    whole = page_access.sees_catalog(request)
+    # What the user may see, as values of the lists' queries compiled once; else as
+    # catalog.access's filter.
+    visibility = None if whole else access.visibility(page_access.principal(request))
+    condition = (
+        None if whole or visibility is not None else page_access.visible(request, prefix="table__")
+    )
     link = linker()
     errors: dict[str, str] = {}
 
@@ -148,7 +154,12 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     except InvalidInput as error:
         errors[error.field or "status"] = error.message
         table_filters = monitoring.TableFilters()
-    listed = monitoring.TableList(table_filters, now=now)
+    if condition is None:
+        listed: Any = monitoring.TableList(table_filters, now=now, visibility=visibility)
+        by_status = listed.by_status
+    else:
+        listed = monitoring.tables(table_filters, now=now).filter(condition)
+        by_status = monitoring.counts_by_status(now=now, condition=condition)
     tables = _page(request, listed, "page")
     rows = []
     for mt in tables.object_list:
@@ -165,6 +176,14 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     except InvalidInput as error:
         errors[error.field or "history"] = error.message
     else:
+        if visibility is not None:
+            history_filters = dataclasses.replace(history_filters, visibility=visibility)
+        elif condition is not None:
+            history_filters = dataclasses.replace(
+                history_filters,
+                refreshes=page_access.visible(request, prefix="materialized_table__table__"),
+                maintenance=condition,
+            )
         # Counted up to HISTORY_COUNTED rows, or up to the page asked for: "more than".
         asked = _number(request, "history_page") * monitoring.PAGE_SIZE
         upto = max(monitoring.HISTORY_COUNTED, asked)
@@ -186,7 +205,7 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
         "status": table_filters.status or "",
         "statuses": monitoring.STATUSES,
         # The list counted every table by status already.
-        "counts": {key: listed.by_status[key] for key in (monitoring.LATE, monitoring.FAILING)},
+        "counts": {key: by_status[key] for key in (monitoring.LATE, monitoring.FAILING)},
         "history": history,
         "entries": entries,
         "history_rows": history_rows_html(entries),
@@ -198,6 +217,7 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
         "run_states": monitoring.RUN_STATES,
         "errors": errors,
         "since_help": monitoring.SINCE_HELP,
-        "stream_hosts": monitoring.streaming_hosts(now=now),
+        "whole_catalog": whole,
+        "stream_hosts": monitoring.streaming_hosts(now=now) if whole else [],
     }
     return render(request, "refresh/monitoring.html", context, status=400 if errors else 200)

@@ -6,14 +6,12 @@ refresh history and charts, the lifecycle buttons) and the SQL console. Reads go
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
@@ -700,10 +698,14 @@ def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         raise Http404(missing)
     page_access.check(request, found, READ_METADATA, missing=missing)
     try:
-        graph = lineage.lineage(namespace, name, depth=request.GET.get("depth") or 10)
+        graph = lineage.lineage(
+            namespace,
+            name,
+            depth=request.GET.get("depth") or 10,
+            principal=page_access.principal(request),
+        )
     except CatalogError as error:
         raise Http404(error.message) from error
-    graph = _seen(request, graph)
     focus = next(n for n in graph["nodes"] if n["focus"])
     for node in graph["nodes"]:
         if node.get("lag_seconds") is not None:
@@ -719,39 +721,6 @@ def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "downstream": [e["target"] for e in graph["edges"] if e["source"] == focus["id"]],
     }
     return render(request, "refresh/lineage.html", context)
-
-
-def _seen(request: HttpRequest, graph: dict[str, Any]) -> dict[str, Any]:
-    """The graph without the nodes the user may not see, and their edges: one query for the
-    nodes' rows, each decided in memory (catalog.access). A name no object holds (dropped
-    since) stays when its namespace is one the user sees."""
-    who = page_access.principal(request)
-    if access.may(who, READ_METADATA, access.CATALOG):
-        return graph
-    pairs = [(node["namespace"], node["name"]) for node in graph["nodes"]]
-    rows = CatalogObject.objects.filter(
-        functools.reduce(
-            operator.or_, (Q(namespace__name=ns, name=name) for ns, name in pairs), Q(pk__in=[])
-        )
-    ).values_list("pk", "namespace__name", "name", "owner_id")
-    objects = {(ns, name): (pk, owner) for pk, ns, name, owner in rows}
-    shown = set()
-    for node in graph["nodes"]:
-        key = (node["namespace"], node["name"])
-        if key in objects:
-            pk, owner = objects[key]
-            securable = access.object_ref(pk, node["namespace"], owner)
-            if READ_METADATA in who.privileges(securable):
-                shown.add(node["id"])
-        elif who.sees_namespace(node["namespace"]):
-            shown.add(node["id"])
-    return {
-        **graph,
-        "nodes": [node for node in graph["nodes"] if node["id"] in shown],
-        "edges": [
-            edge for edge in graph["edges"] if edge["source"] in shown and edge["target"] in shown
-        ],
-    }
 
 
 # -- the SQL console ----------------------------------------------------------------------

@@ -11,8 +11,10 @@ from django.db import connection
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
-from catalog import selectors, services
+from catalog import access, selectors, services
+from catalog.core.access import READ_DATA
 from catalog.models import CatalogObject, Namespace
+from catalog.services import grants
 
 pytestmark = pytest.mark.django_db
 
@@ -216,3 +218,38 @@ def test_the_migration_unapplies_and_applies_cleanly(catalog):
     if connection.vendor == "sqlite":
         assert selectors.NAME_FTS_TABLE in connection.introspection.table_names()
     assert found("sales.region") == plain("sales.region") != []
+
+
+def test_a_search_by_one_who_sees_part_of_the_catalog_walks_the_names_in_order(
+    catalog, django_user_model
+):
+    """Their visibility (granted objects, namespaces, their own) is tested on each entry of
+    the (namespace, name, owner) index as the walk passes it: SQLite neither reads every
+    object nor sorts them (at 11,000 objects: 40 ms against 1.3)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the plan read is SQLite's")
+    reader = django_user_model.objects.create_user("rita", password="rita-password")
+    grants.grant(
+        privilege=READ_DATA,
+        principal_type="user",
+        principal="rita",
+        securable_type="namespace",
+        namespace="sales",
+        actor=django_user_model.objects.create_superuser("root", password="root-password"),
+    )
+    who = access.Principal(reader)
+    ids = selectors.search_ids(
+        "region",
+        sql=True,
+        in_many_names=True,
+        visible=access.objects_condition(who),
+        readable=access.objects_condition(who, READ_DATA),
+    )
+    sql, params = ids[:201].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        plan = "\n".join(str(row) for row in cursor.fetchall())
+    assert "catalog_object_visible" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    names = CatalogObject.objects.filter(pk__in=list(ids)).values_list("namespace__name")
+    assert {namespace for (namespace,) in names} == {"sales", "sales.eu"}

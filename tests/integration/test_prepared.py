@@ -12,8 +12,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from catalog.models import CatalogEvent, Namespace
+from catalog import access, services
+from catalog.core.access import READ_METADATA
+from catalog.models import CatalogEvent, CatalogObject, Namespace
 from catalog.prepared import Prepared
+from catalog.services import grants
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +124,52 @@ def test_a_uuid_is_a_value_too():
     for event in events:
         assert prepared.rows(object_uuid=event.object_uuid) == [(event.pk,)]
     assert prepared.rows(object_uuid=uuid4()) == []
+
+
+def test_a_prepared_count_counts_as_the_orm_up_to_its_limit():
+    now = timezone.now()
+    for name in ("a", "b", "c"):
+        CatalogEvent.objects.create(action="create", object_type="view", object_name=name)
+    prepared = Prepared(_since, now=SAMPLE_TIME, kind="sample kind")
+    past = now - timedelta(hours=1)
+    assert prepared.count(now=past, kind="view") == _since(past, "view").count() == 3
+    assert prepared.count(now=past, kind="view", limit=2) == 2
+    assert prepared.count(now=past, kind="table") == 0
+
+
+def test_a_visibility_compiled_once_finds_what_the_grants_filter_finds(django_user_model):
+    """catalog.access's `visible_where` with a principal's `visibility` (the SQL of a list
+    compiled once) keeps the objects `objects_condition` keeps: granted by id, in a granted
+    namespace or one under it, and their own; not a namespace whose name merely starts the
+    same."""
+    root = django_user_model.objects.create_superuser("root", password="root-password")
+    reader = django_user_model.objects.create_user("rita", password="rita-password")
+    schema = {"type": "struct", "schema-id": 0, "fields": []}
+    for namespace in ("sales", "sales.eu", "salesx", "ops", "hr"):
+        services.create_namespace(name=namespace, actor=root)
+        for name in ("a", "b"):
+            services.create_table(namespace=namespace, name=name, schema=schema, actor=root)
+    services.create_table(namespace="hr", name="mine", schema=schema, actor=reader)
+    for securable, namespace, name in (("namespace", "sales", None), ("object", "ops", "a")):
+        grants.grant(
+            privilege=READ_METADATA,
+            principal_type="user",
+            principal="rita",
+            securable_type=securable,
+            namespace=namespace,
+            name=name,
+            actor=root,
+        )
+    who = access.Principal(django_user_model.objects.get(pk=reader.pk))
+    visibility = access.visibility(who)
+    assert visibility is not None
+
+    def names(condition) -> list[str]:
+        rows = CatalogObject.objects.filter(condition).values_list("namespace__name", "name")
+        return sorted(f"{namespace}.{name}" for namespace, name in rows)
+
+    found = names(access.visible_where(**visibility.values()))
+    assert found == names(access.objects_condition(who))
+    assert found == ["hr.mine", "ops.a", "sales.a", "sales.b", "sales.eu.a", "sales.eu.b"]
+    # One who sees everything needs no filter at all.
+    assert access.visibility(access.Principal(root)) is None

@@ -1,4 +1,4 @@
-"""Stopping a refresh run: by hand (services.cancel_run, the API, the table page) and at its
+"""Stopping a refresh run: by hand (runs.cancel_run, the API, the table page) and at its
 time limit (REFRESH_TIMEOUT_SECONDS, the table option refresh.timeout-seconds). The worker's
 side, Spark cancelling the run's jobs, is tests/spark/test_mt_end_to_end.py's; here the
 runner's heartbeat is watched asking for it."""

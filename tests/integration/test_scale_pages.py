@@ -209,7 +209,7 @@ def test_a_search_reads_its_first_matches_and_says_more_exist_beyond(
     second = client.get(search, {"q": "view_", "sql": "1", "page": 2}).content.decode()
     assert "page 2 of more than 2" in second and "?q=view_&amp;sql=1&amp;page=3" in second
     assert "ns_0.view_099<" in second and "ns_0.view_049<" not in second
-    # Past the ids read first, a page reads only its own (and one more).
+    # Past the ids read first, a page reads on to its own (and one more).
     third = client.get(search, {"q": "view_", "sql": "1", "page": 3}).content.decode()
     assert "page 3 of more than 3 (101–150 of more than 150)" in third
     assert (
@@ -220,6 +220,13 @@ def test_a_search_reads_its_first_matches_and_says_more_exist_beyond(
     last = client.get(search, {"q": "view_", "sql": "1", "page": 6}).content.decode()
     assert "(300)" in last and "page 6 of 6" in last and "ns_2.view_099<" in last
     assert 'rel="next"' not in last
+    # A page just past the end (a shorter list than the link's): the last page, its ids
+    # read in the one walk that found the end.
+    with CaptureQueriesContext(connection) as queries:
+        past = client.get(search, {"q": "view_", "sql": "1", "page": 7}).content.decode()
+    assert "(300)" in past and "page 6 of 6" in past and "ns_2.view_099<" in past
+    walks = [q for q in queries.captured_queries if 'ORDER BY "catalog_namespace"' in q["sql"]]
+    assert len(walks) == 1, walks
     negative = client.get(search, {"q": "view_", "sql": "1", "page": "-4"})
     assert negative.status_code == 200 and b"of more than" in negative.content
     for odd in ("x", ""):

@@ -18,6 +18,8 @@ from django.test import Client
 from catalog import services, workers
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
 from catalog.core.errors import NeedsWorker
+from catalog.models import Grant
+from maintenance.models import MaintenanceRun
 from refresh import console
 from refresh import services as mts
 from refresh.core.definition import QUERY_PROPERTY
@@ -355,15 +357,30 @@ def test_subscriptions_follow_grants_listed_to_readers_made_by_managers_missing_
 # -- monitoring --------------------------------------------------------------------------------
 
 
-def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, alice):
+def hidden_digest(admin) -> MaterializedTable:
+    """hidden.digest, reading hidden.secret: a failing table in a namespace alice may not
+    see."""
     services.create_table(namespace="hidden", name="secret", schema=ORDERS, actor=admin)
-    mts.create_materialized_table(
+    digest = mts.create_materialized_table(
         namespace="hidden",
         name="digest",
         query="SELECT ds, sum(amount) AS total FROM secret GROUP BY ds",
         freshness=Freshness(1, "HOUR"),
         actor=admin,
     )
+    MaterializedTable.objects.filter(pk=digest.pk).update(consecutive_failures=2)
+    return digest
+
+
+def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, alice):
+    digest = hidden_digest(admin)
+    for mt in (daily, digest, digest):
+        MaintenanceRun.objects.create(
+            table=mt.table,
+            table_name=str(mt.table),
+            action="EXPIRE_SNAPSHOTS",
+            trigger=MaintenanceRun.Trigger.SCHEDULED,
+        )
     give(admin, READ_METADATA, alice, namespace="sales")
 
     tables = api_as(alice).get("/api/monitoring/tables/")
@@ -373,5 +390,88 @@ def test_monitoring_lists_only_the_tables_and_runs_one_may_see(daily, admin, ali
     assert tables.status_code == history.status_code == 200, tables.content
     assert [(t["namespace"], t["name"]) for t in tables.json()["results"]] == [("sales", "daily")]
     assert {h["table_name"] for h in history.json()["results"]} == {"sales.daily"}
+    assert {h["kind"] for h in history.json()["results"]} == {"refresh", "maintenance"}
+    # The counts are of what the reader may see too.
+    assert history.json()["count"] == len(history.json()["results"])
+    assert tables.json()["count"] == 1
     assert {h["table_name"] for h in everything} == {"sales.daily", "hidden.digest"}
     assert api_as(admin).get("/api/monitoring/tables/").json()["count"] == 2
+
+
+def test_the_monitoring_page_shows_a_partial_reader_their_tables_runs_and_counts_only(
+    daily, admin, alice
+):
+    hidden_digest(admin)
+    give(admin, READ_METADATA, alice, namespace="sales")
+    client = Client()
+    client.force_login(alice)
+
+    page = client.get("/monitoring/")
+    everything = Client()
+    everything.force_login(admin)
+    whole = everything.get("/monitoring/").content.decode()
+
+    assert page.status_code == 200, page.content
+    shown = page.content.decode()
+    assert "sales.daily" in shown and 'data-kind="refresh"' in shown
+    assert "digest" not in shown and "secret" not in shown
+    assert "0 failing" in shown and 'id="stream-hosts"' not in shown
+    assert "hidden.digest" in whole and "1 failing" in whole and 'id="stream-hosts"' in whole
+    # A filter names no more than the reader may see, nor a page beyond their tables.
+    assert "digest" not in client.get("/monitoring/?namespace=hidden").content.decode()
+    assert "digest" not in client.get("/monitoring/?status=failing").content.decode()
+
+
+def test_a_revoke_takes_the_tables_off_the_monitoring_page_at_the_next_request(daily, admin, alice):
+    give(admin, READ_METADATA, alice, namespace="sales")
+    give(admin, READ_DATA, alice, namespace="attic")
+    client = Client()
+    client.force_login(alice)
+    assert "sales.daily" in client.get("/monitoring/").content.decode()
+
+    Grant.objects.filter(user=alice, namespace__name="sales").delete()
+
+    page = client.get("/monitoring/")
+    assert page.status_code == 200
+    assert "sales.daily" not in page.content.decode()
+
+
+# -- lineage -----------------------------------------------------------------------------------
+
+
+def _graph(user, namespace: str, name: str) -> tuple[int, dict]:
+    answer = api_as(user).get("/api/lineage/", {"namespace": namespace, "name": name})
+    return answer.status_code, answer.json()
+
+
+def test_the_lineage_api_shows_a_partial_reader_only_what_they_may_see(daily, admin, alice):
+    hidden_digest(admin)
+    give(admin, READ_METADATA, alice, namespace="sales", name="orders")
+
+    status, graph = _graph(alice, "sales", "orders")
+    assert status == 200, graph
+    assert [node["id"] for node in graph["nodes"]] == ["sales.orders"]
+    assert graph["edges"] == []
+    # What they may not see answers as what does not exist, body and all.
+    for (namespace, name), (missing_namespace, missing_name), changed in (
+        (("sales", "daily"), ("sales", "no_such_table"), ("daily", "no_such_table")),
+        (("hidden", "digest"), ("no_such_namespace", "digest"), ("hidden", "no_such_namespace")),
+    ):
+        status, hidden = _graph(alice, namespace, name)
+        missing_status, missing = _graph(alice, missing_namespace, missing_name)
+        assert status == missing_status == 404
+        assert same_but_the_name(hidden, missing, *changed), (hidden, missing)
+
+    give(admin, READ_METADATA, alice, namespace="sales", name="daily")
+    status, graph = _graph(alice, "sales", "orders")
+    assert {node["id"] for node in graph["nodes"]} == {"sales.orders", "sales.daily"}
+    assert graph["edges"] == [{"source": "sales.orders", "target": "sales.daily"}]
+    # The whole catalog's reader sees the hidden namespace's edge too.
+    assert _graph(admin, "hidden", "digest")[1]["edges"] == [
+        {"source": "hidden.secret", "target": "hidden.digest"}
+    ]
+
+
+def test_the_lineage_api_still_refuses_one_holding_nothing(daily, alice):
+    answer = api_as(alice).get("/api/lineage/", {"namespace": "sales", "name": "orders"})
+    assert answer.status_code == 403
