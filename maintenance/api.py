@@ -1,6 +1,11 @@
 """The API of table maintenance (mounted at /api/ by webapp/api_urls.py): a table's policy (read and
 change), its runs (list, start), one run, and its health over time. Thin: each handler
-validates the request's shape and calls one service or selector."""
+validates the request's shape and calls one service or selector.
+
+Decided by grants on the table, as its page's maintenance section is: reading needs
+read_metadata on it (a table one may not see is a missing one), starting, cancelling and
+changing the policy need manage; a run of a dropped table, whose table is gone, needs the
+privilege on the whole catalog."""
 
 from __future__ import annotations
 
@@ -14,8 +19,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import selectors as catalog_selectors
+from catalog import access, checks
+from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.views import _NAMESPACE, _TABLE, CatalogPagination, _errors, _validated
+from catalog.core.access import MANAGE, READ_METADATA
+from catalog.core.errors import NotFound
+from catalog.services.kernel import TABLE
 from maintenance import selectors, services
 from maintenance.core.policy import POLICY_PROPERTIES, Action, Policy
 from maintenance.models import MaintenanceRun
@@ -116,11 +125,37 @@ def policy_body(table: Any, policy: Policy) -> dict[str, Any]:
     return body
 
 
-def _managed_table(namespace: str, name: str) -> Any:
-    return catalog_selectors.get_table(namespace, name)
+def _table(request: Request, namespace: str, name: str, privilege: str = READ_METADATA) -> Any:
+    """The table, if the principal may see it (else the missing table's 404) and holds
+    `privilege` on it (else 403)."""
+    return checks.obj(request, TABLE, namespace, name, privilege)
 
 
-class PolicyView(APIView):
+def _run(request: Request, run_id: int, privilege: str = READ_METADATA) -> MaintenanceRun:
+    """The run, checked as its table is; one of a dropped table needs `privilege` on the
+    catalog, and one the principal may not see is a missing one."""
+    run = selectors.get_run(run_id)
+    who = checks.principal(request)
+    if run.table is not None:
+        held = who.privileges(access.of_object(run.table))
+        if READ_METADATA not in held:
+            raise NotFound(f"Maintenance run does not exist: {run_id}", field="run_id")
+        if privilege not in held:
+            raise checks.refused(who, privilege, f"table {run.table_name}")
+    elif not access.may(who, privilege, access.CATALOG):
+        if not access.may(who, READ_METADATA, access.CATALOG):
+            raise NotFound(f"Maintenance run does not exist: {run_id}", field="run_id")
+        raise checks.refused(who, privilege, "the catalog")
+    return run
+
+
+class _ByGrants:
+    """Open to whoever holds a privilege somewhere; each handler checks the table."""
+
+    permission_classes = [HoldsAPrivilege]
+
+
+class PolicyView(_ByGrants, APIView):
     @extend_schema(
         operation_id="tables_maintenance_policy",
         parameters=[_NAMESPACE, _TABLE],
@@ -131,7 +166,7 @@ class PolicyView(APIView):
         tags=["maintenance"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        table = _managed_table(namespace, name)
+        table = _table(request, namespace, name)
         return Response(policy_body(table, selectors.policy_of(table)))
 
     @extend_schema(
@@ -148,12 +183,12 @@ class PolicyView(APIView):
         changes: dict[str, str | None] = dict(data.get("properties") or {})
         if "enabled" in data:
             changes["lakeview.maintenance.enabled"] = "true" if data["enabled"] else "false"
-        table = _managed_table(namespace, name)
+        table = _table(request, namespace, name, MANAGE)
         policy = services.set_policy(table=table, changes=changes, actor=request.user)
         return Response(policy_body(table, policy))
 
 
-class RunListView(APIView):
+class RunListView(_ByGrants, APIView):
     @extend_schema(
         operation_id="tables_maintenance_runs",
         parameters=[_NAMESPACE, _TABLE],
@@ -162,7 +197,7 @@ class RunListView(APIView):
         tags=["maintenance"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        table = _managed_table(namespace, name)
+        table = _table(request, namespace, name)
         paginator = CatalogPagination()
         page = paginator.paginate_queryset(
             selectors.RunPages(table, RUN_DATA_FIELDS), request, view=self
@@ -180,7 +215,7 @@ class RunListView(APIView):
     )
     def post(self, request: Request, namespace: str, name: str) -> Response:
         data = _validated(StartSerializer, request)
-        table = _managed_table(namespace, name)
+        table = _table(request, namespace, name, MANAGE)
         wanted = [Action(a) for a in data.get("actions") or []] or services.ALL_ACTIONS
         runs = services.start(
             table=table,
@@ -191,7 +226,7 @@ class RunListView(APIView):
         return Response(RunSerializer(runs, many=True).data, status=status.HTTP_202_ACCEPTED)
 
 
-class RunDetailView(APIView):
+class RunDetailView(_ByGrants, APIView):
     @extend_schema(
         operation_id="maintenance_run",
         parameters=[OpenApiParameter("run_id", OpenApiTypes.INT, OpenApiParameter.PATH)],
@@ -199,10 +234,10 @@ class RunDetailView(APIView):
         tags=["maintenance"],
     )
     def get(self, request: Request, run_id: int) -> Response:
-        return Response(RunSerializer(selectors.get_run(run_id)).data)
+        return Response(RunSerializer(_run(request, run_id)).data)
 
 
-class RunCancelView(APIView):
+class RunCancelView(_ByGrants, APIView):
     @extend_schema(
         operation_id="maintenance_run_cancel",
         parameters=[OpenApiParameter("run_id", OpenApiTypes.INT, OpenApiParameter.PATH)],
@@ -216,11 +251,11 @@ class RunCancelView(APIView):
         tags=["maintenance"],
     )
     def post(self, request: Request, run_id: int) -> Response:
-        run = services.cancel_run(selectors.get_run(run_id), actor=request.user)
+        run = services.cancel_run(_run(request, run_id, MANAGE), actor=request.user)
         return Response(RunSerializer(selectors.get_run(run.pk)).data)
 
 
-class HealthView(APIView):
+class HealthView(_ByGrants, APIView):
     @extend_schema(
         operation_id="tables_health",
         parameters=[_NAMESPACE, _TABLE],
@@ -231,7 +266,7 @@ class HealthView(APIView):
         tags=["maintenance"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
-        table = _managed_table(namespace, name)
+        table = _table(request, namespace, name)
         health = selectors.health_of(table, with_files=True)
         return Response(
             {

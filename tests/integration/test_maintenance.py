@@ -524,3 +524,48 @@ def test_the_list_of_a_tables_runs_answers_what_the_run_serializer_writes(
         answer = editor_api.get(f"{policy_url(table)}/runs/", {"page": page, "page_size": 3})
         start = (page - 1) * 3
         assert answer.json()["results"] == RunSerializer(runs[start : start + 3], many=True).data
+
+
+def test_the_maintenance_api_follows_grants_on_the_table_as_its_page_does(
+    django_user_model,
+) -> None:
+    """A user who may see one namespace reads its tables' maintenance, and not another's
+    (a 404 as for a missing table or run); starting, cancelling and changing the policy
+    need manage on the table; a revoke takes effect at the next request."""
+    from catalog.core.access import MANAGE, READ_METADATA
+    from tests.integration.grant_fixtures import api_as, give, take
+
+    root = django_user_model.objects.create_superuser("root", password="root-password")
+    carol = django_user_model.objects.create_user("carol", password="carol-password")
+    seen, hidden = make_table("seen"), make_table("hidden", namespace="attic")
+    [seen_run] = maintenance.start(table=seen, actions=[Action.EXPIRE_SNAPSHOTS])
+    [hidden_run] = maintenance.start(table=hidden, actions=[Action.EXPIRE_SNAPSHOTS])
+    give(root, READ_METADATA, carol, namespace="ops")
+    make_table("elsewhere", namespace="other")
+    give(root, READ_METADATA, carol, namespace="other")  # she keeps holding something
+    api = api_as(carol)
+
+    for suffix in ("", "/runs/", "/health"):
+        assert api.get(policy_url(seen) + suffix).status_code == 200, suffix
+    assert api.get(f"/api/maintenance-runs/{seen_run.pk}/").status_code == 200
+    gone = api_as(root).get("/api/namespaces/attic/tables/nothing/maintenance")
+    for suffix in ("", "/runs/", "/health"):
+        answer = api.get(policy_url(hidden) + suffix)
+        # As a missing table answers: nothing says the table exists.
+        assert answer.status_code == 404, (suffix, answer.content)
+        assert answer.json()["error"] == gone.json()["error"].replace("nothing", "hidden")
+    assert api.get(f"/api/maintenance-runs/{hidden_run.pk}/").status_code == 404
+
+    refused = api.post(policy_url(seen) + "/runs/", {}, format="json")
+    assert refused.status_code == 403 and "manage" in refused.json()["error"]
+    assert api.patch(policy_url(seen), {"enabled": True}, format="json").status_code == 403
+    assert api.post(f"/api/maintenance-runs/{seen_run.pk}/cancel").status_code == 403
+    assert MaintenanceRun.objects.get(pk=seen_run.pk).state == MaintenanceRun.State.QUEUED
+
+    give(root, MANAGE, carol, namespace="ops", name="seen")
+    assert api.post(f"/api/maintenance-runs/{seen_run.pk}/cancel").status_code == 200
+    assert MaintenanceRun.objects.get(pk=seen_run.pk).state == MaintenanceRun.State.CANCELLED
+
+    take(root, READ_METADATA, carol, namespace="ops")
+    take(root, MANAGE, carol, namespace="ops", name="seen")
+    assert api.get(policy_url(seen)).status_code == 404
