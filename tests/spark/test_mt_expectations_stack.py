@@ -112,7 +112,12 @@ def test_a_continuous_tables_load_micro_batches_and_rebuild_apply_its_expectatio
     assert "small" not in altered
     ok(stack, altered)
     stack.wait_for(lambda: ids(st) == [1, 3, 4, 6, 7, 8], timeout=180, what="the rebuild")
-    [rebuilt] = [r for r in runs(stack) if r["trigger"] == "REBUILD"]
+    # The run row is finished just after the commit that made the rows visible.
+    [rebuilt] = stack.wait_for(
+        lambda: [r for r in runs(stack) if r["trigger"] == "REBUILD" and r["finished_at"]],
+        timeout=30,
+        what="the rebuild's run",
+    )
     assert rebuilt["state"] == "SUCCEEDED", rebuilt
     assert rebuilt["expectations"] == {"positive": 2, "not_k0": 3}
     stack.wait_for(
