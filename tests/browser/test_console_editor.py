@@ -39,6 +39,9 @@ def log_in(page, live_server) -> None:
 
 
 def text_of(page) -> str:
+    # After a post the page is new and the editor's script may not have run yet: the results
+    # are in the HTML before it is.
+    page.wait_for_function("() => window.lakeviewEditor !== undefined")
     return page.evaluate("window.lakeviewEditor.text()")
 
 
