@@ -127,9 +127,11 @@ def _django_app() -> Callable[..., Any]:
             from webapp import urls
 
             # Before the first request builds the URL resolver, which then keeps this list;
-            # just before /iceberg/, so that both resolve past the same routes.
+            # just before the first /iceberg/ route, so that both resolve past the same routes.
             at = next(
-                i for i, route in enumerate(urls.urlpatterns) if str(route.pattern) == "iceberg/"
+                i
+                for i, route in enumerate(urls.urlpatterns)
+                if str(route.pattern).startswith("iceberg/")
             )
             urls.urlpatterns.insert(at, path(BARE_PATH, _bare_view))
             urls.urlpatterns.insert(at, path(QUERY_PATH, _query_view))

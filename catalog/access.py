@@ -366,6 +366,9 @@ def may_read_condition(namespace_name: str, user_id: int, client_id: int) -> Q:
     namespace above the table's is one whose name, and a dot, begin the table's namespace
     name (compared as text, never with LIKE, whose wildcards a name may hold)."""
     readers = [p for p, implied in IMPLIES.items() if READ_DATA in implied and p != OWN]
+    # `privilege = a OR privilege = b ...` rather than IN: SQLite builds a temporary b-tree
+    # for an IN list on every evaluation, a quarter of load-table's query.
+    any_reader = reduce(or_, (Q(privilege=p) for p in readers))
 
     def above(field: str) -> Q:
         head = Substr(Value(namespace_name), 1, Length(field) + 1)
@@ -379,13 +382,13 @@ def may_read_condition(namespace_name: str, user_id: int, client_id: int) -> Q:
             | Q(above("namespace__name"))
         )
 
-    by_user = Grant.objects.filter(on_the_table(), user_id=user_id, privilege__in=readers)
+    by_user = Grant.objects.filter(on_the_table(), any_reader, user_id=user_id)
     # From each of the user's memberships to its group's grants (by group, not among every
     # grant of these privileges).
     of_group = Grant.objects.filter(
         on_the_table(lambda field: OuterRef(OuterRef(field))),
+        any_reader,
         group_id=OuterRef("group_id"),
-        privilege__in=readers,
     )
     by_group = get_user_model().groups.through.objects.filter(Exists(of_group), user_id=user_id)
     owned_above = Namespace.objects.filter(

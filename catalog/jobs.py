@@ -36,8 +36,9 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from catalog import access, workers
@@ -50,7 +51,7 @@ from catalog.core.errors import (
     Unavailable,
     http_status,
 )
-from catalog.models import CatalogObject, SparkJob
+from catalog.models import CatalogObject, GrantChange, SparkJob
 from catalog.roles import EDITOR, VIEWER, refused_reads
 from catalog.watch import Watch, warehouse_floor
 from webapp import broker
@@ -72,14 +73,22 @@ DONE_PAGES: dict[str, str] = {}
 ROLES: dict[str, str] = {}
 
 
+#: Kinds whose answer is a script's printed output (the console's): what each statement
+#: showed was checked against the grants when it ran, statement by statement, so a revoke
+#: since then withholds the whole answer (`withheld`).
+SCRIPTS: set[str] = set()
+
+
 def kind(
-    name: str, *, done_page: str | None = None, role: str = EDITOR
+    name: str, *, done_page: str | None = None, role: str = EDITOR, script: bool = False
 ) -> Callable[[Operation], Operation]:
     def register(operation: Operation) -> Operation:
         KINDS[name] = operation
         ROLES[name] = role
         if done_page:
             DONE_PAGES[name] = done_page
+        if script:
+            SCRIPTS.add(name)
         return operation
 
     return register
@@ -127,19 +136,55 @@ def withheld(found: Iterable[SparkJob], user: Any) -> dict[int, str]:
     there, by its namespace's grants), asked each time it is shown: a revoke takes effect
     on the next request. One query for all the jobs' objects (none for a reader of the
     whole catalog). A query's rows are refresh.queries' own (`may_still_read`)."""
+    found = list(found)
     named: dict[int, tuple[str, ...]] = {}
     for job in found:
         arguments = job.arguments or {}
         namespace, name = arguments.get("namespace"), arguments.get("name")
         if job.result is not None and isinstance(namespace, str) and isinstance(name, str):
             named[job.pk] = (*namespace.split("."), name)
+    reasons = _scripts_withheld([job for job in found if job.kind in SCRIPTS], user)
     if not named:
-        return {}
+        return reasons
     refused = set(refused_reads(access.for_user(user), named.values()))
-    return {
-        pk: f"Reading {'.'.join(parts)} needs the read_data privilege"
+    reasons.update(
+        (pk, f"Reading {'.'.join(parts)} needs the read_data privilege")
         for pk, parts in named.items()
         if ".".join(parts) in refused
+    )
+    return reasons
+
+
+def _scripts_withheld(scripts: list[SparkJob], user: Any) -> dict[int, str]:
+    """A console script's answer (what SHOW CREATE, SHOW GRANTS, DESCRIBE... printed) is
+    withheld once a privilege of the user's, or of one of their groups, was revoked, or an
+    object of theirs given to another owner, after the script was sent: what it printed
+    was allowed by grants that may be gone. One query, on the grants' own record
+    (GrantChange); a query's rows are still asked table by table (refresh.queries)."""
+    scripts = [job for job in scripts if job.result is not None]
+    who = access.for_user(user)
+    if not scripts or (who.superuser and not who.narrowed_superuser()):
+        return {}
+    name = user.get_username()
+    groups = Group.objects.filter(user=user).values("name")
+    principal = Q(principal_type="user", principal_name=name) | Q(
+        principal_type="group", principal_name__in=groups
+    )
+    last = (
+        GrantChange.objects.filter(occurred_at__gt=min(job.created_at for job in scripts))
+        .filter(
+            Q(principal, action=GrantChange.Action.REVOKE)
+            | Q(action=GrantChange.Action.TRANSFER, previous_owner=name)
+        )
+        .aggregate(last=Max("occurred_at"))["last"]
+    )
+    if last is None:
+        return {}
+    return {
+        job.pk: "Withheld: a privilege of yours was revoked after this script ran; run it "
+        "again to see what it shows now"
+        for job in scripts
+        if job.created_at < last
     }
 
 

@@ -12,6 +12,7 @@ asks the registered function (a query or two; none for a reader of the whole cat
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -39,6 +40,7 @@ def properties(
     return {key: value for key, value in found.items() if key not in hidden}
 
 
+@functools.cache  # asked on every load-table whose body is not left as it is
 def _marker(key: str) -> bytes:
     return json.dumps(key).encode()
 

@@ -26,8 +26,8 @@ def _mt_detail(namespace: str, name: str) -> dict[str, Any]:
     )
 
 
-@kind(queries.JOB_KIND, role=VIEWER)
-@kind("statements", role=VIEWER)  # each statement checks its own role
+@kind(queries.JOB_KIND, role=VIEWER, script=True)
+@kind("statements", role=VIEWER, script=True)  # each statement checks its own role
 def statements(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
     """The rest of a console script, from statement `start` (kind "query" when a query is
     among them: refresh.queries bounds how many a user runs at a time)."""

@@ -4,6 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from catalog.iceberg_rest import urls as iceberg_urls
 from catalog.throttle import ThrottledLoginView
 
 # /healthz and /readyz are answered by webapp.health.HealthMiddleware, first in MIDDLEWARE.
@@ -14,6 +15,7 @@ urlpatterns = [
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("webapp.api_urls")),
+    iceberg_urls.hot_route("iceberg/"),
     path("iceberg/", include("catalog.iceberg_rest.urls")),
     path("", include("refresh.pages.urls")),
     path("", include("maintenance.page_urls")),

@@ -342,6 +342,34 @@ def test_the_direct_pointer_query_still_refuses_a_revoked_token_and_misses(api, 
             table_loads.pointer("ns", name, token_digest=digest, **who)
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's numbered parameters")
+def test_on_sqlite_the_direct_pointer_query_binds_each_distinct_value_once(api, table, editor):
+    # The ORM's form repeats the request's values and its constants; the numbered form
+    # binds each once, and answers as the ORM's form does.
+    load(api)
+    prepared = table_loads._prepare(connection)
+    assert len(prepared.raw_template) < len(prepared.template) / 2
+    client = CatalogClient.objects.get().pk
+    digest = auth.digest_of(api.headers["Authorization"].removeprefix("Bearer "))
+    values = ("ns", "t", digest, editor.pk, client)
+    ordered = prepared.params(connection, *values)
+    numbered = prepared._fill(prepared.raw_template, prepared.raw_slots, connection, *values)
+    raw = connection.connection
+    assert (
+        raw.execute(prepared.raw_sql, numbered).fetchall()
+        == raw.execute(prepared.sql.replace("%s", "?"), ordered).fetchall()
+    )
+    assert raw.execute(prepared.raw_sql, numbered).fetchone()[:3] == (
+        table["metadata-location"],
+        table["metadata"]["table-uuid"].replace("-", ""),
+        table["metadata"]["last-updated-ms"],
+    )
+    # Values unlike any constant of the query: each is bound once.
+    unique = ("ns-9", "t-9", "digest-9", -41, -42)
+    numbered = prepared._fill(prepared.raw_template, prepared.raw_slots, connection, *unique)
+    assert [numbered.count(value) for value in unique] == [1, 1, 1, 1, 1]
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
 def test_on_postgresql_the_pointer_query_is_prepared_once_per_connection(api, table):
     for _ in range(3):

@@ -217,3 +217,84 @@ def test_a_superuser_still_sees_anyones_preview(previewed, admin, alice):
     _, job = previewed
     revoke(admin, alice, "recent")
     assert api_as(admin).get(job["url"]).json()["result"]["rows"] == [[7]]
+
+
+@pytest.fixture
+def script(sales, alice):
+    """A console script of alice's that a worker ran: its statements printed what her grants
+    let them (a SHOW GRANTS' rows), kept as the job's answer."""
+    printed = {
+        "results": [
+            {
+                "statement": "SHOW GRANTS ON TABLE customers",
+                "ok": True,
+                "columns": ["principal", "privilege"],
+                "rows": [["user carol", "read_data"]],
+            }
+        ]
+    }
+    job = SparkJob.objects.create(
+        kind="statements",
+        arguments={"sql": "SHOW GRANTS ON TABLE customers", "namespace": "sales", "start": 0},
+        requested_by=alice,
+        state="SUCCEEDED",
+        status=200,
+        result=printed,
+    )
+    return api_as(alice), f"/api/jobs/{job.pk}/"
+
+
+def test_a_console_scripts_printed_answer_is_withheld_after_a_revoke_of_its_user(
+    script, admin, alice, bob
+):
+    client, url = script
+    assert client.get(url).json()["result"]["results"][0]["rows"] == [["user carol", "read_data"]]
+
+    # Someone else's revoke changes nothing for alice.
+    give(admin, READ_DATA, bob, namespace="sales", name="orders")
+    take(admin, READ_DATA, bob, namespace="sales", name="orders")
+    assert client.get(url).json()["result"]["results"][0]["rows"] == [["user carol", "read_data"]]
+
+    revoke(admin, alice, "orders")
+
+    answer = client.get(url).json()
+    assert (answer["status"], answer["result"]) == (403, None)
+    assert "a privilege of yours was revoked after this script ran" in answer["error"]["message"]
+    [listed] = client.get("/api/jobs/").json()["results"]
+    assert listed["result"] is None
+    # The user's grants may come back; what the old script printed stays withheld: run
+    # again, it prints what they allow now.
+    give(admin, READ_DATA, alice, namespace="sales", name="orders")
+    assert client.get(url).json()["result"] is None
+    # A superuser still sees it.
+    assert api_as(admin).get(url).json()["result"]["results"][0]["rows"]
+
+
+def test_a_revoke_from_one_of_the_users_groups_withholds_the_scripts_answer_too(
+    script, admin, alice
+):
+    from django.contrib.auth.models import Group
+
+    from catalog.services import grants
+
+    client, url = script
+    analysts = Group.objects.create(name="analysts")
+    analysts.user_set.add(alice)
+    grants.grant(
+        privilege=READ_METADATA,
+        principal_type="group",
+        principal="analysts",
+        securable_type="namespace",
+        namespace="sales",
+        actor=admin,
+    )
+    assert client.get(url).json()["result"] is not None
+    grants.revoke(
+        privilege=READ_METADATA,
+        principal_type="group",
+        principal="analysts",
+        securable_type="namespace",
+        namespace="sales",
+        actor=admin,
+    )
+    assert client.get(url).json()["result"] is None
