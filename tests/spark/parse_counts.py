@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+
+from tests.sql_parses import parses
 
 QUERY = (
     "SELECT ds, customer, sum(amount) AS total, avg(amount) AS mean "
@@ -24,25 +23,6 @@ ALTERED = (
     "SELECT ds, customer, sum(amount) AS total, max(amount) AS top "
     "FROM orders GROUP BY ds, customer"
 )
-
-
-@contextmanager
-def parses() -> Iterator[Counter]:
-    """Every text sqlglot's parser reads inside the block, counted."""
-    from sqlglot.parser import Parser
-
-    seen: Counter = Counter()
-    original = Parser.parse
-
-    def counted(self, raw_tokens, sql=None):  # type: ignore[no-untyped-def]
-        seen[sql] += 1
-        return original(self, raw_tokens, sql)
-
-    Parser.parse = counted  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        Parser.parse = original  # type: ignore[method-assign]
 
 
 def main(namespace: str) -> None:
@@ -81,7 +61,7 @@ def main(namespace: str) -> None:
             "action": row.action,
             "reason": row.reason,
             "error": row.error,
-            "parses": {text: count for text, count in seen.items() if text},
+            "parses": dict(seen),
             "seconds": round(time.perf_counter() - started, 2),
         }
 
