@@ -1,18 +1,23 @@
-"""A refresh run on a worker, from claim to finish.
+"""A refresh run on a worker: claim -> decide -> execute -> record.
 
-1. Claim the run (a conditional update: a redelivered message or a second worker finds it
-   taken and does nothing). If another run of the table is running, a scheduled run is
-   SKIPPED (Snowflake skips a tick whose predecessor is still running) and a manual one is
-   sent again a moment later.
-2. Decide from the mirror, without a Spark job (refresh.sources.decide, the rules in
-   refresh.core.incremental): NO_DATA (skip: every source is at the snapshots the last
-   covering successful refresh read), INCREMENTAL (the sources only appended since), or
-   FULL; the run records the decision and its reason.
-3. Otherwise, in a session of the worker's long-lived Spark, apply the appended snapshots
-   (refresh.spark.changes, as the continuous mode does) or run the query and overwrite the
-   table (or one partition), in one Iceberg commit through the app's REST catalog, while a
-   thread keeps the run's heartbeat fresh; record rows, bytes and the snapshot from the
-   snapshot's summary.
+1. Claim the run (refresh.runs.claim, a conditional update: a redelivered message or a
+   second worker finds it taken and does nothing). If another run of the table is running,
+   a scheduled run is SKIPPED (Snowflake skips a tick whose predecessor is still running)
+   and a manual one is sent again a moment later.
+2. Decide from the mirror, without a Spark job: one RefreshPlan (refresh.core.plan), made
+   by refresh.sources.decide (a rebuild: refresh.definitions.rebuild_plan) with the rules
+   of refresh.core.incremental: the definition, its query parsed once, the sources at the
+   snapshots the run reads and records, the decision (NO_DATA: skip, every source is at the
+   snapshots the last covering successful refresh read; INCREMENTAL: the sources only
+   appended since; FULL) with its reason, and the partition.
+3. Execute the plan in a session of the worker's long-lived Spark: apply the appended
+   snapshots (refresh.spark.changes, as the continuous mode does), run the query and
+   overwrite the table (or one partition), or for a rebuild replace the table, in one
+   Iceberg commit through the app's REST catalog, while a thread keeps the run's heartbeat
+   fresh. Every step works on the plan's parsed query (one that rewrites it, on a copy).
+4. Record the outcome (refresh.runs.finish): rows, bytes and the snapshot from the
+   snapshot's summary, the decision and its reason; a rebuild's finish makes its version
+   current or says why not.
 
 Source snapshots are read from the mirror before the job, and the job reads every table
 the query reads (views expanded) at exactly those snapshots: a source that changes during
