@@ -199,7 +199,7 @@ def _managed_case(stack, spark, *, rows: int, repeat: int) -> None:
     decisions = []
     for _ in range(50):
         started = time.perf_counter()
-        decision, _, _ = sources.decide(mt, partition=None, force=False, full_asked=False)
+        decision = sources.decide(mt, partition=None, force=False, full_asked=False).decision
         decisions.append(time.perf_counter() - started)
         assert decision.kind is Kind.NO_DATA, decision
     started = time.perf_counter()

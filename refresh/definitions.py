@@ -1,8 +1,9 @@
 """A materialized table's definition versions: ALTER ... AS and rollbacks checked as CREATE
 checks them (sources, Spark's schema, Flink's rules, the expectations), then written as a
 version and a PENDING log entry with a rebuild run, which the table's writer runs
-(`rebuild_of` says what it builds) and which ends in refresh.runs (apply_rebuild: the
-version becomes current; fail_rebuild: nothing changed)."""
+(`rebuild_of` says what it builds, `rebuild_plan` how a worker's run builds it) and which
+ends in refresh.runs (apply_rebuild: the version becomes current; fail_rebuild: nothing
+changed)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,21 @@ from refresh.core import definition as defs
 from refresh.core import expectations as ex
 from refresh.core.columns import ColumnDefinition, check_declared
 from refresh.core.freshness import RefreshMode
+from refresh.core.incremental import full
+from refresh.core.plan import RefreshPlan
 from refresh.models import (
     MaterializedTable,
     MaterializedTableVersion,
     MaterializedTableVersionLogEntry,
     RefreshRun,
 )
-from refresh.sources import check_streamable, resolve_sources
+from refresh.sources import (
+    check_streamable,
+    parsed_or_none,
+    query_sources,
+    resolve_sources,
+    source_snapshots,
+)
 from refresh.spark.schema import iceberg_schema
 
 
@@ -279,3 +288,28 @@ def rebuild_of(run: RefreshRun) -> tuple[defs.Definition, dict[str, str]]:
     )
     properties = defs.table_properties(definition, state=mt.state, version=version.version_id)
     return definition, properties
+
+
+def rebuild_plan(run: RefreshRun) -> RefreshPlan:
+    """A rebuild run's plan (refresh.core.plan): its version's definition and query, parsed
+    once, every source table at its current snapshot (read at those, and recorded), and the
+    table properties its commit sets. A rebuild always recomputes."""
+    definition, properties = rebuild_of(run)
+    version = run.materialized_table.versions.get(version_id=run.definition_version)
+    parsed = parsed_or_none(definition.query)
+    snapshots, _ = source_snapshots(
+        query_sources(
+            parsed if parsed is not None else definition.query, definition.default_namespace
+        )
+    )
+    return RefreshPlan(
+        version=run.definition_version,
+        query=definition.query,
+        namespace=definition.default_namespace,
+        parsed=parsed,
+        snapshots=snapshots,
+        decision=full(f"version {run.definition_version} replaces the table"),
+        expectations=ex.from_json(version.expectations),
+        rebuild=definition,
+        properties=properties,
+    )

@@ -1,18 +1,23 @@
-"""A refresh run on a worker, from claim to finish.
+"""A refresh run on a worker: claim -> decide -> execute -> record.
 
-1. Claim the run (a conditional update: a redelivered message or a second worker finds it
-   taken and does nothing). If another run of the table is running, a scheduled run is
-   SKIPPED (Snowflake skips a tick whose predecessor is still running) and a manual one is
-   sent again a moment later.
-2. Decide from the mirror, without a Spark job (refresh.sources.decide, the rules in
-   refresh.core.incremental): NO_DATA (skip: every source is at the snapshots the last
-   covering successful refresh read), INCREMENTAL (the sources only appended since), or
-   FULL; the run records the decision and its reason.
-3. Otherwise, in a session of the worker's long-lived Spark, apply the appended snapshots
-   (refresh.spark.changes, as the continuous mode does) or run the query and overwrite the
-   table (or one partition), in one Iceberg commit through the app's REST catalog, while a
-   thread keeps the run's heartbeat fresh; record rows, bytes and the snapshot from the
-   snapshot's summary.
+1. Claim the run (refresh.runs.claim, a conditional update: a redelivered message or a
+   second worker finds it taken and does nothing). If another run of the table is running,
+   a scheduled run is SKIPPED (Snowflake skips a tick whose predecessor is still running)
+   and a manual one is sent again a moment later.
+2. Decide from the mirror, without a Spark job: one RefreshPlan (refresh.core.plan), made
+   by refresh.sources.decide (a rebuild: refresh.definitions.rebuild_plan) with the rules
+   of refresh.core.incremental: the definition, its query parsed once, the sources at the
+   snapshots the run reads and records, the decision (NO_DATA: skip, every source is at the
+   snapshots the last covering successful refresh read; INCREMENTAL: the sources only
+   appended since; FULL) with its reason, and the partition.
+3. Execute the plan in a session of the worker's long-lived Spark: apply the appended
+   snapshots (refresh.spark.changes, as the continuous mode does), run the query and
+   overwrite the table (or one partition), or for a rebuild replace the table, in one
+   Iceberg commit through the app's REST catalog, while a thread keeps the run's heartbeat
+   fresh. Every step works on the plan's parsed query (one that rewrites it, on a copy).
+4. Record the outcome (refresh.runs.finish): rows, bytes and the snapshot from the
+   snapshot's summary, the decision and its reason; a rebuild's finish makes its version
+   current or says why not.
 
 Source snapshots are read from the mirror before the job, and the job reads every table
 the query reads (views expanded) at exactly those snapshots: a source that changes during
@@ -32,16 +37,17 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from sqlglot import exp
 
 from catalog import workers
 from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
 from refresh import definitions, engine, leases, rights, runs, selectors, services, sources
-from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode, planned_tick
-from refresh.core.incremental import Decision, Kind
+from refresh.core.incremental import Kind
 from refresh.core.options import TIMEOUT_OPTION, run_time_limit
 from refresh.core.partitions import scheduled_partition
+from refresh.core.plan import RefreshPlan
 from refresh.core.refresh_state import partition_entry
 from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
@@ -158,6 +164,8 @@ def _hand_on(run_id: int, hops: int) -> bool:
 
 
 def _execute(run_id: int) -> str:
+    """One run: claim, decide (one RefreshPlan), execute the plan in Spark, record the
+    outcome. refresh.runs is entered at the claim, by the heartbeat, and at the finish."""
     run = runs.claim(run_id, worker=worker_name())
     if run is None:
         return _not_claimed(run_id)
@@ -179,92 +187,109 @@ def _execute(run_id: int) -> str:
         )
         runs.dispatch(run, countdown=BUSY_RETRY_SECONDS)
         return "waiting for the stream to stop"
-    if run.trigger == RefreshRun.Trigger.REBUILD:
-        return _rebuild(run, mt)
     clock = {"claimed": time.perf_counter()}
     try:
-        # With the owner's rights: nothing is read unless the owner may read every source.
-        rights.check_owner_reads(mt)
-        decision, snapshots, plan = sources.decide(
-            mt, partition=run.partition or None, force=run.force, full_asked=run.full
-        )
+        plan = decide(run, mt)
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
+        logger.warning("%s of %s failed before its job: %s", _what(run), mt, error)
         runs.finish(run, state=RefreshRun.State.FAILED, error=describe(error))
         return RefreshRun.State.FAILED
     clock["decided"] = time.perf_counter()
-    expectations = ex.from_json(mt.expectations)
     now = timezone.now()
-    if decision.kind is Kind.NO_DATA:
+    if plan.kind is Kind.NO_DATA:
         runs.finish(
             run,
             state=RefreshRun.State.SKIPPED,
             action=RefreshRun.Action.NO_DATA,
-            reason=decision.reason,
-            source_snapshots=snapshots,
+            reason=plan.reason,
+            source_snapshots=dict(plan.snapshots),
             data_timestamp=now,
         )
         return RefreshRun.State.SKIPPED
-    if decision.kind is Kind.INCREMENTAL:
-        action = RefreshRun.Action.INCREMENTAL
+    return _carry_out(run, mt, plan, now=now, clock=clock)
+
+
+def decide(run: RefreshRun, mt: MaterializedTable) -> RefreshPlan:
+    """The run's plan, from the catalog's mirror (no Spark job), with the owner's rights:
+    nothing is read unless the owner may read every source (a rebuild: of its version)."""
+    if run.trigger == RefreshRun.Trigger.REBUILD:
+        rights.check_version_reads(mt, run.definition_version)
+        return definitions.rebuild_plan(run)
+    rights.check_owner_reads(mt)
+    return sources.decide(mt, partition=run.partition or None, force=run.force, full_asked=run.full)
+
+
+def _what(run: RefreshRun) -> str:
+    return f"{'Rebuild' if run.trigger == RefreshRun.Trigger.REBUILD else 'Refresh'} run {run.pk}"
+
+
+def _carry_out(
+    run: RefreshRun,
+    mt: MaterializedTable,
+    plan: RefreshPlan,
+    *,
+    now: datetime,
+    clock: dict[str, float],
+) -> str:
+    """Execute the plan in a session of the worker's Spark, in one Iceberg commit, while
+    the heartbeat runs; then record the outcome."""
+    what = f"{_what(run)} of {mt}"
+    if plan.rebuild is not None:
+        recorded: dict[str, Any] = {}
+    elif plan.kind is Kind.INCREMENTAL:
+        recorded = {"action": RefreshRun.Action.INCREMENTAL, "reason": plan.reason}
     else:
-        action = RefreshRun.Action.PARTITION if run.partition else RefreshRun.Action.FULL
+        action = RefreshRun.Action.PARTITION if plan.partition else RefreshRun.Action.FULL
+        recorded = {"action": action, "reason": plan.reason}
     beating = _watched(run, mt)
     beating.start()
     violations: dict[str, int] = {}
+    spark_timings: dict[str, float] = {}
     try:
-        namespace = mt.default_namespace or mt.table.namespace.name
-        session = engine.run_session(namespace=namespace.split("."), settings=run.options)
+        session = engine.run_session(
+            namespace=plan.namespace.split("."),
+            settings=None if plan.rebuild is not None else run.options,
+        )
         before, _ = selectors.current_snapshot(mt.table_id)
         target = [settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name]
         clock["session"] = time.perf_counter()
-        spark_timings: dict[str, float] = {}
         # What the commit answers, in its snapshot's summary (refresh.core.refresh_state).
         state = sources.state_of(
-            version=mt.current_version, snapshots=snapshots, started_ms=_ms(now)
-        ).summary() | partition_entry(run.partition)
-        with engine.job_group(_group(run), f"Refresh run {run.pk} of {mt}"):
-            if decision.kind is Kind.INCREMENTAL and plan is not None:
-                spark_timings["_at"] = time.perf_counter()
-                _incremental(
-                    session, mt, run, plan, decision, snapshots, target, namespace,
-                    spark_timings, state, expectations, violations,
-                )  # fmt: skip
-            else:
-                _full(
-                    session, mt, run, snapshots, target, namespace, spark_timings, state,
-                    expectations, violations,
-                )  # fmt: skip
+            version=plan.version, snapshots=dict(plan.snapshots), started_ms=_ms(now)
+        ).summary() | partition_entry(plan.partition)
+        if plan.rebuild is not None:
+            _rebuild(session, plan, target, state, violations, what=what, group=_group(run))
+        else:
+            with engine.job_group(_group(run), what):
+                if plan.kind is Kind.INCREMENTAL and plan.stream is not None:
+                    spark_timings["_at"] = time.perf_counter()
+                    _incremental(session, mt, plan, target, spark_timings, state, violations)
+                else:
+                    _full(session, run, plan, target, spark_timings, state, violations)
         clock["written"] = time.perf_counter()
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
         ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
-        logger.warning("Refresh run %s of %s ended %s: %s", run.pk, mt, ended, error)
-        runs.finish(
-            run,
-            state=ended,
-            action=action,
-            reason=decision.reason,
-            error=message,
-            expectations=violations,
-        )
+        logger.warning("%s ended %s: %s", what, ended, error)
+        runs.finish(run, state=ended, error=message, expectations=violations, **recorded)
         return ended
     beating.stop()
     snapshot_id, summary = selectors.current_snapshot(mt.table_id)
-    if snapshot_id == before:  # nothing committed (an empty overwrite of an empty table)
-        summary = {}
+    if snapshot_id == before and plan.rebuild is None:
+        summary = {}  # nothing committed (an empty overwrite of an empty table)
     runs.finish(
         run,
         state=RefreshRun.State.SUCCEEDED,
-        action=action,
-        reason=decision.reason,
+        **recorded,
         **selectors.written(summary),
         snapshot_id=snapshot_id,
-        source_snapshots=snapshots,
+        source_snapshots=dict(plan.snapshots),
         data_timestamp=now,
         expectations=violations,
     )
     clock["finished"] = time.perf_counter()
-    _log_phases(run, action, clock, spark_timings)
+    if plan.rebuild is None:
+        _log_phases(run, recorded["action"], clock, spark_timings)
     return RefreshRun.State.SUCCEEDED
 
 
@@ -289,43 +314,90 @@ def _log_phases(
 
 def _full(
     session: Any,
-    mt: MaterializedTable,
     run: RefreshRun,
-    snapshots: dict[str, int | None],
+    plan: RefreshPlan,
     target: list[str],
-    namespace: str,
     timings: dict[str, float],
     state: dict[str, str],
-    expectations: tuple[ex.Expectation, ...] = (),
-    violations: dict[str, int] | None = None,
+    violations: dict[str, int],
 ) -> None:
     """Recompute the query (or a partition of it) with every table it reads, through
     views, pinned at the snapshot the run records (changes.recompute), whatever its shape:
     the commit's summary records `state`, and that is then exactly what it answers. The
     table's expectations are applied to its rows (their counts into `violations`)."""
-    query, pins = pinned(mt.query, namespace, snapshots, what=f"Refresh run {run.pk} of {mt}")
+    query, pins = _pinned(plan, what=f"{_what(run)} of {run.materialized_table}")
     changes.recompute(
         session,
         query=query,
         target=target,
         catalog=settings.CATALOG_NAME,
-        namespace=namespace.split("."),
+        namespace=plan.namespace.split("."),
         pins=pins,
-        partition=run.partition or None,
+        partition=plan.partition,
         timings=timings,
         properties=state,
-        expectations=expectations,
+        expectations=plan.expectations,
         violations=violations,
     )
 
 
+def _rebuild(
+    session: Any,
+    plan: RefreshPlan,
+    target: list[str],
+    state: dict[str, str],
+    violations: dict[str, int],
+    *,
+    what: str,
+    group: str,
+) -> None:
+    """ALTER ... AS or a rollback of a FULL table: the version's query, its sources read
+    at the snapshots the state records, replaces the table's schema and rows in one commit
+    (batch.rebuild); recording the run then makes the version current."""
+    assert plan.rebuild is not None
+    query, pins = _pinned(plan, what=what)
+    with (
+        changes.pinned_reads(
+            session,
+            query=query,
+            pins=pins,
+            namespace=plan.namespace.split("."),
+            catalog=settings.CATALOG_NAME,
+        ) as (sql, views),
+        engine.job_group(group, what),
+    ):
+        batch.rebuild(
+            session,
+            target=target,
+            query=sql,
+            partitioned_by=plan.rebuild.partitioned_by,
+            properties=dict(plan.properties),
+            snapshot_properties=state,
+            trusted_views=views,
+            expectations=plan.expectations,
+            violations=violations,
+        )
+
+
+def _pinned(
+    plan: RefreshPlan, *, what: str
+) -> tuple[str | exp.Query, dict[tuple[str, ...], int | None]]:
+    """The plan's query, parsed, with its views expanded and the tables it reads pinned
+    (`pinned`); a query that reads no table goes to Spark as written."""
+    query, pins = pinned(plan.source, plan.namespace, dict(plan.snapshots), what=what)
+    if not pins and query is plan.parsed:
+        return plan.query, pins
+    return query, pins
+
+
 def pinned(
-    query: str, namespace: str, snapshots: dict[str, int | None], *, what: str
-) -> tuple[str, dict[tuple[str, ...], int | None]]:
+    query: str | exp.Query, namespace: str, snapshots: dict[str, int | None], *, what: str
+) -> tuple[str | exp.Query, dict[tuple[str, ...], int | None]]:
     """The query with its views expanded (sources.expanded_query) and each table it reads
-    at its snapshot in `snapshots` (the ones the run records). A view that cannot be
-    expanded is read as it is when Spark reads it, said in the log, as is a table the
-    recorded snapshots do not name; neither fails the refresh."""
+    at its snapshot in `snapshots` (the ones the run records): text for text, and for a
+    parsed query the expanded one parsed (the query itself when no view was expanded). A
+    view that cannot be expanded is read as it is when Spark reads it, said in the log, as
+    is a table the recorded snapshots do not name; neither fails the refresh."""
     try:
         expanded = sources.expanded_query(query, namespace)
     except CatalogError as error:  # the query itself does not parse: Spark will say why
@@ -340,7 +412,9 @@ def pinned(
             pins[table] = snapshots[name]
         else:
             logger.warning("%s reads %s unpinned: its snapshot was not recorded", what, name)
-    return expanded.query, pins
+    if isinstance(query, str):
+        return expanded.query, pins
+    return (expanded.parsed if expanded.views else query), pins
 
 
 def _ms(moment: datetime) -> int:
@@ -355,103 +429,35 @@ def _pins(plan: StreamPlan, snapshots: dict[str, int | None]) -> dict[tuple[str,
 def _incremental(
     session: Any,
     mt: MaterializedTable,
-    run: RefreshRun,
-    plan: StreamPlan,
-    decision: Decision,
-    snapshots: dict[str, int | None],
+    plan: RefreshPlan,
     target: list[str],
-    namespace: str,
     timings: dict[str, float],
     state: dict[str, str],
-    expectations: tuple[ex.Expectation, ...] = (),
-    violations: dict[str, int] | None = None,
+    violations: dict[str, int],
 ) -> None:
     """Apply the sources' appended snapshots (refresh.spark.changes, the continuous mode's
     code), every source read at the snapshot the run records; a MERGE takes the table's
     rewrite lease as a micro-batch does. The table's expectations are applied to the rows
     the plan computes (their counts into `violations`)."""
-    by_name = {".".join(source): source for source in (*plan.streams, *plan.static)}
+    assert plan.stream is not None
+    stream = plan.stream
+    by_name = {".".join(source): source for source in (*stream.streams, *stream.static)}
     changes.incremental_refresh(
         session,
-        plan=plan,
-        query=mt.query,
+        plan=stream,
+        query=plan.source,
         target=target,
         catalog=settings.CATALOG_NAME,
-        namespace=namespace.split("."),
-        deltas={by_name[d.source]: (d.since, d.until) for d in decision.deltas},
-        pins=_pins(plan, snapshots),
-        partition=run.partition or None,
+        namespace=plan.namespace.split("."),
+        deltas={by_name[d.source]: (d.since, d.until) for d in plan.decision.deltas},
+        pins=_pins(stream, dict(plan.snapshots)),
+        partition=plan.partition,
         merge_turn=lambda: leases.rewriting(mt.table_id),
         timings=timings,
         properties=state,
-        expectations=expectations,
+        expectations=plan.expectations,
         violations=violations,
     )
-
-
-def _rebuild(run: RefreshRun, mt: MaterializedTable) -> str:
-    """ALTER ... AS or a rollback of a FULL table: the version's query replaces the table's
-    schema and rows in one commit (batch.rebuild), then the version becomes current."""
-    beating = _watched(run, mt)
-    beating.start()
-    violations: dict[str, int] = {}
-    try:
-        definition, properties = definitions.rebuild_of(run)
-        version = mt.versions.get(version_id=run.definition_version)
-        rights.check_version_reads(mt, run.definition_version)
-        snapshots, _ = sources.source_snapshots(
-            sources.query_sources(definition.query, definition.default_namespace)
-        )
-        now = timezone.now()
-        session = engine.run_session(namespace=definition.default_namespace.split("."))
-        state = sources.state_of(
-            version=run.definition_version, snapshots=snapshots, started_ms=_ms(now)
-        )
-        # Read at the snapshots the state records, as a refresh reads them.
-        query, pins = pinned(
-            definition.query,
-            definition.default_namespace,
-            snapshots,
-            what=f"Rebuild run {run.pk} of {mt}",
-        )
-        with (
-            changes.pinned_reads(
-                session,
-                query=query,
-                pins=pins,
-                namespace=definition.default_namespace.split("."),
-                catalog=settings.CATALOG_NAME,
-            ) as (sql, views),
-            engine.job_group(_group(run), f"Rebuild run {run.pk} of {mt}"),
-        ):
-            batch.rebuild(
-                session,
-                target=[settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name],
-                query=sql,
-                partitioned_by=definition.partitioned_by,
-                properties=properties,
-                snapshot_properties=state.summary(),
-                trusted_views=views,
-                expectations=ex.from_json(version.expectations),
-                violations=violations,
-            )
-    except Exception as error:  # noqa: BLE001 - the change did not take effect; recorded
-        beating.stop()
-        ended, message = _stopped(run, beating) or (RefreshRun.State.FAILED, describe(error))
-        logger.warning("Rebuild run %s of %s ended %s: %s", run.pk, mt, ended, error)
-        runs.fail_rebuild(run, error=message, state=ended, expectations=violations)
-        return ended
-    beating.stop()
-    snapshot_id, summary = selectors.current_snapshot(mt.table_id)
-    runs.apply_rebuild(
-        run,
-        **selectors.written(summary),
-        snapshot_id=snapshot_id,
-        source_snapshots=snapshots,
-        data_timestamp=now,
-        expectations=violations,
-    )
-    return RefreshRun.State.SUCCEEDED
 
 
 def _not_claimed(run_id: int) -> str:

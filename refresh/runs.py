@@ -8,8 +8,8 @@ did not (`fail_rebuild`). Runs whose worker died are failed, runs no worker took
 again, and NO_DATA ticks are folded per hour.
 
 refresh.runner calls this module at a run's start (claim), while it runs (heartbeat) and
-at its end (finish, apply_rebuild, fail_rebuild); the table's lifecycle (refresh.services,
-refresh.definitions) calls it to queue runs."""
+at its end (finish, which ends a rebuild run with `apply_rebuild` or `fail_rebuild`); the
+table's lifecycle (refresh.services, refresh.definitions) calls it to queue runs."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def apply_rebuild(
             action=f"{entry.operation}_materialized_table_definition_applied",
             message=f"version {version.version_id} is current (run {run.pk})",
         )
-        finish(run, state=RefreshRun.State.SUCCEEDED, **results)
+        _finish(run, state=RefreshRun.State.SUCCEEDED, **results)
     return run
 
 
@@ -312,7 +312,17 @@ def cancel_asked(run: RefreshRun) -> bool:
 
 def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> RefreshRun:
     """RUNNING (or QUEUED, for a skip decided before starting) -> a finished state; counts
-    failures toward the automatic suspension."""
+    failures toward the automatic suspension. A rebuild run of a table ends as a rebuild
+    does: SUCCEEDED makes its version current (`apply_rebuild`), any other state says why
+    it did not (`fail_rebuild`, with the `expectations` counts among `results`)."""
+    if run.trigger == RefreshRun.Trigger.REBUILD and run.materialized_table_id is not None:
+        if state == RefreshRun.State.SUCCEEDED:
+            return apply_rebuild(run, **results)
+        return fail_rebuild(run, error=error, state=state, expectations=results.get("expectations"))
+    return _finish(run, state=state, error=error, **results)
+
+
+def _finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> RefreshRun:
     with transaction.atomic():
         # The table's row first, then the run's, in the order claim() and cancel_run() take
         # them: the other order deadlocks with a cancel of the same run on PostgreSQL.

@@ -13,30 +13,43 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from sqlglot import exp
 
 from catalog import access, services
 from catalog import selectors as catalog_selectors
 from catalog.core.errors import CatalogError, InvalidInput, SqlError
-from catalog.core.sql import dependencies, parse_query
+from catalog.core.sql import as_query, dependencies, parse_query
 from catalog.models import Namespace, Table, TableSnapshot, View
 from refresh import rights
+from refresh.core import expectations as ex
 from refresh.core.columns import render_type
 from refresh.core.freshness import RefreshMode
 from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
 from refresh.core.incremental import decide as decide_refresh
 from refresh.core.pinning import Expanded, ViewText, expand_views
+from refresh.core.plan import RefreshPlan
 from refresh.core.refresh_state import RefreshState, refresh_state
 from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream
 from refresh.models import MaterializedTable, RefreshRun
 
 
-def query_sources(query: str, namespace: str) -> list[tuple[str, ...]]:
-    """(catalog, *namespace, name) of each table or view the query names."""
+def query_sources(query: str | exp.Query, namespace: str) -> list[tuple[str, ...]]:
+    """(catalog, *namespace, name) of each table or view the query (text, or parsed)
+    names."""
     try:
-        parsed = parse_query(query, "spark")
+        parsed = as_query(query)
     except CatalogError:
         return []
     return dependencies(parsed, ("", *namespace.split(".")))
+
+
+def parsed_or_none(query: str) -> exp.Query | None:
+    """The query parsed once for a run, or None when it does not parse (the run's Spark
+    job then says why)."""
+    try:
+        return parse_query(query, "spark")
+    except CatalogError:
+        return None
 
 
 def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | None], list[str]]:
@@ -110,9 +123,10 @@ def _spark_type(iceberg_type: str) -> str | None:
         return None
 
 
-def expanded_query(query: str, namespace: str) -> Expanded:
-    """`query` with the views it reads expanded into their SQL (refresh.core.pinning), so
-    that a refresh or the verifier can pin every table it reads."""
+def expanded_query(query: str | exp.Query, namespace: str) -> Expanded:
+    """`query` (text, or parsed: left as it is) with the views it reads expanded into their
+    SQL (refresh.core.pinning), so that a refresh or the verifier can pin every table it
+    reads."""
     return expand_views(
         query, namespace=namespace.split("."), catalog=settings.CATALOG_NAME, view=view_text
     )
@@ -148,7 +162,9 @@ def _int(value: object) -> int:
         return 0
 
 
-def check_streamable(query: str, *, namespace: str, primary_key: Sequence[str]) -> StreamPlan:
+def check_streamable(
+    query: str | exp.Query, *, namespace: str, primary_key: Sequence[str]
+) -> StreamPlan:
     """How the streaming engine maintains the query, or InvalidInput saying why it cannot
     (a continuous table's create, the streaming process and a FULL table's refresh decision
     ask the same question)."""
@@ -193,11 +209,12 @@ def source_uuids(names: Iterable[str]) -> dict[str, str]:
     return uuids
 
 
-def plan_of(mt: MaterializedTable) -> StreamPlan | str:
-    """How the continuous mode would maintain the table's query, or why it cannot."""
+def plan_of(mt: MaterializedTable, parsed: exp.Query | None = None) -> StreamPlan | str:
+    """How the continuous mode would maintain the table's query (`parsed`, when the caller
+    parsed it already), or why it cannot."""
     try:
         return check_streamable(
-            mt.query,
+            parsed if parsed is not None else mt.query,
             namespace=mt.default_namespace or mt.table.namespace.name,
             primary_key=mt.primary_key,
         )
@@ -208,18 +225,37 @@ def plan_of(mt: MaterializedTable) -> StreamPlan | str:
 
 
 def decide(
-    mt: MaterializedTable, *, partition: dict[str, str] | None, force: bool, full_asked: bool
-) -> tuple[Decision, dict[str, int | None], StreamPlan | None]:
-    """How this run refreshes (refresh.core.incremental), the source snapshots it reads,
-    and the continuous mode's plan of the query when the decision is INCREMENTAL. Decided
-    from the catalog's mirror: no Spark job."""
-    now, unknown = source_snapshots(
-        query_sources(mt.query, mt.default_namespace or mt.table.namespace.name)
-    )
+    mt: MaterializedTable,
+    *,
+    partition: dict[str, str] | None,
+    force: bool,
+    full_asked: bool,
+) -> RefreshPlan:
+    """The run's plan (refresh.core.plan): its query parsed once, the source snapshots it
+    reads, how it refreshes (refresh.core.incremental) and why, and the continuous mode's
+    plan of the query when the decision is INCREMENTAL. Decided from the catalog's mirror:
+    no Spark job."""
+    namespace = mt.default_namespace or mt.table.namespace.name
+    parsed = parsed_or_none(mt.query)
+    now, unknown = source_snapshots(query_sources(_source(mt.query, parsed), namespace))
+
+    def planned(decision: Decision, stream: StreamPlan | None = None) -> RefreshPlan:
+        return RefreshPlan(
+            version=mt.current_version,
+            query=mt.query,
+            namespace=namespace,
+            parsed=parsed,
+            snapshots=now,
+            decision=decision,
+            partition=partition or None,
+            stream=stream,
+            expectations=ex.from_json(mt.expectations),
+        )
+
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
         # A continuous table's manual refresh recomputes it (made by the streaming process,
         # its stream paused: refresh.streams).
-        return full("a continuous table's manual refresh recomputes it"), now, None
+        return planned(full("a continuous table's manual refresh recomputes it"))
     successes = list(
         RefreshRun.objects.filter(
             materialized_table=mt,
@@ -246,13 +282,14 @@ def decide(
             )
             break
         if not partition:  # a whole-table refresh needs every partition as a run left it
-            decision = full(f"the last refresh (run {row['pk']}) covered only {row['partition']}")
-            return decision, now, None
+            return planned(
+                full(f"the last refresh (run {row['pk']}) covered only {row['partition']}")
+            )
         later_own.append(row["snapshot_id"])
     changed = [s for s in now if baseline is None or baseline.source_snapshots.get(s, -1) != now[s]]
-    # A skip is decided from the snapshot ids alone: no lineage, no parse.
+    # A skip is decided from the snapshot ids alone: no lineage.
     skipping = baseline is not None and not (changed or unknown or force or full_asked)
-    plan = "" if skipping else plan_of(mt)
+    plan = "" if skipping else plan_of(mt, parsed)
     table = Table.objects.filter(pk=mt.table_id).values_list("current_snapshot_id", flat=True)
     decision = decide_refresh(
         now=now,
@@ -269,9 +306,13 @@ def decide(
         force=force,
         full_asked=full_asked,
         options=mt.options,
-        outer_join=isinstance(plan, StreamPlan) and has_outer_join(mt.query),
+        outer_join=isinstance(plan, StreamPlan) and has_outer_join(_source(mt.query, parsed)),
     )
-    return decision, now, plan if isinstance(plan, StreamPlan) else None
+    return planned(decision, plan if isinstance(plan, StreamPlan) else None)
+
+
+def _source(query: str, parsed: exp.Query | None) -> str | exp.Query:
+    return parsed if parsed is not None else query
 
 
 def _table_named(qualified: str) -> Table | None:

@@ -95,6 +95,15 @@ def parse_query(sql: str, dialect: str) -> exp.Query:
     return statement
 
 
+def as_query(query: str | exp.Query, dialect: str = "spark", *, copy: bool = False) -> exp.Query:
+    """`query` as sqlglot's tree: parsed (`parse_query`) when it is text; when it is a tree
+    already, that tree, or with `copy` a copy of it for a caller that changes it (a copy
+    costs a fraction of a parse)."""
+    if isinstance(query, exp.Expression):
+        return query.copy() if copy else query
+    return parse_query(query, dialect)
+
+
 def check_parses(sql: str, dialect: str) -> None:
     """Refuse SQL that does not parse as one query in its declared dialect, naming the
     dialect and the line and column; a dialect sqlglot does not know is taken on trust

@@ -36,6 +36,8 @@ import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from refresh.core.streaming import StreamPlan
 
 #: The table option that turns incremental refreshes off ('false').
@@ -227,15 +229,14 @@ def _table_changed(
     return "the table has too many snapshots since the last refresh"
 
 
-def has_outer_join(query: str) -> bool:
-    """Whether the query has a LEFT, RIGHT or FULL join anywhere."""
-    from sqlglot import exp
-
-    from catalog.core.sql import parse_query
+def has_outer_join(query: str | exp.Query) -> bool:
+    """Whether the query (its text or its parsed form) has a LEFT, RIGHT or FULL join
+    anywhere."""
+    from catalog.core.sql import as_query
 
     return any(
         (join.side or "").upper() in ("LEFT", "RIGHT", "FULL")
-        for join in parse_query(query, "spark").find_all(exp.Join)
+        for join in as_query(query).find_all(exp.Join)
     )
 
 
@@ -243,7 +244,7 @@ def has_outer_join(query: str) -> bool:
 COMBINERS = {"count": "count", "sum": "sum", "min": "min", "max": "max"}
 
 
-def combinable(query: str, key: Sequence[str]) -> dict[str, str] | None:
+def combinable(query: str | exp.Query, key: Sequence[str]) -> dict[str, str] | None:
     """{output column: "key" | "count" | "sum" | "min" | "max"} when the query is one
     aggregation whose every value can be combined with its value over appended rows, so an
     incremental refresh merges the aggregation of the appended rows alone (no read of what
@@ -251,12 +252,10 @@ def combinable(query: str, key: Sequence[str]) -> dict[str, str] | None:
     COUNT / SUM / MIN / MAX (no DISTINCT) of one table with an optional WHERE, no HAVING.
     None for any other query (AVG, joins, expressions over aggregates...): the touched keys
     are then recomputed."""
-    from sqlglot import exp
-
-    from catalog.core.sql import parse_query
+    from catalog.core.sql import as_query
 
     try:
-        select = parse_query(query, "spark")
+        select = as_query(query)
     except Exception:  # noqa: BLE001 - not ours to report here: no shortcut
         return None
     if not isinstance(select, exp.Select) or select.args.get("having"):

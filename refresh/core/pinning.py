@@ -24,7 +24,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from catalog.core.errors import CatalogError
-from catalog.core.sql import parse_query
+from catalog.core.sql import as_query, parse_query
 from refresh.core.streaming import real_tables, table_name
 
 Source = tuple[str, ...]
@@ -48,13 +48,15 @@ class ViewText:
 @dataclass(frozen=True)
 class Expanded:
     """A query with its views expanded: the SQL, every table it reads (views' tables
-    included, first-seen order), the views expanded, and why a view was left as it is (one
-    line per view)."""
+    included, first-seen order), the views expanded, why a view was left as it is (one
+    line per view), and the expanded query parsed (what a caller rewrites further, rather
+    than parse `query` again)."""
 
     query: str
     tables: tuple[Source, ...]
     views: tuple[Source, ...] = ()
     unexpanded: tuple[str, ...] = ()
+    parsed: exp.Query | None = field(default=None, compare=False, repr=False)
 
 
 #: What a view name resolves to: its text, a reason it cannot be expanded, or None when the
@@ -62,9 +64,12 @@ class Expanded:
 ViewLookup = Callable[[Source], "ViewText | str | None"]
 
 
-def table_references(query: str, *, namespace: Sequence[str], catalog: str) -> list[Source]:
-    """The tables and views `query` names, CTEs excluded, in first-seen order."""
-    parsed = parse_query(query, "spark")
+def table_references(
+    query: str | exp.Query, *, namespace: Sequence[str], catalog: str
+) -> list[Source]:
+    """The tables and views `query` (text, or parsed) names, CTEs excluded, in first-seen
+    order."""
+    parsed = as_query(query)
     found: list[Source] = []
     for table in real_tables(parsed):
         name = table_name(table, namespace, catalog)
@@ -74,18 +79,21 @@ def table_references(query: str, *, namespace: Sequence[str], catalog: str) -> l
 
 
 def expand_views(
-    query: str, *, namespace: Sequence[str], catalog: str, view: ViewLookup
+    query: str | exp.Query, *, namespace: Sequence[str], catalog: str, view: ViewLookup
 ) -> Expanded:
     """`query` with every view it reads (through views too) replaced by the view's SQL (see
-    the module); tables stay as they are."""
-    parsed = parse_query(query, "spark")
+    the module); tables stay as they are. A parsed `query` is left as it is (the expansion
+    works on a copy); the text it gives back is then the parsed form's SQL."""
+    parsed = as_query(query, copy=True)
     found = _Found()
     _expand(parsed, namespace, catalog, view, found, itertools.count(1), ())
+    written = query if isinstance(query, str) and not found.views else None
     return Expanded(
-        parsed.sql(dialect="spark") if found.views else query,  # nothing expanded: as written
+        written or parsed.sql(dialect="spark"),  # nothing expanded: as written
         tuple(found.tables),
         tuple(found.views),
         tuple(found.unexpanded),
+        parsed,
     )
 
 

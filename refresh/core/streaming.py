@@ -26,7 +26,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
 from catalog.core.errors import InvalidInput
-from catalog.core.sql import parse_query
+from catalog.core.sql import as_query
 from refresh.core.freshness import Freshness
 
 USE_FULL = " Use REFRESH_MODE = FULL for this query."
@@ -63,15 +63,16 @@ def table_name(table: exp.Table, default: Sequence[str], catalog: str) -> tuple[
 
 
 def plan_stream(
-    query: str,
+    query: str | exp.Query,
     *,
     namespace: Sequence[str],
     catalog: str,
     primary_key: Sequence[str] = (),
     is_view: callable = lambda name: False,  # type: ignore[valid-type]
 ) -> StreamPlan:
-    """How the query is maintained as a stream, or InvalidInput saying why it cannot be."""
-    parsed = parse_query(query, "spark")
+    """How the query (its text, or its parsed form, which is only read) is maintained as a
+    stream, or InvalidInput saying why it cannot be."""
+    parsed = as_query(query)
     if parsed.find(exp.Window):
         raise _refuse("window functions (OVER) are not supported on streams")
     if parsed.find(exp.Order):
@@ -137,15 +138,16 @@ def _from_sources(select: exp.Select) -> list[exp.Expression]:
 
 
 def rewrite_sources(
-    query: str,
+    query: str | exp.Query,
     replacements: dict[tuple[str, ...], str],
     *,
     namespace: Sequence[str],
     catalog: str,
 ) -> str:
     """`query` with each table in `replacements` read from the named temporary view instead
-    (its alias kept, or its own name as the alias, so qualified columns still resolve)."""
-    parsed = parse_query(query, "spark")
+    (its alias kept, or its own name as the alias, so qualified columns still resolve). A
+    parsed `query` is left as it is: the rewrite works on a copy."""
+    parsed = as_query(query, copy=True)
     for node in real_tables(parsed):  # a CTE of the same name is the query's own: kept
         view = replacements.get(table_name(node, namespace, catalog))
         if view is not None:
@@ -176,10 +178,10 @@ def real_tables(parsed: exp.Expression) -> list[exp.Table]:
     return list(unique.values())
 
 
-def qualify_all(query: str, *, namespace: Sequence[str], catalog: str) -> str:
+def qualify_all(query: str | exp.Query, *, namespace: Sequence[str], catalog: str) -> str:
     """`query` with every table named `catalog.namespace.name`, so that it reads the same
     tables in any Spark session, whatever its current namespace."""
-    parsed = parse_query(query, "spark")
+    parsed = as_query(query)  # transform() works on a copy
     ctes = {cte.alias_or_name for cte in parsed.find_all(exp.CTE)}
 
     def qualify(node: exp.Expression) -> exp.Expression:
@@ -239,12 +241,17 @@ def trigger_seconds(freshness: Freshness) -> float:
     return max(1.0, freshness.seconds / 2)
 
 
-def without_having(query: str) -> str:
-    """`query` without its HAVING: the rows a group's keys come from. The keys appended rows
-    touch are found by running the query over those rows alone, and a HAVING that fails
-    for them alone (`count(*) < 3` over three new rows) would hide a key whose group changed
-    (and must now leave the table)."""
-    parsed = parse_query(query, "spark")
+def without_having(query: str | exp.Query) -> str:
+    """`query` without its HAVING (`having_dropped`), as Spark SQL."""
+    return having_dropped(query).sql(dialect="spark")
+
+
+def having_dropped(query: str | exp.Query) -> exp.Query:
+    """`query` without its HAVING (a parsed `query` is left as it is): the rows a group's
+    keys come from. The keys appended rows touch are found by running the query over those
+    rows alone, and a HAVING that fails for them alone (`count(*) < 3` over three new rows)
+    would hide a key whose group changed (and must now leave the table)."""
+    parsed = as_query(query, copy=True)
     for select in parsed.find_all(exp.Select):
         select.set("having", None)
-    return parsed.sql(dialect="spark")
+    return parsed

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from refresh.core import expectations as ex
 from refresh.core.expectations import Expectation
 from refresh.core.incremental import combinable
-from refresh.core.streaming import StreamPlan, rewrite_sources, without_having
+from refresh.core.streaming import StreamPlan, having_dropped, rewrite_sources
 from refresh.spark import sandbox
 from refresh.spark.batch import expected, full_refresh, partition_condition, quote
 from refresh.spark.commits import run_sql, with_properties
@@ -44,10 +44,17 @@ from refresh.spark.errors import is_commit_conflict
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from sqlglot import exp
 
 Source = tuple[str, ...]
+
 GONE = "__lakeview_gone"
 _names = itertools.count()
+
+
+def text_of(query: str | exp.Query) -> str:
+    """A query as Spark SQL text: a parsed one rendered."""
+    return query if isinstance(query, str) else query.sql(dialect="spark")
 
 
 def _temp(frame: DataFrame, kind: str) -> str:
@@ -63,7 +70,7 @@ def _partition_filter(frame: DataFrame, partition: Mapping[str, str] | None) -> 
 def appended_rows(
     session: SparkSession,
     *,
-    query: str,
+    query: str | exp.Query,
     appended: Mapping[Source, str],
     sources: Sequence[Source],
     whole: Mapping[Source, str],
@@ -93,7 +100,7 @@ def merge_changes(
     session: SparkSession,
     *,
     plan: StreamPlan,
-    query: str,
+    query: str | exp.Query,
     target: Sequence[str],
     appended: Mapping[Source, str],
     whole: Mapping[Source, str],
@@ -115,7 +122,7 @@ def merge_changes(
     columns = ", ".join(key)
     trusted = [*appended.values(), *whole.values()]
     touched = []
-    keyed = without_having(query)
+    keyed = having_dropped(query)
     for source, view in appended.items():
         partial = rewrite_sources(
             keyed, {**whole, source: view}, namespace=namespace, catalog=catalog
@@ -169,7 +176,7 @@ def merge_changes(
 def merge_combined(
     session: SparkSession,
     *,
-    query: str,
+    query: str | exp.Query,
     target: Sequence[str],
     kinds: Mapping[str, str],
     appended: Mapping[Source, str],
@@ -282,7 +289,7 @@ def pin_sources(
 def recompute(
     session: SparkSession,
     *,
-    query: str,
+    query: str | exp.Query,
     target: Sequence[str],
     catalog: str,
     namespace: Sequence[str],
@@ -321,7 +328,7 @@ def recompute(
 def pinned_reads(
     session: SparkSession,
     *,
-    query: str,
+    query: str | exp.Query,
     pins: Mapping[Source, int | None],
     namespace: Sequence[str],
     catalog: str,
@@ -332,7 +339,9 @@ def pinned_reads(
     views = pin_sources(session, pins=pins, catalog=catalog)
     try:
         sql = (
-            rewrite_sources(query, views, namespace=namespace, catalog=catalog) if views else query
+            rewrite_sources(query, views, namespace=namespace, catalog=catalog)
+            if views
+            else text_of(query)
         )
         yield sql, list(views.values())
     finally:
@@ -344,7 +353,7 @@ def incremental_refresh(
     session: SparkSession,
     *,
     plan: StreamPlan,
-    query: str,
+    query: str | exp.Query,
     target: Sequence[str],
     catalog: str,
     namespace: Sequence[str],
@@ -401,7 +410,7 @@ def incremental_refresh(
         elif plan.mode == "append":
             rows = appended_rows(
                 session,
-                query=ex.flagged_query(query, expectations) if expectations else query,
+                query=ex.flagged_query(text_of(query), expectations) if expectations else query,
                 appended=appended,
                 sources=plan.streams,
                 whole=whole,

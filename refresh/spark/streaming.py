@@ -39,6 +39,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from catalog.core.sql import as_query
 from refresh.core import expectations as ex
 from refresh.core.refresh_state import refresh_state
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources, static_pins
@@ -208,6 +209,8 @@ def start(
         frame.createOrReplaceTempView(view)
     replacements = {name: view for name, (view, _) in streams.items()}
     query = qualify_all(query, namespace=namespace, catalog=catalog)
+    # Parsed once for the stream's life: each merge batch rewrites a copy of it.
+    parsed = as_query(query) if plan.mode == "merge" else None
     first = [True]
 
     def summary(reads: Mapping[Source, int | None] | None, started: float) -> dict[str, str]:
@@ -316,7 +319,7 @@ def start(
                 merge_changes(
                     session,
                     plan=plan,
-                    query=query,
+                    query=parsed if parsed is not None else query,
                     target=target,
                     appended={tuple(stream): new_rows},
                     whole=whole,

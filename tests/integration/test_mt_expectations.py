@@ -271,18 +271,28 @@ def test_the_runner_records_each_runs_counts_and_a_failed_expectation_fails_the_
 def test_an_incremental_refresh_applies_the_expectations_and_records_its_counts(
     api, sales, monkeypatch
 ):
+    from refresh.core import expectations as ex
     from refresh.core.incremental import Decision, Delta, Kind
+    from refresh.core.plan import RefreshPlan
     from refresh.core.streaming import StreamPlan
 
     ok(api, DAILY)
     mt = MaterializedTable.objects.get()
     monkeypatch.setattr("refresh.runner.engine.run_session", lambda **kw: object())
     monkeypatch.setattr("refresh.runner.engine.job_group", lambda *a, **kw: nullcontext())
-    plan = StreamPlan("merge", (("sales", "orders"),), (), ("id", "ds"))
+    stream = StreamPlan("merge", (("sales", "orders"),), (), ("id", "ds"))
     decision = Decision(Kind.INCREMENTAL, "appends only", (Delta("sales.orders", 1, 2, 1, 4),))
-    monkeypatch.setattr(
-        "refresh.runner.sources.decide", lambda *a, **kw: (decision, {"sales.orders": 2}, plan)
+    plan = RefreshPlan(
+        version=mt.current_version,
+        query=mt.query,
+        namespace="sales",
+        parsed=None,
+        snapshots={"sales.orders": 2},
+        decision=decision,
+        stream=stream,
+        expectations=ex.from_json(mt.expectations),
     )
+    monkeypatch.setattr("refresh.runner.sources.decide", lambda *a, **kw: plan)
     calls = []
 
     def incremental_refresh(session, *, expectations, violations, **kw):

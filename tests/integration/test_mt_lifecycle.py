@@ -192,8 +192,8 @@ def test_dropping_the_table_keeps_its_runs_as_history():
 def _decide(mt):
     from refresh.sources import decide
 
-    decision, now, _ = decide(mt, partition=None, force=False, full_asked=False)
-    return decision.kind, now
+    plan = decide(mt, partition=None, force=False, full_asked=False)
+    return plan.kind, dict(plan.snapshots)
 
 
 def test_no_data_is_decided_from_the_sources_snapshots_through_views():

@@ -51,7 +51,7 @@ def spark(monkeypatch) -> list[int]:
     monkeypatch.setattr("refresh.runner.engine.run_session", lambda **kw: object())
     monkeypatch.setattr("refresh.runner.engine.job_group", lambda *a, **kw: nullcontext())
     monkeypatch.setattr(
-        "refresh.runner._full", lambda session, mt, run, *a, **kw: recomputed.append(run.pk)
+        "refresh.runner._full", lambda session, run, *a, **kw: recomputed.append(run.pk)
     )
     return recomputed
 

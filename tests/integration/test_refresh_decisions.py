@@ -60,7 +60,8 @@ def mt() -> MaterializedTable:
 
 def refreshed(mt: MaterializedTable, *, partition: dict | None = None, action: str = "FULL"):
     """A successful refresh run, as the runner records one (its commit to the table first)."""
-    decision, now, _ = decide(mt, partition=partition, force=True, full_asked=False)
+    plan = decide(mt, partition=partition, force=True, full_asked=False)
+    decision, now = plan.decision, dict(plan.snapshots)
     run = runs.claim(runs.enqueue(mt, trigger="MANUAL", partition=partition).pk, worker="w:1")
     table_snapshot = commit("daily", "overwrite")
     runs.finish(
@@ -76,8 +77,8 @@ def refreshed(mt: MaterializedTable, *, partition: dict | None = None, action: s
 
 def decided(mt: MaterializedTable, **kwargs):
     arguments = {"partition": None, "force": False, "full_asked": False, **kwargs}
-    decision, _, plan = decide(mt, **arguments)
-    return decision, plan
+    plan = decide(mt, **arguments)
+    return plan.decision, plan.stream
 
 
 def test_appends_since_the_last_refresh_are_incremental_and_say_how_many_rows(mt):
