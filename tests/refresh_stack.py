@@ -243,14 +243,16 @@ def refresh_stack(
     extra_env: dict[str, str] | None = None,
     worker: bool = True,
     database_url: str | None = None,
+    redis_db: int = STACK_REDIS_DB,
 ) -> Iterator[RefreshStack]:
-    """The app, a worker and beat; yields once the worker answers (Spark starts lazily)."""
+    """The app, a worker and beat; yields once the worker answers (Spark starts lazily).
+    `redis_db`: the stack's own Redis database (stack_redis_url)."""
     root.mkdir(parents=True, exist_ok=True)
     # Tables written by other systems may be attached from <root>/external.
     (root / "external").mkdir(exist_ok=True)
     extra = {
         **STACK_ENV,
-        "REDIS_URL": stack_redis_url(),
+        "REDIS_URL": stack_redis_url(redis_db),
         "ATTACH_LOCATIONS": str(root / "external"),
         **(extra_env or {}),
     }
