@@ -196,17 +196,16 @@ class RefreshStack:
         )
 
     def stop(self) -> None:
+        """SIGKILL beat, the worker and the streaming process with their JVMs: the stack is
+        thrown away, and a warm shutdown would wait for the jobs and micro-batches under
+        way (seconds each; the services' own shutdown has tests of its own)."""
         for process in (self.beat, self.worker, self.streams):
             if process is not None and process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
         for process in (self.beat, self.worker, self.streams):
-            if process is None:
-                continue
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+            if process is not None:
+                process.wait(timeout=30)
 
 
 def _lower_session(pid: int, nice: int) -> None:
@@ -250,10 +249,14 @@ def refresh_stack(
     root.mkdir(parents=True, exist_ok=True)
     # Tables written by other systems may be attached from <root>/external.
     (root / "external").mkdir(exist_ok=True)
+    (root / "spark-local").mkdir(exist_ok=True)
     extra = {
         **STACK_ENV,
         "REDIS_URL": stack_redis_url(redis_db),
         "ATTACH_LOCATIONS": str(root / "external"),
+        # Spark's scratch folders (the jars it copies, ~45 MB a JVM) in the stack's folder,
+        # not /tmp: a JVM killed by a test or by stop() never removes its own.
+        "SPARK_LOCAL_DIRS": str(root / "spark-local"),
         **(extra_env or {}),
     }
     with catalog_server(
