@@ -182,7 +182,9 @@ class RefreshStack:
         response.raise_for_status()
         return response.json()
 
-    def wait_for(self, predicate, *, timeout: float, what: str, every: float = 0.5) -> Any:
+    def wait_for(self, predicate, *, timeout: float, what: str, every: float = 0.25) -> Any:
+        """`predicate`'s first true value, asked every `every` seconds (callers whose
+        predicate runs a Spark query ask less often)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = predicate()

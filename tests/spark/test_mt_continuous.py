@@ -537,7 +537,9 @@ def test_a_continuous_tables_load_micro_batches_and_rebuild_apply_its_expectatio
     st.sql(f"INSERT INTO st.{ns}.events VALUES (1, 'k1', 2.5), (2, 'k0', -1.0), (3, 'k0', 3.0)")
     ok(stack, CHECKED, namespace=ns)
     assert mt_row(stack, "checked")["refresh_mode"] == "CONTINUOUS"
-    stack.wait_for(lambda: ids(st) == [1, 3], timeout=180, what="the load, without row 2")
+    stack.wait_for(
+        lambda: ids(st) == [1, 3], timeout=180, what="the load, without row 2", every=1.0
+    )
     [load] = stack.wait_for(
         lambda: [r for r in runs(stack) if r["action"] == "FULL" and r["finished_at"]],
         timeout=30,
@@ -546,7 +548,7 @@ def test_a_continuous_tables_load_micro_batches_and_rebuild_apply_its_expectatio
     assert load["expectations"] == {"positive": 1, "not_k0": 2, "small": 0}
 
     st.sql(f"INSERT INTO st.{ns}.events VALUES (4, 'k0', 5.0), (5, 'k1', -2.0), (6, 'k2', 1.0)")
-    stack.wait_for(lambda: ids(st) == [1, 3, 4, 6], timeout=120, what="a micro-batch")
+    stack.wait_for(lambda: ids(st) == [1, 3, 4, 6], timeout=120, what="a micro-batch", every=1.0)
     batches = stack.wait_for(
         lambda: [
             r
@@ -586,7 +588,9 @@ def test_a_continuous_tables_load_micro_batches_and_rebuild_apply_its_expectatio
     )
     assert "small" not in altered
     ok(stack, altered, namespace=ns)
-    stack.wait_for(lambda: ids(st) == [1, 3, 4, 6, 7, 8], timeout=180, what="the rebuild")
+    stack.wait_for(
+        lambda: ids(st) == [1, 3, 4, 6, 7, 8], timeout=180, what="the rebuild", every=1.0
+    )
     # The run row is finished just after the commit that made the rows visible.
     [rebuilt] = stack.wait_for(
         lambda: [r for r in runs(stack) if r["trigger"] == "REBUILD" and r["finished_at"]],
