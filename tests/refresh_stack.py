@@ -79,9 +79,13 @@ class RefreshStack:
         if nice:
             _lower_session(self.worker.pid, nice)
         if wait:
-            self.wait_for(
-                lambda: self._worker_seen_since(started), timeout=90, what="the worker to start"
-            )
+            self.wait_for_worker(since=started)
+
+    def wait_for_worker(self, *, since: float) -> None:
+        """Until the worker says it is alive with a heartbeat since `since` (epoch seconds)."""
+        self.wait_for(
+            lambda: self._worker_seen_since(since), timeout=90, what="the worker to start"
+        )
 
     def _worker_seen_since(self, moment: float) -> bool:
         from datetime import datetime

@@ -116,7 +116,8 @@ def second_process(stack: RefreshStack) -> Iterator[subprocess.Popen]:
     try:
         yield process
     finally:
-        stop_host(process)
+        # Thrown away with the stack: no clean stop to wait for.
+        stop_host(process, kill=True)
 
 
 def test_a_frozen_then_sigkilled_host_s_tables_continue_on_the_other_exactly(
