@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,6 +292,7 @@ def catalog_server(
     production: bool = False,
     deployed: bool = False,
     database_url: str | None = None,
+    on_boot: Callable[[CatalogServer], None] | None = None,
 ) -> Iterator[CatalogServer]:
     """A migrated database under `root` (for SQLite, a copy of one migrated once per test
     process), an editor and its Iceberg client, and the app served with gunicorn on a free
@@ -302,7 +303,9 @@ def catalog_server(
     `deployed`, gunicorn runs with webapp/gunicorn.conf.py, the settings docs/deployment.md gives
     (`workers` and `threads` are then the config's), as two services: the web and the
     engines' catalog. With `database_url` (an empty PostgreSQL database), the app uses it
-    instead of a SQLite file."""
+    instead of a SQLite file. `on_boot` is called once the database is ready and gunicorn
+    started, before it serves (processes that need the database but not yet the app may
+    start there and load Django while gunicorn does)."""
     root.mkdir(parents=True, exist_ok=True)
     db_path = root / "db.sqlite3"
     warehouse = root / "warehouse"
@@ -373,6 +376,8 @@ def catalog_server(
             # docs/deployment.md: the engines' catalog service, at full priority.
             server.catalog_process = gunicorn(catalog_port, log, WEB_NICE="0", WEB_WORKERS="2")
     try:
+        if on_boot is not None:
+            on_boot(server)
         if not server.credential:
             # The users are made while gunicorn boots: both take seconds of Django start-up.
             server.credential = _make_editor(server)

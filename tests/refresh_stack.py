@@ -265,18 +265,36 @@ def refresh_stack(
         "SPARK_LOCAL_DIRS": str(root / "spark-local"),
         **(extra_env or {}),
     }
-    with catalog_server(
-        root / "app", extra_env=extra, deployed=deployed, database_url=database_url
-    ) as server:
+    booted: list[RefreshStack] = []
+    started = time.time()
+
+    def boot(server: CatalogServer) -> None:
+        # The worker, beat and the streaming process load Django while gunicorn does.
         stack = RefreshStack(server=server, root=root)
-        stack.api = server.api_session()
-        try:
-            if worker:
-                stack.start_worker()
-            stack.start_beat()
-            stack.start_streams()
-            yield stack
-        finally:
+        booted.append(stack)
+        if worker:
+            stack.start_worker(wait=False)
+        stack.start_beat()
+        stack.start_streams()
+
+    try:
+        with catalog_server(
+            root / "app",
+            extra_env=extra,
+            deployed=deployed,
+            database_url=database_url,
+            on_boot=boot,
+        ) as server:
+            [stack] = booted
+            try:
+                stack.api = server.api_session()
+                if worker:
+                    stack.wait_for_worker(since=started)
+                yield stack
+            finally:
+                stack.stop()  # before the app
+    finally:
+        for stack in booted:  # the app did not come up
             stack.stop()
 
 
