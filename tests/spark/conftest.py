@@ -8,6 +8,9 @@ settings and catalog instances, the same JVM) whose current catalog is `lv`, the
 Iceberg REST catalog served by `catalog_server` (the real app in a subprocess). Catalogs are
 Spark SQL settings read when a catalog is first used, so they can be added to a running
 session; `new_lv_session` makes more such sessions (for concurrent writers).
+
+`stack_fixture` makes a module's `stack` (tests.refresh_stack: the app, a worker, beat and
+the streaming process), and `st` is then a session whose catalog `st` is that stack's app.
 """
 
 from collections.abc import Callable, Iterator
