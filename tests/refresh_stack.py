@@ -79,9 +79,13 @@ class RefreshStack:
         if nice:
             _lower_session(self.worker.pid, nice)
         if wait:
-            self.wait_for(
-                lambda: self._worker_seen_since(started), timeout=90, what="the worker to start"
-            )
+            self.wait_for_worker(since=started)
+
+    def wait_for_worker(self, *, since: float) -> None:
+        """Until the worker says it is alive with a heartbeat since `since` (epoch seconds)."""
+        self.wait_for(
+            lambda: self._worker_seen_since(since), timeout=90, what="the worker to start"
+        )
 
     def _worker_seen_since(self, moment: float) -> bool:
         from datetime import datetime
@@ -182,7 +186,9 @@ class RefreshStack:
         response.raise_for_status()
         return response.json()
 
-    def wait_for(self, predicate, *, timeout: float, what: str, every: float = 0.5) -> Any:
+    def wait_for(self, predicate, *, timeout: float, what: str, every: float = 0.25) -> Any:
+        """`predicate`'s first true value, asked every `every` seconds (callers whose
+        predicate runs a Spark query ask less often)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = predicate()
@@ -196,17 +202,16 @@ class RefreshStack:
         )
 
     def stop(self) -> None:
+        """SIGKILL beat, the worker and the streaming process with their JVMs: the stack is
+        thrown away, and a warm shutdown would wait for the jobs and micro-batches under
+        way (seconds each; the services' own shutdown has tests of its own)."""
         for process in (self.beat, self.worker, self.streams):
             if process is not None and process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
         for process in (self.beat, self.worker, self.streams):
-            if process is None:
-                continue
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+            if process is not None:
+                process.wait(timeout=30)
 
 
 def _lower_session(pid: int, nice: int) -> None:
@@ -243,29 +248,53 @@ def refresh_stack(
     extra_env: dict[str, str] | None = None,
     worker: bool = True,
     database_url: str | None = None,
+    redis_db: int = STACK_REDIS_DB,
 ) -> Iterator[RefreshStack]:
-    """The app, a worker and beat; yields once the worker answers (Spark starts lazily)."""
+    """The app, a worker and beat; yields once the worker answers (Spark starts lazily).
+    `redis_db`: the stack's own Redis database (stack_redis_url)."""
     root.mkdir(parents=True, exist_ok=True)
     # Tables written by other systems may be attached from <root>/external.
     (root / "external").mkdir(exist_ok=True)
+    (root / "spark-local").mkdir(exist_ok=True)
     extra = {
         **STACK_ENV,
-        "REDIS_URL": stack_redis_url(),
+        "REDIS_URL": stack_redis_url(redis_db),
         "ATTACH_LOCATIONS": str(root / "external"),
+        # Spark's scratch folders (the jars it copies, ~45 MB a JVM) in the stack's folder,
+        # not /tmp: a JVM killed by a test or by stop() never removes its own.
+        "SPARK_LOCAL_DIRS": str(root / "spark-local"),
         **(extra_env or {}),
     }
-    with catalog_server(
-        root / "app", extra_env=extra, deployed=deployed, database_url=database_url
-    ) as server:
+    booted: list[RefreshStack] = []
+    started = time.time()
+
+    def boot(server: CatalogServer) -> None:
+        # The worker, beat and the streaming process load Django while gunicorn does.
         stack = RefreshStack(server=server, root=root)
-        stack.api = server.api_session()
-        try:
-            if worker:
-                stack.start_worker()
-            stack.start_beat()
-            stack.start_streams()
-            yield stack
-        finally:
+        booted.append(stack)
+        if worker:
+            stack.start_worker(wait=False)
+        stack.start_beat()
+        stack.start_streams()
+
+    try:
+        with catalog_server(
+            root / "app",
+            extra_env=extra,
+            deployed=deployed,
+            database_url=database_url,
+            on_boot=boot,
+        ) as server:
+            [stack] = booted
+            try:
+                stack.api = server.api_session()
+                if worker:
+                    stack.wait_for_worker(since=started)
+                yield stack
+            finally:
+                stack.stop()  # before the app
+    finally:
+        for stack in booted:  # the app did not come up
             stack.stop()
 
 

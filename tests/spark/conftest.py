@@ -8,10 +8,14 @@ settings and catalog instances, the same JVM) whose current catalog is `lv`, the
 Iceberg REST catalog served by `catalog_server` (the real app in a subprocess). Catalogs are
 Spark SQL settings read when a catalog is first used, so they can be added to a running
 session; `new_lv_session` makes more such sessions (for concurrent writers).
+
+`stack_fixture` makes a module's `stack` (tests.refresh_stack: the app, a worker, beat and
+the streaming process), and `st` is then a session whose catalog `st` is that stack's app.
 """
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -20,6 +24,7 @@ from pyspark.sql import SparkSession
 from refresh.spark.session import ICEBERG_SPARK_CATALOG, build_spark_session
 from tests.live_server import CatalogServer
 from tests.live_server import catalog_server as start_catalog_server
+from tests.refresh_stack import RefreshStack, refresh_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JARS_DIR = REPO_ROOT / "var" / "jars"
@@ -80,15 +85,18 @@ def rest_catalog_conf(server: CatalogServer, name: str = REST_CATALOG) -> dict[s
     }
 
 
-def rest_session(spark: SparkSession, server: CatalogServer) -> SparkSession:
-    """A new session on the shared JVM whose current catalog is the app's REST catalog."""
+def rest_session(
+    spark: SparkSession, server: CatalogServer, name: str = REST_CATALOG
+) -> SparkSession:
+    """A new session on the shared JVM whose current catalog `name` is the app's REST
+    catalog."""
     session = spark.newSession()
-    for key, value in rest_catalog_conf(server).items():
+    for key, value in rest_catalog_conf(server, name).items():
         session.conf.set(key, value)
     # Set before the session resolves any name, so that it never opens the local JDBC
     # catalog: a second JdbcCatalog on the same SQLite file makes the first one's writes
     # fail with SQLITE_BUSY.
-    session.conf.set("spark.sql.defaultCatalog", REST_CATALOG)
+    session.conf.set("spark.sql.defaultCatalog", name)
     return session
 
 
@@ -109,3 +117,32 @@ def new_lv_session(
 def iceberg_http(catalog_server: CatalogServer) -> requests.Session:
     """Plain HTTP to the Iceberg REST endpoints, with a bearer token of the editor's client."""
     return catalog_server.iceberg_session()
+
+
+def stack_fixture(
+    folder: str,
+    *,
+    env: Callable[[pytest.FixtureRequest], dict[str, str]] | None = None,
+    **options: Any,
+) -> Any:
+    """A module-scoped `stack` fixture: refresh_stack (the app, a worker, beat and the
+    streaming process) in a folder of its own, with `env` (made from the test's request,
+    so that it may use other fixtures) and refresh_stack's `options`. The module's tests
+    share it, in order."""
+
+    @pytest.fixture(scope="module")
+    def stack(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[RefreshStack]:
+        extra_env = env(request) if env else None
+        with refresh_stack(tmp_path_factory.mktemp(folder), extra_env=extra_env, **options) as up:
+            yield up
+
+    return stack
+
+
+@pytest.fixture(scope="module")
+def st(spark: SparkSession, stack: RefreshStack) -> SparkSession:
+    """A Spark session of the test process whose catalog `st` is the module's stack's app
+    (for modules with a `stack` fixture)."""
+    return rest_session(spark, stack.server, name="st")

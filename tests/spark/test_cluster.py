@@ -37,7 +37,7 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 
 from tests.live_server import free_port
-from tests.refresh_stack import RefreshStack, refresh_stack, stack_redis_url
+from tests.refresh_stack import RefreshStack, refresh_stack
 
 NS = "cl"
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -180,8 +180,9 @@ def cs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
         stack = resources.enter_context(
             refresh_stack(
                 root / "stack",
+                worker=False,
+                redis_db=REDIS_DB,
                 extra_env={
-                    "REDIS_URL": stack_redis_url(REDIS_DB),
                     "SPARK_MASTER": cluster.url,
                     "SPARK_CONF": json.dumps(SPARK_CONF),
                     # No maintenance sweep in these few minutes: only what the tests ask runs.
@@ -189,9 +190,13 @@ def cs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
                 },
             )
         )
+        # The two workers start side by side.
+        first_started = time.time()
+        stack.start_worker(wait=False)
         first = stack.worker
         assert first is not None
         second = _start_second_worker(stack, resources)
+        stack.wait_for_worker(since=first_started)
         cluster.wait_registered()
         catalog = RestCatalog(
             "cl",

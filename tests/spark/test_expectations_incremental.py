@@ -8,8 +8,9 @@ still verifies exactly against the query with DROP ROW's rows left out."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -105,6 +106,51 @@ class Tables:
         )
         return counted
 
+    def load_and_stream(
+        self,
+        checkpoint: Path,
+        expectations: tuple[Expectation, ...],
+        *,
+        loaded: dict[str, int] | None = None,
+        on_failed: Callable[[ExpectationFailed, dict[str, int]], None] | None = None,
+    ) -> tuple[Any, list[streaming.BatchResult]]:
+        """A continuous table's start, as the streaming process makes it: a load at the
+        source's snapshot now (its counts into `loaded`), then the stream just after it.
+        The running query and the list its micro-batches' results go to."""
+        sources = [(CATALOG, *self.source)]
+        pins = streaming.pinned_snapshots(self.spark, sources)
+        streaming.load(
+            self.spark,
+            query=self.query,
+            target=self.target,
+            sources=sources,
+            pins=pins,
+            namespace=[self.namespace],
+            catalog=CATALOG,
+            snapshot_properties=self.state(pins[f"{self.namespace}.orders"][0]),
+            expectations=expectations,
+            violations=loaded,
+        )
+        batches: list[streaming.BatchResult] = []
+        running = streaming.start(
+            self.spark,
+            plan=self.plan,
+            query=self.query,
+            target=self.target,
+            catalog=CATALOG,
+            namespace=[self.namespace],
+            checkpoint=str(checkpoint),
+            key=f"expect-{self.namespace}",
+            trigger_seconds=0.5,
+            start_after={k: tuple(v) for k, v in pins.items() if v},
+            on_batch=batches.append,
+            version=1,
+            uuids={},
+            expectations=expectations,
+            **({"on_failed": on_failed} if on_failed is not None else {}),
+        )
+        return running, batches
+
     def verify_every_snapshot(self, expectations: tuple[Expectation, ...]) -> int:
         """Every snapshot of `mt` with a refresh state answers it exactly; how many."""
         found = self.spark.sql(
@@ -198,42 +244,15 @@ def test_a_continuous_tables_micro_batches_apply_expectations_and_a_fail_update_
 ):
     tables = Tables(session, "SELECT id, customer, amount FROM orders WHERE id > 0")
     tables.insert("(1, 1, 10), (2, 1, -5)")
-    sources = [(CATALOG, *tables.source)]
-    pins = streaming.pinned_snapshots(session, sources)
     loaded: dict[str, int] = {}
-    streaming.load(
-        session,
-        query=tables.query,
-        target=tables.target,
-        sources=sources,
-        pins=pins,
-        namespace=[tables.namespace],
-        catalog=CATALOG,
-        snapshot_properties=tables.state(pins[f"{tables.namespace}.orders"][0]),
-        expectations=APPEND_EXPECTATIONS,
-        violations=loaded,
-    )
-    assert loaded == {"positive": 1, "has_customer": 0, "small": 0}
-
-    batches: list[streaming.BatchResult] = []
     failures: list[tuple[ExpectationFailed, dict[str, int]]] = []
-    running = streaming.start(
-        session,
-        plan=tables.plan,
-        query=tables.query,
-        target=tables.target,
-        catalog=CATALOG,
-        namespace=[tables.namespace],
-        checkpoint=str(tmp_path / "checkpoint"),
-        key=f"expect-{tables.namespace}",
-        trigger_seconds=0.5,
-        start_after={k: tuple(v) for k, v in pins.items() if v},
-        on_batch=batches.append,
-        version=1,
-        uuids={},
-        expectations=APPEND_EXPECTATIONS,
+    running, batches = tables.load_and_stream(
+        tmp_path / "checkpoint",
+        APPEND_EXPECTATIONS,
+        loaded=loaded,
         on_failed=lambda error, counts: failures.append((error, counts)),
     )
+    assert loaded == {"positive": 1, "has_customer": 0, "small": 0}
     try:
         tables.insert("(3, 2, 20), (4, NULL, -1), (5, NULL, 8)")
         running.processAllAvailable()
@@ -267,36 +286,7 @@ def test_a_continuous_aggregations_micro_batch_checks_its_touched_keys_and_delet
     )
     expectations = (Expectation("positive_total", "total > 0", DROP_ROW),)
     tables.insert("(1, 1, 10), (2, 2, 4)")
-    sources = [(CATALOG, *tables.source)]
-    pins = streaming.pinned_snapshots(session, sources)
-    streaming.load(
-        session,
-        query=tables.query,
-        target=tables.target,
-        sources=sources,
-        pins=pins,
-        namespace=[tables.namespace],
-        catalog=CATALOG,
-        snapshot_properties=tables.state(pins[f"{tables.namespace}.orders"][0]),
-        expectations=expectations,
-    )
-    batches: list[streaming.BatchResult] = []
-    running = streaming.start(
-        session,
-        plan=tables.plan,
-        query=tables.query,
-        target=tables.target,
-        catalog=CATALOG,
-        namespace=[tables.namespace],
-        checkpoint=str(tmp_path / "checkpoint"),
-        key=f"expect-{tables.namespace}",
-        trigger_seconds=0.5,
-        start_after={k: tuple(v) for k, v in pins.items() if v},
-        on_batch=batches.append,
-        version=1,
-        uuids={},
-        expectations=expectations,
-    )
+    running, batches = tables.load_and_stream(tmp_path / "checkpoint", expectations)
     try:
         tables.insert("(3, 2, -10), (4, 3, 6)")  # customer 2 goes negative; 1 untouched
         running.processAllAvailable()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,8 +19,8 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
-from tests.refresh_stack import RefreshStack, refresh_stack
-from tests.spark.conftest import rest_catalog_conf
+from tests.refresh_stack import RefreshStack
+from tests.spark.conftest import stack_fixture
 
 NS = "e2e"
 DAILY_QUERY = "SELECT ds, sum(amount) AS total, count(*) AS n FROM orders GROUP BY ds"
@@ -48,24 +47,15 @@ def lineage_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "events.jsonl"
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, lineage_file: Path) -> Iterator[RefreshStack]:
-    env = {
+stack = stack_fixture(
+    "refresh-stack",
+    env=lambda request: {
         "MT_STRANDED_AFTER_SECONDS": str(STRANDED_AFTER),
-        "OPENLINEAGE_CONFIG": str(lineage_file.parent / "openlineage.yml"),
-    }
-    with refresh_stack(tmp_path_factory.mktemp("refresh-stack"), extra_env=env) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def st(spark: SparkSession, stack: RefreshStack) -> SparkSession:
-    """A Spark session of the test process whose catalog `st` is the stack's app."""
-    session = spark.newSession()
-    for key, value in rest_catalog_conf(stack.server, name="st").items():
-        session.conf.set(key, value)
-    session.conf.set("spark.sql.defaultCatalog", "st")
-    return session
+        "OPENLINEAGE_CONFIG": str(
+            request.getfixturevalue("lineage_file").parent / "openlineage.yml"
+        ),
+    },
+)
 
 
 def runs(stack: RefreshStack, table: str) -> list[dict]:

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
-from tests.refresh_stack import RefreshStack, refresh_stack
-from tests.spark.conftest import rest_catalog_conf
+from tests.refresh_stack import RefreshStack
+from tests.spark.conftest import rest_session, stack_fixture
 from tests.spark.test_duckdb import _extension
 
 NS = "redef"
@@ -39,18 +39,12 @@ FAILING = (
 )
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
-    with refresh_stack(tmp_path_factory.mktemp("redefine-stack")) as running:
-        yield running
+stack = stack_fixture("redefine-stack")
 
 
 @pytest.fixture(scope="module")
 def rs(spark: SparkSession, stack: RefreshStack) -> SparkSession:
-    session = spark.newSession()
-    for key, value in rest_catalog_conf(stack.server, name="rs").items():
-        session.conf.set(key, value)
-    session.conf.set("spark.sql.defaultCatalog", "rs")
+    session = rest_session(spark, stack.server, name="rs")
     session.sql(f"CREATE NAMESPACE IF NOT EXISTS rs.{NS}")
     session.sql(f"CREATE TABLE rs.{NS}.src (id BIGINT, g BIGINT, x BIGINT)")
     values = ", ".join(f"({i}, {i % 10}, {i})" for i in range(1, 101))

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.refresh_stack import RefreshStack, refresh_stack, stack_redis_url
-from tests.spark.conftest import rest_catalog_conf
+from tests.refresh_stack import RefreshStack
+from tests.spark.conftest import stack_fixture
 from tests.stream_fleet import (
     QUERIES,
     batches_since,
@@ -53,28 +53,18 @@ HALF = len(TABLES) // 2
 REDIS_DB = 9
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefreshStack]:
-    env = {
+stack = stack_fixture(
+    "takeover-stack",
+    redis_db=REDIS_DB,
+    env=lambda request: {
         "STREAM_LEASE_SECONDS": str(LEASE),
-        "REDIS_URL": stack_redis_url(REDIS_DB),
         # The hosts' claims and releases in their logs.
         "LOG_LEVEL": "INFO",
         # No compaction competes with four streams for the two cores (maintenance of
         # continuous tables has tests of its own).
         "MAINTENANCE_SWEEP_SECONDS": "3600",
-    }
-    with refresh_stack(tmp_path_factory.mktemp("takeover-stack"), extra_env=env) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def st(spark: SparkSession, stack: RefreshStack) -> SparkSession:
-    session = spark.newSession()
-    for key, value in rest_catalog_conf(stack.server, name="st").items():
-        session.conf.set(key, value)
-    session.conf.set("spark.sql.defaultCatalog", "st")
-    return session
+    },
+)
 
 
 def since_by_table(stack: RefreshStack, host: str) -> dict[str, float]:
@@ -126,7 +116,8 @@ def second_process(stack: RefreshStack) -> Iterator[subprocess.Popen]:
     try:
         yield process
     finally:
-        stop_host(process)
+        # Thrown away with the stack: no clean stop to wait for.
+        stop_host(process, kill=True)
 
 
 def test_a_frozen_then_sigkilled_host_s_tables_continue_on_the_other_exactly(
