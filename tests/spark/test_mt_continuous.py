@@ -540,8 +540,10 @@ def test_a_continuous_tables_load_micro_batches_and_rebuild_apply_its_expectatio
     stack.wait_for(
         lambda: ids(st) == [1, 3], timeout=180, what="the load, without row 2", every=1.0
     )
+    # The load that wrote those rows: a load tried before it on a crowded machine (a
+    # stream's start that failed and was tried again) is a finished FULL run too.
     [load] = stack.wait_for(
-        lambda: [r for r in runs(stack) if r["action"] == "FULL" and r["finished_at"]],
+        lambda: [r for r in runs(stack) if r["action"] == "FULL" and r["state"] == "SUCCEEDED"],
         timeout=30,
         what="the load's run",
     )
