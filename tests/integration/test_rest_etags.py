@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -368,6 +368,19 @@ def test_on_sqlite_the_direct_pointer_query_binds_each_distinct_value_once(api, 
     unique = ("ns-9", "t-9", "digest-9", -41, -42)
     numbered = prepared._fill(prepared.raw_template, prepared.raw_slots, connection, *unique)
     assert [numbered.count(value) for value in unique] == [1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "micros", [0, 981_173_106_000_007, 981_173_106_000_000, 4_102_444_799_999_999, 1_234_567]
+)
+def test_the_time_a_load_checks_the_token_against_is_written_as_djangos_sqlite_writes_it(
+    micros,
+):
+    whole, micro = divmod(micros, 1_000_000)
+    written = datetime.fromtimestamp(whole, UTC).replace(microsecond=micro)
+    assert table_loads._utc_text(whole, micro) == str(written.replace(tzinfo=None))
+    # The same second again (its text is kept) with other microseconds.
+    assert table_loads._utc_text(whole, 5) == str(written.replace(microsecond=5, tzinfo=None))
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
