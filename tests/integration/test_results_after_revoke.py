@@ -275,26 +275,10 @@ def test_a_revoke_from_one_of_the_users_groups_withholds_the_scripts_answer_too(
 ):
     from django.contrib.auth.models import Group
 
-    from catalog.services import grants
-
     client, url = script
     analysts = Group.objects.create(name="analysts")
     analysts.user_set.add(alice)
-    grants.grant(
-        privilege=READ_METADATA,
-        principal_type="group",
-        principal="analysts",
-        securable_type="namespace",
-        namespace="sales",
-        actor=admin,
-    )
+    give(admin, READ_METADATA, analysts, namespace="sales")
     assert client.get(url).json()["result"] is not None
-    grants.revoke(
-        privilege=READ_METADATA,
-        principal_type="group",
-        principal="analysts",
-        securable_type="namespace",
-        namespace="sales",
-        actor=admin,
-    )
+    take(admin, READ_METADATA, analysts, namespace="sales")
     assert client.get(url).json()["result"] is None

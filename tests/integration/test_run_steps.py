@@ -24,22 +24,14 @@ from refresh.core.freshness import Freshness
 from refresh.models import MaterializedTable, MaterializedTableVersionLogEntry, RefreshRun
 from tests.integration.grant_fixtures import admin  # noqa: F401
 from tests.integration.snapshots import commit_snapshot
+from tests.integration.test_owner_rights import ORDERS, QUERY
 from tests.sql_parses import parses
 
 pytestmark = pytest.mark.django_db
 
-ORDERS = {
-    "type": "struct",
-    "schema-id": 0,
-    "fields": [
-        {"id": 1, "name": "ds", "type": "string", "required": False},
-        {"id": 2, "name": "amount", "type": "double", "required": False},
-    ],
-}
 DAILY = StructType(
     [StructField("ds", StringType(), False), StructField("total", DoubleType(), True)]
 ).json()
-QUERY = "SELECT ds, sum(amount) AS total FROM orders GROUP BY ds"
 ALTERED = "SELECT ds, max(amount) AS total FROM orders GROUP BY ds"
 #: What refresh.runner may call in refresh.runs: the claim, the heartbeat's two, the finish.
 LIFECYCLE = {"claim", "heartbeat", "cancel_asked", "finish"}
