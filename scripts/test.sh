@@ -26,8 +26,9 @@ export DJANGO_SETTINGS_MODULE=webapp.settings.test
 # Playwright drives Debian's Chromium: no browser download (the network has none to offer).
 export PLAYWRIGHT_CHROMIUM_EXECUTABLE="${PLAYWRIGHT_CHROMIUM_EXECUTABLE:-/usr/bin/chromium}"
 
-REDIS_PORT=6390
-PG_PORT=54329
+# Overridable so that two checkouts (git worktrees) can run their tests side by side.
+REDIS_PORT="${LAKEVIEW_TEST_REDIS_PORT:-6390}"
+PG_PORT="${LAKEVIEW_TEST_PG_PORT:-54329}"
 
 log() { printf '[test] %s\n' "$*"; }
 
