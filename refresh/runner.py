@@ -25,6 +25,7 @@ it changes nothing the commit answers, and the next tick sees the change."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -44,7 +45,7 @@ from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
 from refresh import definitions, engine, leases, rights, runs, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
-from refresh.core.incremental import Kind
+from refresh.core.incremental import Kind, incremental_reason
 from refresh.core.options import TIMEOUT_OPTION, run_time_limit
 from refresh.core.partitions import scheduled_partition
 from refresh.core.plan import RefreshPlan
@@ -196,6 +197,18 @@ def _execute(run_id: int) -> str:
         return RefreshRun.State.FAILED
     clock["decided"] = time.perf_counter()
     now = timezone.now()
+    if plan.decision.refused:
+        # refresh.incremental = 'strict': a refresh that cannot be incremental fails with
+        # the reason instead of recomputing (no Spark job runs).
+        runs.finish(
+            run,
+            state=RefreshRun.State.FAILED,
+            action=RefreshRun.Action.FULL,
+            reason=plan.reason,
+            error=plan.reason[:1].upper() + plan.reason[1:],
+            source_snapshots=dict(plan.snapshots),
+        )
+        return RefreshRun.State.FAILED
     if plan.kind is Kind.NO_DATA:
         runs.finish(
             run,
@@ -263,7 +276,13 @@ def _carry_out(
             with engine.job_group(_group(run), what):
                 if plan.kind is Kind.INCREMENTAL and plan.stream is not None:
                     spark_timings["_at"] = time.perf_counter()
-                    _incremental(session, mt, plan, target, spark_timings, state, violations)
+                    applied = _incremental(
+                        session, mt, plan, target, spark_timings, state, violations
+                    )
+                    if applied is not None and (applied.counted or applied.keys is not None):
+                        recorded["reason"] = incremental_reason(
+                            plan.decision.deltas, applied.counted, applied.keys
+                        )
                 else:
                     _full(session, run, plan, target, spark_timings, state, violations)
         clock["written"] = time.perf_counter()
@@ -434,15 +453,19 @@ def _incremental(
     timings: dict[str, float],
     state: dict[str, str],
     violations: dict[str, int],
-) -> None:
-    """Apply the sources' appended snapshots (refresh.spark.changes, the continuous mode's
-    code), every source read at the snapshot the run records; a MERGE takes the table's
-    rewrite lease as a micro-batch does. The table's expectations are applied to the rows
-    the plan computes (their counts into `violations`)."""
+) -> changes.Applied | None:
+    """Apply what the sources changed (refresh.spark.changes, the continuous mode's code:
+    appended rows, or the rows a source deleted and inserted), every source read at the
+    snapshot the run records; a MERGE takes the table's rewrite lease as a micro-batch
+    does. The table's expectations are applied to the rows the plan computes (their counts
+    into `violations`). A table with a primary key is kept by its key whatever its shape
+    once a source deleted rows."""
     assert plan.stream is not None
     stream = plan.stream
+    if not stream.key and mt.primary_key:
+        stream = dataclasses.replace(stream, key=tuple(mt.primary_key))
     by_name = {".".join(source): source for source in (*stream.streams, *stream.static)}
-    changes.incremental_refresh(
+    return changes.incremental_refresh(
         session,
         plan=stream,
         query=plan.source,
@@ -450,6 +473,7 @@ def _incremental(
         catalog=settings.CATALOG_NAME,
         namespace=plan.namespace.split("."),
         deltas={by_name[d.source]: (d.since, d.until) for d in plan.decision.deltas},
+        changed=[by_name[d.source] for d in plan.decision.deltas if d.changed],
         pins=_pins(stream, dict(plan.snapshots)),
         partition=plan.partition,
         merge_turn=lambda: leases.rewriting(mt.table_id),

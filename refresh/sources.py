@@ -24,12 +24,19 @@ from refresh import rights
 from refresh.core import expectations as ex
 from refresh.core.columns import render_type
 from refresh.core.freshness import RefreshMode
-from refresh.core.incremental import Baseline, Decision, Step, full, has_outer_join
+from refresh.core.incremental import (
+    Baseline,
+    Decision,
+    Step,
+    full,
+    has_full_outer_join,
+    null_supplied_key,
+)
 from refresh.core.incremental import decide as decide_refresh
 from refresh.core.pinning import Expanded, ViewText, expand_views
 from refresh.core.plan import RefreshPlan
 from refresh.core.refresh_state import RefreshState, refresh_state
-from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream
+from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream, real_tables, table_name
 from refresh.models import MaterializedTable, RefreshRun
 
 
@@ -147,12 +154,23 @@ def _steps(table: Table | int | None) -> dict[int, Step]:
     if table is None:
         return {}
     rows = TableSnapshot.objects.filter(table=table).values_list(
-        "snapshot_id", "parent_snapshot_id", "operation", "summary"
+        "snapshot_id", "parent_snapshot_id", "operation", "summary", "schema_id"
     )
-    return {
-        snapshot: Step(snapshot, parent, operation, _int((summary or {}).get("added-records")))
-        for snapshot, parent, operation, summary in rows
-    }
+    steps = {}
+    for snapshot, parent, operation, summary, schema_id in rows:
+        summary = summary or {}
+        steps[snapshot] = Step(
+            snapshot,
+            parent,
+            operation,
+            added_records=_int(summary.get("added-records")),
+            deleted_records=_int(summary.get("deleted-records")),
+            added_deletes=_int(summary.get("added-position-deletes"))
+            + _int(summary.get("added-equality-deletes")),
+            total_records=_int(summary["total-records"]) if "total-records" in summary else None,
+            schema_id=schema_id,
+        )
+    return steps
 
 
 def _int(value: object) -> int:
@@ -306,9 +324,29 @@ def decide(
         force=force,
         full_asked=full_asked,
         options=mt.options,
-        outer_join=isinstance(plan, StreamPlan) and has_outer_join(_source(mt.query, parsed)),
+        full_outer_join=isinstance(plan, StreamPlan)
+        and has_full_outer_join(_source(mt.query, parsed)),
+        primary_key=tuple(mt.primary_key or ()),
+        read_twice=_read_twice(_source(mt.query, parsed), namespace)
+        if isinstance(plan, StreamPlan)
+        else (),
+        null_supplied=null_supplied_key(_source(mt.query, parsed), tuple(mt.primary_key or ()))
+        if isinstance(plan, StreamPlan)
+        else "",
     )
     return planned(decision, plan if isinstance(plan, StreamPlan) else None)
+
+
+def _read_twice(query: str | exp.Query, namespace: str) -> list[str]:
+    """The tables the query names more than once ("ns.table")."""
+    from collections import Counter
+
+    parsed = as_query(query)
+    names = Counter(
+        ".".join(table_name(t, namespace.split("."), settings.CATALOG_NAME))
+        for t in real_tables(parsed)
+    )
+    return sorted(name for name, count in names.items() if count > 1)
 
 
 def _source(query: str, parsed: exp.Query | None) -> str | exp.Query:

@@ -1,8 +1,8 @@
 """How a scheduled or manual refresh of a FULL materialized table refreshes: NO_DATA (no
-source changed), INCREMENTAL (apply what the sources appended since the snapshots the last
-successful refresh read), or FULL (recompute the query), with the reason a user reads in the
-history ("incremental: 3 source snapshots appended 12,000 rows", "full: source sales.orders
-had a delete in snapshot 8812").
+source changed), INCREMENTAL (apply the rows the sources inserted and deleted since the
+snapshots the last successful refresh read), or FULL (recompute the query), with the reason a
+user reads in the history ("incremental: 3 source snapshots appended 12,000 rows",
+"full: source sales.orders changed by 2,000,000 of its 3,000,000 rows...").
 
 Snowflake's dynamic tables and Databricks' materialized views make the same choice. The
 rules, in order:
@@ -11,22 +11,35 @@ rules, in order:
 2. no earlier successful refresh of these rows: FULL;
 3. a full refresh asked for (the run's `full` flag): FULL, changed sources or not;
 4. every source at the snapshots that refresh read: NO_DATA (unless forced); forced with no
-   source changed, or the table option `refresh.incremental` = 'false': FULL;
+   source changed, or the table option `refresh.incremental` = 'off': FULL;
 5. a definition newer than that refresh's: FULL;
-6. a query shape the continuous mode cannot maintain (refresh.core.streaming), or an outer
-   join (a row may vanish when the other side grows, and no appended row names it): FULL;
+6. a query shape the incremental refresh cannot maintain (refresh.core.streaming's plan,
+   views expanded), or a FULL OUTER join: FULL;
 7. the table itself changed since that refresh other than by compaction (a writer through
    /iceberg): FULL;
-8. a source that changed other than by appends since that refresh (a delete, an overwrite,
-   a rollback, an expired snapshot), walking its lineage from now back to the snapshot read:
-   FULL naming the source and the snapshot;
-9. otherwise INCREMENTAL with each source's range of appended snapshots. Compactions
-   (`replace` snapshots) add no rows and are stepped over; sources changed only by them
-   are NO_DATA.
+8. a source whose history since that refresh cannot be read as row changes (rolled back
+   past the snapshot read, that snapshot expired, more than MAX_STEPS snapshots): FULL
+   naming the source and why;
+9. a source that deleted or rewrote rows (a DELETE, UPDATE, MERGE INTO or overwrite,
+   copy-on-write or merge-on-read) when the table has no primary key: FULL, saying that a
+   primary key would make it incremental (without one, a deleted source row names no row
+   of the table);
+10. under `refresh.incremental` = 'auto' (the default), a change larger than
+    `refresh.incremental.max-change-ratio` (0.3) of a source's rows, for a keyed table: FULL,
+    which is then the cheaper (Snowflake's adaptive refresh);
+11. otherwise INCREMENTAL with each source's range of snapshots, and whether it only
+    appended (Iceberg's incremental append scan reads its rows) or also deleted rows (its
+    row changes are read: refresh.spark.source_changes). Compactions (`replace` snapshots)
+    change no rows and are stepped over; sources changed only by them are NO_DATA.
+
+Under `refresh.incremental` = 'strict' the FULL decisions of rules 1 and 6-10 (those a
+cost-conscious user wants to hear about) are refusals: the run fails with the reason instead
+of recomputing (Databricks' INCREMENTAL_STRICT), and rule 10 does not apply. The first
+refresh, a full refresh asked for by name and a new definition still recompute.
 
 A partition refresh (a date-formatter table's scheduled partition) is incremental only when
-every row of that partition can be found from the appended rows: an append query, or an
-aggregation or join whose primary key holds the partition columns.
+every row of that partition can be found from the changed rows: an append query, or a keyed
+query whose primary key holds the partition columns.
 
 Django-free: the caller passes lineages read from the catalog's mirror."""
 
@@ -40,8 +53,14 @@ from sqlglot import exp
 
 from refresh.core.streaming import StreamPlan
 
-#: The table option that turns incremental refreshes off ('false').
+#: The table option that chooses the policy: 'auto' (the default), 'strict' or 'off'
+#: ('true' and 'false', its earlier values, read as 'auto' and 'off').
 INCREMENTAL_OPTION = "refresh.incremental"
+POLICIES = {"auto": "auto", "strict": "strict", "off": "off", "true": "auto", "false": "off"}
+#: The table option bounding, under 'auto', the share of a source's rows a change may touch
+#: before a full refresh is chosen instead.
+RATIO_OPTION = "refresh.incremental.max-change-ratio"
+DEFAULT_RATIO = 0.3
 #: Steps walked back through one lineage before giving up (a full refresh is then cheaper).
 MAX_STEPS = 10_000
 
@@ -54,23 +73,44 @@ class Kind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Step:
-    """One snapshot of a table, as its lineage records it."""
+    """One snapshot of a table, as its lineage records it (the counts from its summary)."""
 
     snapshot_id: int
     parent_id: int | None
     operation: str
     added_records: int = 0
+    deleted_records: int = 0
+    #: Position and equality delete records the snapshot added (merge-on-read deletes).
+    added_deletes: int = 0
+    total_records: int | None = None
+    schema_id: int | None = None
 
 
 @dataclass(frozen=True)
 class Delta:
-    """What one source appended: the snapshots after `since` up to `until`."""
+    """What one source did in the snapshots after `since` up to `until`: how many snapshots
+    appended or changed rows, the rows they added, and, when some also deleted or rewrote
+    rows (`changed`), the first such snapshot and an estimate of the rows involved."""
 
     source: str
     since: int | None
     until: int
     snapshots: int
     rows: int
+    #: Some snapshot deleted or rewrote rows: the row changes are read, not the appends.
+    changed: bool = False
+    #: Rows removed (copy-on-write rewrites count whole files) and delete records added.
+    deleted: int = 0
+    #: (snapshot id, operation) of the first snapshot that was not an append.
+    first_change: tuple[int, str] | None = None
+    #: The source's rows at `until` (its summary's total-records), when known.
+    total: int | None = None
+
+    @property
+    def touched(self) -> int:
+        """An upper bound of the rows the change involves, as the snapshots' summaries
+        count them."""
+        return self.rows + self.deleted
 
 
 @dataclass(frozen=True)
@@ -89,25 +129,65 @@ class Decision:
     kind: Kind
     reason: str
     deltas: tuple[Delta, ...] = ()
+    #: A FULL decision the table's strict policy turns into a failure: the run fails with
+    #: `reason` instead of recomputing.
+    refused: bool = False
 
 
 def full(reason: str) -> Decision:
     return Decision(Kind.FULL, f"full: {reason}")
 
 
-def appended(
+def policy(options: Mapping[str, str] | None) -> str:
+    """The table's incremental policy: 'auto', 'strict' or 'off'."""
+    value = (options or {}).get(INCREMENTAL_OPTION, "auto").strip().lower()
+    return POLICIES.get(value, "auto")
+
+
+def max_change_ratio(options: Mapping[str, str] | None) -> float:
+    """The table's RATIO_OPTION (checked when set: refresh.core.options)."""
+    try:
+        return float((options or {}).get(RATIO_OPTION, DEFAULT_RATIO))
+    except ValueError:
+        return DEFAULT_RATIO
+
+
+def changed_between(
     source: str, lineage: Mapping[int, Step], *, since: int | None, until: int
 ) -> Delta | str:
-    """The appends between `since` (exclusive; None: the table's beginning) and `until`
-    (inclusive), or why that range is not appends only."""
-    snapshots = rows = 0
+    """What the source did between `since` (exclusive; None: the table's beginning) and
+    `until` (inclusive), or why that range cannot be read as row changes."""
+    snapshots = rows = deleted = 0
+    first_change: tuple[int, str] | None = None
+    schemas: set[int] = set()
     current: int | None = until
     for _ in range(MAX_STEPS):
         if current == since:
             if since is not None and since not in lineage:
-                # Iceberg's incremental scan starts from a snapshot the table still has.
+                # Both Iceberg's incremental scan and a read of row changes start from a
+                # snapshot the table still has.
                 return f"snapshot {since} that the last refresh read of source {source} expired"
-            return Delta(source, since, until, snapshots, rows)
+            if since is not None and lineage[since].schema_id is not None:
+                schemas.add(lineage[since].schema_id)
+            if first_change is not None and len(schemas) > 1:
+                # Rows deleted under one schema and inserted under another cannot be told
+                # apart from rows that merely changed their columns.
+                return (
+                    f"source {source}'s schema changed since the snapshot the last refresh "
+                    "read, and it did not only append"
+                )
+            top = lineage.get(until)
+            return Delta(
+                source,
+                since,
+                until,
+                snapshots,
+                rows,
+                changed=first_change is not None,
+                deleted=deleted,
+                first_change=first_change,
+                total=top.total_records if top is not None else None,
+            )
         if current is None:
             return (
                 f"snapshot {since} that the last refresh read of source {source} is no "
@@ -116,11 +196,18 @@ def appended(
         step = lineage.get(current)
         if step is None:
             return f"source {source}'s history is incomplete at snapshot {current}"
+        if step.schema_id is not None:
+            schemas.add(step.schema_id)
         if step.operation == "append":
             snapshots += 1
             rows += step.added_records
-        elif step.operation != "replace":  # a compaction adds no rows
-            return f"source {source} had {_an(step.operation)} in snapshot {step.snapshot_id}"
+        elif step.operation != "replace":  # a compaction changes no rows
+            # A delete, overwrite (UPDATE, MERGE INTO, INSERT OVERWRITE) or anything newer:
+            # read as the rows it removed and added.
+            snapshots += 1
+            rows += step.added_records
+            deleted += step.deleted_records + step.added_deletes
+            first_change = (step.snapshot_id, step.operation or "unknown operation")
         current = step.parent_id
     return f"source {source} has more than {MAX_STEPS:,} snapshots since the last refresh"
 
@@ -146,15 +233,32 @@ def decide(
     force: bool = False,
     full_asked: bool = False,
     options: Mapping[str, str] | None = None,
-    outer_join: bool = False,
+    full_outer_join: bool = False,
+    primary_key: Sequence[str] = (),
+    read_twice: Sequence[str] = (),
+    null_supplied: str = "",
 ) -> Decision:
     """The decision for one run (see the module's rules). `plan` is the continuous mode's
     plan of the query, or why it has none; `own_snapshots` are the table's snapshots this
-    materialized table's own refreshes made after the baseline (other partitions')."""
-    if unknown:
-        return full(f"source {unknown[0]} is not in this catalog, so its changes are unknown")
+    materialized table's own refreshes made after the baseline (other partitions');
+    `primary_key` the table's (a keyed table takes row changes whatever its shape);
+    `read_twice` the sources the query reads more than once (a self-join); `null_supplied`
+    why an outer join's key cannot be followed (null_supplied_key)."""
+    chosen = policy(options)
+
+    def avoidable(reason: str) -> Decision:
+        if chosen == "strict":
+            return Decision(
+                Kind.FULL,
+                f"refused: {reason}, and {INCREMENTAL_OPTION} = 'strict' refuses a full refresh",
+                refused=True,
+            )
+        return full(reason)
+
     if baseline is None:
         return full("no earlier successful refresh of these rows to start from")
+    if unknown:
+        return avoidable(f"source {unknown[0]} is not in this catalog, so its changes are unknown")
     if full_asked:  # asked for by name: it runs, changed sources or not
         return full("a full refresh was asked for")
     changed = {s: id_ for s, id_ in now.items() if baseline.source_snapshots.get(s, -1) != id_}
@@ -162,50 +266,113 @@ def decide(
         return Decision(Kind.NO_DATA, f"no data: no source changed since run {baseline.run_id}")
     if not changed:
         return full("a refresh was asked for although no source changed")
-    if (options or {}).get(INCREMENTAL_OPTION, "true").strip().lower() == "false":
-        return full(f"incremental refreshes are off ({INCREMENTAL_OPTION} = 'false')")
+    if chosen == "off":
+        return full(f"incremental refreshes are off ({INCREMENTAL_OPTION} = 'off')")
     if baseline.definition_version != definition_version:
         return full(
             f"the definition changed (version {baseline.definition_version} to "
             f"{definition_version}) since run {baseline.run_id}"
         )
     if isinstance(plan, str):
-        return full(plan)
-    if outer_join:
-        return full("an outer join's rows can vanish when its other side grows")
-    if partition and plan.mode == "merge":
-        missing = [c for c in partition_columns if c not in plan.key]
+        return avoidable(plan)
+    if full_outer_join:
+        return avoidable(
+            "a FULL OUTER join's rows cannot be found from the rows that changed (LEFT, RIGHT "
+            "and inner joins can)"
+        )
+    if read_twice:
+        return avoidable(
+            f"source {read_twice[0]} is read more than once (a self-join), so its changed "
+            "rows cannot be applied one reference at a time"
+        )
+    if null_supplied:
+        return avoidable(null_supplied)
+    key = tuple(plan.key or primary_key)
+    if partition and (plan.mode == "merge" or key):
+        missing = [c for c in partition_columns if c not in key]
         if missing:
-            return full(
+            return avoidable(
                 f"the partition column {missing[0]} is not in the primary key, so the "
                 "partition's changed rows cannot be found"
             )
     reason = _table_changed(table_lineage, baseline.table_snapshot, table_snapshot, own_snapshots)
     if reason:
-        return full(reason)
+        return avoidable(reason)
     deltas = []
     for source, until in sorted(changed.items()):
         if source not in baseline.source_snapshots:  # not "empty then": unknown then
-            return full(f"source {source} was not read by run {baseline.run_id}")
+            return avoidable(f"source {source} was not read by run {baseline.run_id}")
         since = baseline.source_snapshots[source]
         if until is None:
-            return full(f"source {source} has no snapshot any more")
-        found = appended(source, lineages.get(source, {}), since=since, until=until)
+            return avoidable(f"source {source} has no snapshot any more")
+        found = changed_between(source, lineages.get(source, {}), since=since, until=until)
         if isinstance(found, str):
-            return full(found)
+            return avoidable(found)
+        if found.changed and not key:
+            snapshot, operation = found.first_change or (until, "")
+            return avoidable(
+                f"source {source} had {_an(operation)} in snapshot {snapshot}, and a table "
+                "without a primary key is kept incrementally through appends only (declare "
+                "PRIMARY KEY (...) NOT ENFORCED on the columns that identify a row to refresh "
+                "it incrementally through updates and deletes)"
+            )
         if found.snapshots:
             deltas.append(found)
     if not deltas:
         return Decision(Kind.NO_DATA, "no data: the sources were only compacted")
-    snapshots = sum(d.snapshots for d in deltas)
-    rows = sum(d.rows for d in deltas)
-    detail = ", ".join(f"{d.source} +{d.rows:,} in {d.snapshots}" for d in deltas)
-    return Decision(
-        Kind.INCREMENTAL,
-        f"incremental: {snapshots} source snapshot{'s' if snapshots != 1 else ''} appended "
-        f"{rows:,} row{'s' if rows != 1 else ''} ({detail})",
-        tuple(deltas),
-    )
+    keyed_work = plan.mode == "merge" or any(d.changed for d in deltas)
+    if chosen == "auto" and keyed_work:
+        ratio = max_change_ratio(options)
+        for delta in deltas:
+            if delta.total is not None and delta.touched > ratio * max(delta.total, 1):
+                return full(
+                    f"source {delta.source} changed {delta.touched:,} rows of "
+                    f"{delta.total:,} ({_percent(delta.touched, delta.total)}), more than "
+                    f"{RATIO_OPTION} ({ratio:g}) of it: a full refresh is the cheaper"
+                )
+    return Decision(Kind.INCREMENTAL, incremental_reason(deltas), tuple(deltas))
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "all"
+
+
+def incremental_reason(
+    deltas: Sequence[Delta],
+    counted: Mapping[str, tuple[int, int]] | None = None,
+    keys: int | None = None,
+) -> str:
+    """The reason of an INCREMENTAL run: before it runs, from the snapshots' summaries;
+    after, with the rows it read as deleted and inserted per changed source (`counted`:
+    source -> (deleted, inserted)) and the keys it recomputed."""
+    if not any(d.changed for d in deltas):
+        snapshots = sum(d.snapshots for d in deltas)
+        rows = sum(d.rows for d in deltas)
+        detail = ", ".join(f"{d.source} +{d.rows:,} in {d.snapshots}" for d in deltas)
+        text = (
+            f"incremental: {snapshots} source snapshot{'s' if snapshots != 1 else ''} appended "
+            f"{rows:,} row{'s' if rows != 1 else ''} ({detail})"
+        )
+    else:
+        parts = []
+        for d in deltas:
+            if not d.changed:
+                parts.append(f"{d.source} appended {d.rows:,} rows in {d.snapshots}")
+                continue
+            snapshot, operation = d.first_change or (d.until, "")
+            where = f"in snapshot {snapshot}" + (
+                f" and {d.snapshots - 1} more" if d.snapshots > 1 else ""
+            )
+            if counted and d.source in counted:
+                gone, new = counted[d.source]
+                rows = f"{gone:,} rows deleted, {new:,} inserted"
+            else:
+                rows = f"up to {d.deleted:,} rows deleted, {d.rows:,} inserted"
+            parts.append(f"{d.source} changed by {_an(operation)} {where} ({rows})")
+        text = "incremental: " + "; ".join(parts)
+    if keys is not None:
+        text += f"; {keys:,} key{'s' if keys != 1 else ''} recomputed"
+    return text
 
 
 def _table_changed(
@@ -229,15 +396,64 @@ def _table_changed(
     return "the table has too many snapshots since the last refresh"
 
 
-def has_outer_join(query: str | exp.Query) -> bool:
-    """Whether the query (its text or its parsed form) has a LEFT, RIGHT or FULL join
-    anywhere."""
+def null_supplied_key(query: str | exp.Query, key: Sequence[str]) -> str:
+    """Why a keyed query with LEFT or RIGHT joins cannot find its changed rows from the
+    changed rows of a source ('' when it can): a primary key column taken from a
+    null-supplying side (a LEFT join's right side, a RIGHT join's left), or not qualified
+    with its table. Such a row's key changes with the other side (a row null-extended under
+    one key and matched under another), which the changed rows do not name."""
     from catalog.core.sql import as_query
 
-    return any(
-        (join.side or "").upper() in ("LEFT", "RIGHT", "FULL")
-        for join in as_query(query).find_all(exp.Join)
-    )
+    parsed = as_query(query)
+    for select in parsed.find_all(exp.Select):
+        joins = select.args.get("joins") or []
+        if not any((j.side or "").upper() in ("LEFT", "RIGHT") for j in joins):
+            continue
+        from_ = select.args.get("from")
+        left = [from_.this] if from_ is not None else []
+        supplying: set[str] = set()
+        for join in joins:
+            side = (join.side or "").upper()
+            if side == "LEFT":
+                supplying |= _aliases(join.this)
+            elif side == "RIGHT":
+                for node in left:
+                    supplying |= _aliases(node)
+            left.append(join.this)
+        by_name = {p.alias_or_name: p for p in select.expressions}
+        for column in key:
+            projection = by_name.get(column)
+            if projection is None:
+                return f"the primary key column {column} is not a column of the query"
+            for used in projection.find_all(exp.Column):
+                if not used.table:
+                    return (
+                        f"the primary key column {column} is not qualified with its table "
+                        "in a query with an outer join (write it as alias.column)"
+                    )
+                if used.table in supplying:
+                    return (
+                        f"the primary key column {column} comes from {used.table}, the side "
+                        "of an outer join that supplies nulls, so a row's key changes with "
+                        "the other side"
+                    )
+    return ""
+
+
+def _aliases(node: exp.Expression) -> set[str]:
+    """The names a FROM item answers to (a table's alias or name, a subquery's alias), and
+    those of the tables inside it."""
+    found = {node.alias_or_name} if node.alias_or_name else set()
+    for table in node.find_all(exp.Table):
+        found.add(table.alias_or_name)
+    return found
+
+
+def has_full_outer_join(query: str | exp.Query) -> bool:
+    """Whether the query (its text or its parsed form) has a FULL join anywhere."""
+    from catalog.core.sql import as_query
+
+    return any((join.side or "").upper() == "FULL" for join in as_query(query).find_all(exp.Join))
 
 
 #: How a column of an aggregation is combined with the same column over appended rows.

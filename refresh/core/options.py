@@ -9,8 +9,10 @@ know. Here the "connector" is an Iceberg table written by Spark, so the known op
 - the Iceberg table properties that shape what a refresh writes (`write.*`, the file
   format and its compression, target file sizes...): they are written to the table's
   properties, where Spark's Iceberg writer reads them;
-- `refresh.incremental` ('true' by default, or 'false'): whether a FULL table's refreshes
-  may apply only what its sources appended (refresh.core.incremental);
+- `refresh.incremental` ('auto' by default, 'strict' or 'off'; 'true' and 'false' read as
+  'auto' and 'off') and `refresh.incremental.max-change-ratio` (a share of a source's rows,
+  0.3 by default): how a FULL table's refreshes may apply only what its sources changed
+  (refresh.core.incremental);
 - `refresh.timeout-seconds`: how long one of its batch refreshes may run before its worker
   stops it (`run_time_limit`; never longer than the deployment's limit).
 
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
-from refresh.core.incremental import INCREMENTAL_OPTION
+from refresh.core.incremental import INCREMENTAL_OPTION, POLICIES, RATIO_OPTION
 from refresh.core.partitions import formatter_column
 
 #: Iceberg table properties a user may set on a materialized table (Iceberg's TableProperties
@@ -150,13 +152,27 @@ TIMEOUT_OPTION = "refresh.timeout-seconds"
 
 def _known_table_options() -> str:
     return ", ".join(
-        [DATE_FORMATTER_KEY, INCREMENTAL_OPTION, TIMEOUT_OPTION, *sorted(TABLE_PROPERTIES)]
+        [
+            DATE_FORMATTER_KEY,
+            INCREMENTAL_OPTION,
+            RATIO_OPTION,
+            TIMEOUT_OPTION,
+            *sorted(TABLE_PROPERTIES),
+        ]
     )
 
 
 def _timeout_seconds(value: str) -> int | None:
     seconds = whole_number(value.strip(), digits=9)
     return seconds if seconds else None
+
+
+def _ratio(value: str) -> float | None:
+    try:
+        ratio = float(value.strip())
+    except ValueError:
+        return None
+    return ratio if 0 < ratio <= 1 else None
 
 
 def run_time_limit(options: Mapping[str, str] | None, *, cap: int) -> int | None:
@@ -175,9 +191,17 @@ def check_table_options(options: Mapping[str, str], *, field: str = "options") -
         if not isinstance(key, str) or not isinstance(value, str):
             raise InvalidInput("Options map text keys to text values", field=field)
         if key == INCREMENTAL_OPTION:
-            if value.strip().lower() not in ("true", "false") and value != "":
+            if value.strip().lower() not in POLICIES and value != "":
                 raise InvalidInput(
-                    f"Option {INCREMENTAL_OPTION!r} is 'true' or 'false', not {value[:100]!r}",
+                    f"Option {INCREMENTAL_OPTION!r} is 'auto', 'strict' or 'off', not "
+                    f"{value[:100]!r}",
+                    field=field,
+                )
+        elif key == RATIO_OPTION:
+            if value != "" and _ratio(value) is None:
+                raise InvalidInput(
+                    f"Option {RATIO_OPTION!r} is a share of a source's rows, a number above 0 "
+                    f"and at most 1, not {value[:100]!r}",
                     field=field,
                 )
         elif key == TIMEOUT_OPTION:
@@ -203,7 +227,7 @@ def check_option_keys(keys: Iterable[str], *, field: str = "options") -> tuple[s
     for key in keys:
         if not isinstance(key, str):
             raise InvalidInput("Options are named by text", field=field)
-        if key not in (INCREMENTAL_OPTION, TIMEOUT_OPTION):  # both take no empty value
+        if key not in (INCREMENTAL_OPTION, RATIO_OPTION, TIMEOUT_OPTION):  # no empty value
             check_table_options({key: ""}, field=field)
         checked.append(key)
     return tuple(checked)

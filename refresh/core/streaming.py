@@ -79,7 +79,12 @@ def plan_stream(
         raise _refuse("ORDER BY has no meaning for a table kept up to date row by row")
     if parsed.args.get("limit") or parsed.find(exp.Limit):
         raise _refuse("LIMIT cannot be kept as rows arrive")
-    if parsed.find(exp.Distinct):
+    # count(DISTINCT x) is an aggregate of its group, recomputed with it; SELECT DISTINCT
+    # is not (a row's duplicates in other batches are unknown).
+    if any(
+        not isinstance(d.parent, exp.AggFunc) and not isinstance(d.parent, exp.Count)
+        for d in parsed.find_all(exp.Distinct)
+    ):
         raise _refuse("DISTINCT is not supported; GROUP BY the columns instead")
     if isinstance(parsed, exp.Union) and parsed.args.get("distinct"):
         raise _refuse("UNION removes duplicates across streams; use UNION ALL")
@@ -254,4 +259,37 @@ def having_dropped(query: str | exp.Query) -> exp.Query:
     parsed = as_query(query, copy=True)
     for select in parsed.find_all(exp.Select):
         select.set("having", None)
+    return parsed
+
+
+def inner_toward(
+    query: str | exp.Query, source: Sequence[str], *, namespace: Sequence[str], catalog: str
+) -> exp.Query:
+    """`query` (a parsed one is left as it is) with every outer join for which `source` is on
+    the null-supplying side made an inner join: the query over `source`'s changed rows
+    (the other sources whole) then gives the rows those changed rows match, whose keys are
+    touched, rather than every row of the other side null-extended (all keys). A LEFT join
+    supplies nulls for its right side, a RIGHT join for everything on its left; a row of the
+    preserved side that changed keeps its outer join, so its own key is found even when it
+    matches nothing."""
+    parsed = as_query(query, copy=True)
+    wanted = tuple(source)
+
+    def holds(node: exp.Expression | None) -> bool:
+        if node is None:
+            return False
+        tables = [node] if isinstance(node, exp.Table) else real_tables(node)
+        return any(table_name(t, namespace, catalog) == wanted for t in tables)
+
+    for select in parsed.find_all(exp.Select):
+        from_ = select.args.get("from")
+        left: list[exp.Expression] = [from_.this] if from_ is not None else []
+        for join in select.args.get("joins") or []:
+            side = (join.side or "").upper()
+            if (side == "LEFT" and holds(join.this)) or (
+                side == "RIGHT" and any(holds(node) for node in left)
+            ):
+                join.set("side", None)
+                join.set("kind", None)
+            left.append(join.this)
     return parsed

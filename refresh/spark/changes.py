@@ -29,18 +29,20 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from refresh.core import expectations as ex
 from refresh.core.expectations import Expectation
 from refresh.core.incremental import combinable
-from refresh.core.streaming import StreamPlan, having_dropped, rewrite_sources
+from refresh.core.streaming import StreamPlan, having_dropped, inner_toward, rewrite_sources
 from refresh.spark import sandbox
 from refresh.spark.batch import expected, full_refresh, partition_condition, quote
 from refresh.spark.commits import run_sql, with_properties
 from refresh.spark.errors import is_commit_conflict
+from refresh.spark.source_changes import row_changes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -106,26 +108,36 @@ def merge_changes(
     whole: Mapping[Source, str],
     namespace: Sequence[str],
     catalog: str,
+    deleted: Mapping[Source, str] | None = None,
+    old: Mapping[Source, str] | None = None,
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
     properties: Mapping[str, str] | None = None,
     expectations: Sequence[Expectation] = (),
     violations: dict[str, int] | None = None,
-) -> None:
-    """A merge plan's changes (see the module): `appended` maps each changed source to a
-    view of its new rows; `whole` maps sources to views of them as the refresh reads them
-    (pinned snapshots), and a source not in it is read as it is now. `properties` go into
-    the MERGE's snapshot summary. `expectations` are applied to the touched keys' rows
-    (their violations counted into `violations`; a FAIL UPDATE one raises before the
-    MERGE); a key whose row DROP ROW leaves out is deleted."""
+) -> int:
+    """A merge plan's changes (see the module); returns how many keys were recomputed.
+    `appended` maps each changed source to a view of the rows it inserted, `deleted` to a
+    view of the rows it deleted (as they were); `whole` maps sources to views of them as the
+    refresh reads them (pinned snapshots), `old` to views of them at the snapshots the last
+    refresh read, and a source in neither is read as it is now. Inserted rows find their
+    keys against the other sources as they are now, deleted rows against them as they were:
+    together every key whose rows differ between the two. `properties` go into the MERGE's
+    snapshot summary. `expectations` are applied to the touched keys' rows (their violations
+    counted into `violations`; a FAIL UPDATE one raises before the MERGE); a key whose row
+    DROP ROW leaves out is deleted."""
     key = [quote([k]) for k in plan.key]
     columns = ", ".join(key)
-    trusted = [*appended.values(), *whole.values()]
+    deleted = deleted or {}
+    trusted = [*appended.values(), *deleted.values(), *whole.values(), *(old or {}).values()]
     touched = []
     keyed = having_dropped(query)
-    for source, view in appended.items():
+    sides = [(source, view, whole) for source, view in appended.items()]
+    sides += [(source, view, {**whole, **(old or {})}) for source, view in deleted.items()]
+    for source, view, others in sides:
+        toward = inner_toward(keyed, source, namespace=namespace, catalog=catalog)
         partial = rewrite_sources(
-            keyed, {**whole, source: view}, namespace=namespace, catalog=catalog
+            toward, {**others, source: view}, namespace=namespace, catalog=catalog
         )
         touched.append(
             sandbox.query(
@@ -138,6 +150,7 @@ def merge_changes(
     keys_frame = _partition_filter(
         functools.reduce(lambda left, right: left.union(right), touched).distinct(), partition
     ).cache()
+    count = keys_frame.count()
     keys = _temp(keys_frame, "keys")
     match = " AND ".join(f"q.{k} <=> k.{k}" for k in key)
     now = rewrite_sources(query, dict(whole), namespace=namespace, catalog=catalog)
@@ -149,6 +162,7 @@ def merge_changes(
         catalog=catalog,
         trusted_views=[*trusted, keys],
     )
+    rows = _narrowed(rows, keys_frame, plan.key, count)
     if not expectations:
         rows = rows.cache()  # `expected` keeps the rows itself
     try:
@@ -171,6 +185,33 @@ def merge_changes(
     finally:
         rows.unpersist()
         keys_frame.unpersist()
+    return count
+
+
+#: Up to this many touched keys, their values are also given to the recompute as literal
+#: IN lists, which Spark pushes through projections, aggregations and joins down to the
+#: sources' scans, where Iceberg skips the data files whose column statistics hold none of
+#: them (a semi-join with the keys' view prunes nothing at planning time).
+PUSHED_KEYS = 20_000
+
+
+def _narrowed(rows: DataFrame, keys: DataFrame, key: Sequence[str], count: int) -> DataFrame:
+    """`rows` filtered by each key column's touched values (a superset of the touched keys:
+    the semi-join stays exact), when there are few enough of them; else `rows`."""
+    from pyspark.sql import functions as F
+
+    if not count or count > PUSHED_KEYS:
+        return rows if count else rows.limit(0)
+    found = keys.collect()
+    condition = None
+    for index, column in enumerate(key):
+        values = {row[index] for row in found}
+        present = [v for v in values if v is not None]
+        test = F.col(quote([column])).isin(present) if present else F.lit(False)
+        if None in values:
+            test = test | F.col(quote([column])).isNull()
+        condition = test if condition is None else condition & test
+    return rows.where(condition) if condition is not None else rows
 
 
 def merge_combined(
@@ -263,9 +304,9 @@ def _with_gone(rows: DataFrame, keys: DataFrame, key: Sequence[str]) -> DataFram
         [keys[quote([k])].eqNullSafe(rows[quote([k])]) for k in key],
     )
     gone = keys.join(rows, condition, "left_anti")
-    for field in rows.schema.fields:
-        if field.name not in key:
-            gone = gone.withColumn(field.name, F.lit(None).cast(field.dataType))
+    for column in rows.schema.fields:
+        if column.name not in key:
+            gone = gone.withColumn(column.name, F.lit(None).cast(column.dataType))
     gone = gone.select(*[F.col(quote([c])) for c in rows.columns]).withColumn(GONE, F.lit(True))
     return present.unionByName(gone)
 
@@ -349,6 +390,15 @@ def pinned_reads(
             session.catalog.dropTempView(view)
 
 
+@dataclass(frozen=True)
+class Applied:
+    """What an incremental refresh did, for its reason: per source that deleted rows,
+    (rows deleted, rows inserted) as read; the keys recomputed (None: no keyed merge)."""
+
+    counted: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    keys: int | None = None
+
+
 def incremental_refresh(
     session: SparkSession,
     *,
@@ -359,87 +409,123 @@ def incremental_refresh(
     namespace: Sequence[str],
     deltas: Mapping[Source, tuple[int | None, int]],
     pins: Mapping[Source, int | None],
+    changed: Collection[Source] = (),
     partition: Mapping[str, str] | None = None,
     merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
     timings: dict[str, float] | None = None,
     properties: Mapping[str, str] | None = None,
     expectations: Sequence[Expectation] = (),
     violations: dict[str, int] | None = None,
-) -> None:
-    """A FULL table's incremental refresh: each source in `deltas` appended the snapshots
-    after `since` up to `until` (Iceberg's incremental append scan reads their rows); every
-    source is read at its snapshot in `pins`, the ones the run records, so the table ends
-    exactly as the query over those snapshots (or its partition `partition` does), its
-    `expectations` applied to the rows the plan computes (see the module; violations
-    counted into `violations`). Its commit's snapshot summary gets `properties` (the
-    refresh state)."""
+) -> Applied:
+    """A FULL table's incremental refresh: each source in `deltas` changed in the snapshots
+    after `since` up to `until`: by appends only (Iceberg's incremental append scan reads
+    their rows), or, for the sources in `changed`, also by deletes and rewrites (their rows
+    deleted and inserted are read: refresh.spark.source_changes), which only a keyed plan
+    (`plan.key`: the table's primary key) can apply. Every source is read at its snapshot in
+    `pins`, the ones the run records, so the table ends exactly as the query over those
+    snapshots (or its partition `partition` does), its `expectations` applied to the rows
+    the plan computes (see the module; violations counted into `violations`). Its commit's
+    snapshot summary gets `properties` (the refresh state)."""
+    rewrites = [source for source in deltas if source in changed]
+    if rewrites and not plan.key:
+        raise ValueError("Deleted rows can only be applied to a table with a primary key")
+    keyed = plan.mode == "merge" or bool(rewrites)
     # A combined merge adds to the table's values without computing a key's row, which an
     # expectation checks: with expectations, the touched keys are recomputed.
     combine = combinable(query, plan.key) if plan.mode == "merge" and not expectations else None
     # Only a recompute reads the sources whole; each pinned read loads its table.
-    recompute = plan.mode == "merge" and not (combine and len(deltas) == len(pins) == 1)
+    recompute = keyed and not (combine and not rewrites and len(deltas) == len(pins) == 1)
     whole = pin_sources(session, pins=pins, catalog=catalog) if recompute else {}
+    # The other sources as the last refresh read them, for the keys deleted rows touch.
+    old_pins = {s: (deltas[s][0] if s in deltas else pins.get(s)) for s in pins}
+    old = (
+        pin_sources(session, pins={s: old_pins[s] for s in deltas}, catalog=catalog)
+        if rewrites and len(pins) > 1
+        else {}
+    )
     appended = {}
+    deleted = {}
     scratch: list[str] = []
-    for source, (since, until) in deltas.items():
-        reader = session.read
-        if since is None:  # the source was empty then: all it holds was appended
-            reader = reader.option("snapshot-id", str(until))
-        else:
-            reader = reader.option("start-snapshot-id", str(since)).option(
-                "end-snapshot-id", str(until)
-            )
-        appended[source] = _temp(reader.table(quote((catalog, *source))), "appended")
-    _mark(timings, "read")
-    try:
-        if plan.mode == "merge" and not recompute:
-            [(source, view)] = appended.items()
-            merge_combined(
-                session,
-                query=query,
-                target=target,
-                kinds=combine,
-                appended={source: view},
-                namespace=namespace,
-                catalog=catalog,
-                partition=partition,
-                merge_turn=merge_turn,
-                timings=timings,
-                properties=properties,
-            )
-        elif plan.mode == "append":
-            rows = appended_rows(
-                session,
-                query=ex.flagged_query(text_of(query), expectations) if expectations else query,
-                appended=appended,
-                sources=plan.streams,
-                whole=whole,
-                namespace=namespace,
-                catalog=catalog,
-                scratch=scratch,
-            )
-            _mark(timings, "checked")
-            with expected(_partition_filter(rows, partition), expectations, violations) as kept:
-                append(kept, target=target, properties=properties or {})
-        else:
-            merge_changes(
-                session,
-                plan=plan,
-                query=query,
-                target=target,
-                appended=appended,
-                whole=whole,
-                namespace=namespace,
-                catalog=catalog,
-                partition=partition,
-                merge_turn=merge_turn,
-                properties=properties,
-                expectations=expectations,
-                violations=violations,
-            )
-        _mark(timings, "written")
-    finally:
-        for view in [*whole.values(), *appended.values(), *scratch]:
-            session.catalog.dropTempView(view)
-        if timings is not None:
-            timings.pop("_at", None)
+    applied = Applied()
+    with ExitStack() as reads:
+        counted = {}
+        for source, (since, until) in deltas.items():
+            if source in changed:
+                found = reads.enter_context(
+                    row_changes(session, table=(catalog, *source), since=since, until=until)
+                )
+                appended[source] = _temp(found.inserted, "inserted")
+                deleted[source] = _temp(found.deleted, "deleted")
+                counted[".".join(source)] = (found.deleted.count(), found.inserted.count())
+                continue
+            reader = session.read
+            if since is None:  # the source was empty then: all it holds was appended
+                reader = reader.option("snapshot-id", str(until))
+            else:
+                reader = reader.option("start-snapshot-id", str(since)).option(
+                    "end-snapshot-id", str(until)
+                )
+            appended[source] = _temp(reader.table(quote((catalog, *source))), "appended")
+        _mark(timings, "read")
+        try:
+            if keyed and not recompute:
+                [(source, view)] = appended.items()
+                merge_combined(
+                    session,
+                    query=query,
+                    target=target,
+                    kinds=combine,
+                    appended={source: view},
+                    namespace=namespace,
+                    catalog=catalog,
+                    partition=partition,
+                    merge_turn=merge_turn,
+                    timings=timings,
+                    properties=properties,
+                )
+            elif not keyed:
+                rows = appended_rows(
+                    session,
+                    query=ex.flagged_query(text_of(query), expectations) if expectations else query,
+                    appended=appended,
+                    sources=plan.streams,
+                    whole=whole,
+                    namespace=namespace,
+                    catalog=catalog,
+                    scratch=scratch,
+                )
+                _mark(timings, "checked")
+                with expected(_partition_filter(rows, partition), expectations, violations) as kept:
+                    append(kept, target=target, properties=properties or {})
+            else:
+                keys = merge_changes(
+                    session,
+                    plan=plan,
+                    query=query,
+                    target=target,
+                    appended=appended,
+                    deleted=deleted,
+                    whole=whole,
+                    old=old,
+                    namespace=namespace,
+                    catalog=catalog,
+                    partition=partition,
+                    merge_turn=merge_turn,
+                    properties=properties,
+                    expectations=expectations,
+                    violations=violations,
+                )
+                applied = Applied(counted=counted, keys=keys)
+            _mark(timings, "written")
+        finally:
+            for view in [
+                *whole.values(),
+                *old.values(),
+                *appended.values(),
+                *deleted.values(),
+                *scratch,
+            ]:
+                session.catalog.dropTempView(view)
+            if timings is not None:
+                timings.pop("_at", None)
+    return applied

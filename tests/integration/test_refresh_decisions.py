@@ -33,9 +33,9 @@ DAILY = {
 }
 
 
-def commit(name: str, operation: str, rows: int = 0) -> int:
+def commit(name: str, operation: str, rows: int = 0, summary: dict | None = None) -> int:
     """A snapshot of `sales.<name>` on top of its current one."""
-    return commit_snapshot("sales", name, operation, rows)
+    return commit_snapshot("sales", name, operation, rows, summary=summary)
 
 
 @pytest.fixture
@@ -94,11 +94,30 @@ def test_appends_since_the_last_refresh_are_incremental_and_say_how_many_rows(mt
     assert plan is not None and plan.mode == "merge" and plan.key == ("ds",)
 
 
-def test_a_delete_in_a_source_or_a_write_to_the_table_means_full_with_the_reason(mt):
+def test_a_delete_in_a_source_is_incremental_by_key_unless_it_is_too_large_or_strict_fails(mt):
     refreshed(mt)
-    commit("orders", "append", 7)
-    deleted = commit("orders", "delete")
-    assert decided(mt)[0].reason == f"full: source sales.orders had a delete in snapshot {deleted}"
+    commit("orders", "append", 7, summary={"total-records": "1000"})
+    deleted = commit(
+        "orders", "delete", summary={"added-position-deletes": "1", "total-records": "999"}
+    )
+    decision, _ = decided(mt)
+    assert decision.kind == "INCREMENTAL"
+    assert decision.reason == (
+        f"incremental: sales.orders changed by a delete in snapshot {deleted} and 1 more "
+        "(up to 1 rows deleted, 7 inserted)"
+    )
+    [delta] = decision.deltas
+    assert delta.changed and delta.total == 999
+    # 8 of 999 rows touched: more than a share of 0.001.
+    mts.set_options(mt, options={"refresh.incremental.max-change-ratio": "0.001"})
+    mt.refresh_from_db()
+    assert decided(mt)[0].reason.startswith("full: source sales.orders changed 8 rows of 999 (1%)")
+    mts.set_options(mt, options={"refresh.incremental": "strict"})
+    mt.refresh_from_db()
+    strict, _ = decided(mt)
+    assert strict.kind == "INCREMENTAL", "strict applies no share"
+    mts.set_options(mt, options={"refresh.incremental": "auto"})
+    mt.refresh_from_db()
 
     refreshed(mt)
     commit("orders", "append", 1)
@@ -115,7 +134,7 @@ def test_a_table_option_and_the_runs_full_flag_turn_incremental_off(mt):
     assert decided(mt, full_asked=True)[0].reason == "full: a full refresh was asked for"
     mts.set_options(mt, options={"refresh.incremental": "false"})
     mt.refresh_from_db()
-    assert "refresh.incremental = 'false'" in decided(mt)[0].reason
+    assert "refresh.incremental = 'off'" in decided(mt)[0].reason
 
 
 def test_a_bad_value_for_the_incremental_option_is_refused_naming_it(mt):

@@ -1,6 +1,7 @@
 """Incremental refreshes are exact, always: random histories of two or three sources
-(appends, deletes, overwrites, compactions) with refreshes and compactions of the table
-itself (table maintenance) in between, for every query shape an incremental refresh
+(appends, DELETE, UPDATE, MERGE INTO, overwrites and compactions; `orders` written
+merge-on-read, `returns` and `customers` copy-on-write) with refreshes and compactions of the
+table itself (table maintenance) in between, for every query shape an incremental refresh
 maintains; after each refresh the table (or the partition refreshed) holds exactly what the
 query gives over the sources.
 
@@ -9,8 +10,10 @@ lineage Spark reads from the tables' `snapshots` metadata instead of the catalog
 and applies the decision with the worker's code: refresh.spark.changes.incremental_refresh
 for INCREMENTAL, refresh.spark.changes.recompute (a full refresh at pinned snapshots) for
 FULL. The test also knows what the decision must be from the operations since the refresh
-it starts from (appends only: INCREMENTAL; a delete or an overwrite: FULL; nothing or
-compactions only: NO_DATA), so a refresh that silently falls back to FULL fails it too.
+it starts from (appends only: INCREMENTAL; a delete, update, merge or overwrite: INCREMENTAL
+for a table with a primary key, FULL without one; nothing or compactions only: NO_DATA), so a
+refresh that silently falls back to FULL fails it too (the tables are small, so the policy is
+'strict', where no change is too large to apply, and a FULL it refuses counts as FULL).
 Each shape has a fixed seed: CI runs the same histories every time, different per shape,
 and a typical one besides.
 
@@ -21,6 +24,7 @@ travel, equals the table at that snapshot), racing refreshes' snapshots included
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import zlib
@@ -33,7 +37,14 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from refresh.core.definition import MERGE_ON_READ
-from refresh.core.incremental import Baseline, Kind, Step, decide
+from refresh.core.incremental import (
+    Baseline,
+    Kind,
+    Step,
+    decide,
+    has_full_outer_join,
+    null_supplied_key,
+)
 from refresh.core.refresh_state import partition_entry, read, read_partition, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream
 from refresh.spark import changes, verify
@@ -48,6 +59,8 @@ SOURCES = {
     "returns": "id BIGINT, customer BIGINT, amount BIGINT, ds STRING",
     "customers": "customer BIGINT, region STRING",
 }
+#: How each source's DELETE, UPDATE and MERGE write: position deletes, or rewritten files.
+MERGE_ON_READ_SOURCES = {"orders"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,41 @@ SHAPES = [
         key=("region",),
     ),
     Shape(
+        "filter with a primary key (deletes are applied by key)",
+        "SELECT id, customer, amount, ds FROM orders WHERE amount > 40",
+        key=("id",),
+    ),
+    Shape(
+        "union all with a primary key",
+        "SELECT id, amount, 'order' AS kind FROM orders "
+        "UNION ALL SELECT id, -amount AS amount, 'return' AS kind FROM returns",
+        key=("id", "kind"),
+    ),
+    Shape(
+        "count distinct and average",
+        "SELECT customer, count(DISTINCT amount) AS amounts, avg(amount) AS mean, "
+        "count(*) AS n FROM orders GROUP BY customer",
+        key=("customer",),
+    ),
+    Shape(
+        "left join (rows keep their key when the other side leaves)",
+        "SELECT o.id, o.amount, c.region FROM orders o "
+        "LEFT JOIN customers c ON o.customer = c.customer",
+        key=("id",),
+    ),
+    Shape(
+        "right join",
+        "SELECT o.id, o.amount, c.region FROM customers c "
+        "RIGHT JOIN orders o ON o.customer = c.customer",
+        key=("id",),
+    ),
+    Shape(
+        "aggregation over a left join by the preserved side",
+        "SELECT o.customer, count(*) AS n, max(c.region) AS region, sum(o.amount) AS total "
+        "FROM orders o LEFT JOIN customers c ON o.customer = c.customer GROUP BY o.customer",
+        key=("customer",),
+    ),
+    Shape(
         "having (groups leave)",
         "SELECT customer, count(*) AS n FROM orders GROUP BY customer HAVING count(*) < 3",
         key=("customer",),
@@ -122,7 +170,17 @@ OPERATIONS = {
     "delete": st.tuples(
         st.just("delete"), st.sampled_from(["orders", "returns"]), st.integers(0, 2)
     ),
-    "overwrite": st.tuples(st.just("overwrite"), st.just("orders"), st.integers(0, 2)),
+    "overwrite": st.tuples(
+        st.just("overwrite"), st.sampled_from(["orders", "returns"]), st.integers(0, 2)
+    ),
+    "update": st.tuples(
+        st.just("update"), st.sampled_from(["orders", "returns"]), st.integers(0, 2)
+    ),
+    "merge": st.tuples(st.just("merge"), st.sampled_from(["orders", "returns"]), rows),
+    # A dimension's row changes or leaves (customers has no DELETE above).
+    "dimension change": st.tuples(
+        st.just("dimension change"), st.just("customers"), st.integers(1, 5)
+    ),
     "compact": st.tuples(st.just("compact"), st.just("orders"), st.none()),
     # Table maintenance compacts the materialized table itself between its refreshes.
     "maintenance": st.tuples(st.just("compact"), st.just("mt"), st.none()),
@@ -135,11 +193,12 @@ OPERATIONS = {
 #: Appends and refreshes most of the time, as a table's life is; the rest now and then.
 operation = st.sampled_from(
     ["append"] * 4
-    + ["refresh"] * 3
+    + ["refresh"] * 4
     + ["dimension"] * 2
-    + ["delete", "overwrite", "compact", "maintenance", "racing refresh"]
+    + ["delete", "overwrite", "update", "merge", "merge", "dimension change"]
+    + ["compact", "maintenance", "racing refresh"]
 ).flatmap(OPERATIONS.__getitem__)
-histories = st.lists(operation, min_size=4, max_size=10)
+histories = st.lists(operation, min_size=4, max_size=12)
 #: Every shape also runs this history: appends over several refreshes (whole and partition),
 #: a late dimension row, then a delete.
 TYPICAL = [
@@ -156,6 +215,12 @@ TYPICAL = [
     ("append", "orders", [(4, 33, DAYS[1])]),
     ("refresh", None, None),
     ("delete", "orders", 0),
+    ("refresh", None, None),
+    ("merge", "orders", [(2, 8, DAYS[0]), (3, 61, DAYS[1])]),
+    ("dimension change", "customers", 3),
+    ("refresh", None, DAYS[1]),
+    ("update", "returns", 2),
+    ("overwrite", "orders", 1),
     ("refresh", None, None),
 ]
 
@@ -201,6 +266,7 @@ class History:
         self._apply(kind, source, argument)
         if self.current(source) != before:
             effect = {"append": "append", "dimension": "append", "compact": "compact"}
+            # A MERGE that only inserted is an overwrite snapshot still: a change.
             self.ops.append((source, effect.get(kind, "change")))
 
     def _apply(self, kind: str, source: str, argument: object) -> None:
@@ -226,6 +292,42 @@ class History:
                 f"INSERT OVERWRITE {self.name(source)} SELECT id, customer, amount + 1, ds "
                 f"FROM {self.name(source)} WHERE amount % 3 <> {argument}"
             )
+        elif kind == "update":
+            if spark.table(self.name(source)).where(f"amount % 3 = {argument}").isEmpty():
+                return
+            spark.sql(
+                f"UPDATE {self.name(source)} SET amount = amount + 7, customer = "
+                f"customer % 4 + 1 WHERE amount % 3 = {argument}"
+            )
+        elif kind == "merge":
+            # The rows' customers pick existing rows to update (by id) and new ones to insert.
+            known = sorted(r[0] for r in spark.table(self.name(source)).select("id").collect())
+            ids: list[int] = []
+            for customer, _, _ in argument:  # type: ignore[union-attr]
+                pick = known[customer % len(known)] if known and customer % 2 else None
+                ids.append(pick if pick is not None and pick not in ids else next(self.next_id))
+            values = ", ".join(
+                f"({i}, {customer}, {amount}, '{day}')"
+                for i, (customer, amount, day) in zip(ids, argument, strict=True)  # type: ignore[arg-type]
+            )
+            spark.sql(
+                f"MERGE INTO {self.name(source)} t USING (SELECT * FROM VALUES {values} "
+                "AS s(id, customer, amount, ds)) s ON t.id = s.id "
+                "WHEN MATCHED AND s.amount % 5 = 0 THEN DELETE "
+                "WHEN MATCHED THEN UPDATE SET t.amount = s.amount, t.customer = s.customer "
+                "WHEN NOT MATCHED THEN INSERT *"
+            )
+        elif kind == "dimension change":
+            known = {r[0] for r in spark.table(self.name("customers")).collect()}
+            if argument not in known:
+                return
+            if argument % 2:  # type: ignore[operator]
+                spark.sql(f"DELETE FROM {self.name('customers')} WHERE customer = {argument}")
+            else:
+                spark.sql(
+                    f"UPDATE {self.name('customers')} SET region = concat(region, '+') "
+                    f"WHERE customer = {argument}"
+                )
         elif kind == "compact":
             spark.sql(
                 f"CALL {CATALOG}.system.rewrite_data_files(table => '{self.namespace}.{source}', "
@@ -240,12 +342,23 @@ class History:
 
     def lineage(self, table: str) -> dict[int, Step]:
         steps = self.spark.sql(
-            f"SELECT snapshot_id, parent_id, operation, summary['added-records'] AS added "
-            f"FROM {self.name(table)}.snapshots"
+            f"SELECT snapshot_id, parent_id, operation, summary FROM {self.name(table)}.snapshots"
         ).collect()
+
+        def count(summary: dict, *names: str) -> int:
+            return sum(int(summary.get(name) or 0) for name in names)
+
         return {
             r["snapshot_id"]: Step(
-                r["snapshot_id"], r["parent_id"], r["operation"], int(r["added"] or 0)
+                r["snapshot_id"],
+                r["parent_id"],
+                r["operation"],
+                added_records=count(r["summary"], "added-records"),
+                deleted_records=count(r["summary"], "deleted-records"),
+                added_deletes=count(
+                    r["summary"], "added-position-deletes", "added-equality-deletes"
+                ),
+                total_records=count(r["summary"], "total-records"),
             )
             for r in steps
         }
@@ -273,9 +386,16 @@ class History:
             definition_version=1,
             partition=partition,
             partition_columns=list(partition or {}),
+            options={"refresh.incremental": "strict"},
+            full_outer_join=has_full_outer_join(self.shape.query),
+            primary_key=self.shape.key,
+            null_supplied=null_supplied_key(self.shape.query, self.shape.key),
         )
         if self.strict:
-            assert decision.kind is self._expected(baseline_index), (decision, self.ops)
+            assert decision.kind is self._expected(baseline_index, partition), (
+                decision,
+                self.ops,
+            )
         self.kinds[decision.kind] += 1
         at = len(self.ops)
         if racing:  # committed after the run read its sources' snapshots
@@ -290,14 +410,18 @@ class History:
             return
         if decision.kind is Kind.INCREMENTAL:
             by_name = {".".join(s): s for s in self._sources()}
+            plan = self.plan
+            if not plan.key and self.shape.key:  # as refresh.runner keys an append plan
+                plan = dataclasses.replace(plan, key=self.shape.key)
             changes.incremental_refresh(
                 self.spark,
-                plan=self.plan,
+                plan=plan,
                 query=self.shape.query,
                 target=target,
                 catalog=CATALOG,
                 namespace=[self.namespace],
                 deltas={by_name[d.source]: (d.since, d.until) for d in decision.deltas},
+                changed=[by_name[d.source] for d in decision.deltas if d.changed],
                 pins={source: now[name] for name, source in by_name.items()},
                 partition=partition,
                 properties=state,
@@ -359,7 +483,7 @@ class History:
             own.append(run.table_snapshot)
         return None, own
 
-    def _expected(self, baseline_index: int | None) -> Kind:
+    def _expected(self, baseline_index: int | None, partition: dict[str, str] | None) -> Kind:
         if baseline_index is None:
             return Kind.FULL
         read = {source[-1] for source in (*self.plan.streams, *self.plan.static)}
@@ -367,7 +491,10 @@ class History:
             effect for source, effect in self.ops[self.runs[baseline_index].at :] if source in read
         ]
         if "change" in since:
-            return Kind.FULL
+            # A deleted row names a row of the table only by its primary key, and a
+            # partition's rows only when the key holds the partition's column.
+            keyed = bool(self.shape.key) and all(c in self.shape.key for c in partition or {})
+            return Kind.INCREMENTAL if keyed else Kind.FULL
         return Kind.INCREMENTAL if "append" in since else Kind.NO_DATA
 
     def _check(self, partition: dict[str, str] | None) -> None:
@@ -397,9 +524,12 @@ def _start(session: SparkSession, shape: Shape) -> History:
     namespace = f"inc{next(_namespaces)}"
     session.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{namespace}")
     session.sql(f"USE {CATALOG}.{namespace}")
-    for table, columns in SOURCES.items():
-        session.sql(f"CREATE TABLE {CATALOG}.{namespace}.{table} ({columns}) USING iceberg")
     properties = ", ".join(f"'{k}' = '{v}'" for k, v in MERGE_ON_READ.items())
+    for table, columns in SOURCES.items():
+        written = f" TBLPROPERTIES ({properties})" if table in MERGE_ON_READ_SOURCES else ""
+        session.sql(
+            f"CREATE TABLE {CATALOG}.{namespace}.{table} ({columns}) USING iceberg{written}"
+        )
     partitioned = (
         f" PARTITIONED BY ({', '.join(shape.partitioned_by)})" if shape.partitioned_by else ""
     )

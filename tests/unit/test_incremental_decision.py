@@ -7,9 +7,11 @@ from refresh.core.incremental import (
     Baseline,
     Kind,
     Step,
-    appended,
+    changed_between,
     decide,
-    has_outer_join,
+    has_full_outer_join,
+    incremental_reason,
+    null_supplied_key,
 )
 from refresh.core.streaming import StreamPlan
 
@@ -61,11 +63,97 @@ def test_a_source_changed_only_by_compaction_is_no_data():
     assert "only compacted" in made.reason
 
 
-def test_a_delete_in_a_source_means_full_naming_the_source_and_the_snapshot():
+def test_a_delete_in_a_source_of_a_table_without_a_key_is_full_saying_a_key_would_help():
     orders = {**ORDERS, 4: Step(4, 3, "delete", 0), 5: Step(5, 4, "append", 2)}
     made = decision(now={"s.orders": 5}, lineages={"s.orders": orders})
     assert made.kind is Kind.FULL
-    assert made.reason == "full: source s.orders had a delete in snapshot 4"
+    assert made.reason.startswith("full: source s.orders had a delete in snapshot 4")
+    assert "PRIMARY KEY (...) NOT ENFORCED" in made.reason
+
+
+def test_deletes_updates_and_merges_of_a_keyed_table_are_incremental_and_say_so():
+    # 100 rows; snapshot 4 a merge-on-read UPDATE (3 position deletes, 3 rows added),
+    # snapshot 5 an append.
+    orders = {
+        1: Step(1, None, "append", 100, total_records=100),
+        4: Step(4, 1, "overwrite", 3, added_deletes=3, total_records=100),
+        5: Step(5, 4, "append", 2, total_records=102),
+    }
+    for plan, key in ((APPEND, ("id",)), (MERGE, ())):
+        made = decision(
+            now={"s.orders": 5}, lineages={"s.orders": orders}, plan=plan, primary_key=key
+        )
+        assert made.kind is Kind.INCREMENTAL, made
+        [delta] = made.deltas
+        assert (delta.since, delta.until, delta.changed, delta.first_change) == (
+            1,
+            5,
+            True,
+            (4, "overwrite"),
+        )
+        assert made.reason == (
+            "incremental: s.orders changed by an overwrite in snapshot 4 and 1 more "
+            "(up to 3 rows deleted, 5 inserted)"
+        )
+    # After the run, the reason gives the rows it read and the keys it recomputed.
+    assert incremental_reason(made.deltas, {"s.orders": (3, 5)}, 4) == (
+        "incremental: s.orders changed by an overwrite in snapshot 4 and 1 more "
+        "(3 rows deleted, 5 inserted); 4 keys recomputed"
+    )
+
+
+def test_a_change_larger_than_the_ratio_is_full_under_auto_and_incremental_under_strict():
+    orders = {
+        1: Step(1, None, "append", 10, total_records=10),
+        4: Step(4, 1, "overwrite", 10, deleted_records=10, total_records=10),  # rewritten
+    }
+    changed = dict(now={"s.orders": 4}, lineages={"s.orders": orders}, plan=MERGE)
+    made = decision(**changed)
+    assert made.kind is Kind.FULL
+    assert made.reason == (
+        "full: source s.orders changed 20 rows of 10 (200%), more than "
+        "refresh.incremental.max-change-ratio (0.3) of it: a full refresh is the cheaper"
+    )
+    assert decision(**changed, options={"refresh.incremental": "strict"}).kind is Kind.INCREMENTAL
+    small = {
+        1: Step(1, None, "append", 1000, total_records=1000),
+        4: Step(4, 1, "overwrite", 1, added_deletes=1, total_records=1000),
+    }
+    small_change = dict(now={"s.orders": 4}, lineages={"s.orders": small}, plan=MERGE)
+    assert decision(**small_change).kind is Kind.INCREMENTAL
+    assert (
+        decision(**small_change, options={"refresh.incremental.max-change-ratio": "0.001"}).kind
+        is Kind.FULL
+    )
+
+
+def test_strict_refuses_an_avoidable_full_refresh_but_not_the_first_or_an_asked_one():
+    strict = {"refresh.incremental": "strict"}
+    orders = {**ORDERS, 4: Step(4, 3, "delete", 0)}
+    refused = decision(now={"s.orders": 4}, lineages={"s.orders": orders}, options=strict)
+    assert refused.refused and refused.kind is Kind.FULL
+    assert refused.reason.startswith("refused: source s.orders had a delete in snapshot 4")
+    assert "refresh.incremental = 'strict' refuses a full refresh" in refused.reason
+    assert not decision(baseline=None, options=strict).refused
+    assert not decision(full_asked=True, options=strict).refused
+    assert not decision(definition_version=2, options=strict).refused
+    assert decision(plan="the query cannot be kept incrementally: LIMIT", options=strict).refused
+    assert decision(options={"refresh.incremental": "off"}).reason == (
+        "full: incremental refreshes are off (refresh.incremental = 'off')"
+    )
+
+
+def test_a_schema_change_with_row_changes_is_full_but_appends_across_one_are_not():
+    orders = {
+        1: Step(1, None, "append", 10, schema_id=0),
+        2: Step(2, 1, "append", 1, schema_id=1),
+        3: Step(3, 2, "delete", 0, added_deletes=1, schema_id=1),
+    }
+    appends = decision(now={"s.orders": 2}, lineages={"s.orders": orders}, primary_key=("id",))
+    assert appends.kind is Kind.INCREMENTAL
+    made = decision(now={"s.orders": 3}, lineages={"s.orders": orders}, primary_key=("id",))
+    assert made.kind is Kind.FULL
+    assert "schema changed" in made.reason
 
 
 def test_an_overwrite_and_a_rollback_and_an_expired_snapshot_mean_full():
@@ -98,20 +186,31 @@ def test_full_asked_option_off_new_definition_first_refresh_and_unknown_sources_
     assert decision(full_asked=True).reason == "full: a full refresh was asked for"
     assert decision(now={"s.orders": 1}, full_asked=True).kind is Kind.FULL, "even unchanged"
     assert (
-        "refresh.incremental = 'false'" in decision(options={"refresh.incremental": "FALSE"}).reason
+        "refresh.incremental = 'off'" in decision(options={"refresh.incremental": "FALSE"}).reason
     )
     assert "definition changed (version 1 to 2)" in decision(definition_version=2).reason
     assert "no earlier successful refresh" in decision(baseline=None).reason
     assert "not in this catalog" in decision(unknown=["other.x.y"]).reason
 
 
-def test_shapes_the_continuous_mode_cannot_keep_and_outer_joins_are_full():
+def test_shapes_it_cannot_keep_full_outer_joins_self_joins_and_null_supplied_keys_are_full():
     made = decision(plan="the query cannot be kept incrementally: LIMIT cannot be kept")
     assert made.reason == "full: the query cannot be kept incrementally: LIMIT cannot be kept"
-    assert "outer join" in decision(plan=MERGE, outer_join=True).reason
-    assert has_outer_join("SELECT * FROM a LEFT JOIN b ON a.k = b.k")
-    assert has_outer_join("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k")
-    assert not has_outer_join("SELECT * FROM a JOIN b ON a.k = b.k")
+    assert "FULL OUTER join" in decision(plan=MERGE, full_outer_join=True).reason
+    assert has_full_outer_join("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k")
+    assert not has_full_outer_join("SELECT * FROM a LEFT JOIN b ON a.k = b.k")
+    assert "read more than once" in decision(plan=MERGE, read_twice=["s.orders"]).reason
+    assert decision(plan=MERGE, null_supplied="the key...").kind is Kind.FULL
+    left = "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.c = c.c"
+    assert null_supplied_key(left, ["id"]) == ""
+    assert "comes from c" in null_supplied_key(left, ["region"])
+    right = "SELECT o.id, c.region FROM orders o RIGHT JOIN customers c ON o.c = c.c"
+    assert "comes from o" in null_supplied_key(right, ["id"])
+    assert null_supplied_key(right, ["region"]) == ""
+    assert "not qualified" in null_supplied_key(
+        "SELECT id FROM orders o LEFT JOIN customers c ON o.c = c.c", ["id"]
+    )
+    assert null_supplied_key("SELECT id FROM orders o JOIN customers c ON o.c = c.c", ["id"]) == ""
 
 
 def test_a_table_written_by_something_else_is_full_but_compactions_and_own_runs_are_not():
@@ -140,7 +239,7 @@ def test_a_partition_of_a_merge_table_is_incremental_only_when_the_key_holds_its
 
 def test_the_walk_is_bounded():
     long = {i: Step(i, i - 1 if i > 1 else None, "append", 1) for i in range(1, 10_050)}
-    assert "more than 10,000 snapshots" in appended("s.t", long, since=1, until=10_049)
+    assert "more than 10,000 snapshots" in changed_between("s.t", long, since=1, until=10_049)
 
 
 def test_aggregations_of_counts_sums_minima_and_maxima_by_the_key_combine():
