@@ -1,6 +1,6 @@
-"""Throttling failed sign-ins at the three doors: the login page, the API's token endpoint
-(both check a user name's password, and count as one) and the engines' OAuth token endpoint
-(a client id's secret).
+"""Throttling failed sign-ins at the three doors: the login page (and the admin site's
+login, `admin_login`), the API's token endpoint (all check a user name's password, and count
+as one) and the engines' OAuth token endpoint (a client id's secret).
 
 The rule is that failures lock out what failed, never bystanders: one engine with a stale
 secret, or one person guessing, behind the same proxy or NAT as everyone else, must not shut
@@ -64,9 +64,11 @@ of rows through the (account, at) and (address, at) indexes."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -217,10 +219,10 @@ def attempt(request: HttpRequest, *, door: str, account: str) -> Attempt:
     tried.refused = max(tried.due, _spray_wait(tried, now))
     if tried.refused:
         logger.info(
-            "Sign-in refused for %ss: %s from %s failed too often",
+            "Sign-in from %s refused unchecked for %ss: %s failed too often",
+            address,
             tried.refused,
             tried.described(),
-            address,
         )
         return tried
     tried.row = FailedLogin.objects.create(
@@ -319,3 +321,30 @@ class ThrottledLoginView(LoginView):
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         failed(self.attempt)
         return super().form_invalid(form)
+
+
+def admin_login(login: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The admin site's own login page (`admin.site.login`) behind the same throttle, as the
+    login page's door: it checks the same passwords, and would otherwise be a door where
+    guesses are free. A refused attempt is a plain 429 that says how long to wait."""
+
+    @functools.wraps(login)
+    def view(request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        if request.method != "POST":
+            return login(request, extra_context)
+        tried = attempt(request, door="page", account=_username(request))
+        if tried.refused:
+            response = HttpResponse(
+                message(tried.refused), status=429, content_type="text/plain; charset=utf-8"
+            )
+            response["Retry-After"] = str(tried.refused)
+            return response
+        response = login(request, extra_context)
+        # Signed in: the admin's LoginView redirected after auth_login set the user.
+        if response.status_code == 302 and request.user.is_authenticated:
+            succeeded(tried)
+        else:
+            failed(tried)
+        return response
+
+    return view

@@ -369,3 +369,24 @@ def test_an_api_token_request_whose_body_is_not_an_object_is_a_400(editor, body)
     )
 
     assert response.status_code == 400, response.content
+
+
+def test_the_admin_sites_login_is_throttled_with_the_login_page(editor, password_checks):
+    editor.is_staff = True
+    editor.save()
+    admin = from_address("10.0.0.1")
+    for _ in range(2):
+        wrong = admin.post("/admin/login/", {"username": "erin", "password": "wrong"})
+        assert wrong.status_code == 200
+    page_login("10.0.0.1", "erin", "wrong")  # the third failure, at the other page
+
+    refused = admin.post("/admin/login/", {"username": "erin", "password": "erin-password"})
+
+    assert refused.status_code == 429
+    assert 0 < int(refused["Retry-After"]) <= 2
+    assert b"Too many failed sign-ins" in refused.content
+    assert len(password_checks) == 3
+    waits_pass()
+    signed_in = admin.post("/admin/login/", {"username": "erin", "password": "erin-password"})
+    assert signed_in.status_code == 302
+    assert not FailedLogin.objects.filter(address=throttle._hash("address:10.0.0.1")).exists()
