@@ -4,10 +4,14 @@ proxy's, walking from the right; garbage is ignored, never an error."""
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse
 from django.test import RequestFactory
+from gunicorn.config import Config
 
 from webapp.proxies import (
     SOCKET_ADDRESS,
@@ -182,3 +186,12 @@ def test_from_an_untrusted_sender_the_request_keeps_its_own_address_and_scheme()
     assert request.build_absolute_uri("/api/") == "http://lakeview.example.com/api/"
     assert client_address(request) == socket_address(request) == "203.0.113.9"
     assert SOCKET_ADDRESS not in request.META
+
+
+def test_gunicorn_believes_no_senders_forwarded_headers_so_that_trusted_proxies_alone_decide():
+    namespace = runpy.run_path(str(Path(__file__).parents[2] / "webapp" / "gunicorn.conf.py"))
+    config = Config()
+    config.set("forwarded_allow_ips", namespace["forwarded_allow_ips"])
+
+    assert config.forwarded_allow_ips == []
+    assert "127.0.0.1" in Config().forwarded_allow_ips  # what it would believe otherwise
