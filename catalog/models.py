@@ -511,20 +511,27 @@ class CatalogEvent(models.Model):
 
 class FailedLogin(models.Model):
     """One failed sign-in (a page login, an API token request, an engine's token request),
-    kept for a while so that repeated failures from one address or for one account can be
-    throttled (catalog/throttle.py)."""
+    kept for a while so that an account's failures, and an address's failures over many
+    accounts, can be throttled (catalog/throttle.py). Rows older than the window are deleted
+    as failures come, and at most throttle.MAX_ROWS are kept."""
 
     #: Which door: "page", "api" or "oauth".
     scope = models.CharField(max_length=16)
-    #: SHA-256 of what is throttled (an address, or an account name), never the raw value.
-    key = models.CharField(max_length=64)
+    #: SHA-256 of the account tried ("user:<name>" or "client:<client id>"), never the name.
+    account = models.CharField(max_length=64, default="")
+    #: SHA-256 of the client's address (webapp/proxies.py decides it), never the address.
+    address = models.CharField(max_length=64, default="")
     at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [models.Index(fields=["scope", "key", "at"])]
+        indexes = [
+            models.Index(fields=["account", "at"], name="failed_login_account"),
+            models.Index(fields=["address", "at"], name="failed_login_address"),
+            models.Index(fields=["at"], name="failed_login_at"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.scope} {self.key[:8]} {self.at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.scope} {self.account[:8]} {self.address[:8]} {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class SparkJob(models.Model):

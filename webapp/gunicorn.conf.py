@@ -15,6 +15,8 @@ run` uses Django's own server). docs/deployment.md says why these numbers.
   client whose idle time is close to the keep-alive hits that often under load: engines
   poll the catalog every trigger (5-60 s) and refresh workers every tick. 75 s is above
   those cadences, as nginx's default; an idle connection costs a socket, not a thread.
+- Forwarded headers: gunicorn's own trust of them (forwarded_allow_ips) is off; the app's
+  TRUSTED_PROXIES decides (webapp/proxies.py).
 - Metrics: with PROMETHEUS_MULTIPROC_DIR set, each worker writes its metrics there
   (webapp/metrics.py) and a worker that exits is marked dead (child_exit); the launcher,
   not gunicorn, empties the folder, since other processes (Celery) share it."""
@@ -30,6 +32,10 @@ timeout = 30
 graceful_timeout = 10
 keepalive = int(os.environ.get("WEB_KEEPALIVE", "75"))
 accesslog = "-"
+# gunicorn's own reading of X-Forwarded-Proto (and X-Forwarded-SSL...), from 127.0.0.1 by
+# default, is off: the app's TRUSTED_PROXIES alone decides whom to believe
+# (webapp/proxies.py), and the access log's address is the one it decided.
+forwarded_allow_ips = ""
 
 # How much lower than the engines' catalog service the people-facing service runs (Unix
 # nice): under a flood of page and API requests, the catalog's load-table keeps its CPU.

@@ -11,8 +11,15 @@ A request from an address outside the networks is not answered here at all: it g
 through the app like any unknown path (the same 404), so the endpoint's existence does not
 show. One from an allowed address without the right token gets a 403 that says only that.
 
-The client address is REMOTE_ADDR, never a forwarded header a client can write: behind a
-proxy it is the proxy's, and a token is then the way to tell scrapers apart."""
+The client address is the one webapp/proxies.py decided, as everywhere in the app: the
+connection's own, except that a request relayed by a proxy in TRUSTED_PROXIES is judged by
+the client the proxy names. That is deliberate: judged by the socket, every request the
+proxy relays would come from the proxy's address, and a proxy on the same machine would
+open the loopback-only default to everyone it serves. A scraper that connects directly is
+judged by its own address (the headers of a sender outside TRUSTED_PROXIES are ignored),
+and one behind the proxy by its own address too, so list the scrapers' networks, never the
+proxy's; a proxy not listed in TRUSTED_PROXIES stays one address for all its clients, and
+a token is then the way to tell scrapers apart."""
 
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.utils import floatToGoString
 
 from webapp import metrics
+from webapp.proxies import client_address
 
 logger = logging.getLogger(__name__)
 
@@ -274,6 +282,6 @@ class MetricsEndpointMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path_info != PATH or not address_allowed(request.META.get("REMOTE_ADDR", "")):
+        if request.path_info != PATH or not address_allowed(client_address(request)):
             return self.get_response(request)
         return metrics_view(request)

@@ -14,6 +14,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from webapp.proxies import client_address
+
 logger = logging.getLogger(__name__)
 
 ICEBERG = "/iceberg/"
@@ -73,7 +75,12 @@ class MachineErrorsMiddleware:
             return None
         if isinstance(exception, RequestDataTooBig):
             return json_error(request, 413, "The request body is too large", "BadRequestException")
-        logger.exception("Unexpected error on %s %s", request.method, request.path[:200])
+        logger.exception(
+            "Unexpected error on %s %s from %s",
+            request.method,
+            request.path[:200],
+            client_address(request),
+        )
         return json_error(
             request, 500, "Internal error; the change was not applied", "ServiceFailureException"
         )

@@ -5,7 +5,10 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from catalog.iceberg_rest import urls as iceberg_urls
-from catalog.throttle import ThrottledLoginView
+from catalog.throttle import ThrottledLoginView, admin_login
+
+# The admin site's login checks the same passwords as /login/: the same throttle.
+admin.site.login = admin_login(admin.site.login)  # type: ignore[method-assign]
 
 # /healthz and /readyz are answered by webapp.health.HealthMiddleware, first in MIDDLEWARE.
 urlpatterns = [

@@ -178,21 +178,22 @@ class TokenView(ObtainAuthToken):
         tags=["auth"],
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        # Checked before the serializer runs: it is what checks the password.
-        wait = throttle.retry_after(request, scope="api", account=self._account(request))
-        if wait:
+        # Decided before the serializer runs: it is what checks the password.
+        tried = throttle.attempt(request, door="api", account=self._account(request))
+        if tried.refused:
             return Response(
-                {"error": throttle.message(wait), "type": "Throttled"},
+                {"error": throttle.message(tried.refused), "type": "Throttled"},
                 status=status.HTTP_429_TOO_MANY_REQUESTS,
-                headers={"Retry-After": str(wait)},
+                headers={"Retry-After": str(tried.refused)},
             )
-        return super().post(request, *args, **kwargs)
-
-    def handle_exception(self, exc: Exception) -> Response:
-        # A refused password is a ValidationError of the serializer: count it.
-        if isinstance(exc, serializers.ValidationError):
-            throttle.record_failure(self.request, scope="api", account=self._account(self.request))
-        return super().handle_exception(exc)
+        try:
+            response = super().post(request, *args, **kwargs)
+        except serializers.ValidationError:
+            # A refused password (or a missing field) is the serializer's ValidationError.
+            throttle.failed(tried)
+            raise
+        throttle.succeeded(tried)
+        return response
 
 
 # -- namespaces ---------------------------------------------------------------------------

@@ -105,16 +105,20 @@ def three_failures_allowed(settings):
     settings.LOGIN_FAILURE_WINDOW_SECONDS = 300
 
 
-def test_failed_engine_sign_ins_are_throttled(three_failures_allowed, editor):
+def test_failed_engine_sign_ins_slow_the_wrong_secret_but_not_the_right_one(
+    three_failures_allowed, editor
+):
     client, secret = create_client(name="spark", user=editor)
     for _ in range(3):
         assert request_token(client.client_id, "wrong").status_code == 401
 
-    response = request_token(client.client_id, secret)
+    wrong = request_token(client.client_id, "wrong")
+    right = request_token(client.client_id, secret)
 
-    assert response.status_code == 429
-    assert int(response["Retry-After"]) > 0
-    assert "Too many failed sign-ins" in response.json()["error_description"]
+    assert wrong.status_code == 429
+    assert int(wrong["Retry-After"]) > 0
+    assert "Too many failed sign-ins" in wrong.json()["error_description"]
+    assert right.status_code == 200
 
 
 def test_failed_api_token_requests_are_throttled(three_failures_allowed, editor):

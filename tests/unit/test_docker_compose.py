@@ -199,6 +199,7 @@ def test_the_variables_compose_reads_are_the_documented_few() -> None:
         "SPARK_WORKER_MEMORY": "2g",
         "METRICS_TOKEN": "",
         "METRICS_ALLOWED_NETWORKS": "",
+        "TRUSTED_PROXIES": "",
     }
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from webapp.proxies import parse_networks
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 
@@ -45,6 +47,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The client's address and scheme, from X-Forwarded-For / X-Forwarded-Proto or Forwarded
+    # when (only when) the connection comes from TRUSTED_PROXIES: before anything reads them.
+    "webapp.proxies.TrustedProxyMiddleware",
     # /healthz and /readyz, answered before the host check, sessions and CSRF (probes).
     "webapp.health.HealthMiddleware",
     # GET /metrics for Prometheus, from allowed addresses only (webapp/metrics_endpoint.py).
@@ -66,6 +71,25 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "webapp.urls"
+
+# Proxies whose word on the client is believed (webapp/proxies.py): networks or single
+# addresses. A request whose connection comes from one of them has its client address and
+# scheme taken from X-Forwarded-For / X-Forwarded-Proto or Forwarded (the right-most hop
+# that is not one of them); from anywhere else those headers are ignored. Empty: the
+# socket's address, always. SECURE_PROXY_SSL_HEADER stays unset: it believes any sender.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", "")
+# Refused at start-up, naming the value, rather than at each request.
+parse_networks(TRUSTED_PROXIES, setting="TRUSTED_PROXIES")
+
+# Failed sign-ins (catalog/throttle.py, whose docstring has the reasoning): an account (a user
+# name, an engine's client id) with LOGIN_FAILURES_ALLOWED failures waits 2, 4, 8... seconds
+# after each further one, at most LOGIN_FAILURE_DELAY_MAX_SECONDS; an address whose failures
+# span LOGIN_SPRAY_ACCOUNTS user names waits the same way for those names. Failures older
+# than LOGIN_FAILURE_WINDOW_SECONDS are forgotten.
+LOGIN_FAILURES_ALLOWED = int(env("LOGIN_FAILURES_ALLOWED", "10"))
+LOGIN_FAILURE_DELAY_MAX_SECONDS = int(env("LOGIN_FAILURE_DELAY_MAX_SECONDS", "900"))
+LOGIN_SPRAY_ACCOUNTS = int(env("LOGIN_SPRAY_ACCOUNTS", "10"))
+LOGIN_FAILURE_WINDOW_SECONDS = int(env("LOGIN_FAILURE_WINDOW_SECONDS", "43200"))
 
 # Who may read GET /metrics (webapp/metrics_endpoint.py): with METRICS_TOKEN set, requests
 # must carry it as a bearer token; METRICS_ALLOWED_NETWORKS (CIDRs) limits the client
