@@ -500,3 +500,18 @@ def combinable(query: str | exp.Query, key: Sequence[str]) -> dict[str, str] | N
     if set(key) - {n for n, k in kinds.items() if k == "key"}:
         return None
     return kinds
+
+
+def count_star_column(query: str | exp.Query) -> str | None:
+    """The output column holding COUNT(*) of a combinable aggregation, if any: it says when
+    a group lost its last row."""
+    from catalog.core.sql import as_query
+
+    select = as_query(query)
+    if not isinstance(select, exp.Select):
+        return None
+    for projection in select.expressions:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(inner, exp.Count) and isinstance(inner.this, exp.Star):
+            return projection.alias_or_name
+    return None

@@ -263,6 +263,143 @@ def merge_combined(
         session.catalog.dropTempView(view)
 
 
+def merge_combined_changes(
+    session: SparkSession,
+    *,
+    query: str | exp.Query,
+    target: Sequence[str],
+    kinds: Mapping[str, str],
+    source: Source,
+    inserted: str,
+    deleted: str,
+    whole: Callable[[], Mapping[Source, str]],
+    namespace: Sequence[str],
+    catalog: str,
+    partition: Mapping[str, str] | None = None,
+    merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    properties: Mapping[str, str] | None = None,
+) -> int:
+    """A combinable aggregation (refresh.core.incremental.combinable) of one source that
+    deleted rows as well as inserted them: each touched key's values come from the table's
+    own row, the aggregation of the inserted rows and that of the deleted rows (counts and
+    sums: added and subtracted; minima and maxima: kept or replaced by the inserted ones),
+    so the source is not read whole. Where that cannot tell the answer, the key is
+    recomputed over the sources (`whole()` pins them): a deleted minimum or maximum, a sum
+    whose every non-null value may have gone (or a floating-point one, which subtraction
+    would round), and, without a COUNT(*) column, any key that lost rows (it may have lost
+    its last). A group whose COUNT(*) reaches 0 is deleted. One MERGE INTO; returns the
+    keys touched. Not idempotent, like merge_combined: only for a refresh whose table is as
+    its last refresh left it (the decision checks the table's own history)."""
+    from pyspark.sql import functions as F
+
+    from refresh.core.incremental import count_star_column
+
+    keys = [c for c, kind in kinds.items() if kind == "key"]
+    quoted = [quote([c]) for c in keys]
+    trusted = [inserted, deleted]
+    views = []
+    for view, kind in ((inserted, "ins"), (deleted, "del")):
+        sql = rewrite_sources(query, {source: view}, namespace=namespace, catalog=catalog)
+        frame = sandbox.query(session, sql, catalog=catalog, trusted_views=trusted)
+        views.append(_temp(_partition_filter(frame, partition), kind))
+    ins, dele = views
+    table = session.table(quote(target))
+    types = {f.name: f.dataType for f in table.schema.fields}
+    star = count_star_column(query)
+
+    def on(left: str, right: str) -> str:
+        return " AND ".join(f"{left}.{k} <=> {right}.{k}" for k in quoted)
+
+    values, unsure = [], []
+    for column, kind in kinds.items():
+        if kind == "key":
+            continue
+        c = quote([column])
+        if kind == "count":
+            values.append(f"coalesce(t.{c}, 0) + coalesce(i.{c}, 0) - coalesce(d.{c}, 0)")
+        elif kind == "sum":
+            values.append(
+                f"CASE WHEN t.{c} IS NULL AND i.{c} IS NULL THEN NULL "
+                f"ELSE coalesce(t.{c}, 0) + coalesce(i.{c}, 0) - coalesce(d.{c}, 0) END"
+            )
+            unsure.append(f"(d.{c} IS NOT NULL AND i.{c} IS NULL)")
+            if types.get(column) is not None and types[column].typeName() in ("double", "float"):
+                unsure.append(f"d.{c} IS NOT NULL")
+        else:
+            pick, beyond = ("least", "<=") if kind == "min" else ("greatest", ">=")
+            values.append(f"{pick}(t.{c}, i.{c})")
+            unsure.append(f"(d.{c} IS NOT NULL AND d.{c} {beyond} t.{c})")
+        values[-1] += f" AS {c}"
+    if star is None:
+        unsure = ["d.__present"]  # a group may have lost its last row: nothing tells
+    quoted_star = quote([star]) if star else None
+    gone = (
+        f"coalesce(t.{quoted_star}, 0) + coalesce(i.{quoted_star}, 0) "
+        f"- coalesce(d.{quoted_star}, 0) = 0"
+        if quoted_star
+        else "false"
+    )
+    combined = session.sql(
+        f"SELECT {', '.join(f'k.{k}' for k in quoted)}, {', '.join(values)}, "
+        f"({gone}) AS {GONE}, coalesce({' OR '.join(unsure) or 'false'}, false) AS __unsure "
+        f"FROM (SELECT {', '.join(quoted)} FROM {ins} "
+        f"UNION SELECT {', '.join(quoted)} FROM {dele}) k "
+        f"LEFT JOIN {quote(target)} t ON {on('t', 'k')} "
+        f"LEFT JOIN {ins} i ON {on('i', 'k')} "
+        f"LEFT JOIN (SELECT *, true AS __present FROM {dele}) d ON {on('d', 'k')}"
+    )
+    columns = list(kinds)
+    combined = combined.select(
+        *[F.col(quote([c])).cast(types[c]) if c in types else F.col(quote([c])) for c in columns],
+        GONE,
+        "__unsure",
+    ).cache()
+    scratch = [ins, dele]
+    frames = [combined]
+    try:
+        count = combined.count()
+        sure = combined.where("NOT __unsure").drop("__unsure")
+        unsure_keys = combined.where("__unsure").select(*[quote([k]) for k in keys]).cache()
+        frames.append(unsure_keys)
+        changed = sure
+        if unsure_keys.count():
+            pinned = whole()
+            now = rewrite_sources(query, dict(pinned), namespace=namespace, catalog=catalog)
+            view = _temp(unsure_keys, "unsure")
+            scratch.append(view)
+            match = " AND ".join(f"q.{k} <=> k.{k}" for k in quoted)
+            rows = sandbox.query(
+                session,
+                f"SELECT q.* FROM ({now}) q LEFT SEMI JOIN {view} k ON {match}",
+                catalog=catalog,
+                trusted_views=[*pinned.values(), view],
+            )
+            rows = _narrowed(rows, unsure_keys, keys, unsure_keys.count()).cache()
+            frames.append(rows)
+            recomputed = _with_gone(rows, unsure_keys, keys)
+            changed = sure.unionByName(
+                recomputed.select(*[F.col(quote([c])) for c in columns], GONE)
+            )
+        source_view = _temp(changed, "combined")
+        scratch.append(source_view)
+        names = [quote([c]) for c in columns]
+        statement = (
+            f"MERGE INTO {quote(target)} t USING {source_view} s ON {on('t', 's')} "
+            f"WHEN MATCHED AND s.{GONE} THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in names)} "
+            f"WHEN NOT MATCHED AND NOT s.{GONE} THEN INSERT ({', '.join(names)}) "
+            f"VALUES ({', '.join(f's.{c}' for c in names)})"
+        )
+        with merge_turn():
+            merge_retrying(session, statement, properties)
+        return count
+    finally:
+        for frame in frames:
+            frame.unpersist()
+        for view in scratch:
+            session.catalog.dropTempView(view)
+
+
 def _mark(timings: dict[str, float] | None, phase: str) -> None:
     """Seconds since the previous mark (or since `timings` was made: its "_at" entry), under
     `phase`: the worker logs where a refresh's time went (refresh.runner._log_phases)."""
@@ -433,9 +570,20 @@ def incremental_refresh(
     # A combined merge adds to the table's values without computing a key's row, which an
     # expectation checks: with expectations, the touched keys are recomputed.
     combine = combinable(query, plan.key) if plan.mode == "merge" and not expectations else None
+    # One source whose aggregates combine: its changed rows' aggregates are merged with the
+    # table's values (merge_combined, merge_combined_changes) rather than its keys
+    # recomputed over the whole source.
+    single = bool(combine) and len(deltas) == len(pins) == 1
     # Only a recompute reads the sources whole; each pinned read loads its table.
-    recompute = keyed and not (combine and not rewrites and len(deltas) == len(pins) == 1)
+    recompute = keyed and not single
     whole = pin_sources(session, pins=pins, catalog=catalog) if recompute else {}
+
+    def pinned_now() -> Mapping[Source, str]:
+        # A combined merge's keys that need a recompute after all: pinned on demand.
+        if not whole:
+            whole.update(pin_sources(session, pins=pins, catalog=catalog))
+        return whole
+
     # The other sources as the last refresh read them, for the keys deleted rows touch.
     old_pins = {s: (deltas[s][0] if s in deltas else pins.get(s)) for s in pins}
     old = (
@@ -468,7 +616,25 @@ def incremental_refresh(
             appended[source] = _temp(reader.table(quote((catalog, *source))), "appended")
         _mark(timings, "read")
         try:
-            if keyed and not recompute:
+            if keyed and single and rewrites:
+                [source] = rewrites
+                keys = merge_combined_changes(
+                    session,
+                    query=query,
+                    target=target,
+                    kinds=combine,
+                    source=source,
+                    inserted=appended[source],
+                    deleted=deleted[source],
+                    whole=pinned_now,
+                    namespace=namespace,
+                    catalog=catalog,
+                    partition=partition,
+                    merge_turn=merge_turn,
+                    properties=properties,
+                )
+                applied = Applied(counted=counted, keys=keys)
+            elif keyed and single:
                 [(source, view)] = appended.items()
                 merge_combined(
                     session,

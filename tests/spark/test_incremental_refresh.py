@@ -96,6 +96,11 @@ SHAPES = [
         key=("customer",),
     ),
     Shape(
+        "group by of sums without a count (a group that lost rows is recomputed)",
+        "SELECT customer, sum(amount) AS total, max(ds) AS last FROM returns GROUP BY customer",
+        key=("customer",),
+    ),
+    Shape(
         "fact-dimension join",
         "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.customer = c.customer",
         key=("id",),
