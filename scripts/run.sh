@@ -99,10 +99,8 @@ print(bar)
 ')"
 
 # The sample data (namespace samples, about a million rows) on a new database; a no-op
-# once it is there, and when someone dropped it. LOAD_SAMPLES=0 skips it.
-if [ "${LOAD_SAMPLES:-1}" != "0" ]; then
-    python manage.py load_samples --not-if-dropped
-fi
+# once it is there, when someone dropped it, and with LOAD_SAMPLES=0 (as compose's migrate).
+python manage.py load_samples --not-if-dropped --unless-turned-off
 
 # --- Metrics -----------------------------------------------------------------------------
 # Every process below records its Prometheus metrics in one folder, which GET /metrics
