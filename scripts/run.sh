@@ -20,7 +20,9 @@ REDIS_PORT=6379
 # and the streaming host reach its catalog (CATALOG_URI), from HOST and PORT
 # (webapp/run_addresses.py): with HOST=0.0.0.0, this machine's names and addresses are
 # allowed, and the workers connect to 127.0.0.1, since 0.0.0.0 is no address to connect to.
-eval "$(HOST="$HOST" PORT="$PORT" python -m webapp.run_addresses)"
+# (An assignment first, so that `set -e` stops here if it fails.)
+addresses="$(HOST="$HOST" PORT="$PORT" python -m webapp.run_addresses)"
+eval "$addresses"
 
 log() { printf '[run] %s\n' "$*"; }
 

@@ -23,7 +23,8 @@ from tests.live_server import REPO_ROOT, free_port
 
 #: run.sh's own lines, between its settings and the worker's start.
 START = """
-eval "$(HOST="$HOST" PORT="$PORT" python -m webapp.run_addresses)"
+addresses="$(HOST="$HOST" PORT="$PORT" python -m webapp.run_addresses)"
+eval "$addresses"
 printf '%s\\n' "$CATALOG_URI" > "$CATALOG_URI_FILE"
 exec python manage.py runserver "$RUN_ADDRPORT" --noreload
 """

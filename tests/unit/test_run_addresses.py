@@ -86,7 +86,8 @@ def test_the_exports_read_back_in_the_shell_as_they_were_decided():
 
 def test_make_run_starts_the_server_and_the_workers_with_what_was_decided():
     script = (REPO_ROOT / "scripts" / "run.sh").read_text()
-    assert 'eval "$(HOST="$HOST" PORT="$PORT" python -m webapp.run_addresses)"' in script
+    assert 'addresses="$(HOST="$HOST" PORT="$PORT" python -m webapp.run_addresses)"' in script
+    assert 'eval "$addresses"' in script
     assert 'runserver "$RUN_ADDRPORT"' in script
     # The catalog's address is decided there only, never from HOST again.
     assert "CATALOG_URI=" not in script
