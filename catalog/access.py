@@ -4,7 +4,8 @@ privilege, securable)`, and the list filters built from the same grants.
 A principal is a user (with the groups they belong to), or an engine credential acting for
 its user; a narrowed credential holds only what both its own grants and its user's allow.
 Superusers hold everything and cost no query; inactive users hold nothing. Staff users
-(the Django admin's) read the whole catalog, as they did before grants.
+(`is_staff`: those who may sign in to the Django admin) hold only what they are granted,
+like anyone else: being let into the admin site grants no data.
 
 Cost: a principal's grants are read in one query, the first time a request asks anything
 (`Principal.held`): the grants of the user, of their groups and of the credential, the
@@ -344,8 +345,6 @@ def _load(user: Any, client: CatalogClient | None) -> tuple[Held, Held | None]:
             narrowing.append((privilege, ns_name, object_id, object_ns))
         else:
             mine.append((privilege, ns_name, object_id, object_ns))
-    if getattr(user, "is_staff", False):
-        mine.append((READ_DATA, None, None, None))
     return Held.from_rows(mine), Held.from_rows(narrowing) if narrowed else None
 
 

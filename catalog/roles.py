@@ -1,8 +1,8 @@
 """The two roles the console's changes and the materialized tables' API still ask about,
 answered from grants on the catalog (catalog.access): a viewer reads the whole catalog
 (read_data on it, which the viewer group holds), an editor changes it (manage on it, which
-the editor group holds). Superusers hold everything; staff users read. `may_read` is a
-query's read decision, by grants."""
+the editor group holds). Superusers hold everything; staff users only what they are
+granted. `may_read` is a query's read decision, by grants."""
 
 from __future__ import annotations
 

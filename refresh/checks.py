@@ -15,8 +15,9 @@ from django.db.models import QuerySet
 
 from catalog import access
 from catalog import checks as catalog_checks
-from catalog.core.access import READ_METADATA
-from catalog.core.errors import Forbidden
+from catalog.core.access import READ_METADATA, WRITE_DATA
+from catalog.core.errors import Forbidden, InvalidInput
+from catalog.models import CatalogObject
 from refresh import selectors
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -54,6 +55,38 @@ def table(actor: Any, mt: MaterializedTable, privilege: str) -> None:
 def materialized_table(actor: Any, ns: str, name: str, privilege: str) -> MaterializedTable:
     mt = selectors.get_materialized_table(ns, name)
     table(actor, mt, privilege)
+    return mt
+
+
+def data_change_target(actor: Any, ns: str, name: str) -> MaterializedTable:
+    """The target of a console UPDATE, DELETE or MERGE: a materialized table the actor
+    holds write_data on. Whatever the object is, one the actor may see but not write is a
+    403 naming write_data (docs/security.md), one it may not see answers as a missing
+    materialized table, and one it may write that is not a materialized table is a 400:
+    the console changes the rows of materialized tables only."""
+    try:
+        mt = selectors.get_materialized_table(ns, name)
+    except selectors.NoSuchMaterializedTable:
+        found = (
+            CatalogObject.objects.select_related("namespace")
+            .filter(namespace__name=ns, name=name)
+            .first()
+        )
+        if found is None:
+            raise
+        who = principal(actor)
+        held = who.privileges(access.of_object(found))
+        if READ_METADATA not in held:
+            raise
+        kind = found.kind
+        if WRITE_DATA not in held:
+            raise catalog_checks.refused(who, WRITE_DATA, f"{kind} {ns}.{name}") from None
+        raise InvalidInput(
+            f"UPDATE, DELETE and MERGE in the console change materialized tables only; "
+            f"{ns}.{name} is a {kind}: change its rows with an engine through the catalog",
+            field="name",
+        ) from None
+    table(actor, mt, WRITE_DATA)
     return mt
 
 

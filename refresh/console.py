@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog import access
-from catalog.core.access import MANAGE, READ_METADATA, WRITE_DATA
+from catalog.core.access import MANAGE, READ_METADATA
 from catalog.core.errors import (
     CatalogError,
     InvalidInput,
@@ -618,7 +618,7 @@ def _data_change(
     from refresh import analysis
 
     ns, name = _resolve(statement.target, namespace)
-    mt: MaterializedTable = checks.materialized_table(actor, ns, name, WRITE_DATA)
+    mt: MaterializedTable = checks.data_change_target(actor, ns, name)
     try:
         analysis.run_data_change(
             statement.sql,

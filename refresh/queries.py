@@ -515,11 +515,7 @@ def page(query: Query, *, user: Any, offset: int, limit: int) -> dict[str, Any]:
         table = results.read_rows(_folder(query.result_folder), query.parts, offset, limit)
         rows = results.json_rows(table) if table is not None else []
     elif state == Query.State.SUCCEEDED:
-        error = {
-            "message": f"The result was kept until {query.expires_at:%Y-%m-%d %H:%M} UTC and "
-            "is gone; run the query again",
-            "type": "Gone",
-        }
+        error = gone(query)
     return {
         "query": query.pk,
         "state": state,
@@ -559,6 +555,25 @@ def summary(query: Query) -> dict[str, Any]:
         "csv_url": reverse("api:query-download", kwargs={**where, "fmt": "csv"}),
         "parquet_url": reverse("api:query-download", kwargs={**where, "fmt": "parquet"}),
     }
+
+
+def gone(query: Query) -> dict[str, str]:
+    """Why a query that succeeded has no result to read any more (its error, of type
+    "Gone"): its hours ran out, or (still within them) prune kept only its user's newest
+    QUERY_RESULTS_PER_USER results, which is the one way a result goes early."""
+    if query.expires_at is not None and query.expires_at > timezone.now():
+        newest = settings.QUERY_RESULTS_PER_USER
+        message = (
+            f"The result is gone: only your newest {newest} result{'s' if newest != 1 else ''} "
+            "are kept (QUERY_RESULTS_PER_USER), and newer ones took its place; run the query "
+            "again"
+        )
+    else:
+        message = (
+            f"The result was kept until {query.expires_at:%Y-%m-%d %H:%M} UTC and is gone; "
+            "run the query again"
+        )
+    return {"message": message, "type": "Gone"}
 
 
 def cut_message(query: Query) -> str | None:

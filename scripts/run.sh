@@ -16,6 +16,13 @@ export PATH="$ROOT/.venv/bin:$PATH"
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
 REDIS_PORT=6379
+# The server's address, the host names it answers to (ALLOWED_HOSTS) and where the worker
+# and the streaming host reach its catalog (CATALOG_URI), from HOST and PORT
+# (webapp/run_addresses.py): with HOST=0.0.0.0, this machine's names and addresses are
+# allowed, and the workers connect to 127.0.0.1, since 0.0.0.0 is no address to connect to.
+# (An assignment first, so that `set -e` stops here if it fails.)
+addresses="$(HOST="$HOST" PORT="$PORT" python -m webapp.run_addresses)"
+eval "$addresses"
 
 log() { printf '[run] %s\n' "$*"; }
 
@@ -94,10 +101,8 @@ print(bar)
 ')"
 
 # The sample data (namespace samples, about a million rows) on a new database; a no-op
-# once it is there, and when someone dropped it. LOAD_SAMPLES=0 skips it.
-if [ "${LOAD_SAMPLES:-1}" != "0" ]; then
-    python manage.py load_samples --not-if-dropped
-fi
+# once it is there, when someone dropped it, and with LOAD_SAMPLES=0 (as compose's migrate).
+python manage.py load_samples --not-if-dropped --unless-turned-off
 
 # --- Metrics -----------------------------------------------------------------------------
 # Every process below records its Prometheus metrics in one folder, which GET /metrics
@@ -109,12 +114,11 @@ find "$PROMETHEUS_MULTIPROC_DIR" -maxdepth 1 -type f -name '*.db' -delete
 # --- The app -----------------------------------------------------------------------------
 # The development server logs requests here; the worker, beat and the streaming host log to
 # var/log/, so that this terminal stays readable (beat alone writes a line every few seconds).
-python manage.py runserver "$HOST:$PORT" --noreload &
+python manage.py runserver "$RUN_ADDRPORT" --noreload &
 pids+=("$!")
 # One worker process: its threads share one Spark session (started by the first refresh or
 # schema analysis, kept until the worker stops). Refresh jobs write through the app's own
-# Iceberg REST catalog at CATALOG_URI.
-export CATALOG_URI="${CATALOG_URI:-http://$HOST:$PORT/iceberg}"
+# Iceberg REST catalog at CATALOG_URI (exported above).
 celery -A webapp worker -l info --pool threads >>var/log/worker.log 2>&1 &
 pids+=("$!")
 celery -A webapp beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler \
@@ -128,7 +132,11 @@ names=(server worker beat streams)
 
 sleep 2
 printf '%s\n' "$banner"
-log "app on http://$HOST:$PORT/ (admin: http://$HOST:$PORT/admin/); Ctrl-C stops everything"
+read -r -a urls <<<"$RUN_URLS"
+log "app on ${urls[0]} (admin: ${urls[0]}admin/); Ctrl-C stops everything"
+if [ "${#urls[@]}" -gt 1 ]; then
+    log "from other machines: ${urls[*]:1}"
+fi
 log "the worker, beat and the streaming host log to var/log/{worker,beat,streams}.log"
 # When any process ends (a crash, a port in use), stop the rest rather than run half an app,
 # and show why it ended.

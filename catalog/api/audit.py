@@ -4,19 +4,18 @@ who manage the whole catalog. A filter that cannot be read is a 400 naming it.""
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlencode
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import access, audit
+from catalog import audit
+from catalog.api.permissions import SeesTheAudit
 from catalog.api.views import _errors
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
@@ -53,13 +52,6 @@ def _page_size(text: str) -> int:
     return size
 
 
-class ManagesTheCatalog(BasePermission):
-    message = "The audit is for administrators and those who manage the whole catalog."
-
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return audit.may_see(access.principal_of(request))
-
-
 class AuditEntrySerializer(serializers.Serializer):
     occurred_at = serializers.DateTimeField()
     first_occurred_at = serializers.DateTimeField(allow_null=True)
@@ -82,7 +74,7 @@ class AuditView(APIView):
     """Every change to the catalog: namespaces, objects and their definitions (catalog
     events), grants, revokes and changes of owner, engine credentials."""
 
-    permission_classes = [ManagesTheCatalog]
+    permission_classes = [SeesTheAudit]
 
     @extend_schema(
         operation_id="audit_list",
@@ -114,7 +106,7 @@ class AuditView(APIView):
 class AuditExportView(APIView):
     """The entries the filters keep, every one, as CSV (streamed as they are read)."""
 
-    permission_classes = [ManagesTheCatalog]
+    permission_classes = [SeesTheAudit]
 
     @extend_schema(
         operation_id="audit_export",

@@ -1,6 +1,6 @@
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from catalog import access
+from catalog import access, audit
 from catalog.roles import can_edit, can_view
 
 
@@ -25,3 +25,14 @@ class HoldsAPrivilege(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return access.principal_of(request).holds_anything()
+
+
+class SeesTheAudit(BasePermission):
+    """Superusers and those who manage the whole catalog (catalog.audit.may_see): the audit
+    and the catalog's history (/api/history/), which name every change to every object, are
+    theirs, as on the audit page; reading the whole catalog is not enough."""
+
+    message = "The audit is for administrators and those who manage the whole catalog."
+
+    def has_permission(self, request, view) -> bool:
+        return audit.may_see(access.principal_of(request))

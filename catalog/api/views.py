@@ -39,7 +39,7 @@ from catalog import (
 )
 from catalog.api import serializers as s
 from catalog.api.jobs import ACCEPTED, respond
-from catalog.api.permissions import HoldsAPrivilege
+from catalog.api.permissions import HoldsAPrivilege, SeesTheAudit
 from catalog.core import metadata_io
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
 from catalog.core.errors import InvalidInput, NoSuchVersion
@@ -887,8 +887,10 @@ class ApiRootView(APIView):
 
 
 class HistoryView(generics.ListAPIView):
-    """What was done to the catalog, newest first."""
+    """What was done to the catalog, newest first: the catalog events of the audit, so for
+    those who see the audit (superusers and those who manage the whole catalog)."""
 
+    permission_classes = [SeesTheAudit]
     serializer_class = s.CatalogEventSerializer
     pagination_class = CatalogPagination
     queryset = CatalogEvent.objects.select_related("actor")

@@ -103,8 +103,8 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
         raise
     if not found.read_ok:
         refuse_if_holding_nothing(who)
-        # What the pointer query's usual case leaves to the grants (a superuser, a staff
-        # user, a narrowed credential, or no grant to read): they decide, with one query.
+        # What the pointer query's usual case leaves to the grants (a superuser, a narrowed
+        # credential, or no grant to read): they decide, with one query.
         held = who.privileges(access.object_ref(found.object_id, name, found.owner_id))
         if READ_METADATA not in held:
             raise selectors.no_such_table(name, table)

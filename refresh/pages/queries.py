@@ -24,7 +24,7 @@ FIRST_ROWS = 100
 def grid(query: Query, *, user: Any) -> dict[str, Any]:
     """What templates/refresh/_query_results.html needs of a query, as `user` may see it: a
     user who may no longer read what the query read sees why, and no rows
-    (`query_refused`)."""
+    (`query_refused`); a result that is gone says why (`queries.gone`)."""
     state, error = queries.state_of(query)
     page, kept, refused = None, queries.kept(query), False
     if kept:
@@ -32,6 +32,9 @@ def grid(query: Query, *, user: Any) -> dict[str, Any]:
             page = queries.page(query, user=user, offset=0, limit=FIRST_ROWS)
         except Forbidden as refusal:
             error, kept, refused = {"message": refusal.message, "status": 403}, False, True
+    elif state == Query.State.SUCCEEDED:
+        # Said once, where the grid says its errors (and where its script says it again).
+        error = queries.gone(query)
     return {
         "query": {**queries.summary(query), "state": state},
         "query_error": error,

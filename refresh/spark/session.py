@@ -53,6 +53,11 @@ LOCAL_CATALOG_DB = ".spark-catalog.sqlite"
 # The catalog name becomes part of configuration keys and of SQL identifiers.
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: The driver's log4j2 configuration: Spark's records at WARN, without the banner Spark's
+#: own profile prints on every start (see the file).
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
 
 def jar_paths(jars_dir: str | os.PathLike[str]) -> list[str]:
     """Every `*.jar` in `jars_dir`, sorted so that the classpath is the same on every run."""
@@ -136,6 +141,9 @@ class SparkSessionConfig:
             "spark.driver.memory": self.driver_memory,
             # Timestamps in results and partition values must not depend on the host's zone.
             "spark.sql.session.timeZone": "UTC",
+            # Read when PySpark starts the driver's JVM; SPARK_CONF's own options follow
+            # (below), so that a -Dlog4j2.configurationFile of theirs wins.
+            DRIVER_JAVA_OPTIONS: f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}",
         }
         for key, value in self.catalog_properties().items():
             conf[f"{prefix}.{key}"] = value
@@ -150,6 +158,9 @@ class SparkSessionConfig:
                     f"{key} is fixed by the Spark sandbox (refresh/spark/sandbox.py) to "
                     f"{SANDBOX_SETTINGS[key]!r}"
                 )
+            if key == DRIVER_JAVA_OPTIONS:
+                conf[key] = f"{conf[key]} {value}"
+                continue
             conf[key] = str(value)
         # Last, so that nothing above undoes them: no SQL on files in any session.
         conf.update(SANDBOX_SETTINGS)

@@ -5,7 +5,8 @@
    type once known, the status line the rows kept, the duration and whether the result was
    cut. Cancel asks the API to cancel the query's job (its Spark job group is cancelled on
    the worker). Once the query ends, the downloads appear, and "More rows" fetches the next
-   page. A 403 (a table the query read may no longer be read) shows its message instead. jobs.js asks `window.lakeviewQueryGrid(query)` for the block of a query a console
+   page; a result that is gone (its hours ran out, or only its user's newest are kept) shows
+   why, once, and neither. A 403 (a table the query read may no longer be read) shows its message instead. jobs.js asks `window.lakeviewQueryGrid(query)` for the block of a query a console
    script's job ran: the block already on the page, or a new one. */
 (function () {
   "use strict";
@@ -97,11 +98,13 @@
       error.textContent = page.error && page.error.message ? page.error.message : "";
       error.hidden = !error.textContent;
       cancel.hidden = !ACTIVE[page.state];
-      var downloadable = page.state === "SUCCEEDED" && !(page.error && page.error.type === "Gone");
+      var gone = Boolean(page.error && page.error.type === "Gone");
+      var downloadable = page.state === "SUCCEEDED" && !gone;
       Array.prototype.forEach.call(block.querySelectorAll(".query-download"), function (link) {
         link.hidden = !downloadable;
       });
-      more.hidden = ACTIVE[page.state] || loaded >= page.row_count;
+      // A result that is gone has no more rows to fetch: only running the query again helps.
+      more.hidden = ACTIVE[page.state] || gone || loaded >= page.row_count;
     }
 
     function refused(message) {
@@ -165,7 +168,9 @@
       });
     });
 
-    if (ACTIVE[block.getAttribute("data-state")] || loaded < wanted) {
+    if (block.getAttribute("data-gone")) {
+      more.hidden = true;  // the server said why (once); there is nothing to ask for
+    } else if (ACTIVE[block.getAttribute("data-state")] || loaded < wanted) {
       window.setTimeout(tick, ACTIVE[block.getAttribute("data-state")] ? 150 : 0);
     } else {
       more.hidden = true;

@@ -199,6 +199,22 @@ def test_only_superusers_and_catalog_managers_see_the_audit(changes, admin, djan
     assert "read_data to user ana" in listed
 
 
+def test_the_catalogs_history_api_answers_as_the_audit_does(changes, admin, viewer):
+    # A reader of the whole catalog (the viewer group's read_data on it) sees neither.
+    assert _api(viewer).get("/api/history/").status_code == 403
+    assert _api(viewer).get("/api/audit/").status_code == 403
+    page = Client()
+    page.force_login(viewer)
+    assert page.get("/audit/").status_code == 403
+    # Those who manage the catalog and superusers see both, the same events.
+    for user in (changes["ana"], admin):
+        history = _api(user).get("/api/history/")
+        assert history.status_code == 200
+        actions = {entry["action"] for entry in history.json()["results"]}
+        assert {"create_namespace", "create_table"} <= actions
+        assert _api(user).get("/api/audit/").status_code == 200
+
+
 def test_a_page_of_the_audit_is_a_few_queries_however_long_the_history(changes, admin):
     with CaptureQueriesContext(connection) as queries:
         _entries(admin, "?actor=root&object=sales")

@@ -473,6 +473,39 @@ def test_a_viewer_still_reads_everything_and_an_editor_still_changes_everything(
     assert writer.delete("/namespaces/sales/views/big_orders").status_code == 204
 
 
+def test_a_staff_user_reads_no_tables_rows_or_history_by_being_staff(
+    catalog, admin, django_user_model
+):
+    from django.test import Client
+
+    from catalog.core.errors import Forbidden
+    from catalog.roles import may_read
+
+    staff = django_user_model.objects.create_user("stan", password="stan-password", is_staff=True)
+    pages = Client()
+    pages.force_login(staff)
+
+    # Let into the admin site, and nothing more: no engine load, query or preview.
+    assert pages.get("/admin/").status_code == 200
+    assert engine(staff).get("/namespaces/sales/tables/orders").status_code == 403
+    with pytest.raises(Forbidden):
+        may_read(staff, [("sales", "orders")])
+    assert pages.get("/namespaces/sales/tables/orders/?preview=1").status_code == 403
+    assert api_as(staff).get("/api/history/").status_code == 403
+    assert pages.get("/audit/").status_code == 403
+
+    # Granted to see sales, the table is listed, and its rows are still refused.
+    give(admin, READ_METADATA, staff, namespace="sales")
+    assert engine(staff).head("/namespaces/sales/tables/orders").status_code == 204
+    refused = engine(staff).get("/namespaces/sales/tables/orders")
+    assert refused.status_code == 403
+    assert "stan lacks the read_data privilege" in refused.json()["error"]["message"]
+    assert not access.may(principal(staff), READ_DATA, access.CATALOG)
+    # A superuser keeps everything.
+    assert engine(admin).get("/namespaces/sales/tables/orders").status_code == 200
+    assert api_as(admin).get("/api/history/").status_code == 200
+
+
 def test_the_migration_turns_roles_into_grants_and_creators_into_owners(catalog, admin, editor):
     migration = importlib.import_module("catalog.migrations.0017_roles_become_grants")
     Grant.objects.all().delete()

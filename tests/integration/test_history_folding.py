@@ -184,7 +184,7 @@ def test_the_history_api_the_table_page_and_the_admin_show_a_folded_commits_coun
     history.fold_commits()
 
     api = APIClient()
-    api.force_authenticate(viewer)
+    api.force_authenticate(editor)
     [shown] = [
         e for e in api.get("/api/history/").json()["results"] if e["action"] == "commit_table"
     ]

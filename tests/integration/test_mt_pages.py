@@ -139,6 +139,23 @@ def test_the_header_links_the_console_and_the_api_docs_and_admin_only_for_staff(
     assert 'id="nav-admin"' in client.get("/").content.decode()
 
 
+def test_the_headers_badge_says_a_superuser_is_one_and_not_an_editor(
+    client, viewer, editor, admin_user
+):
+    import re
+
+    def badge(user) -> tuple[str, str] | None:
+        client.force_login(user)
+        html = client.get("/").content.decode()
+        found = re.search(r'id="role-badge" title="([^"]*)">([^<]*)<', html)
+        return (found[2], found[1]) if found else None
+
+    label, title = badge(admin_user)
+    assert label == "superuser" and "every privilege" in title and "whatever the grants" in title
+    assert badge(editor)[0] == "editor"
+    assert badge(viewer) is None
+
+
 def test_a_missing_materialized_table_is_a_404(client, viewer, sales):  # noqa: F811
     client.force_login(viewer)
     assert client.get("/namespaces/sales/materialized-tables/nope/").status_code == 404

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -448,13 +449,26 @@ def test_results_are_pruned_after_their_hours_and_beyond_a_users_newest(
     assert [q.result_folder != "" for q in Query.objects.order_by("id")] == [False, True, True]
     gone = client.get(f"/api/queries/{oldest.pk}/rows").json()
     assert gone["rows"] == [] and gone["error"]["type"] == "Gone"
+    # Why it went before its hours ran out: only the newest two are kept.
+    dropped = "only your newest 2 results are kept (QUERY_RESULTS_PER_USER)"
+    assert dropped in gone["error"]["message"]
     assert client.get(f"/api/queries/{oldest.pk}/result.parquet").status_code == 404
     assert client.get(f"/api/queries/{oldest.pk}/").json()["kept"] is False
+    # Its page says so once, and offers Run again, not More rows or the downloads.
+    page = Client()
+    page.force_login(viewer)
+    html = page.get(f"/queries/{oldest.pk}/").content.decode()
+    assert html.count("The result is gone") == 1 and dropped in html
+    assert 'data-gone="1"' in html and 'id="query-again"' in html
+    assert '<button type="button" class="query-more" hidden>' in html
+    assert "hidden>CSV</a>" in html and "hidden>Parquet</a>" in html
 
     Query.objects.filter(pk=middle.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     queries.prune()
     assert not (query_results / middle.result_folder).exists()
     assert Query.objects.get(pk=middle.pk).result_folder == ""
+    expired = client.get(f"/api/queries/{middle.pk}/rows").json()["error"]["message"]
+    assert expired.startswith("The result was kept until ") and "newest" not in expired
 
     Query.objects.filter(pk=oldest.pk).update(
         created_at=timezone.now() - timedelta(days=settings.QUERY_HISTORY_KEEP_DAYS + 1)

@@ -93,3 +93,16 @@ def test_make_run_leaves_samples_someone_dropped_dropped(editor):
     # Asked for by name, they come back.
     load()
     assert Table.objects.filter(namespace__name="samples").count() == 3
+
+
+def test_the_launchers_load_nothing_when_load_samples_is_0(settings):
+    # `make run` and compose's migrate pass --unless-turned-off.
+    settings.LOAD_SAMPLES = False
+
+    output = load("--not-if-dropped", "--unless-turned-off")
+
+    assert "LOAD_SAMPLES=0" in output
+    assert not Namespace.objects.filter(name="samples").exists()
+    # Asked for by name, they are loaded whatever it says.
+    load()
+    assert Table.objects.filter(namespace__name="samples").count() == 3

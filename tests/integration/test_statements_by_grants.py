@@ -180,6 +180,30 @@ def test_update_and_delete_need_write_data_on_the_target(daily, admin, alice):
         run(alice, statement)
 
 
+def test_delete_from_a_table_one_may_read_but_not_write_is_a_403_naming_write_data(
+    daily, admin, alice, bob
+):
+    give(admin, READ_DATA, alice, namespace="sales")
+    statement = "DELETE FROM sales.{} WHERE ds = '2026-01-01'"
+
+    refused = run(alice, statement.format("orders"))
+    hidden = run(bob, statement.format("orders"))
+    missing = run(bob, statement.format("nothing"))
+
+    assert refused.error["status"] == 403
+    assert (
+        "alice lacks the write_data privilege on table sales.orders" in (refused.error["message"])
+    )
+    # One who may not see it gets what a missing table gets, byte for byte.
+    assert hidden.error["status"] == 404
+    assert same_but_the_name(hidden.error, missing.error, "orders", "nothing")
+    # One who may write it learns that the console changes materialized tables only.
+    give(admin, WRITE_DATA, alice, namespace="sales", name="orders")
+    writer = run(alice, statement.format("orders"))
+    assert writer.error["status"] == 400
+    assert "change materialized tables only; sales.orders is a table" in writer.error["message"]
+
+
 # -- reads -------------------------------------------------------------------------------------
 
 

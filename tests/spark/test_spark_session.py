@@ -48,3 +48,33 @@ def test_a_local_session_creates_writes_reads_an_iceberg_table_and_a_view(
     metadata = json.loads(metadata_files[-1].read_text())
     assert metadata["format-version"] >= 2
     assert [f["name"] for f in metadata["schemas"][-1]["fields"]] == ["id", "region", "amount"]
+
+
+def test_a_session_starts_without_sparks_log_banner_so_a_commands_last_words_are_its_own(
+    tmp_path: Path,
+) -> None:
+    # In a process of its own, as `manage.py verify_materialized_table` starts its Spark:
+    # the JVM's standard error is the command's.
+    import subprocess
+    import sys
+
+    script = (
+        "from refresh.spark.session import SparkSessionConfig\n"
+        f"config = SparkSessionConfig(master='local[1]', jars_dir='var/jars',"
+        f" warehouse={str(tmp_path / 'warehouse')!r}, catalog_name='quiet')\n"
+        "spark = config.build()\n"
+        "print('rows:', spark.range(3).count())\n"
+        "print('verdict: EXACT')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["rows: 3", "verdict: EXACT"]
+    for banner in ("setLogLevel", "Setting default log level", "default log4j profile"):
+        assert banner not in done.stderr, done.stderr
+    assert "NativeCodeLoader" not in done.stderr, done.stderr

@@ -4,12 +4,15 @@
 import json
 import re
 import shlex
+import subprocess
+import sys
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.deployment import (
     COMPOSE_FILE,
+    REPO_ROOT,
     MissingVariable,
     compose_variables,
     healthcheck_command,
@@ -122,13 +125,16 @@ def test_migrate_empties_the_metrics_then_makes_the_schema_the_first_admin_and_t
         ["python", "manage.py", "clear_metrics"],
         ["python", "manage.py", "migrate", "--noinput"],
         ["python", "manage.py", "ensure_admin"],
-        ["python", "manage.py", "load_samples", "--not-if-dropped"],
+        ["python", "manage.py", "load_samples", "--not-if-dropped", "--unless-turned-off"],
     ]
     env = environment_of(services["migrate"])
     for key in ADMIN_ENV:
         assert env[key] == f"${{{key}:-}}", key
     for name in APP_SERVICES[1:]:
-        assert not set(ADMIN_ENV) & set(environment_of(services[name])), name
+        # The password is blanked there: .env, which every app container reads, may hold it.
+        others = environment_of(services[name])
+        assert not {"DJANGO_SUPERUSER_USERNAME", "DJANGO_SUPERUSER_EMAIL"} & set(others), name
+        assert others["DJANGO_SUPERUSER_PASSWORD"] == "", name
     assert services["migrate"]["restart"] == "no"
 
 
@@ -200,6 +206,7 @@ def test_the_variables_compose_reads_are_the_documented_few() -> None:
         "METRICS_TOKEN": "",
         "METRICS_ALLOWED_NETWORKS": "",
         "TRUSTED_PROXIES": "",
+        "LOAD_SAMPLES": "1",
     }
 
 
@@ -210,3 +217,127 @@ def test_every_app_process_records_its_metrics_in_one_shared_volume() -> None:
         assert environment_of(service)["PROMETHEUS_MULTIPROC_DIR"] == "/metrics", name
         assert "metrics:/metrics" in service["volumes"], name
     assert "metrics" in load_compose()["volumes"]
+
+
+# -- settings through .env (issue 47) --------------------------------------------------------
+
+ENV_EXAMPLE = REPO_ROOT / ".env.example"
+#: The example's last block: what compose sets for its services whatever .env says.
+FIXED_BLOCK = "-- Set by docker-compose.yml for its services"
+#: docs/configuration.md's sections that are not about the app's containers.
+NOT_CONTAINERS = ("`make run`", "Tests and tools")
+
+
+def documented_for_containers() -> set[str]:
+    """The variables docs/configuration.md lists, but those of `make run` (LOAD_SAMPLES,
+    which compose's migrate reads too, aside) and of the tests and tools."""
+    text = (REPO_ROOT / "docs" / "configuration.md").read_text()
+    found = {"LOAD_SAMPLES"}
+    for section in re.split(r"^## ", text, flags=re.MULTILINE)[1:]:
+        if not section.startswith(NOT_CONTAINERS):
+            found |= set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", section, re.MULTILINE))
+    return found
+
+
+def example() -> tuple[dict[str, str], set[str]]:
+    """.env.example: the variables it shows (`NAME=default`, set or in a comment) and the
+    names of its last block, what compose sets itself."""
+    text = ENV_EXAMPLE.read_text()
+    shown_part, _, fixed_part = text.partition(FIXED_BLOCK)
+    shown = dict(re.findall(r"^(?:# )?([A-Z][A-Z0-9_]*)=(.*)$", shown_part, re.MULTILINE))
+    fixed_text = fixed_part.split("\n", 1)[1]
+    return shown, set(re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", fixed_text))
+
+
+def set_by_compose() -> set[str]:
+    """Variables some app service's `environment:` sets to a value of its own, not to the
+    user's variable of that name (`${NAME...}`): .env cannot change them there."""
+    services = load_compose()["services"]
+    found = set()
+    for name in APP_SERVICES:
+        for key, value in environment_of(services[name]).items():
+            if f"${{{key}" not in value:
+                found.add(key)
+    return found
+
+
+def test_every_app_container_reads_the_users_env_file_and_compose_runs_without_one() -> None:
+    services = load_compose()["services"]
+    for name in APP_SERVICES:
+        assert services[name]["env_file"] == [{"path": ".env", "required": False}], name
+    for name in ("postgres", "redis", "spark-master", "spark-worker"):
+        assert "env_file" not in services[name], name
+    # The file holds secrets: never committed, never copied into the image.
+    assert ".env" in (REPO_ROOT / ".gitignore").read_text().split()
+    assert ".env" in (REPO_ROOT / ".dockerignore").read_text().split()
+
+
+def test_the_example_env_file_shows_every_variable_the_docs_list_for_the_containers() -> None:
+    shown, fixed = example()
+    documented = documented_for_containers()
+    missing = documented - set(shown) - fixed
+    assert not missing, f".env.example does not show {sorted(missing)}"
+    stale = (set(shown) | fixed) - documented
+    assert not stale, f".env.example shows variables docs/configuration.md does not: {stale}"
+    # Only the required key is set; every other line is a comment showing the default.
+    assert re.findall(r"^[A-Z][A-Z0-9_]*=", ENV_EXAMPLE.read_text(), re.MULTILINE) == [
+        "SECRET_KEY="
+    ]
+
+
+def test_the_example_says_what_compose_sets_itself_and_shows_nothing_it_would_override():
+    shown, fixed = example()
+    overridden = set_by_compose() - {"DJANGO_SUPERUSER_PASSWORD"}  # migrate's: shown
+    assert fixed == overridden
+    assert not set(shown) & overridden
+
+
+def test_the_admin_password_written_in_env_reaches_migrate_only() -> None:
+    variables = {"SECRET_KEY": "k", "DJANGO_SUPERUSER_PASSWORD": "pw"}
+    services = load_compose(variables)["services"]
+    assert environment_of(services["migrate"])["DJANGO_SUPERUSER_PASSWORD"] == "pw"
+    for name in APP_SERVICES[1:]:
+        # `environment:` wins over the env_file that carries .env's value.
+        assert environment_of(services[name])["DJANGO_SUPERUSER_PASSWORD"] == "", name
+
+
+def test_load_samples_0_makes_migrate_skip_the_sample_data() -> None:
+    services = load_compose({"SECRET_KEY": "k", "LOAD_SAMPLES": "0"})["services"]
+    assert environment_of(services["migrate"])["LOAD_SAMPLES"] == "0"
+    assert "--unless-turned-off" in service_command(services["migrate"])[2]
+    default = load_compose({"SECRET_KEY": "k"})["services"]["migrate"]
+    assert environment_of(default)["LOAD_SAMPLES"] == "1"
+
+    def setting(value: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", "from webapp.settings import base; print(base.LOAD_SAMPLES)"],
+            env={"LOAD_SAMPLES": value, "PYTHONPATH": str(REPO_ROOT)},
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+    # The setting `load_samples --unless-turned-off` asks (tests/integration/test_samples.py).
+    assert [setting("0"), setting("1"), setting("")] == ["False", "True", "True"]
+
+
+def published(service: dict) -> list[tuple[str, str]]:
+    """(host address, container port) of each `ports:` entry; "" for every address."""
+    found = []
+    for entry in service.get("ports", []):
+        parts = str(entry).split(":")
+        address = parts[0] if len(parts) == 3 else ""
+        found.append((address, parts[-1]))
+    return found
+
+
+def test_only_the_signed_in_services_are_published_and_the_spark_ui_stays_on_loopback():
+    services = load_compose()["services"]
+    for name, service in services.items():
+        for address, port in published(service):
+            if name in SERVED:
+                assert (address, port) == ("", str(SERVED[name])), name
+            else:
+                # No sign-in there (Spark's web UI, its master's port): the host's own only.
+                assert address == "127.0.0.1", f"{name} publishes {port} on every address"
+    assert published(services["spark-master"]) == [("127.0.0.1", "8080")]
+    assert not published(services["spark-worker"])
+    assert "ssh -L 8080:127.0.0.1:8080" in " ".join(header().split())

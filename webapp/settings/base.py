@@ -263,6 +263,11 @@ LOGGING = {
     "loggers": {"django.request": {"level": "ERROR"}},
 }
 
+# The sample data (namespace samples, about a million rows): the launchers (`make run`,
+# compose's migrate) load it into a new database unless LOAD_SAMPLES=0
+# (`manage.py load_samples --unless-turned-off`).
+LOAD_SAMPLES = env("LOAD_SAMPLES", "1") != "0"
+
 # Materialized tables. Refresh workers write through the app's own Iceberg REST catalog at
 # CATALOG_URI (as the app serves it), with a credential the app makes for itself.
 CATALOG_URI = env("CATALOG_URI", "http://127.0.0.1:8000/iceberg")

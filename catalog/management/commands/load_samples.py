@@ -1,13 +1,15 @@
-"""`manage.py load_samples [--not-if-dropped]`: the sample data (a `samples` namespace with
-customers, orders and events, about a million rows) written through the catalog's commit
-path. Idempotent: a second run finds everything there, changes nothing and says so.
-`--not-if-dropped` (what `make run` passes) does nothing when the samples were loaded once
-and someone dropped their namespace since."""
+"""`manage.py load_samples [--not-if-dropped] [--unless-turned-off]`: the sample data (a
+`samples` namespace with customers, orders and events, about a million rows) written
+through the catalog's commit path. Idempotent: a second run finds everything there, changes
+nothing and says so. What `make run` and compose's `migrate` pass: `--not-if-dropped` does
+nothing when the samples were loaded once and someone dropped their namespace since;
+`--unless-turned-off` does nothing when the deployment says LOAD_SAMPLES=0."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from catalog.core import samples as core
@@ -24,8 +26,18 @@ class Command(BaseCommand):
             action="store_true",
             help="do nothing if the samples were loaded before and their namespace dropped",
         )
+        parser.add_argument(
+            "--unless-turned-off",
+            action="store_true",
+            help="do nothing if LOAD_SAMPLES=0 (the launchers' call: make run, compose)",
+        )
 
-    def handle(self, *args: Any, not_if_dropped: bool, **options: Any) -> None:
+    def handle(
+        self, *args: Any, not_if_dropped: bool, unless_turned_off: bool, **options: Any
+    ) -> None:
+        if unless_turned_off and not settings.LOAD_SAMPLES:
+            self.stdout.write("LOAD_SAMPLES=0: not loading the sample data.")
+            return
         if not_if_dropped and samples.were_dropped():
             self.stdout.write(
                 f"The {core.NAMESPACE} namespace was dropped; not loading the samples again "
