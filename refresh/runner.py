@@ -268,7 +268,10 @@ def _carry_out(
         clock["session"] = time.perf_counter()
         # What the commit answers, in its snapshot's summary (refresh.core.refresh_state).
         state = sources.state_of(
-            version=plan.version, snapshots=dict(plan.snapshots), started_ms=_ms(now)
+            version=plan.version,
+            snapshots=dict(plan.snapshots),
+            started_ms=_ms(now),
+            views=plan.views,
         ).summary() | partition_entry(plan.partition)
         if plan.rebuild is not None:
             _rebuild(session, plan, target, state, violations, what=what, group=_group(run))
@@ -468,7 +471,8 @@ def _incremental(
     return changes.incremental_refresh(
         session,
         plan=stream,
-        query=plan.source,
+        # A query over views runs with their SQL merged in: their tables are its sources.
+        query=plan.flat if plan.flat is not None else plan.source,
         target=target,
         catalog=settings.CATALOG_NAME,
         namespace=plan.namespace.split("."),

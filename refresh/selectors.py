@@ -611,7 +611,7 @@ def current_answer(mt: MaterializedTable, now: datetime | None = None) -> dict[s
         return answer
     answer["state"] = state
     answer["partition"] = read_partition(summary)
-    for source in state.source_states:
+    for source in state.tables:
         found = _SOURCE_TABLE.rows(namespace=".".join(source.namespace), name=source.name)
         table = {"pk": found[0][0], "current_snapshot_id": found[0][1]} if found else None
         committed = None

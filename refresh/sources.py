@@ -8,7 +8,7 @@ metadata file is read, so the decision takes a few queries."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -33,7 +33,7 @@ from refresh.core.incremental import (
     null_supplied_key,
 )
 from refresh.core.incremental import decide as decide_refresh
-from refresh.core.pinning import Expanded, ViewText, expand_views
+from refresh.core.pinning import Expanded, ViewText, expand_views, flattened
 from refresh.core.plan import RefreshPlan
 from refresh.core.refresh_state import RefreshState, refresh_state
 from refresh.core.streaming import USE_FULL, StreamPlan, plan_stream, real_tables, table_name
@@ -59,9 +59,12 @@ def parsed_or_none(query: str) -> exp.Query | None:
         return None
 
 
-def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | None], list[str]]:
+def source_snapshots(
+    sources: list[tuple[str, ...]], views: dict[str, tuple[str, int | None]] | None = None
+) -> tuple[dict[str, int | None], list[str]]:
     """({"ns.table": current snapshot id, None before the first}, sources this catalog does
-    not hold) of every table the sources read, through views."""
+    not hold) of every table the sources read, through views; each view read through goes
+    into `views` ("ns.view" -> (uuid, current version)) when given."""
     snapshots: dict[str, int | None] = {}
     unknown: list[str] = []
     pending = [tuple(s) for s in sources]
@@ -86,6 +89,8 @@ def source_snapshots(sources: list[tuple[str, ...]]) -> tuple[dict[str, int | No
         if view is None:
             unknown.append(qualified)
             continue
+        if views is not None:
+            views[qualified] = (str(view.uuid), view.current_version_id)
         pending.extend(tuple(d) for d in view.dependencies)
     return snapshots, unknown
 
@@ -199,15 +204,22 @@ def check_streamable(
     )
 
 
-def state_of(*, version: int, snapshots: dict[str, int | None], started_ms: int) -> RefreshState:
+def state_of(
+    *,
+    version: int,
+    snapshots: dict[str, int | None],
+    started_ms: int,
+    views: Mapping[str, tuple[str, int | None]] | None = None,
+) -> RefreshState:
     """The refresh state a refresh of definition `version` records in its snapshot: every
     source table it read ("ns.table" -> snapshot, as `source_snapshots` found them) with
-    its table UUID (one query)."""
+    its table UUID (one query), and the views it read through at their versions."""
     uuids = source_uuids(snapshots)
     return refresh_state(
         version=version,
         sources={q: (uuids[q], snapshot) for q, snapshot in snapshots.items()},
         started_ms=started_ms,
+        views=views,
     )
 
 
@@ -255,7 +267,9 @@ def decide(
     no Spark job."""
     namespace = mt.default_namespace or mt.table.namespace.name
     parsed = parsed_or_none(mt.query)
-    now, unknown = source_snapshots(query_sources(_source(mt.query, parsed), namespace))
+    views: dict[str, tuple[str, int | None]] = {}
+    now, unknown = source_snapshots(query_sources(_source(mt.query, parsed), namespace), views)
+    flat: exp.Query | None = None
 
     def planned(decision: Decision, stream: StreamPlan | None = None) -> RefreshPlan:
         return RefreshPlan(
@@ -268,6 +282,8 @@ def decide(
             partition=partition or None,
             stream=stream,
             expectations=ex.from_json(mt.expectations),
+            flat=flat if stream is not None else None,
+            views=views,
         )
 
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
@@ -305,9 +321,17 @@ def decide(
             )
         later_own.append(row["snapshot_id"])
     changed = [s for s in now if baseline is None or baseline.source_snapshots.get(s, -1) != now[s]]
+    views_changed = _views_changed(mt, baseline, views) if baseline is not None else ""
     # A skip is decided from the snapshot ids alone: no lineage.
-    skipping = baseline is not None and not (changed or unknown or force or full_asked)
-    plan = "" if skipping else plan_of(mt, parsed)
+    skipping = baseline is not None and not (
+        changed or unknown or force or full_asked or views_changed
+    )
+    if views and not skipping:
+        # Their SQL merged into the query: the tables they read are its sources.
+        expanded = expanded_query(_source(mt.query, parsed), namespace)
+        flat = None if expanded.unexpanded else flattened(expanded)
+    shape = flat if flat is not None else _source(mt.query, parsed)
+    plan = "" if skipping else plan_of(mt, flat if flat is not None else parsed)
     table = Table.objects.filter(pk=mt.table_id).values_list("current_snapshot_id", flat=True)
     decision = decide_refresh(
         now=now,
@@ -324,17 +348,42 @@ def decide(
         force=force,
         full_asked=full_asked,
         options=mt.options,
-        full_outer_join=isinstance(plan, StreamPlan)
-        and has_full_outer_join(_source(mt.query, parsed)),
+        full_outer_join=isinstance(plan, StreamPlan) and has_full_outer_join(shape),
         primary_key=tuple(mt.primary_key or ()),
-        read_twice=_read_twice(_source(mt.query, parsed), namespace)
-        if isinstance(plan, StreamPlan)
-        else (),
-        null_supplied=null_supplied_key(_source(mt.query, parsed), tuple(mt.primary_key or ()))
+        read_twice=_read_twice(shape, namespace) if isinstance(plan, StreamPlan) else (),
+        null_supplied=null_supplied_key(shape, tuple(mt.primary_key or ()))
         if isinstance(plan, StreamPlan)
         else "",
+        views_changed=views_changed,
     )
     return planned(decision, plan if isinstance(plan, StreamPlan) else None)
+
+
+def _views_changed(
+    mt: MaterializedTable, baseline: Baseline, views: dict[str, tuple[str, int | None]]
+) -> str:
+    """How the views the query reads now differ from those the baseline refresh read (its
+    snapshot's refresh state records them); '' when they do not."""
+    from refresh.core.refresh_state import read
+
+    if not views:
+        return ""
+    summary = (
+        TableSnapshot.objects.filter(table_id=mt.table_id, snapshot_id=baseline.table_snapshot)
+        .values_list("summary", flat=True)
+        .first()
+    )
+    state = read(summary)
+    then = state.views if state is not None else None
+    for name, (_, version) in sorted(views.items()):
+        if then is None:
+            return f"run {baseline.run_id} did not record the version of the view {name} it read"
+        if then.get(name) != version:
+            return (
+                f"the view {name} is at version {version}, not at the version run "
+                f"{baseline.run_id} read ({then.get(name, 'none')})"
+            )
+    return ""
 
 
 def _read_twice(query: str | exp.Query, namespace: str) -> list[str]:

@@ -59,7 +59,7 @@ def _verify_one(
 ) -> Verification:
     state = read(summary)
     assert state is not None  # the selector keeps only snapshots whose state reads
-    recorded = {s.qualified: s.snapshot_id for s in state.source_states}
+    recorded = {s.qualified: s.snapshot_id for s in state.tables}
     common = {
         "snapshot_id": snapshot_id,
         "definition_version": state.view_version_id,
@@ -111,7 +111,7 @@ def _unverifiable(expanded: Expanded, state: RefreshState) -> str:
                 f"the view {'.'.join(view)} has a new version since the refresh, whose text "
                 "would be read instead of the one the refresh read"
             )
-    for source in state.source_states:
+    for source in state.tables:
         table = Table.objects.filter(
             namespace__name=".".join(source.namespace), name=source.name
         ).first()

@@ -24,9 +24,11 @@ rules, in order:
    copy-on-write or merge-on-read) when the table has no primary key: FULL, saying that a
    primary key would make it incremental (without one, a deleted source row names no row
    of the table);
-10. under `refresh.incremental` = 'auto' (the default), a change larger than
-    `refresh.incremental.max-change-ratio` (0.3) of a source's rows, for a keyed table: FULL,
-    which is then the cheaper (Snowflake's adaptive refresh);
+10. under `refresh.incremental` = 'auto' (the default), a source that deleted or rewrote
+    rows in a change touching more than `refresh.incremental.max-change-ratio` (0.3) of its
+    rows (the snapshots' summaries count them: a copy-on-write rewrite counts the whole
+    files it rewrote): FULL, which is then the cheaper (Snowflake's adaptive refresh).
+    Appends alone are always applied: they cost the rows appended;
 11. otherwise INCREMENTAL with each source's range of snapshots, and whether it only
     appended (Iceberg's incremental append scan reads its rows) or also deleted rows (its
     row changes are read: refresh.spark.source_changes). Compactions (`replace` snapshots)
@@ -237,13 +239,16 @@ def decide(
     primary_key: Sequence[str] = (),
     read_twice: Sequence[str] = (),
     null_supplied: str = "",
+    views_changed: str = "",
 ) -> Decision:
     """The decision for one run (see the module's rules). `plan` is the continuous mode's
     plan of the query, or why it has none; `own_snapshots` are the table's snapshots this
     materialized table's own refreshes made after the baseline (other partitions');
     `primary_key` the table's (a keyed table takes row changes whatever its shape);
     `read_twice` the sources the query reads more than once (a self-join); `null_supplied`
-    why an outer join's key cannot be followed (null_supplied_key)."""
+    why an outer join's key cannot be followed (null_supplied_key); `views_changed` how a
+    view the query reads differs from the version that refresh read (then its SQL is not
+    the one the table answers)."""
     chosen = policy(options)
 
     def avoidable(reason: str) -> Decision:
@@ -261,6 +266,8 @@ def decide(
         return avoidable(f"source {unknown[0]} is not in this catalog, so its changes are unknown")
     if full_asked:  # asked for by name: it runs, changed sources or not
         return full("a full refresh was asked for")
+    if views_changed:
+        return full(views_changed)
     changed = {s: id_ for s, id_ in now.items() if baseline.source_snapshots.get(s, -1) != id_}
     if not changed and not force:
         return Decision(Kind.NO_DATA, f"no data: no source changed since run {baseline.run_id}")
@@ -320,11 +327,13 @@ def decide(
             deltas.append(found)
     if not deltas:
         return Decision(Kind.NO_DATA, "no data: the sources were only compacted")
-    keyed_work = plan.mode == "merge" or any(d.changed for d in deltas)
-    if chosen == "auto" and keyed_work:
+    if chosen == "auto":
         ratio = max_change_ratio(options)
         for delta in deltas:
-            if delta.total is not None and delta.touched > ratio * max(delta.total, 1):
+            # Appends alone cost the rows appended, whatever their share: always applied.
+            if not delta.changed or delta.total is None:
+                continue
+            if delta.touched > ratio * max(delta.total, 1):
                 return full(
                     f"source {delta.source} changed {delta.touched:,} rows of "
                     f"{delta.total:,} ({_percent(delta.touched, delta.total)}), more than "

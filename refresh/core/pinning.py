@@ -199,3 +199,27 @@ def _view_query(found: ViewText, catalog: str, ctes: itertools.count) -> exp.Que
             node.set("this", exp.to_identifier(renamed[node.name]))
             node.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
     return body
+
+
+def flattened(expanded: Expanded) -> exp.Query | None:
+    """The expanded query with each view's subquery merged into the query that reads it
+    where SQL allows (sqlglot's qualify and merge_subqueries: a view that projects, filters
+    and joins becomes part of the query's FROM and WHERE), so that an incremental refresh
+    sees the tables the views read as its own sources. None when the expansion has no parsed
+    form or sqlglot cannot qualify it; a view it cannot merge (an aggregation read by an
+    aggregation) stays a subquery, which the incremental plan then refuses."""
+    from sqlglot.optimizer.merge_subqueries import merge_subqueries
+    from sqlglot.optimizer.qualify import qualify
+
+    if expanded.parsed is None:
+        return None
+    try:
+        qualified = qualify(
+            expanded.parsed.copy(),
+            dialect="spark",
+            validate_qualify_columns=False,
+            infer_schema=True,
+        )
+        return merge_subqueries(qualified)
+    except (SqlglotError, ValueError, KeyError):
+        return None

@@ -37,6 +37,12 @@ class RefreshPlan:
     partition: Mapping[str, str] | None = None
     #: The continuous mode's plan of the query, for an INCREMENTAL decision.
     stream: StreamPlan | None = None
+    #: The query an INCREMENTAL decision runs, when it reads views: their SQL merged into
+    #: it (refresh.core.pinning.flattened), so that their tables are its sources.
+    flat: exp.Query | None = field(default=None, compare=False, repr=False)
+    #: The views the query reads through ("ns.view" -> (uuid, current version)), which the
+    #: refresh state records.
+    views: Mapping[str, tuple[str, int | None]] = field(default_factory=dict)
     expectations: tuple[Expectation, ...] = ()
     #: A rebuild's whole definition (partitioning included) and the table properties its
     #: commit sets; None for a refresh.

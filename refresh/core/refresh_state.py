@@ -41,13 +41,15 @@ class _Spec(BaseModel):
 
 
 class SourceState(_Spec):
-    """A source table as the refresh read it."""
+    """A source table (or a view read through) as the refresh read it."""
 
-    type: Literal["table"] = "table"
+    type: Literal["table", "view"] = "table"
     namespace: tuple[str, ...]
     name: str
     uuid: str
     snapshot_id: int | None = Field(default=None, alias="snapshot-id")
+    #: A view's version the refresh read its SQL at.
+    version_id: int | None = Field(default=None, alias="version-id")
 
     @property
     def qualified(self) -> str:
@@ -59,13 +61,23 @@ class RefreshState(_Spec):
     source_states: tuple[SourceState, ...] = Field(alias="source-states")
     refresh_start_timestamp_ms: int = Field(alias="refresh-start-timestamp-ms")
 
+    @property
+    def tables(self) -> tuple[SourceState, ...]:
+        """The source tables (a view's are among them; the views themselves are not)."""
+        return tuple(s for s in self.source_states if s.type == "table")
+
+    @property
+    def views(self) -> dict[str, int | None]:
+        """The views read through: "ns.view" -> the version read."""
+        return {s.qualified: s.version_id for s in self.source_states if s.type == "view"}
+
     def summary(self) -> dict[str, str]:
         """The snapshot-summary entry that records this state."""
         return {REFRESH_STATE: self.model_dump_json(by_alias=True, exclude_none=True)}
 
     def snapshot_of(self, qualified: str) -> int | None:
         """The snapshot the refresh read of a source ("ns.table"), None if it read none."""
-        for state in self.source_states:
+        for state in self.tables:
             if state.qualified == qualified:
                 return state.snapshot_id
         return None
@@ -76,14 +88,23 @@ def refresh_state(
     version: int,
     sources: Mapping[str, tuple[str, int | None]],
     started_ms: int,
+    views: Mapping[str, tuple[str, int | None]] | None = None,
 ) -> RefreshState:
     """The state of a refresh of definition `version` that read each source ("ns.table" ->
-    (its table uuid, the snapshot read, None when it had none)), started at `started_ms`."""
+    (its table uuid, the snapshot read, None when it had none)), through `views` ("ns.view"
+    -> (its view uuid, the version read)), started at `started_ms`."""
     states = []
     for qualified, (uuid, snapshot_id) in sorted(sources.items()):
         *namespace, name = qualified.split(".")
         states.append(
             SourceState(namespace=tuple(namespace), name=name, uuid=uuid, snapshot_id=snapshot_id)
+        )
+    for qualified, (uuid, version_id) in sorted((views or {}).items()):
+        *namespace, name = qualified.split(".")
+        states.append(
+            SourceState(
+                type="view", namespace=tuple(namespace), name=name, uuid=uuid, version_id=version_id
+            )
         )
     return RefreshState(
         view_version_id=version,

@@ -31,6 +31,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FILE, POSITION = "_file", "_pos"
+#: The catalog Iceberg's source resolves a staged task set through. Iceberg registers it in
+#: the active session's settings; a worker's run has a session of its own (newSession), whose
+#: catalog manager would not know it.
+CACHE_CATALOG = (
+    "spark.sql.catalog.default_cache_iceberg",
+    "org.apache.iceberg.spark.SparkCachedTableCatalog",
+)
 
 
 class UnreadableChanges(Exception):
@@ -106,5 +113,8 @@ def _staged(
         return empty.limit(0).select(
             *columns, F.lit("").alias(FILE), F.lit(0).cast("long").alias(POSITION)
         )
+    key, value = CACHE_CATALOG
+    if session.conf.get(key, None) != value:
+        session.conf.set(key, value)
     frame = session.read.format("iceberg").option("scan-task-set-id", set_id).load(set_id)
     return frame.select(*[F.col(quote([c])) for c in columns], FILE, POSITION)

@@ -234,7 +234,7 @@ class Stream:
                 query=self.query,
                 target=[CATALOG, self.namespace, "mt"],
                 snapshot_id=row["snapshot_id"],
-                pins={(*s.namespace, s.name): s.snapshot_id for s in state.source_states},
+                pins={(*s.namespace, s.name): s.snapshot_id for s in state.tables},
                 namespace=[self.namespace],
                 catalog=CATALOG,
             )

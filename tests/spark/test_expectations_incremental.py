@@ -166,7 +166,7 @@ class Tables:
                 query=self.query,
                 target=self.target,
                 snapshot_id=row["snapshot_id"],
-                pins={(*s.namespace, s.name): s.snapshot_id for s in state.source_states},
+                pins={(*s.namespace, s.name): s.snapshot_id for s in state.tables},
                 namespace=[self.namespace],
                 catalog=CATALOG,
                 expectations=expectations,

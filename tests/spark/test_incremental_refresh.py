@@ -463,7 +463,7 @@ class History:
                 query=self.shape.query,
                 target=[CATALOG, self.namespace, self.target],
                 snapshot_id=row["snapshot_id"],
-                pins={(*s.namespace, s.name): s.snapshot_id for s in state.source_states},
+                pins={(*s.namespace, s.name): s.snapshot_id for s in state.tables},
                 namespace=[self.namespace],
                 catalog=CATALOG,
                 partition=read_partition(row["summary"]),

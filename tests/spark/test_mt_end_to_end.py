@@ -692,30 +692,61 @@ def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(s
 
     st.sql(f"INSERT INTO st.{NS}.orders VALUES (30, 'a', 0.5), (31, 'zz', 2.0)")
     run = _refresh(stack, "keyed")
-    assert (run["state"], run["action"]) == ("SUCCEEDED", "INCREMENTAL"), run
+    assert (run["state"], run["action"]) == ("SUCCEEDED", "INCREMENTAL"), (
+        run["reason"],
+        run["error"],
+    )
     assert run["reason"] == (
-        f"incremental: 1 source snapshot appended 2 rows ({NS}.orders +2 in 1)"
+        f"incremental: 1 source snapshot appended 2 rows ({NS}.orders +2 in 1); 2 keys recomputed"
     )
     assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
     # The MERGE's snapshot records the source snapshot the incremental refresh read to.
     state = json.loads(current_summary(stack, f"{NS}.keyed")["refresh-state"])
     assert state["source-states"] == [source_state(stack, f"{NS}.orders")]
 
+    # A change touching more than the share of the source the table allows is FULL
+    # (adaptive: a full refresh is then the cheaper).
+    ok(
+        stack,
+        "ALTER MATERIALIZED TABLE keyed SET ('refresh.incremental.max-change-ratio' = '0.01')",
+    )
     st.sql(f"DELETE FROM st.{NS}.orders WHERE id = 31")
     run = _refresh(stack, "keyed")
-    assert (run["state"], run["action"]) == ("SUCCEEDED", "FULL"), run
-    assert run["reason"].startswith(f"full: source {NS}.orders had ")
+    assert (run["state"], run["action"]) == ("SUCCEEDED", "FULL"), (run["reason"], run["error"])
+    assert run["reason"].startswith(f"full: source {NS}.orders changed "), run
+    assert "refresh.incremental.max-change-ratio (0.01)" in run["reason"]
+    assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
+
+    # Strict: no share is too large; a MERGE that updates and inserts is applied by key.
+    ok(stack, "ALTER MATERIALIZED TABLE keyed SET ('refresh.incremental' = 'strict')")
+    st.sql(
+        f"MERGE INTO st.{NS}.orders t USING (SELECT * FROM VALUES (30L, 'b', 4.0D), "
+        "(40L, 'zz', 1.5D) AS s(id, ds, amount)) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET t.ds = s.ds, t.amount = s.amount "
+        "WHEN NOT MATCHED THEN INSERT *"
+    )
+    merged = snapshot_ids(st, f"st.{NS}.orders")[-1]
+    run = _refresh(stack, "keyed")
+    assert (run["state"], run["action"]) == ("SUCCEEDED", "INCREMENTAL"), (
+        run["reason"],
+        run["error"],
+    )
+    # Order 30 moved from day 'a' to 'b', order 40 is new on 'zz': three days recomputed.
+    assert run["reason"] == (
+        f"incremental: {NS}.orders changed by an overwrite in snapshot {merged} "
+        "(1 rows deleted, 2 inserted); 3 keys recomputed"
+    )
     assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
 
     st.sql(f"INSERT INTO st.{NS}.orders VALUES (32, 'a', 0.25)")
     run = _refresh(stack, "keyed", full=True)
     assert (run["action"], run["reason"]) == ("FULL", "full: a full refresh was asked for")
 
-    ok(stack, "ALTER MATERIALIZED TABLE keyed SET ('refresh.incremental' = 'false')")
+    ok(stack, "ALTER MATERIALIZED TABLE keyed SET ('refresh.incremental' = 'off')")
     st.sql(f"INSERT INTO st.{NS}.orders VALUES (33, 'a', 0.125)")
     run = _refresh(stack, "keyed")
     assert run["action"] == "FULL"
-    assert run["reason"] == "full: incremental refreshes are off (refresh.incremental = 'false')"
+    assert run["reason"] == "full: incremental refreshes are off (refresh.incremental = 'off')"
     assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
 
     page = stack.api.get(
@@ -725,6 +756,59 @@ def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(s
     reasons = [r["reason"] for r in page.json()["results"]]  # the history says why, each run
     assert any(reason.startswith("incremental: ") for reason in reasons)
     assert any(reason.startswith("full: source ") for reason in reasons)
+
+
+def _view(stack: RefreshStack, name: str, sql: str, *, replace: bool = False) -> None:
+    """Create (or replace) a view through the API, as a user does (the worker types it)."""
+    url = f"{stack.server.base_url}/api/namespaces/{NS}/views/"
+    if replace:
+        asked = stack.api.put(f"{url}{name}", json={"sql": sql}, timeout=30)
+    else:
+        asked = stack.api.post(url, json={"name": name, "sql": sql}, timeout=30)
+    response = stack.follow(asked) if asked.status_code == 202 else asked
+    assert response.status_code in (200, 201), response.text
+
+
+def test_a_table_over_a_view_takes_a_merge_incrementally_and_recomputes_a_new_view(stack, st):
+    _view(stack, "paid", "SELECT id, ds, amount FROM orders WHERE amount > 0.2")
+    created_and_refreshed(
+        stack,
+        "CREATE MATERIALIZED TABLE paid_by_day (PRIMARY KEY (day) NOT ENFORCED) "
+        "WITH ('refresh.incremental' = 'strict') "
+        "FRESHNESS = INTERVAL '1' DAY REFRESH_MODE = FULL AS SELECT coalesce(ds, '-') AS day, "
+        "count(*) AS n, sum(amount) AS total FROM paid GROUP BY coalesce(ds, '-')",
+    )
+    expected = (
+        f"SELECT coalesce(ds, '-'), count(*), sum(amount) FROM st.{NS}.orders "
+        "WHERE amount > 0.2 GROUP BY coalesce(ds, '-')"
+    )
+    st.sql(
+        f"MERGE INTO st.{NS}.orders t USING (SELECT * FROM VALUES (1L, 'b', 9.0D), "
+        "(50L, 'q', 3.0D) AS s(id, ds, amount)) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET t.ds = s.ds, t.amount = s.amount "
+        "WHEN NOT MATCHED THEN INSERT *"
+    )
+    run = _refresh(stack, "paid_by_day")
+    assert (run["state"], run["action"]) == ("SUCCEEDED", "INCREMENTAL"), (
+        run["reason"],
+        run["error"],
+    )
+    assert run["reason"].startswith(f"incremental: {NS}.orders changed by an overwrite"), run
+    assert rows_of(st, f"SELECT * FROM st.{NS}.paid_by_day") == rows_of(st, expected)
+    # The refresh state names the view's version beside the table's snapshot.
+    state = json.loads(current_summary(stack, f"{NS}.paid_by_day")["refresh-state"])
+    kinds = {(s["type"], s["name"]): s for s in state["source-states"]}
+    assert kinds[("view", "paid")]["version-id"] == 1
+    assert kinds[("table", "orders")]["snapshot-id"] == snapshot_ids(st, f"st.{NS}.orders")[-1]
+
+    # A new version of the view: its SQL is not the one the table answers, so FULL.
+    _view(stack, "paid", "SELECT id, ds, amount FROM orders WHERE amount > 2", replace=True)
+    run = _refresh(stack, "paid_by_day")
+    assert (run["state"], run["action"]) == ("SUCCEEDED", "FULL"), (run["reason"], run["error"])
+    assert run["reason"].startswith(f"full: the view {NS}.paid is at version 2"), run
+    assert rows_of(st, f"SELECT * FROM st.{NS}.paid_by_day") == rows_of(
+        st, expected.replace("> 0.2", "> 2")
+    )
 
 
 def verify(stack: RefreshStack, table: str, snapshots: int, namespace: str = NS) -> list[dict]:

@@ -106,7 +106,7 @@ def test_a_full_refresh_raced_by_a_writer_answers_exactly_the_snapshots_it_recor
             query=expanded.query,
             target=[CATALOG, namespace, "mt"],
             snapshot_id=snapshot,
-            pins={(*s.namespace, s.name): s.snapshot_id for s in recorded_state.source_states},
+            pins={(*s.namespace, s.name): s.snapshot_id for s in recorded_state.tables},
             namespace=[namespace],
             catalog=CATALOG,
         )
