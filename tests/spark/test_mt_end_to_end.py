@@ -762,7 +762,7 @@ def _view(stack: RefreshStack, name: str, sql: str, *, replace: bool = False) ->
     """Create (or replace) a view through the API, as a user does (the worker types it)."""
     url = f"{stack.server.base_url}/api/namespaces/{NS}/views/"
     if replace:
-        asked = stack.api.put(f"{url}{name}", json={"sql": sql}, timeout=30)
+        asked = stack.api.put(f"{url}{name}/", json={"sql": sql}, timeout=30)
     else:
         asked = stack.api.post(url, json={"name": name, "sql": sql}, timeout=30)
     response = stack.follow(asked) if asked.status_code == 202 else asked
