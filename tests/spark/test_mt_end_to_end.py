@@ -451,24 +451,44 @@ def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds
 
 
 def test_a_failing_refresh_reaches_a_subscribed_webhook_signed_through_the_worker(
-    stack, st, receiver, webhook
+    stack, st, receiver, request
 ):
-    # The source disappears under the table: every refresh fails from now on.
+    # The source disappears under the table: every refresh started from now on fails.
+    dropped_at = datetime.now(UTC).replace(tzinfo=None)
     st.sql(f"DROP TABLE st.{NS}.pauses")
-    [request] = stack.wait_for(
-        lambda: receiver.requests[:1], timeout=3 * SLOW_TICK + 120, what="the FAILED message"
+    # Subscribed once no run that read the source before it went is left to succeed (its
+    # success would be news: RECOVERED), and a run since has failed.
+    stack.wait_for(
+        lambda: not [
+            r
+            for r in runs(stack, "e2e.slow")
+            if not r["finished_at"] and r["queued_at"] < dropped_at
+        ]
+        and [
+            r
+            for r in runs(stack, "e2e.slow")
+            if r["state"] == "FAILED" and r["queued_at"] >= dropped_at
+        ],
+        timeout=3 * SLOW_TICK + 120,
+        what="a failed run after the drop",
+    )
+    webhook = request.getfixturevalue("webhook")
+    [posted] = stack.wait_for(
+        lambda: receiver.requests[:1], timeout=3 * SLOW_TICK + 60, what="the FAILED message"
     )
     assert receiver.events(webhook["secret"]) == ["FAILED"]  # signed with its secret
-    assert request["path"] == "/hooks/lakeview"
-    assert request["headers"]["X-Lakeview-Event"] == "FAILED"
-    body = json.loads(request["body"])
+    assert posted["path"] == "/hooks/lakeview"
+    assert posted["headers"]["X-Lakeview-Event"] == "FAILED"
+    body = json.loads(posted["body"])
     assert body["table"] == f"{NS}.slow"
     run = stack.run(body["run"]["id"])
     assert (run["namespace"], run["name"], run["state"]) == (NS, "slow", "FAILED")
     assert body["message"] == f"Refresh run {run['id']} of {NS}.slow failed"
     assert "pauses" in body["error"] and body["error"] == run["error"][:2000]
-    [delivery] = deliveries(stack, webhook)
-    assert str(delivery["id"]) == request["headers"]["X-Lakeview-Delivery"]
+    listed = deliveries(stack, webhook)
+    assert len(listed) == 1, listed
+    [delivery] = listed
+    assert str(delivery["id"]) == posted["headers"]["X-Lakeview-Delivery"]
     assert (delivery["status"], delivery["attempts"], delivery["response_code"]) == (
         "DELIVERED",
         1,
