@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -276,8 +277,9 @@ def sweep(*, now: datetime | None = None) -> dict[str, int]:
     """celery-beat's pass (ALERTS_SWEEP_SECONDS): LATE for each active subscribed table
     whose lag has been over its freshness for longer than ALERTS_LATE_GRACE_SECONDS, and
     RECOVERED once it is on time again; then every PENDING delivery whose attempt is
-    overdue by a minute (its task was never sent, or its worker died) is sent again, and
-    finished deliveries older than ALERTS_KEEP_DAYS are deleted."""
+    overdue by ALERTS_RESEND_AFTER_SECONDS (its task was never sent, or the worker holding
+    it died) is sent again, and finished deliveries older than ALERTS_KEEP_DAYS are
+    deleted."""
     now = now or timezone.now()
     grace = timedelta(seconds=settings.ALERTS_LATE_GRACE_SECONDS)
     late = 0
@@ -304,13 +306,22 @@ def sweep(*, now: datetime | None = None) -> dict[str, int]:
                 else f"{mt.table} is on time again: its data is {_duration(lag)} old"
             )
             late += observe(mt.table, seen, message=message)
-    resent = 0
     overdue = Delivery.objects.filter(
-        status=Delivery.Status.PENDING, next_attempt_at__lt=now - timedelta(seconds=60)
+        status=Delivery.Status.PENDING,
+        next_attempt_at__lt=now - timedelta(seconds=settings.ALERTS_RESEND_AFTER_SECONDS),
     )
-    for delivery_id in overdue.values_list("pk", flat=True)[:1000]:
+    lost = list(overdue.order_by("pk").values_list("pk", flat=True)[:1000])
+    for delivery_id in lost:
         _send(delivery_id)
-        resent += 1
+    if lost:
+        # Work that only the sweep saved: an operator wants to know the broker or a worker
+        # lost tasks.
+        logger.warning(
+            "Sent again %d deliveries whose task was lost: %s",
+            len(lost),
+            ", ".join(map(str, lost[:20])) + (", ..." if len(lost) > 20 else ""),
+        )
+    resent = len(lost)
     kept_after = now - timedelta(days=settings.ALERTS_KEEP_DAYS)
     pruned, _ = (
         Delivery.objects.filter(created_at__lt=kept_after)
@@ -449,6 +460,18 @@ def _attempt(delivery: Delivery) -> int | None:
         raise _Failure(f"{type(error).__name__}: {error}") from None
     if 200 <= answer.status < 300:
         return answer.status
+    if 300 <= answer.status < 400:
+        # A redirect is never followed: its target was not checked (addresses), and a
+        # receiver that moved is told to the subscriber, not guessed. Its host only: the
+        # error is shown to readers, and a URL's path may hold the receiver's token.
+        where = urlsplit(answer.location)
+        target = f"{where.scheme}://{where.netloc}/..." if where.netloc else "another path"
+        raise _Failure(
+            f"The receiver answered {answer.status}, a redirect to {target}; webhooks do "
+            "not follow redirects: subscribe the URL it names",
+            code=answer.status,
+            again=False,
+        )
     retried = answer.status >= 500 or answer.status in (408, 429)
     raise _Failure(
         f"The receiver answered {answer.status}: {answer.text[:500]}",

@@ -25,6 +25,8 @@ TOTAL_TIMEOUTS = 3
 class Answer:
     status: int
     text: str
+    #: A redirect's Location (never followed), else empty.
+    location: str = ""
 
 
 class _Pinned(http.client.HTTPConnection):
@@ -71,7 +73,8 @@ def post(
             connection.request("POST", target.path, body=body, headers=dict(headers))
             response = connection.getresponse()
             text = response.read(ANSWER_BYTES).decode("utf-8", "replace")
-            return Answer(status=response.status, text=text)
+            location = (response.getheader("Location") or "")[:2000]
+            return Answer(status=response.status, text=text, location=location)
         except ConnectionRefusedError as refused:  # another address may answer
             error = refused
         finally:

@@ -5,13 +5,19 @@ shorter freshness where a test counts ticks: fewer seconds of waiting, the same 
 
 The tests run in order on one stack (a module fixture); each checks one behaviour users
 rely on. What the stack did is read from its database (the refresh history) and from the
-tables themselves, through Spark and pyiceberg."""
+tables themselves, through Spark and pyiceberg.
+
+Notifications go the same way: a webhook subscribed through the API is posted to by the
+worker (the task named alerts.deliver, as the code sends it) and the lost one is sent
+again by beat's sweep (alerts.sweep), to a receiver the test serves on its loopback."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,8 +25,10 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
+from tests.live_server import free_port
 from tests.refresh_stack import RefreshStack
 from tests.spark.conftest import stack_fixture
+from tests.webhook_receiver import Receiver
 
 NS = "e2e"
 DAILY_QUERY = "SELECT ds, sum(amount) AS total, count(*) AS n FROM orders GROUP BY ds"
@@ -34,6 +42,19 @@ SLOW_TICK = 5
 #: A run QUEUED this long is sent to a worker again (a message may have gone down with the
 #: worker the kill test SIGKILLs).
 STRANDED_AFTER = 20
+
+#: A failed delivery's attempt is retried this many seconds later: time for the test that
+#: loses the retry to kill the worker holding it before it is due.
+RETRY_AFTER = 8
+#: Notifications on the stack: webhooks may reach the test's receiver on 127.0.0.1 (the
+#: guard refuses loopback addresses unless ALERTS_ALLOWED_NETWORKS allows them, as in
+#: development); beat's sweep runs every 2 s and sends again a delivery 2 s overdue.
+ALERTS_ENV = {
+    "ALERTS_ALLOWED_NETWORKS": "127.0.0.1/32",
+    "ALERTS_SWEEP_SECONDS": "2",
+    "ALERTS_RESEND_AFTER_SECONDS": "2",
+    "ALERTS_RETRY_BASE_SECONDS": str(RETRY_AFTER),
+}
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +71,45 @@ def lineage_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 stack = stack_fixture(
     "refresh-stack",
     env=lambda request: {
+        **ALERTS_ENV,
         "MT_STRANDED_AFTER_SECONDS": str(STRANDED_AFTER),
         "OPENLINEAGE_CONFIG": str(
             request.getfixturevalue("lineage_file").parent / "openlineage.yml"
         ),
     },
 )
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    """The webhook receiver the stack's worker posts to. Its port is below the kernel's
+    ephemeral range: it goes down and comes back on it, and an outgoing connection of a
+    JVM could take an ephemeral one in between."""
+    running = Receiver("127.0.0.1", free_port())
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def webhook(stack: RefreshStack, receiver: Receiver) -> dict:
+    """The receiver subscribed to e2e.slow through the API (by the first test that asks):
+    the answer, with the signing secret it shows once."""
+    made = stack.api.post(
+        f"{stack.server.base_url}/api/subscriptions/",
+        json={"materialized_table": f"{NS}.slow", "webhook_url": receiver.url},
+        timeout=30,
+    )
+    assert made.status_code == 201, made.text
+    return made.json()
+
+
+def deliveries(stack: RefreshStack, webhook: dict) -> list[dict]:
+    """The subscription's deliveries, newest first, as its API lists them."""
+    response = stack.api.get(
+        f"{stack.server.base_url}/api/subscriptions/{webhook['id']}/deliveries/", timeout=30
+    )
+    response.raise_for_status()
+    return response.json()["results"]
 
 
 def runs(stack: RefreshStack, table: str) -> list[dict]:
@@ -396,9 +450,56 @@ def test_killing_the_worker_mid_refresh_fails_the_run_and_the_next_tick_succeeds
     )
 
 
-def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(stack, st):
-    # The source disappears under the table: every refresh fails.
+def test_a_failing_refresh_reaches_a_subscribed_webhook_signed_through_the_worker(
+    stack, st, receiver, request
+):
+    # The source disappears under the table: every refresh started from now on fails.
+    dropped_at = datetime.now(UTC).replace(tzinfo=None)
     st.sql(f"DROP TABLE st.{NS}.pauses")
+    # Subscribed once no run that read the source before it went is left to succeed (its
+    # success would be news: RECOVERED), and a run since has failed.
+    stack.wait_for(
+        lambda: not [
+            r
+            for r in runs(stack, "e2e.slow")
+            if not r["finished_at"] and r["queued_at"] < dropped_at
+        ]
+        and [
+            r
+            for r in runs(stack, "e2e.slow")
+            if r["state"] == "FAILED" and r["queued_at"] >= dropped_at
+        ],
+        timeout=3 * SLOW_TICK + 120,
+        what="a failed run after the drop",
+    )
+    webhook = request.getfixturevalue("webhook")
+    [posted] = stack.wait_for(
+        lambda: receiver.requests[:1], timeout=3 * SLOW_TICK + 60, what="the FAILED message"
+    )
+    assert receiver.events(webhook["secret"]) == ["FAILED"]  # signed with its secret
+    assert posted["path"] == "/hooks/lakeview"
+    assert posted["headers"]["X-Lakeview-Event"] == "FAILED"
+    body = json.loads(posted["body"])
+    assert body["table"] == f"{NS}.slow"
+    run = stack.run(body["run"]["id"])
+    assert (run["namespace"], run["name"], run["state"]) == (NS, "slow", "FAILED")
+    assert body["message"] == f"Refresh run {run['id']} of {NS}.slow failed"
+    assert "pauses" in body["error"] and body["error"] == run["error"][:2000]
+    listed = deliveries(stack, webhook)
+    assert len(listed) == 1, listed
+    [delivery] = listed
+    assert str(delivery["id"]) == posted["headers"]["X-Lakeview-Delivery"]
+    assert (delivery["status"], delivery["attempts"], delivery["response_code"]) == (
+        "DELIVERED",
+        1,
+        200,
+    )
+
+
+def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(
+    stack, st, receiver, webhook
+):
+    # The source disappeared under the table (above): every refresh fails.
     row = stack.wait_for(
         lambda: (lambda r: r if r["state"] == "SUSPENDED" else None)(mt_row(stack, "e2e.slow")),
         timeout=7 * SLOW_TICK + 120,
@@ -411,6 +512,48 @@ def test_five_failing_refreshes_suspend_the_table_with_the_reason_shown(stack, s
     page = stack.api.get(f"{stack.server.base_url}/api/namespaces/{NS}/materialized-tables/slow/")
     assert page.json()["state"] == "SUSPENDED"
     assert "consecutive failed refreshes" in page.json()["suspended_reason"]
+    # One message for the spell of failures, one for the suspension.
+    stack.wait_for(lambda: len(receiver.requests) >= 2, timeout=30, what="the SUSPENDED message")
+    assert receiver.events(webhook["secret"]) == ["FAILED", "SUSPENDED"]
+    assert receiver.bodies()[1]["message"] == row["suspended_reason"]
+
+
+def test_a_message_lost_with_the_worker_holding_its_retry_is_sent_again_by_beats_sweep(
+    stack, receiver, webhook
+):
+    receiver.stop()  # down: its connections are refused
+    sent = stack.api.post(
+        f"{stack.server.base_url}/api/subscriptions/{webhook['id']}/test", timeout=30
+    )
+    assert sent.status_code == 202, sent.text
+    delivery_id = sent.json()["id"]
+
+    def delivery() -> dict:
+        return next(d for d in deliveries(stack, webhook) if d["id"] == delivery_id)
+
+    failed = stack.wait_for(
+        lambda: (lambda d: d if d["error"] else None)(delivery()),
+        timeout=60,
+        what="the first attempt to fail",
+    )
+    assert (failed["status"], failed["attempts"]) == ("PENDING", 1)
+    assert "ConnectionRefusedError" in failed["error"]
+    # The worker took the retry's message at once and holds it until it is due
+    # (RETRY_AFTER s): killed, it takes the message with it (Redis gives an unacknowledged
+    # message back only after an hour).
+    time.sleep(1)
+    stack.kill_worker()
+    receiver.start()  # back, on the same port
+    stack.start_worker()
+
+    stack.wait_for(lambda: receiver.requests[2:], timeout=RETRY_AFTER + 90, what="the lost message")
+    assert receiver.events(webhook["secret"]) == ["FAILED", "SUSPENDED", "TEST"]
+    assert receiver.bodies()[2]["delivery"] == delivery_id
+    done = delivery()
+    assert (done["status"], done["attempts"]) == ("DELIVERED", 2)
+    # By beat's sweep: its pass in the new worker says which deliveries it sent again.
+    lost = re.compile(rf"deliveries whose task was lost: (\d+, )*{delivery_id}\b")
+    assert lost.search(stack.log("worker", lines=20000)), stack.log("worker")
 
 
 #: Hours of Spark's time over the four orders: a refresh nobody would wait for.

@@ -411,6 +411,9 @@ ALERTS_ALLOWED_NETWORKS = env_list("ALERTS_ALLOWED_NETWORKS", "")
 ALERTS_BASE_URL = env("ALERTS_BASE_URL", "")
 ALERTS_LATE_GRACE_SECONDS = int(env("ALERTS_LATE_GRACE_SECONDS", "300"))
 ALERTS_SWEEP_SECONDS = float(env("ALERTS_SWEEP_SECONDS", "60"))
+# A PENDING delivery this overdue lost its task (the broker was down when it was sent, or the
+# worker holding its retry died): the sweep sends it again. Sent twice, it is attempted once.
+ALERTS_RESEND_AFTER_SECONDS = float(env("ALERTS_RESEND_AFTER_SECONDS", "60"))
 ALERTS_WEBHOOK_TIMEOUT_SECONDS = float(env("ALERTS_WEBHOOK_TIMEOUT_SECONDS", "5"))
 ALERTS_RETRY_BASE_SECONDS = float(env("ALERTS_RETRY_BASE_SECONDS", "10"))
 ALERTS_RETRY_FOR_SECONDS = float(env("ALERTS_RETRY_FOR_SECONDS", "3600"))
