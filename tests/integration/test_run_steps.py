@@ -178,3 +178,33 @@ def test_a_rebuild_parses_its_new_query_once_and_its_finish_applies_or_fails_the
     assert MaterializedTableVersionLogEntry.objects.get(run=rebuild).outcome == "APPLIED"
     daily.refresh_from_db()
     assert (daily.current_version, daily.query) == (rebuild.definition_version, ALTERED)
+
+
+def test_a_strict_table_whose_refresh_cannot_be_incremental_fails_with_the_reason_and_no_job(
+    admin, worker, entered
+):
+    """refresh.incremental = 'strict': a source's DELETE under a table without a primary key
+    cannot be applied incrementally, so the run fails saying why, before any Spark job."""
+    services.create_namespace(name="sales", actor=admin)
+    services.create_table(namespace="sales", name="orders", schema=ORDERS, actor=admin)
+    commit_snapshot("sales", "orders", "append", 10)
+    mt = mts.create_materialized_table(
+        namespace="sales",
+        name="picked",
+        query="SELECT ds, amount FROM orders WHERE amount > 1",
+        freshness=Freshness(1, "HOUR"),
+        options={"refresh.incremental": "strict"},
+        actor=admin,
+    )
+    assert execute(first_run(mt), entered)[0] == "SUCCEEDED", "the first refresh recomputes"
+    deleted = commit_snapshot("sales", "orders", "delete", summary={"added-position-deletes": "1"})
+    jobs_before = len(worker["recompute"]) + len(worker["incremental"])
+
+    run = runs.enqueue(mt, trigger=RefreshRun.Trigger.MANUAL)
+    state, _ = execute(run, entered)
+    run.refresh_from_db()
+
+    assert state == "FAILED"
+    assert run.reason.startswith(f"refused: source sales.orders had a delete in snapshot {deleted}")
+    assert "refresh.incremental = 'strict' refuses a full refresh" in run.error
+    assert len(worker["recompute"]) + len(worker["incremental"]) == jobs_before
