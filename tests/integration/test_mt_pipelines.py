@@ -368,3 +368,24 @@ def test_an_unchanged_definition_applies_with_no_worker_running_and_a_new_query_
 
     assert error["status"] == 503 and "No refresh worker is running" in error["message"]
     assert counts()[1:] == before[1:]  # the freshness changed; no version, run or job
+
+
+def test_the_incremental_policy_is_shown_by_show_create_and_planned_as_one_alter(api, sales):
+    ok(api, DAILY)
+    strict = DAILY.replace(
+        "WITH ('partition.fields.ds.date-formatter' = 'yyyy-MM-dd')",
+        "WITH ('partition.fields.ds.date-formatter' = 'yyyy-MM-dd', "
+        "'refresh.incremental' = 'strict', 'refresh.incremental.max-change-ratio' = '0.1')",
+    )
+    assert ok(api, strict)["plan"]["changes"] == [
+        "SET 'refresh.incremental': 'strict' (new)",
+        "SET 'refresh.incremental.max-change-ratio': '0.1' (new)",
+    ]
+    text = ok(api, "SHOW CREATE MATERIALIZED TABLE daily")["rows"][0][0]
+    assert "'refresh.incremental' = 'strict'" in text
+    assert "'refresh.incremental.max-change-ratio' = '0.1'" in text
+    detail = api.get("/api/namespaces/sales/materialized-tables/daily/")
+    assert detail.json()["options"]["refresh.incremental"] == "strict"
+    assert ok(api, text)["plan"]["action"] == "nothing"
+    error = refused(api, strict.replace("'0.1'", "'2'"))
+    assert "refresh.incremental.max-change-ratio" in error["message"]
