@@ -327,7 +327,7 @@ def decide(
         full_outer_join=isinstance(plan, StreamPlan)
         and has_full_outer_join(_source(mt.query, parsed)),
         primary_key=tuple(mt.primary_key or ()),
-        read_twice=_read_twice(_source(mt.query, parsed), namespace)
+        read_twice=read_twice(_source(mt.query, parsed), namespace)
         if isinstance(plan, StreamPlan)
         else (),
         null_supplied=null_supplied_key(_source(mt.query, parsed), tuple(mt.primary_key or ()))
@@ -337,7 +337,7 @@ def decide(
     return planned(decision, plan if isinstance(plan, StreamPlan) else None)
 
 
-def _read_twice(query: str | exp.Query, namespace: str) -> list[str]:
+def read_twice(query: str | exp.Query, namespace: str) -> list[str]:
     """The tables the query names more than once ("ns.table")."""
     from collections import Counter
 
