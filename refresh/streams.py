@@ -15,8 +15,12 @@ only writer of its `stream_*` columns.
   snapshots, one overwrite), then streamed from just after those snapshots. That is how a
   CREATE, a new definition, a switch from FULL and a recompute start.
 - A source snapshot that deletes or overwrites rows stops the stream (Iceberg's stream
-  source refuses it); the table is then recomputed (loaded again, a new checkpoint) and
-  recorded in its history: it never silently diverges.
+  source refuses it), and a merge plan's static source that moved on stops it between
+  micro-batches; the table then catches up (`Supervisor._catch_up`): with a primary key,
+  the sources' row changes since the snapshots it holds are applied by key in one commit
+  (an INCREMENTAL run in its history) and the stream resumes just after them from a new
+  checkpoint; where that cannot be exact, it is recomputed (loaded again, a new
+  checkpoint), the history saying why. It never silently diverges.
 - Every micro-batch is a RefreshRun (trigger CONTINUOUS); rows older than an hour are
   aggregated per hour, so a table running for months keeps a small history.
 - Every commit, load or micro-batch, records in its snapshot summary what it answers
