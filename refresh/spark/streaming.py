@@ -714,12 +714,15 @@ def catch_up(
     the snapshot the table holds to its pin, by the table's primary key `key`
     (refresh.spark.changes.incremental_refresh), every source read at its pin, in one
     commit whose summary gets `properties` (the refresh state of the pins, the host's
-    token). Touched keys are recomputed, never combined: the table may hold a little more
-    than its position (`stream_position`). UnreadableChanges when a source's changes
-    cannot be read after all (equality deletes, a snapshot expired meanwhile)."""
+    token). Touched keys are recomputed and merged, never combined nor appended: the table
+    may hold a little more than its position (`stream_position`). UnreadableChanges when a
+    source's changes cannot be read after all (equality deletes, a snapshot expired
+    meanwhile)."""
     if caught.decision.kind is not Kind.INCREMENTAL:
         raise ValueError(f"nothing to apply: {caught.decision.reason}")
-    keyed = plan if plan.key else replace_plan(plan, key=tuple(key))
+    # Always by key, even for sources that only appended: appending the rows of a batch
+    # the table may already hold would write them twice; merging them by key cannot.
+    keyed = replace_plan(plan, mode="merge", key=tuple(plan.key or key))
     by_name = {".".join(source): tuple(source) for source in (*plan.streams, *plan.static)}
     return incremental_refresh(
         session,
