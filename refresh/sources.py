@@ -350,7 +350,7 @@ def decide(
         options=mt.options,
         full_outer_join=isinstance(plan, StreamPlan) and has_full_outer_join(shape),
         primary_key=tuple(mt.primary_key or ()),
-        read_twice=_read_twice(shape, namespace) if isinstance(plan, StreamPlan) else (),
+        read_twice=read_twice(shape, namespace) if isinstance(plan, StreamPlan) else (),
         null_supplied=null_supplied_key(shape, tuple(mt.primary_key or ()))
         if isinstance(plan, StreamPlan)
         else "",
@@ -386,7 +386,7 @@ def _views_changed(
     return ""
 
 
-def _read_twice(query: str | exp.Query, namespace: str) -> list[str]:
+def read_twice(query: str | exp.Query, namespace: str) -> list[str]:
     """The tables the query names more than once ("ns.table")."""
     from collections import Counter
 

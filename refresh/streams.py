@@ -15,8 +15,12 @@ only writer of its `stream_*` columns.
   snapshots, one overwrite), then streamed from just after those snapshots. That is how a
   CREATE, a new definition, a switch from FULL and a recompute start.
 - A source snapshot that deletes or overwrites rows stops the stream (Iceberg's stream
-  source refuses it); the table is then recomputed (loaded again, a new checkpoint) and
-  recorded in its history: it never silently diverges.
+  source refuses it), and a merge plan's static source that moved on stops it between
+  micro-batches; the table then catches up (`Supervisor._catch_up`): with a primary key,
+  the sources' row changes since the snapshots it holds are applied by key in one commit
+  (an INCREMENTAL run in its history) and the stream resumes just after them from a new
+  checkpoint; where that cannot be exact, it is recomputed (loaded again, a new
+  checkpoint), the history saying why. It never silently diverges.
 - Every micro-batch is a RefreshRun (trigger CONTINUOUS); rows older than an hour are
   aggregated per hour, so a table running for months keeps a small history.
 - Every commit, load or micro-batch, records in its snapshot summary what it answers
@@ -61,11 +65,25 @@ from refresh import (
 )
 from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode
+from refresh.core.incremental import (
+    RESUMED,
+    Kind,
+    has_full_outer_join,
+    incremental_reason,
+    null_supplied_key,
+)
 from refresh.core.streaming import StreamPlan, static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun, StreamHost
-from refresh.sources import check_streamable, source_snapshots, source_uuids, state_of
+from refresh.sources import (
+    check_streamable,
+    read_twice,
+    source_snapshots,
+    source_uuids,
+    state_of,
+)
 from refresh.spark import errors, jobs, streaming
 from refresh.spark.session import SparkSessionConfig, activate, forget_jvm, jvm_gone
+from refresh.spark.source_changes import UnreadableChanges
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,9 +108,10 @@ START_THREADS = 4
 #: How long after another host's lease ends the next pass looks (the database's clock and
 #: this process's timer need not tick together to the millisecond).
 EXPIRY_MARGIN_SECONDS = 0.05
-#: Errors that mean the stream cannot continue from its checkpoint but a load at the
-#: sources' current snapshots can: a source rewritten (overwrite, delete), or the snapshot
-#: the checkpoint stands at expired (the stream was stopped longer than the retention).
+#: Errors that mean the stream cannot continue from its checkpoint but a catch-up to the
+#: sources' current snapshots (or a load at them) can: a source rewritten (overwrite,
+#: delete), or the snapshot the checkpoint stands at expired (the stream was stopped longer
+#: than the retention).
 _REWRITTEN_SOURCE = (
     "overwrite",
     "delete snapshot",
@@ -166,6 +185,10 @@ class Supervisor:
         #: batch's counts of every expectation), by table, until its query ends.
         self.expectation_failures: dict[int, tuple[str, dict[str, int]]] = {}
         self.last_compaction = 0.0
+        #: Why a table is recomputed (`_catch_up`), for its load's run, by table.
+        self.recompute_reasons: dict[int, str] = {}
+        #: A stream caught up or was sent to a recompute in this pass (`sync_once`).
+        self.restarting = False
         self._spark: SparkSession | None = None
         self.stopping = threading.Event()
         self._beating: threading.Thread | None = None
@@ -309,6 +332,11 @@ class Supervisor:
                 continue
             self._progress(running, mt)
             self._follow_static(running, mt)
+        if self.restarting:
+            # A catch-up or a recompute just gave its table a new checkpoint and pins (or
+            # none): its stream starts from those, not from the ones read above.
+            self.restarting = False
+            desired = _desired()
         self._start_all(
             [
                 mt
@@ -548,6 +576,7 @@ class Supervisor:
                 table_name=str(mt.table),
                 trigger=RefreshRun.Trigger.CREATE if first else RefreshRun.Trigger.CONTINUOUS,
                 action=RefreshRun.Action.FULL,
+                reason=self.recompute_reasons.pop(mt.pk, ""),
                 state=RefreshRun.State.RUNNING,
                 started_at=timezone.now(),
                 heartbeat_at=timezone.now(),
@@ -838,11 +867,10 @@ class Supervisor:
             self._refused(mt.pk, rights.OwnerLacksPrivilege(refusal))
             return
         if error is not None and any(word in str(error) for word in _REWRITTEN_SOURCE):
-            _recompute_next(
+            self._catch_up(
                 mt,
                 running.checkpoint,
-                why=f"A source snapshot deleted or overwrote rows; recomputing ({message})",
-                error=message,
+                stopped=f"a source snapshot its stream cannot read ({message})",
             )
             return
         self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
@@ -855,9 +883,10 @@ class Supervisor:
     def _follow_static(self, running: Running, mt: MaterializedTable) -> None:
         """A static source (the other side of a stream-static join) moved on since the
         table's load: the micro-batches read it at the load's snapshot (every key answers
-        the same one), so the table is recomputed at the sources' snapshots now (the query
-        stopped between micro-batches, its checkpoint dropped: the next pass loads the
-        table and streams on from there), at most once per trigger interval."""
+        the same one), so the table catches up with the sources' snapshots now (the query
+        stopped between micro-batches; `_catch_up`: its keys the change touches recomputed,
+        or, where that is not possible, the table recomputed), and the stream goes on with
+        the new pins; at most once per trigger interval."""
         if not running.plan.static:
             return
         if time.monotonic() - running.started < trigger_seconds(mt.freshness):
@@ -869,10 +898,141 @@ class Supervisor:
         streaming.stop_between_batches(running.query)
         del self.running[mt.pk]
         changes = ", ".join(f"{name} {was} -> {now}" for name, (was, now) in moved.items())
+        self._catch_up(
+            mt, running.checkpoint, stopped=f"a static source of the join moved on ({changes})"
+        )
+
+    def _catch_up(self, mt: MaterializedTable, checkpoint: str, *, stopped: str) -> None:
+        """The table's stream stopped at `checkpoint` (`stopped` says why). When the table is
+        kept by a primary key and its sources' changes since the snapshots it holds read as
+        row changes (refresh.core.incremental.catch_up), they are applied in one commit
+        (`streaming.catch_up`; then a run in the history, INCREMENTAL, its reason what
+        changed and that the stream resumed after it), and the stream starts again just
+        after the snapshots the catch-up read, from a new checkpoint, as after a load.
+        Otherwise the table is recomputed (`_recompute_next`), the history and the load's
+        run saying why. A catch-up that fails otherwise is the stream's failure
+        (runs.record_stream_failure): it is tried again after RETRY_SECONDS from the old
+        checkpoint, which meets the same snapshot again. Meanwhile the table's stream status
+        stays RUNNING: a switch to FULL waits for this pass (runner._stream_stopping)."""
+        self.restarting = True
+        try:
+            rights.check_owner_reads(mt)
+        except rights.OwnerLacksPrivilege as refusal:
+            self._refused(mt.pk, refusal)
+            return
+        started = timezone.now()
+        try:
+            plan, session = self._plan_and_session(mt)
+            key = tuple(plan.key or mt.primary_key or ())
+            caught = streaming.plan_catch_up(
+                session,
+                plan=plan,
+                key=key,
+                catalog=settings.CATALOG_NAME,
+                checkpoint=checkpoint,
+                start_after=mt.stream_start or {},
+                full_outer_join=has_full_outer_join(mt.query),
+                read_twice=read_twice(mt.query, ".".join(_levels(mt))),
+                null_supplied=null_supplied_key(mt.query, key),
+            )
+        except Exception as failure:  # noqa: BLE001 - the stream's failure, tried again
+            logger.exception("Planning the catch-up of %s failed", mt)
+            self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
+            runs.record_stream_failure(
+                mt, error=f"Catching up after {stopped} failed: {_first_line(failure)}"
+            )
+            return
+        decision = caught.decision
+        if decision.kind is Kind.FULL:
+            self._recompute_instead(mt, checkpoint, stopped=stopped, reason=decision.reason)
+            return
+        violations: dict[str, int] = {}
+        results: dict[str, Any] = {
+            "action": RefreshRun.Action.NO_DATA,
+            "state": RefreshRun.State.SKIPPED,
+            "reason": decision.reason,
+        }
+        try:
+            if decision.kind is Kind.INCREMENTAL:
+                before, _ = selectors.current_snapshot(mt.table_id)
+                applied = streaming.catch_up(
+                    session,
+                    caught,
+                    plan=plan,
+                    key=key,
+                    query=mt.query,
+                    target=_target(mt),
+                    catalog=settings.CATALOG_NAME,
+                    namespace=_levels(mt),
+                    merge_turn=lambda: leases.rewriting(mt.table_id),
+                    properties={
+                        **_load_state(mt.current_version, dict(caught.pins), started),
+                        **self._stamp,
+                    },
+                    expectations=ex.from_json(mt.expectations),
+                    violations=violations,
+                )
+                snapshot_id, summary = selectors.current_snapshot(mt.table_id)
+                if snapshot_id == before:
+                    summary = {}  # nothing committed (no key's row changed)
+                counted = incremental_reason(decision.deltas, applied.counted, applied.keys)
+                results = {
+                    "action": RefreshRun.Action.INCREMENTAL,
+                    "state": RefreshRun.State.SUCCEEDED,
+                    "reason": f"{counted}; {RESUMED}",
+                    **selectors.written(summary),
+                    "snapshot_id": snapshot_id,
+                }
+        except UnreadableChanges as failure:
+            self._recompute_instead(mt, checkpoint, stopped=stopped, reason=str(failure))
+            return
+        except Exception as failure:  # noqa: BLE001 - the stream's failure, tried again
+            logger.exception("The catch-up of %s failed", mt)
+            self.retry_after[mt.pk] = time.monotonic() + RETRY_SECONDS
+            runs.record_stream_failure(
+                mt,
+                error=f"Catching up after {stopped} failed: {_first_line(failure)}",
+                expectations=violations or None,
+            )
+            return
+        with transaction.atomic():
+            run = RefreshRun.objects.create(
+                materialized_table=mt,
+                table_name=str(mt.table),
+                trigger=RefreshRun.Trigger.CONTINUOUS,
+                queued_at=started,
+                started_at=started,
+                finished_at=timezone.now(),
+                source_snapshots=_pinned_ids(dict(caught.pins)),
+                data_timestamp=started,
+                expectations=violations,
+                definition_version=mt.current_version,
+                worker=self._worker,
+                **results,
+            )
+            runs.observe_finished(run)
+            MaterializedTable.objects.filter(pk=mt.pk).update(
+                stream_checkpoint=_new_checkpoint(mt, mt.current_version),
+                stream_start={k: list(v) if v else None for k, v in caught.pins.items()},
+            )
+        _delete_checkpoint(checkpoint)
+        logger.info("%s caught up after %s: %s", mt, stopped, run.reason)
+
+    def _recompute_instead(
+        self, mt: MaterializedTable, checkpoint: str, *, stopped: str, reason: str
+    ) -> None:
+        """The table cannot catch up (`reason`): it is recomputed (`_recompute_next`), and
+        its load's run says why."""
+        why = reason.removeprefix("full: ")
+        self.recompute_reasons[mt.pk] = (
+            f"full: {why}; recomputed at the sources' snapshots now, the stream restarted "
+            "after them"
+        )
         _recompute_next(
             mt,
-            running.checkpoint,
-            why=f"A static source of the join moved on ({changes}); recomputing",
+            checkpoint,
+            why=f"{stopped[:1].upper()}{stopped[1:]}; recomputing: {why}",
+            error=why,
         )
 
     def _progress(self, running: Running, mt: MaterializedTable) -> None:
@@ -1036,13 +1196,16 @@ def compact_history(*, older_than: timedelta = KEEP_BATCHES, periodic: bool = Fa
     and hour (catalog.history.fold_per_hour): the hour's newest batch stays, with `batches`
     the batches it stands for, the sums of their rows and bytes written and of each
     expectation's violating rows, and the first one's queued and start times; its batch id,
-    snapshot, source offsets and data timestamp are the newest batch's. Safe beside another
+    snapshot, source offsets and data timestamp are the newest batch's; a catch-up's row
+    (`Supervisor._catch_up`, no batch id) is never folded. Safe beside another
     host's pass (each hour is one locked transaction). `periodic` (this process's own pass)
     reads only what its previous pass left. Returns how many rows were folded away."""
     batches = RefreshRun.objects.filter(
         trigger=RefreshRun.Trigger.CONTINUOUS,
         action=RefreshRun.Action.INCREMENTAL,
         state=RefreshRun.State.SUCCEEDED,
+        # A catch-up (no batch id) keeps its own row: its reason says what changed.
+        batch_id__isnull=False,
     )
     return history.fold_per_hour(
         batches,

@@ -43,6 +43,11 @@ A partition refresh (a date-formatter table's scheduled partition) is incrementa
 every row of that partition can be found from the changed rows: an append query, or a keyed
 query whose primary key holds the partition columns.
 
+A continuous table whose stream stopped (a source snapshot its stream cannot read, a static
+source of its join that moved on) catches up by the same rules (`catch_up`): one
+INCREMENTAL refresh from the snapshots the table holds to the sources' current ones when it
+has a primary key and the range reads as row changes, else FULL (a recompute) saying why.
+
 Django-free: the caller passes lineages read from the catalog's mirror."""
 
 from __future__ import annotations
@@ -155,10 +160,16 @@ def max_change_ratio(options: Mapping[str, str] | None) -> float:
 
 
 def changed_between(
-    source: str, lineage: Mapping[int, Step], *, since: int | None, until: int
+    source: str,
+    lineage: Mapping[int, Step],
+    *,
+    since: int | None,
+    until: int,
+    reader: str = "the last refresh",
 ) -> Delta | str:
     """What the source did between `since` (exclusive; None: the table's beginning) and
-    `until` (inclusive), or why that range cannot be read as row changes."""
+    `until` (inclusive), or why that range cannot be read as row changes (naming `reader`,
+    what read `since`)."""
     snapshots = rows = deleted = 0
     first_change: tuple[int, str] | None = None
     schemas: set[int] = set()
@@ -168,15 +179,15 @@ def changed_between(
             if since is not None and since not in lineage:
                 # Both Iceberg's incremental scan and a read of row changes start from a
                 # snapshot the table still has.
-                return f"snapshot {since} that the last refresh read of source {source} expired"
+                return f"snapshot {since} that {reader} read of source {source} expired"
             if since is not None and lineage[since].schema_id is not None:
                 schemas.add(lineage[since].schema_id)
             if first_change is not None and len(schemas) > 1:
                 # Rows deleted under one schema and inserted under another cannot be told
                 # apart from rows that merely changed their columns.
                 return (
-                    f"source {source}'s schema changed since the snapshot the last refresh "
-                    "read, and it did not only append"
+                    f"source {source}'s schema changed since the snapshot {reader} read, "
+                    "and it did not only append"
                 )
             top = lineage.get(until)
             return Delta(
@@ -192,7 +203,7 @@ def changed_between(
             )
         if current is None:
             return (
-                f"snapshot {since} that the last refresh read of source {source} is no "
+                f"snapshot {since} that {reader} read of source {source} is no "
                 "longer in its history (rolled back or expired)"
             )
         step = lineage.get(current)
@@ -211,7 +222,7 @@ def changed_between(
             deleted += step.deleted_records + step.added_deletes
             first_change = (step.snapshot_id, step.operation or "unknown operation")
         current = step.parent_id
-    return f"source {source} has more than {MAX_STEPS:,} snapshots since the last refresh"
+    return f"source {source} has more than {MAX_STEPS:,} snapshots since {reader} read it"
 
 
 def _an(operation: str) -> str:
@@ -282,18 +293,11 @@ def decide(
         )
     if isinstance(plan, str):
         return avoidable(plan)
-    if full_outer_join:
-        return avoidable(
-            "a FULL OUTER join's rows cannot be found from the rows that changed (LEFT, RIGHT "
-            "and inner joins can)"
-        )
-    if read_twice:
-        return avoidable(
-            f"source {read_twice[0]} is read more than once (a self-join), so its changed "
-            "rows cannot be applied one reference at a time"
-        )
-    if null_supplied:
-        return avoidable(null_supplied)
+    shape = _shape_reason(
+        full_outer_join=full_outer_join, read_twice=read_twice, null_supplied=null_supplied
+    )
+    if shape:
+        return avoidable(shape)
     key = tuple(plan.key or primary_key)
     if partition and (plan.mode == "merge" or key):
         missing = [c for c in partition_columns if c not in key]
@@ -316,13 +320,7 @@ def decide(
         if isinstance(found, str):
             return avoidable(found)
         if found.changed and not key:
-            snapshot, operation = found.first_change or (until, "")
-            return avoidable(
-                f"source {source} had {_an(operation)} in snapshot {snapshot}, and a table "
-                "without a primary key is kept incrementally through appends only (declare "
-                "PRIMARY KEY (...) NOT ENFORCED on the columns that identify a row to refresh "
-                "it incrementally through updates and deletes)"
-            )
+            return avoidable(_keyless(found, "refresh it"))
         if found.snapshots:
             deltas.append(found)
     if not deltas:
@@ -340,6 +338,116 @@ def decide(
                     f"{RATIO_OPTION} ({ratio:g}) of it: a full refresh is the cheaper"
                 )
     return Decision(Kind.INCREMENTAL, incremental_reason(deltas), tuple(deltas))
+
+
+def _shape_reason(*, full_outer_join: bool, read_twice: Sequence[str], null_supplied: str) -> str:
+    """Why the query's changed rows cannot be applied by key ('' when they can)."""
+    if full_outer_join:
+        return (
+            "a FULL OUTER join's rows cannot be found from the rows that changed (LEFT, RIGHT "
+            "and inner joins can)"
+        )
+    if read_twice:
+        return (
+            f"source {read_twice[0]} is read more than once (a self-join), so its changed "
+            "rows cannot be applied one reference at a time"
+        )
+    return null_supplied
+
+
+def _keyless(delta: Delta, doing: str) -> str:
+    """Why a table without a primary key cannot take `delta`'s deleted rows."""
+    snapshot, operation = delta.first_change or (delta.until, "")
+    return (
+        f"source {delta.source} had {_an(operation)} in snapshot {snapshot}, and a table "
+        "without a primary key is kept incrementally through appends only (declare "
+        f"PRIMARY KEY (...) NOT ENFORCED on the columns that identify a row to {doing} "
+        "incrementally through updates and deletes)"
+    )
+
+
+#: What a continuous table's catch-up adds to its reason: the stream goes on from there.
+RESUMED = "the stream resumed after it"
+
+
+def catch_up(
+    *,
+    position: Mapping[str, int | None] | str,
+    now: Mapping[str, int | None],
+    lineages: Mapping[str, Mapping[int, Step]],
+    key: Sequence[str],
+    full_outer_join: bool = False,
+    read_twice: Sequence[str] = (),
+    null_supplied: str = "",
+) -> Decision:
+    """How a continuous table whose stream stopped catches up with its sources: a source
+    snapshot its stream cannot read (a DELETE, UPDATE, MERGE INTO or overwrite: Iceberg's
+    stream source refuses them), or a static source of its join that moved on.
+
+    `position` is the snapshot of each source ("ns.table") whose rows the table holds (the
+    stream's last committed micro-batch read through it, or the load pinned it; a static
+    source's pin), or why that is not exactly known; `now` each source's current snapshot;
+    `key` the table's primary key (a merge plan's, or the one the table declares).
+
+    INCREMENTAL: one keyed refresh of each moved source's changes from `position` to `now`
+    (refresh.spark.changes.incremental_refresh), after which the stream starts again just
+    after `now`. FULL, with the reason, where that is not possible: no primary key (a
+    deleted row names no row of the table), a position not exactly known (an offset inside
+    a snapshot), a range that cannot be read as row changes (an expired snapshot, a schema
+    change), or a query whose changed rows cannot be applied by key. NO_DATA when no source
+    moved but by compactions. The table's `refresh.incremental` policy is not consulted: a
+    continuous table is incremental by nature, and the alternative is a recompute, never a
+    stream that stops."""
+    deltas: list[Delta] = []
+    unreadable = _moves(position, now, lineages, deltas)
+    changed = next((d for d in deltas if d.changed), None)
+    if not key and changed is not None:
+        return full(_keyless(changed, "catch up"))
+    if unreadable:
+        return full(unreadable)
+    if not key:
+        return full(
+            "a source snapshot deleted or overwrote rows, and a table without a primary key is "
+            "kept incrementally through appends only (declare PRIMARY KEY (...) NOT ENFORCED "
+            "on the columns that identify a row to catch up incrementally through updates and "
+            "deletes)"
+        )
+    shape = _shape_reason(
+        full_outer_join=full_outer_join, read_twice=read_twice, null_supplied=null_supplied
+    )
+    if shape:
+        return full(shape)
+    if not deltas:
+        return Decision(Kind.NO_DATA, f"no data: the sources were only compacted; {RESUMED}")
+    return Decision(Kind.INCREMENTAL, f"{incremental_reason(deltas)}; {RESUMED}", tuple(deltas))
+
+
+def _moves(
+    position: Mapping[str, int | None] | str,
+    now: Mapping[str, int | None],
+    lineages: Mapping[str, Mapping[int, Step]],
+    deltas: list[Delta],
+) -> str:
+    """What each source did from `position` to `now` (into `deltas`, sources that moved
+    by more than compactions), or why that cannot be read as row changes ('' if it can)."""
+    if isinstance(position, str):
+        return position
+    for source, until in sorted(now.items()):
+        if source not in position:
+            return f"the snapshot of source {source} the table holds is not known"
+        since = position[source]
+        if since == until:
+            continue
+        if until is None:
+            return f"source {source} has no snapshot any more"
+        found = changed_between(
+            source, lineages.get(source, {}), since=since, until=until, reader="the table's stream"
+        )
+        if isinstance(found, str):
+            return found
+        if found.snapshots:
+            deltas.append(found)
+    return ""
 
 
 def _percent(part: int, whole: int) -> str:

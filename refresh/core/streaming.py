@@ -8,7 +8,7 @@ maintain exactly is refused at CREATE with the reason and the suggestion to use 
   micro-batch's rows are appended to the table in one commit.
 - **merge**: an aggregation (GROUP BY) over one source table, or a join of one source
   table (the first in FROM: the stream) with other tables (static: read at the snapshot
-  the table's load read, and the table recomputed when one moves on, `static_moved`):
+  the table's load read, and the table caught up when one moves on, `static_moved`):
   each micro-batch recomputes the keys its new rows touch and writes them with `MERGE
   INTO` on the primary key, so the table holds exactly what the query gives. A primary
   key is required.
@@ -213,8 +213,8 @@ def static_pins(
     (snapshot id, ms), or None or absent for a source empty then). Pinned rather than read
     as they are at each batch: a batch recomputes only the keys its new rows touch, so a
     static source read anew would leave every other key at its older snapshot and the table
-    would answer no snapshot at all. When one moves on, the table is recomputed
-    (`static_moved`)."""
+    would answer no snapshot at all. When one moves on, the table catches up with it
+    (`static_moved`; refresh.streams), and its stream goes on with new pins."""
     pins: dict[tuple[str, ...], int | None] = {}
     for source in plan.static:
         pin = start.get(".".join(source))
@@ -230,7 +230,8 @@ def static_moved(
     """The static sources of a merge plan that moved on since the table's load: "ns.table"
     -> (the snapshot its micro-batches read, `static_pins`, and its current one). A source
     the load's pins do not name at all counts as moved (the load predates it), so the table
-    is recomputed and pins it; a recompute is how a change of one reaches the table."""
+    is recomputed and pins it (what its batches read of it is not known); a catch-up (or a
+    recompute) is how a change of one reaches the table."""
     moved: dict[str, tuple[int | None, int | None]] = {}
     for source, pinned in static_pins(plan, start).items():
         name = ".".join(source)

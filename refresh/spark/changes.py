@@ -553,6 +553,7 @@ def incremental_refresh(
     properties: Mapping[str, str] | None = None,
     expectations: Sequence[Expectation] = (),
     violations: dict[str, int] | None = None,
+    combining: bool = True,
 ) -> Applied:
     """A FULL table's incremental refresh: each source in `deltas` changed in the snapshots
     after `since` up to `until`: by appends only (Iceberg's incremental append scan reads
@@ -562,14 +563,21 @@ def incremental_refresh(
     `pins`, the ones the run records, so the table ends exactly as the query over those
     snapshots (or its partition `partition` does), its `expectations` applied to the rows
     the plan computes (see the module; violations counted into `violations`). Its commit's
-    snapshot summary gets `properties` (the refresh state)."""
+    snapshot summary gets `properties` (the refresh state). `combining=False` when the table
+    may already hold part of the changes (a continuous table's catch-up: a micro-batch may
+    have committed without Spark's commit log saying so): touched keys are then recomputed,
+    which is idempotent, never combined with the table's values."""
     rewrites = [source for source in deltas if source in changed]
     if rewrites and not plan.key:
         raise ValueError("Deleted rows can only be applied to a table with a primary key")
     keyed = plan.mode == "merge" or bool(rewrites)
     # A combined merge adds to the table's values without computing a key's row, which an
     # expectation checks: with expectations, the touched keys are recomputed.
-    combine = combinable(query, plan.key) if plan.mode == "merge" and not expectations else None
+    combine = (
+        combinable(query, plan.key)
+        if combining and plan.mode == "merge" and not expectations
+        else None
+    )
     # One source whose aggregates combine: its changed rows' aggregates are merged with the
     # table's values (merge_combined, merge_combined_changes) rather than its keys
     # recomputed over the whole source.

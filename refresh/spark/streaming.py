@@ -18,6 +18,13 @@ the streaming process passes plain values and a callback per micro-batch.
   end offset reads through (Spark logs it in the checkpoint before the batch runs) and, for
   a merge plan's other sources, the snapshot the batch pinned them at. A batch whose reads
   are not exactly known records none rather than a wrong one.
+- A stream that stopped (a source snapshot it cannot read: a DELETE, UPDATE, MERGE INTO or
+  overwrite; a merge plan's static source that moved on) catches up: from the snapshots the
+  table holds (`stream_position`: the last committed batch's end offsets, the load's pins)
+  to the sources' current ones, the row changes are applied by the table's primary key in
+  one commit (`plan_catch_up`, `catch_up`: refresh.spark.changes.incremental_refresh), and
+  the caller starts the stream again just after those snapshots, as after a load; where
+  that is not possible, refresh.core.incremental.catch_up says why and the caller loads.
 - Expectations (refresh.core.expectations) are applied to what each commit writes: the
   load's rows, an append batch's rows, a merge batch's touched keys' rows
   (refresh.spark.changes). Each batch's violations are counted and handed to the caller
@@ -37,15 +44,25 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from dataclasses import replace as replace_plan
 from typing import TYPE_CHECKING, Any
 
 from catalog.core.sql import as_query
 from refresh.core import expectations as ex
+from refresh.core import incremental
+from refresh.core.incremental import Decision, Kind, Step
 from refresh.core.refresh_state import refresh_state
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources, static_pins
 from refresh.spark import sandbox
 from refresh.spark.batch import RefreshResult, expected, latest_snapshot, quote, replace
-from refresh.spark.changes import Source, append, merge_changes, pin_sources
+from refresh.spark.changes import (
+    Applied,
+    Source,
+    append,
+    incremental_refresh,
+    merge_changes,
+    pin_sources,
+)
 from refresh.spark.commits import with_properties
 
 if TYPE_CHECKING:
@@ -531,6 +548,201 @@ def batch_reads(
             exc_info=True,
         )
         return None
+
+
+def committed_batch(session: SparkSession, *, checkpoint: str) -> int | None:
+    """The last micro-batch Spark's commit log in `checkpoint` says completed (None: none
+    did). Spark writes `<checkpoint>/commits/<batch_id>` once the batch's function returned,
+    so the table holds everything that batch wrote; a later batch whose offsets are logged
+    but not committed may or may not have written (read with Spark's own CommitLog)."""
+    jvm = session._jvm  # noqa: SLF001 - py4j's entry point
+    log = jvm.org.apache.spark.sql.execution.streaming.CommitLog(
+        session._jsparkSession,  # noqa: SLF001
+        f"{checkpoint.rstrip('/')}/commits",
+    )
+    latest = log.getLatestBatchId()
+    return int(latest.get()) if latest.isDefined() else None
+
+
+def stream_position(
+    session: SparkSession,
+    *,
+    plan: StreamPlan,
+    catalog: str,
+    checkpoint: str,
+    start_after: Mapping[str, Any],
+) -> dict[str, int | None] | str:
+    """The snapshot of each source ("ns.table") whose rows the table holds now that its
+    stream is stopped, or why that is not exactly known: a streamed source at the snapshot
+    the last committed micro-batch's end offset reads through (`read_through`; the load's
+    pin when none committed since), a merge plan's static source at the pin every batch
+    read it at (`static_pins`).
+
+    A batch after it may have written without Spark's commit log saying so (a crash
+    between the two): the table then holds a little more, the changes of some keys past
+    that snapshot, which a keyed catch-up from it recomputes anyway."""
+    pins = {k: tuple(v) for k, v in start_after.items() if v}
+    streams = [tuple(stream) for stream in plan.streams]
+    last = committed_batch(session, checkpoint=checkpoint)
+    if last is None:
+        through: dict[Source, int | None] | None = {
+            source: (pins[".".join(source)][0] if ".".join(source) in pins else None)
+            for source in streams
+        }
+    else:
+        try:
+            offsets = [
+                parse_offset(text)
+                for text in logged_offsets(session, checkpoint=checkpoint, batch_id=last)
+            ]
+        except (LookupError, ValueError) as error:
+            return f"the offsets of micro-batch {last} cannot be read ({error})"
+        through = read_through(
+            offsets, streams=streams, start_after=pins, holds=_Tables(session, catalog).holds
+        )
+        if through is None:
+            return (
+                f"micro-batch {last}'s end offsets ({', '.join(map(str, offsets))}) do not "
+                "each end a snapshot of its sources (a read limit cut one, or it expired)"
+            )
+    position = {".".join(source): snapshot for source, snapshot in through.items()}
+    for source in plan.static:
+        name = ".".join(source)
+        if name in start_after:  # else the batches' pin is unknown: not in the position
+            position[name] = static_pins(plan, start_after)[tuple(source)]
+    return position
+
+
+def source_lineage(session: SparkSession, table: Sequence[str]) -> dict[int, Step]:
+    """A table's ((catalog, *namespace, name)) snapshots as its metadata lists them (Spark's
+    `snapshots` metadata table), by id: what refresh.core.incremental walks."""
+    rows = session.sql(
+        f"SELECT snapshot_id, parent_id, operation, summary FROM {quote(table)}.snapshots"
+    ).collect()
+
+    def count(summary: Mapping[str, str] | None, *names: str) -> int:
+        return sum(int((summary or {}).get(name) or 0) for name in names)
+
+    return {
+        row["snapshot_id"]: Step(
+            row["snapshot_id"],
+            row["parent_id"],
+            row["operation"],
+            added_records=count(row["summary"], "added-records"),
+            deleted_records=count(row["summary"], "deleted-records"),
+            added_deletes=count(row["summary"], "added-position-deletes", "added-equality-deletes"),
+            total_records=(
+                count(row["summary"], "total-records")
+                if "total-records" in (row["summary"] or {})
+                else None
+            ),
+        )
+        for row in rows
+    }
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """How a stopped stream catches up (refresh.core.incremental.catch_up's decision), the
+    snapshots the table holds (`position`, or why they are unknown) and the sources' pins
+    now ("ns.table" -> (snapshot id, ms) or None), which the catch-up reads and the stream
+    then starts just after."""
+
+    decision: Decision
+    position: Mapping[str, int | None] | str
+    pins: Mapping[str, Any]
+
+
+def plan_catch_up(
+    session: SparkSession,
+    *,
+    plan: StreamPlan,
+    key: Sequence[str],
+    catalog: str,
+    checkpoint: str,
+    start_after: Mapping[str, Any],
+    full_outer_join: bool = False,
+    read_twice: Sequence[str] = (),
+    null_supplied: str = "",
+) -> CatchUp:
+    """Where the stopped stream of a table whose primary key is `key` (empty: none) stands
+    (`stream_position`), its sources' snapshots now, and what catching up from one to the
+    other takes (refresh.core.incremental.catch_up: INCREMENTAL, NO_DATA or FULL with why).
+    Reads metadata and the checkpoint only: no row."""
+    sources = [(catalog, *source) for source in (*plan.streams, *plan.static)]
+    pins = pinned_snapshots(session, sources)
+    now = {name: (pin[0] if pin else None) for name, pin in pins.items()}
+    position = stream_position(
+        session, plan=plan, catalog=catalog, checkpoint=checkpoint, start_after=start_after
+    )
+    held = {} if isinstance(position, str) else position
+    # The lineages of the sources that moved only (one metadata read each).
+    lineages = {
+        name: source_lineage(session, source)
+        for source in sources
+        for name in [".".join(source[1:])]
+        if held.get(name, -1) != now[name]
+    }
+    decision = incremental.catch_up(
+        position=position,
+        now=now,
+        lineages=lineages,
+        key=key,
+        full_outer_join=full_outer_join,
+        read_twice=read_twice,
+        null_supplied=null_supplied,
+    )
+    return CatchUp(decision, position, pins)
+
+
+def catch_up(
+    session: SparkSession,
+    caught: CatchUp,
+    *,
+    plan: StreamPlan,
+    key: Sequence[str],
+    query: str,
+    target: Sequence[str],
+    catalog: str,
+    namespace: Sequence[str],
+    merge_turn: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    properties: Mapping[str, str] | None = None,
+    expectations: Sequence[ex.Expectation] = (),
+    violations: dict[str, int] | None = None,
+) -> Applied:
+    """Apply an INCREMENTAL catch-up (`plan_catch_up`): each moved source's changes from
+    the snapshot the table holds to its pin, by the table's primary key `key`
+    (refresh.spark.changes.incremental_refresh), every source read at its pin, in one
+    commit whose summary gets `properties` (the refresh state of the pins, the host's
+    token). Touched keys are recomputed and merged, never combined nor appended: the table
+    may hold a little more than its position (`stream_position`). UnreadableChanges when a
+    source's changes cannot be read after all (equality deletes, a snapshot expired
+    meanwhile)."""
+    if caught.decision.kind is not Kind.INCREMENTAL:
+        raise ValueError(f"nothing to apply: {caught.decision.reason}")
+    # Always by key, even for sources that only appended: appending the rows of a batch
+    # the table may already hold would write them twice; merging them by key cannot.
+    keyed = replace_plan(plan, mode="merge", key=tuple(plan.key or key))
+    by_name = {".".join(source): tuple(source) for source in (*plan.streams, *plan.static)}
+    return incremental_refresh(
+        session,
+        plan=keyed,
+        query=query,
+        target=target,
+        catalog=catalog,
+        namespace=namespace,
+        deltas={by_name[d.source]: (d.since, d.until) for d in caught.decision.deltas},
+        changed=[by_name[d.source] for d in caught.decision.deltas if d.changed],
+        pins={
+            source: (caught.pins[name][0] if caught.pins.get(name) else None)
+            for name, source in by_name.items()
+        },
+        merge_turn=merge_turn,
+        properties=properties,
+        expectations=expectations,
+        violations=violations,
+        combining=False,
+    )
 
 
 def _has_batch(spark: SparkSession, target: Sequence[str], marker: str) -> bool:

@@ -55,6 +55,9 @@ def test_micro_batches_older_than_an_hour_are_folded_per_hour_and_recent_ones_ke
     for i in range(120):  # two old hours, one batch every minute
         counted = {"positive": i % 2, "has_id": 1} if i % 3 else {}  # some count none
         batch(hour + timedelta(minutes=i), i, 2, counted)
+    # The stream caught up with a source's MERGE in the first hour: a run of its own.
+    batch(hour + timedelta(minutes=20, seconds=30), None, 3)
+    RefreshRun.objects.filter(batch_id=None).update(reason="incremental: live.s changed")
     now = timezone.now()
     for i in range(5):  # recent batches stay as they are
         batch(now - timedelta(minutes=5 - i), 1000 + i, 1)
@@ -68,7 +71,9 @@ def test_micro_batches_older_than_an_hour_are_folded_per_hour_and_recent_ones_ke
     assert old[1].batch_id == 119 and old[0].bytes_written == 1200
     assert old[0].started_at == hour and old[1].started_at == hour + timedelta(minutes=60)
     assert old[0].expectations == {"positive": 20, "has_id": 40}
-    assert mt.runs.filter(batches=1).count() == 5
+    assert mt.runs.filter(batches=1).count() == 6, "5 recent batches and the catch-up"
+    [caught_up] = mt.runs.filter(batch_id=None)
+    assert (caught_up.reason, caught_up.rows_written) == ("incremental: live.s changed", 3)
     assert compact_history() == 0, "folded rows are not folded again"
 
     # A batch of a folded hour that passes the age later joins that hour's row.

@@ -1,14 +1,20 @@
 """Every snapshot a continuous table's stream commits is an exact answer to what it records:
-random histories of appends, deletes, overwrites and compactions on its two sources, micro-
-batches, compactions of the table itself (table maintenance), and manual refreshes (the
-stream stopped between micro-batches, the table recomputed at pinned source snapshots, the
-stream restarted just after them, as refresh.streams does) while a writer keeps appending,
-for an append plan (a filter), an append plan over both sources (UNION ALL) and a merge plan
-(a GROUP BY with a primary key over a stream-static join: the static side is read at the
-load's snapshot, and the table recomputed when it moves on). A delete or an overwrite stops
-the stream (Iceberg's stream source refuses it), and the table is recomputed as the
-streaming process recomputes it. Afterwards each snapshot of the table with a refresh state
-passes the verifier (refresh.spark.verify), and the table equals its query over the sources.
+random histories of appends, DELETE, UPDATE, MERGE INTO, overwrites and compactions on its
+two sources (`orders` written merge-on-read, `returns` copy-on-write), micro-batches,
+compactions of the table itself (table maintenance), and manual refreshes (the stream
+stopped between micro-batches, the table recomputed at pinned source snapshots, the stream
+restarted just after them, as refresh.streams does) while a writer keeps appending, for an
+append plan (a filter), an append plan over both sources with a primary key (UNION ALL) and
+a merge plan (a GROUP BY with a primary key over a stream-static join: the static side is
+read at the load's snapshot). A delete, update, merge or overwrite stops the stream
+(Iceberg's stream source refuses it), and so does, for the join, its static side moving on;
+as the streaming process does (Supervisor._catch_up), a table with a primary key then
+catches up incrementally (refresh.spark.streaming.plan_catch_up and catch_up: the rows the
+sources deleted and inserted since the snapshots the table holds, applied by key in one
+commit) and its stream resumes just after; the one without is recomputed. Each history
+asserts which happened: a keyed table is never recomputed. Afterwards each snapshot of the
+table with a refresh state passes the verifier (refresh.spark.verify), and the table equals
+its query over the sources.
 
 A second materialized table over the first (a cascade) is refreshed at random moments as
 the worker refreshes a scheduled table (tests.spark.test_incremental_refresh.History:
@@ -35,7 +41,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from refresh.core.definition import MERGE_ON_READ
-from refresh.core.incremental import Kind
+from refresh.core.incremental import Kind, has_full_outer_join, null_supplied_key
 from refresh.core.refresh_state import read, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream, static_moved
 from refresh.spark import streaming, verify
@@ -53,15 +59,16 @@ SHAPES = {
         "SELECT customer, count(*) AS n, sum(amount) AS total FROM mt GROUP BY customer",
         ("customer",),
     ),
+    # An append plan kept by its primary key when a source rewrites rows.
     "union all": (
         "SELECT id, amount, 'order' AS kind FROM orders "
         "UNION ALL SELECT id, -amount AS amount, 'return' AS kind FROM returns",
-        (),
+        ("id", "kind"),
         "SELECT kind, count(*) AS n, sum(amount) AS total FROM mt GROUP BY kind",
         ("kind",),
     ),
     # A merge plan: a GROUP BY over a stream-static join (returns is static: read at the
-    # load's snapshot by every micro-batch; when it moves on, the table is recomputed).
+    # load's snapshot by every micro-batch; when it moves on, the table catches up).
     "join group by": (
         "SELECT o.customer, count(*) AS n, sum(o.amount) AS total, max(r.amount) AS top "
         "FROM orders o JOIN returns r ON o.customer = r.customer GROUP BY o.customer",
@@ -80,14 +87,17 @@ operation = st.one_of(
     st.tuples(st.just("batch"), st.none(), st.none()),
     st.tuples(st.just("manual refresh"), source, rows),
     st.tuples(st.just("delete"), source, st.integers(0, 2)),
+    st.tuples(st.just("update"), source, st.integers(0, 2)),
+    st.tuples(st.just("merge"), source, rows),
     st.tuples(st.just("overwrite"), source, st.integers(0, 2)),
     st.tuples(st.just("compact"), st.sampled_from([*SOURCES, "mt"]), st.none()),
     st.tuples(st.just("cascade refresh"), st.none(), st.none()),
 )
 histories = st.lists(operation, min_size=3, max_size=8)
 #: A manual refresh while a writer keeps appending, a static source moving on, table
-#: maintenance, then a delete the stream cannot follow; the cascade refreshed after appends
-#: only and after the delete.
+#: maintenance, then a delete, a MERGE INTO and an UPDATE the stream cannot follow, on the
+#: streamed source and on the join's static side, a round each; the cascade refreshed after
+#: appends only and after the changes.
 TYPICAL = [
     ("append", "orders", [(1, 50), (2, 70)]),
     ("append", "returns", [(2, 45)]),
@@ -106,6 +116,17 @@ TYPICAL = [
     ("append", "orders", [(4, 60)]),
     ("batch", None, None),
     ("cascade refresh", None, None),
+    # Updates two orders (odd customers pick existing ids), inserts one, deletes one whose
+    # amount is a multiple of 5.
+    ("merge", "orders", [(1, 55), (3, 36), (2, 20), (5, 41)]),
+    ("batch", None, None),
+    ("update", "returns", 1),
+    ("append", "orders", [(2, 61)]),
+    ("batch", None, None),
+    ("cascade refresh", None, None),
+    ("merge", "returns", [(3, 12), (2, 48)]),
+    ("update", "orders", 2),
+    ("batch", None, None),
 ]
 _namespaces = itertools.count(1)
 
@@ -119,12 +140,19 @@ class Stream:
     plan: StreamPlan
     namespace: str
     folder: Path
+    #: The table's primary key (a merge plan's; an append plan's is the table's own).
+    key: tuple[str, ...] = ()
     next_id: itertools.count = field(default_factory=lambda: itertools.count(1))
     running: Any = None
     checkpoints: itertools.count = field(default_factory=lambda: itertools.count(1))
-    #: The last load's pins ("ns.table" -> (snapshot id, ms), None when empty).
+    checkpoint: str = ""
+    #: Where the stream started ("ns.table" -> (snapshot id, ms), None when empty): a
+    #: load's pins or a catch-up's.
     pins: dict = field(default_factory=dict)
-    static_recomputes: int = 0
+    #: The reasons of the catch-ups (INCREMENTAL or NO_DATA) and of the recomputes (FULL)
+    #: after the stream stopped, by what stopped it ("rewrite" or "static").
+    caught_up: list[tuple[str, str]] = field(default_factory=list)
+    recomputed: list[tuple[str, str]] = field(default_factory=list)
 
     def name(self, table: str) -> str:
         return f"{CATALOG}.{self.namespace}.{table}"
@@ -133,14 +161,35 @@ class Stream:
         text = ", ".join(f"({next(self.next_id)}, {c}, {a})" for c, a in values)
         self.spark.sql(f"INSERT INTO {self.name(source)} VALUES {text}")
 
-    def change(self, kind: str, source: str, remainder: int) -> None:
+    def change(self, kind: str, source: str, argument: Any) -> None:
         table = self.name(source)
         if kind == "delete":
-            self.spark.sql(f"DELETE FROM {table} WHERE amount % 3 = {remainder}")
+            self.spark.sql(f"DELETE FROM {table} WHERE amount % 3 = {argument}")
+        elif kind == "update":
+            self.spark.sql(
+                f"UPDATE {table} SET amount = amount + 7, customer = customer % 4 + 1 "
+                f"WHERE amount % 3 = {argument}"
+            )
+        elif kind == "merge":
+            # Odd customers pick an existing row to update (or delete: an amount that is a
+            # multiple of 5), the others insert a new one.
+            known = sorted(r[0] for r in self.spark.table(table).select("id").collect())
+            ids: list[int] = []
+            for customer, _ in argument:
+                pick = known[customer % len(known)] if known and customer % 2 else None
+                ids.append(pick if pick is not None and pick not in ids else next(self.next_id))
+            values = ", ".join(f"({i}, {c}, {a})" for i, (c, a) in zip(ids, argument, strict=True))
+            self.spark.sql(
+                f"MERGE INTO {table} t USING (SELECT * FROM VALUES {values} "
+                "AS s(id, customer, amount)) s ON t.id = s.id "
+                "WHEN MATCHED AND s.amount % 5 = 0 THEN DELETE "
+                "WHEN MATCHED THEN UPDATE SET t.amount = s.amount, t.customer = s.customer "
+                "WHEN NOT MATCHED THEN INSERT *"
+            )
         else:
             self.spark.sql(
                 f"INSERT OVERWRITE {table} SELECT id, customer, amount + 1 FROM {table} "
-                f"WHERE amount % 3 <> {remainder}"
+                f"WHERE amount % 3 <> {argument}"
             )
 
     def compact(self, table: str) -> None:
@@ -154,17 +203,19 @@ class Stream:
             "options => map('min-input-files', '2'))"
         )
 
+    def state(self, pins: dict) -> dict[str, str]:
+        """The refresh state of a commit that read the sources at `pins`."""
+        return refresh_state(
+            version=1,
+            sources={name: ("", pin[0] if pin else None) for name, pin in pins.items()},
+            started_ms=0,
+        ).summary()
+
     def load_and_start(self) -> None:
         """A load at the source's snapshot now, then the stream just after it (a start
         without a checkpoint, a manual refresh, a recompute)."""
         sources = [(CATALOG, *source) for source in (*self.plan.streams, *self.plan.static)]
         pins = streaming.pinned_snapshots(self.spark, sources)
-        self.pins = pins
-        state = refresh_state(
-            version=1,
-            sources={name: ("", pin[0] if pin else None) for name, pin in pins.items()},
-            started_ms=0,
-        )
         streaming.load(
             self.spark,
             query=self.query,
@@ -173,9 +224,15 @@ class Stream:
             pins=pins,
             namespace=[self.namespace],
             catalog=CATALOG,
-            snapshot_properties=state.summary(),
+            snapshot_properties=self.state(pins),
         )
+        self.start(pins)
+
+    def start(self, pins: dict) -> None:
+        """The stream from a new checkpoint, just after `pins`."""
+        self.pins = pins
         checkpoint = self.folder / f"checkpoint-{next(self.checkpoints)}"
+        self.checkpoint = str(checkpoint)
         self.running = streaming.start(
             self.spark,
             plan=self.plan,
@@ -183,7 +240,7 @@ class Stream:
             target=[CATALOG, self.namespace, "mt"],
             catalog=CATALOG,
             namespace=[self.namespace],
-            checkpoint=str(checkpoint),
+            checkpoint=self.checkpoint,
             key=f"exact-{self.namespace}-{checkpoint.name}",
             trigger_seconds=0.5,
             start_after={k: tuple(v) for k, v in pins.items() if v},
@@ -192,17 +249,51 @@ class Stream:
             uuids={},
         )
 
+    def catch_up(self, stopped: str) -> None:
+        """The stopped stream catches up, as Supervisor._catch_up does: incrementally by the
+        table's key from the snapshots it holds, then streams on from a new checkpoint just
+        after the snapshots it read; or, where it cannot, the table is recomputed."""
+        caught = streaming.plan_catch_up(
+            self.spark,
+            plan=self.plan,
+            key=self.key,
+            catalog=CATALOG,
+            checkpoint=self.checkpoint,
+            start_after=self.pins,
+            full_outer_join=has_full_outer_join(self.query),
+            null_supplied=null_supplied_key(self.query, self.key),
+        )
+        if caught.decision.kind is Kind.FULL:
+            self.recomputed.append((stopped, caught.decision.reason))
+            self.load_and_start()
+            return
+        if caught.decision.kind is Kind.INCREMENTAL:
+            streaming.catch_up(
+                self.spark,
+                caught,
+                plan=self.plan,
+                key=self.key,
+                query=self.query,
+                target=[CATALOG, self.namespace, "mt"],
+                catalog=CATALOG,
+                namespace=[self.namespace],
+                properties=self.state(dict(caught.pins)),
+            )
+        self.caught_up.append((stopped, caught.decision.reason))
+        self.start(dict(caught.pins))
+
     def batches(self) -> None:
-        """Wait for the stream to take in what the source has; a stream the source's delete
-        or overwrite stopped is recomputed, as the streaming process does."""
+        """Wait for the stream to take in what the source has; a stream that a source's
+        delete, update, merge or overwrite stopped catches up (or is recomputed), as the
+        streaming process does."""
         try:
             self.running.processAllAvailable()
         except Exception:  # noqa: BLE001 - Iceberg's stream refuses a rewritten source
             self.running.stop()
-            self.load_and_start()
+            self.catch_up("rewrite")
             self.running.processAllAvailable()
         # A static source that moved on: the batches above read it at the load's snapshot;
-        # the table is recomputed, as the streaming process does (Supervisor._follow_static).
+        # the table catches up, as the streaming process does (Supervisor._follow_static).
         static = [(CATALOG, *source) for source in self.plan.static]
         current = {
             name: (pin[0] if pin else None)
@@ -210,8 +301,7 @@ class Stream:
         }
         if static_moved(self.plan, self.pins, current):
             streaming.stop_between_batches(self.running)
-            self.load_and_start()
-            self.static_recomputes += 1
+            self.catch_up("static")
 
     def manual_refresh(self) -> None:
         streaming.stop_between_batches(self.running)
@@ -260,12 +350,15 @@ def _stream(session: SparkSession, shape: str, folder: Path) -> tuple[Stream, Hi
     namespace = f"exact{next(_namespaces)}"
     session.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{namespace}")
     session.sql(f"USE {CATALOG}.{namespace}")
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in MERGE_ON_READ.items())
     for source in SOURCES:
+        # orders takes its deletes, updates and merges as position deletes, returns as
+        # rewritten files.
+        written = f" TBLPROPERTIES ({properties})" if source == "orders" else ""
         session.sql(
             f"CREATE TABLE {CATALOG}.{namespace}.{source} "
-            "(id BIGINT, customer BIGINT, amount BIGINT) USING iceberg"
+            f"(id BIGINT, customer BIGINT, amount BIGINT) USING iceberg{written}"
         )
-    properties = ", ".join(f"'{k}' = '{v}'" for k, v in MERGE_ON_READ.items())
     for table, select in (("mt", query), ("rollup", rollup)):
         session.sql(
             f"CREATE TABLE {CATALOG}.{namespace}.{table} USING iceberg "
@@ -280,7 +373,7 @@ def _stream(session: SparkSession, shape: str, folder: Path) -> tuple[Stream, Hi
         target="rollup",
         strict=False,
     )
-    return Stream(session, query, plan, namespace, folder / namespace), cascade
+    return Stream(session, query, plan, namespace, folder / namespace, key=key), cascade
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -288,9 +381,11 @@ def test_every_snapshot_of_a_continuous_table_answers_what_it_records(
     session: SparkSession, shape: str, tmp_path: Path
 ):
     kinds: Counter = Counter()
+    #: (what the stream did, what stopped it), over every history.
+    stops: Counter = Counter()
 
     @settings(
-        max_examples=1,  # and TYPICAL: a minute of Spark each, three shapes
+        max_examples=1,  # and TYPICAL: a minute or two of Spark each, three shapes
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
@@ -324,9 +419,21 @@ def test_every_snapshot_of_a_continuous_table_answers_what_it_records(
             stream.batches()
             cascade.refresh(None)
             kinds.update(cascade.kinds)
+            stops.update(("caught up", stopped) for stopped, _ in stream.caught_up)
+            stops.update(("recomputed", stopped) for stopped, _ in stream.recomputed)
+            if stream.key:
+                # Never a recompute: every stop was caught up by key, and said what changed.
+                assert stream.recomputed == [], stream.recomputed
+                for _, reason in stream.caught_up:
+                    assert reason.startswith(("incremental: ", "no data: ")), reason
+                    assert reason.endswith("; the stream resumed after it"), reason
+            else:
+                assert stream.caught_up == [], stream.caught_up
+                for _, reason in stream.recomputed:
+                    assert "PRIMARY KEY (...) NOT ENFORCED" in reason, reason
             if stream.plan.static:
                 # "returns" got rows after the load (the history's last appends at least).
-                assert stream.static_recomputes >= 1
+                assert "static" in {stopped for stopped, _ in stream.caught_up}, stream
             assert stream.verify_every_snapshot() >= 2
             assert cascade.verify_every_snapshot() >= 1
             table = session.sql(f"SELECT * FROM {stream.name('mt')}").collect()
@@ -336,6 +443,11 @@ def test_every_snapshot_of_a_continuous_table_answers_what_it_records(
             stream.stop()
 
     check()
+    # TYPICAL's delete, MERGE INTO and UPDATE of the streamed source, a round each (and,
+    # for the UNION ALL, of the other streamed source): caught up by key, or, without a
+    # key, recomputed.
+    done = "caught up" if SHAPES[shape][1] else "recomputed"
+    assert stops[(done, "rewrite")] >= 3, stops
     # The cascade's refreshes were incremental where the continuous table only appended.
     if not SHAPES[shape][1]:  # a merge plan's micro-batches rewrite rows: FULL every time
         assert kinds[Kind.INCREMENTAL] >= 1, kinds

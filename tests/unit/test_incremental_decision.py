@@ -7,6 +7,7 @@ from refresh.core.incremental import (
     Baseline,
     Kind,
     Step,
+    catch_up,
     changed_between,
     decide,
     has_full_outer_join,
@@ -279,3 +280,90 @@ def test_the_keys_appended_rows_touch_are_found_without_the_having():
         )
         == "SELECT customer, COUNT(*) AS n FROM orders GROUP BY customer"
     )
+
+
+# -- a continuous table's catch-up after its stream stopped (refresh.core.incremental.catch_up)
+
+#: Snapshot 4 a MERGE INTO (merge-on-read: 2 position deletes, 3 rows added) the stream's
+#: source refused; 5 an append after it. The stream had read through snapshot 3.
+MERGED = {
+    **ORDERS,
+    4: Step(4, 3, "overwrite", 3, added_deletes=2, total_records=16),
+    5: Step(5, 4, "append", 1, total_records=17),
+}
+
+
+def caught_up(**changes):
+    arguments = dict(
+        position={"s.orders": 3},
+        now={"s.orders": 5},
+        lineages={"s.orders": MERGED},
+        key=("customer",),
+    )
+    arguments.update(changes)
+    return catch_up(**arguments)
+
+
+def test_a_keyed_stream_stopped_by_a_merge_catches_up_incrementally_from_where_it_read():
+    made = caught_up()
+    assert made.kind is Kind.INCREMENTAL
+    [delta] = made.deltas
+    assert (delta.since, delta.until, delta.changed, delta.first_change) == (
+        3,
+        5,
+        True,
+        (4, "overwrite"),
+    )
+    assert made.reason == (
+        "incremental: s.orders changed by an overwrite in snapshot 4 and 1 more "
+        "(up to 2 rows deleted, 4 inserted); the stream resumed after it"
+    )
+
+
+def test_a_catch_up_is_never_full_for_its_size_nor_refused_by_the_tables_policy():
+    # All 10 rows rewritten: a scheduled refresh under 'auto' would recompute; the stream
+    # has no such choice to make, and no options are asked.
+    rewritten = {**ORDERS, 4: Step(4, 3, "overwrite", 15, deleted_records=15, total_records=15)}
+    made = caught_up(now={"s.orders": 4}, lineages={"s.orders": rewritten})
+    assert made.kind is Kind.INCREMENTAL
+
+
+def test_a_static_source_that_moved_is_caught_up_with_the_stream_source_where_it_stands():
+    customers = lineage((20, None, "append", 4), (21, 20, "overwrite", 1))
+    made = caught_up(
+        position={"s.orders": 3, "s.customers": 20},
+        now={"s.orders": 3, "s.customers": 21},
+        lineages={"s.customers": customers},
+    )
+    assert made.kind is Kind.INCREMENTAL
+    assert [(d.source, d.since, d.until) for d in made.deltas] == [("s.customers", 20, 21)]
+
+
+def test_a_stream_without_a_primary_key_is_recomputed_saying_a_key_would_catch_it_up():
+    made = caught_up(key=())
+    assert made.kind is Kind.FULL
+    assert made.reason.startswith("full: source s.orders had an overwrite in snapshot 4")
+    assert "PRIMARY KEY (...) NOT ENFORCED" in made.reason
+    assert "to catch up incrementally" in made.reason
+
+
+def test_an_unknown_position_or_an_unreadable_range_is_recomputed_saying_why():
+    inside = "micro-batch 7's end offsets do not each end a snapshot of its sources"
+    assert caught_up(position=inside).reason == f"full: {inside}"
+    expired = {5: MERGED[5], 4: MERGED[4]}  # snapshot 3, where the stream stood, expired
+    assert caught_up(lineages={"s.orders": expired}).reason == (
+        "full: snapshot 3 that the table's stream read of source s.orders expired"
+    )
+    assert "not known" in caught_up(position={}).reason
+    assert "no snapshot any more" in caught_up(now={"s.orders": None}).reason
+
+
+def test_a_catch_up_of_a_shape_whose_changes_cannot_be_applied_by_key_is_recomputed():
+    assert "FULL OUTER join" in caught_up(full_outer_join=True).reason
+    assert "read more than once" in caught_up(read_twice=["s.customers"]).reason
+    assert caught_up(null_supplied="the key comes from c").reason == "full: the key comes from c"
+
+
+def test_sources_only_compacted_since_the_position_need_no_catch_up():
+    made = caught_up(position={"s.orders": 2}, now={"s.orders": 3})
+    assert made.kind is Kind.NO_DATA
