@@ -450,6 +450,10 @@ def _moves(
     return ""
 
 
+def _rows(count: int) -> str:
+    return f"{count:,} row{'' if count == 1 else 's'}"
+
+
 def _percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "all"
 
@@ -482,9 +486,9 @@ def incremental_reason(
             )
             if counted and d.source in counted:
                 gone, new = counted[d.source]
-                rows = f"{gone:,} rows deleted, {new:,} inserted"
+                rows = f"{_rows(gone)} deleted, {new:,} inserted"
             else:
-                rows = f"up to {d.deleted:,} rows deleted, {d.rows:,} inserted"
+                rows = f"up to {_rows(d.deleted)} deleted, {d.rows:,} inserted"
             parts.append(f"{d.source} changed by {_an(operation)} {where} ({rows})")
         text = "incremental: " + "; ".join(parts)
     if keys is not None:

@@ -104,7 +104,7 @@ def test_a_delete_in_a_source_is_incremental_by_key_unless_it_is_too_large_or_st
     assert decision.kind == "INCREMENTAL"
     assert decision.reason == (
         f"incremental: sales.orders changed by a delete in snapshot {deleted} and 1 more "
-        "(up to 1 rows deleted, 7 inserted)"
+        "(up to 1 row deleted, 7 inserted)"
     )
     [delta] = decision.deltas
     assert delta.changed and delta.total == 999

@@ -877,7 +877,7 @@ def test_refreshes_apply_appends_incrementally_and_say_why_when_they_recompute(s
     # Order 30 moved from day 'a' to 'b', order 40 is new on 'zz': three days recomputed.
     assert run["reason"] == (
         f"incremental: {NS}.orders changed by an overwrite in snapshot {merged} "
-        "(1 rows deleted, 2 inserted); 3 keys recomputed"
+        "(1 row deleted, 2 inserted); 3 keys recomputed"
     )
     assert rows_of(st, f"SELECT * FROM st.{NS}.keyed") == rows_of(st, expected_sql)
 
