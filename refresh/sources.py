@@ -302,7 +302,15 @@ def decide(
         # recorded before: the next refresh recomputes (a new definition anyway).
         .exclude(trigger=RefreshRun.Trigger.REBUILD)
         .order_by("-finished_at", "-id")
-        .values("pk", "partition", "source_snapshots", "definition_version", "snapshot_id")[:200]
+        .values(
+            "pk",
+            "partition",
+            "source_snapshots",
+            "definition_version",
+            "snapshot_id",
+            "started_at",
+            "queued_at",
+        )[:200]
     )
     later_own: list[int] = []
     baseline = None
@@ -313,6 +321,7 @@ def decide(
                 source_snapshots=row["source_snapshots"] or {},
                 definition_version=row["definition_version"],
                 table_snapshot=row["snapshot_id"],
+                started_ms=_ms(row["started_at"] or row["queued_at"]),
             )
             break
         if not partition:  # a whole-table refresh needs every partition as a run left it
@@ -376,8 +385,12 @@ def _views_changed(
     state = read(summary)
     then = state.views if state is not None else None
     for name, (_, version) in sorted(views.items()):
-        if then is None:
-            return f"run {baseline.run_id} did not record the version of the view {name} it read"
+        if then is None or name not in then:
+            # A refresh that recorded no view versions (an older one, or one that committed
+            # nothing): the view's version log says whether it changed since that run.
+            if view_changed_since(tuple(name.split(".")), baseline.started_ms):
+                return f"the view {name} has a version newer than run {baseline.run_id}"
+            continue
         if then.get(name) != version:
             return (
                 f"the view {name} is at version {version}, not at the version run "
@@ -396,6 +409,10 @@ def read_twice(query: str | exp.Query, namespace: str) -> list[str]:
         for t in real_tables(parsed)
     )
     return sorted(name for name, count in names.items() if count > 1)
+
+
+def _ms(moment: Any) -> int:
+    return int(moment.timestamp() * 1000) if moment is not None else 0
 
 
 def _source(query: str, parsed: exp.Query | None) -> str | exp.Query:

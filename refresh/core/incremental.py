@@ -129,6 +129,8 @@ class Baseline:
     definition_version: int | None
     #: The table's snapshot after that refresh.
     table_snapshot: int | None
+    #: When that refresh started (ms since the epoch; 0 when unknown).
+    started_ms: int = 0
 
 
 @dataclass(frozen=True)
