@@ -1,6 +1,7 @@
 """Incremental refreshes are exact, always: random histories of two or three sources
 (appends, DELETE, UPDATE, MERGE INTO, overwrites and compactions; `orders` written
-merge-on-read, `returns` and `customers` copy-on-write) with refreshes and compactions of the
+merge-on-read, `returns` (partitioned by day, its overwrites replacing one day) and
+`customers` copy-on-write) with refreshes and compactions of the
 table itself (table maintenance) in between, for every query shape an incremental refresh
 maintains; after each refresh the table (or the partition refreshed) holds exactly what the
 query gives over the sources.
@@ -63,6 +64,8 @@ SOURCES = {
 }
 #: How each source's DELETE, UPDATE and MERGE write: position deletes, or rewritten files.
 MERGE_ON_READ_SOURCES = {"orders"}
+#: `returns` is partitioned by day, and its overwrite replaces one partition.
+PARTITIONED_SOURCES = {"returns": "ds"}
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,7 @@ TYPICAL = [
     ("refresh", None, DAYS[1]),
     ("update", "returns", 2),
     ("overwrite", "orders", 1),
+    ("overwrite", "returns", 1),
     ("refresh", None, None),
 ]
 
@@ -259,6 +263,14 @@ class History:
             if spark.table(self.name(source)).where(f"amount % 3 = {argument}").isEmpty():
                 return
             spark.sql(f"DELETE FROM {self.name(source)} WHERE amount % 3 = {argument}")
+        elif kind == "overwrite" and source in PARTITIONED_SOURCES:
+            # One partition (a day) replaced: its rows kept but some, the others untouched.
+            day = DAYS[argument % len(DAYS)]  # type: ignore[operator]
+            spark.sql(
+                f"INSERT OVERWRITE {self.name(source)} PARTITION (ds = '{day}') "
+                f"SELECT id, customer, amount + 1 FROM {self.name(source)} "
+                f"WHERE ds = '{day}' AND amount % 3 <> {argument}"
+            )
         elif kind == "overwrite":
             spark.sql(
                 f"INSERT OVERWRITE {self.name(source)} SELECT id, customer, amount + 1, ds "
@@ -529,6 +541,8 @@ def _start(session: SparkSession, shape: Shape) -> History:
     properties = ", ".join(f"'{k}' = '{v}'" for k, v in MERGE_ON_READ.items())
     for table, columns in SOURCES.items():
         written = f" TBLPROPERTIES ({properties})" if table in MERGE_ON_READ_SOURCES else ""
+        if table in PARTITIONED_SOURCES:
+            written = f" PARTITIONED BY ({PARTITIONED_SOURCES[table]}){written}"
         session.sql(
             f"CREATE TABLE {CATALOG}.{namespace}.{table} ({columns}) USING iceberg{written}"
         )
