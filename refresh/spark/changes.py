@@ -147,9 +147,11 @@ def merge_changes(
                 trusted_views=trusted,
             )
         )
+    # Kept as plain rows (a local checkpoint): the recompute, the gone keys and the MERGE
+    # read a leaf, not the plans that found the keys again.
     keys_frame = _partition_filter(
         functools.reduce(lambda left, right: left.union(right), touched).distinct(), partition
-    ).cache()
+    ).localCheckpoint()
     count = keys_frame.count()
     keys = _temp(keys_frame, "keys")
     match = " AND ".join(f"q.{k} <=> k.{k}" for k in key)
@@ -353,13 +355,15 @@ def merge_combined_changes(
         *[F.col(quote([c])).cast(types[c]) if c in types else F.col(quote([c])) for c in columns],
         GONE,
         "__unsure",
-    ).cache()
+    ).localCheckpoint()
     scratch = [ins, dele]
     frames = [combined]
     try:
         count = combined.count()
         sure = combined.where("NOT __unsure").drop("__unsure")
-        unsure_keys = combined.where("__unsure").select(*[quote([k]) for k in keys]).cache()
+        unsure_keys = (
+            combined.where("__unsure").select(*[quote([k]) for k in keys]).localCheckpoint()
+        )
         frames.append(unsure_keys)
         changed = sure
         if unsure_keys.count():

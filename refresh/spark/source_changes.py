@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FILE, POSITION = "_file", "_pos"
+#: Markers of the side a compared row comes from, and the prefix of each side's columns.
+BEFORE, AFTER = "__lakeview_before", "__lakeview_after"
 #: The catalog Iceberg's source resolves a staged task set through. Iceberg registers it in
 #: the active session's settings; a worker's run has a session of its own (newSession), whose
 #: catalog manager would not know it.
@@ -80,16 +82,20 @@ def row_changes(
         )
     frames: list[DataFrame] = []
     try:
-        columns = now.columns
-        before = _staged(session, staged.before(), columns, empty=now)
-        after = _staged(session, staged.after(), columns, empty=now)
-        where = [FILE, POSITION]
-        deleted = before.join(after.select(*where), where, "left_anti").drop(*where)
-        inserted = after.join(before.select(*where), where, "left_anti").drop(*where)
-        # Carry-over rows (a copy-on-write rewrite's unchanged rows) cancel out.
-        net_deleted = deleted.exceptAll(inserted).cache()
-        net_inserted = inserted.exceptAll(deleted).cache()
-        frames = [net_deleted, net_inserted]
+        changed = _compared(
+            _staged(session, staged.before(), now.columns, empty=now),
+            _staged(session, staged.after(), now.columns, empty=now),
+            now.columns,
+        )
+        frames.append(changed)
+        deleted = changed.where(f"{AFTER} IS NULL").select(*_named(now.columns, BEFORE))
+        inserted = changed.where(f"{BEFORE} IS NULL").select(*_named(now.columns, AFTER))
+        # Carry-over rows (a copy-on-write rewrite's unchanged rows) cancel out. Each result
+        # is kept as plain rows (a local checkpoint): the plans that read it stay small, so
+        # neither Spark's optimizer nor the sandbox's plan check walks the comparison again.
+        net_deleted = deleted.exceptAll(inserted).localCheckpoint()
+        net_inserted = inserted.exceptAll(deleted).localCheckpoint()
+        frames += [net_deleted, net_inserted]
         yield RowChanges(
             deleted=net_deleted,
             inserted=net_inserted,
@@ -101,6 +107,27 @@ def row_changes(
             frame.unpersist()
         helper.release(staged.before())
         helper.release(staged.after())
+
+
+def _compared(before: DataFrame, after: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The rows of `before` and `after` that the other lacks, by (file, position), from one
+    full outer join (one shuffle of the files read), kept as plain rows: each side's columns
+    prefixed with its marker's name, the other side's marker null."""
+    from pyspark.sql import functions as F
+
+    def side(frame: DataFrame, marker: str) -> DataFrame:
+        renamed = [F.col(quote([c])).alias(f"{marker}_{i}") for i, c in enumerate(columns)]
+        return frame.select(*renamed, FILE, POSITION, F.lit(True).alias(marker))
+
+    joined = side(before, BEFORE).join(side(after, AFTER), [FILE, POSITION], "full_outer")
+    return joined.where(f"{BEFORE} IS NULL OR {AFTER} IS NULL").localCheckpoint()
+
+
+def _named(columns: Sequence[str], marker: str) -> list[Any]:
+    """A compared side's columns under their own names again."""
+    from pyspark.sql import functions as F
+
+    return [F.col(f"{marker}_{i}").alias(c) for i, c in enumerate(columns)]
 
 
 def _staged(
