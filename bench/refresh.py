@@ -465,6 +465,7 @@ def _changes_case(stack, spark, *, rows: int, repeat: int, spreads: list[str]) -
         merges: list[float] = []
         run_ids: dict[tuple[str, str], set[int]] = {}
         reasons: dict[str, str] = {}
+        failures: list[dict] = []
         print(f"\nchanges, {spread}: {UPDATE_SPREADS[spread]}", flush=True)
         for round_ in range(repeat):
             # The copies start each round as their tables do: as the last full refresh wrote
@@ -485,7 +486,7 @@ def _changes_case(stack, spark, *, rows: int, repeat: int, spreads: list[str]) -
             next_id += half
             for name in CHANGES_TABLES:
                 for body, action in (({}, "INCREMENTAL"), ({"full": True}, "FULL")):
-                    seconds, run = _timed_refresh(stack, name, body)
+                    seconds, run = _refresh_past_known_failure(stack, name, body, failures)
                     assert run["action"] == action, (
                         f"{name}: {action} expected, the run was {run['action']}: "
                         f"{run.get('reason')}"
@@ -538,6 +539,36 @@ def _changes_case(stack, spark, *, rows: int, repeat: int, spreads: list[str]) -
                 "not in the floor)"
             )
             print(f"  last reason: {reasons[name]}")
+        if failures:
+            threads = sorted({run["worker"].rsplit(":", 1)[-1] for run in failures})
+            print(
+                f"{len(failures)} refreshes failed as {KNOWN_FAILURE!r} (on worker threads "
+                f"{', '.join(threads)}) and were asked again; the figures are the successful "
+                "ones'"
+            )
+
+
+#: What main's incremental refresh through row changes fails with on a worker thread whose
+#: JVM thread's active Spark session is not the run's (every pool thread but the one that
+#: started the worker's Spark): Iceberg sets its scan-task-set catalog up in the active
+#: session, while the run's session reads the staged files. Such a run commits nothing, and
+#: the next one decides the same, so the bench asks again (and says how often).
+KNOWN_FAILURE = "Catalog 'default_cache_iceberg' plugin class not found"
+ATTEMPTS = 20
+
+
+def _refresh_past_known_failure(
+    stack, name: str, body: dict, failures: list[dict]
+) -> tuple[float, dict]:
+    """`_timed_refresh`, asked again while the run fails as KNOWN_FAILURE (each such run
+    appended to `failures`); any other failure stops the bench."""
+    for _ in range(ATTEMPTS):
+        seconds, run = _timed_refresh(stack, name, body, failed=True)
+        if run["state"] == "SUCCEEDED":
+            return seconds, run
+        assert KNOWN_FAILURE in (run.get("error") or ""), run
+        failures.append(run)
+    raise AssertionError(f"{name}: {ATTEMPTS} refreshes in a row failed: {failures[-1]}")
 
 
 def _round_changes(spark, *, spread: str, next_id: int, half: int, seed: int):
@@ -588,7 +619,9 @@ def _floor(spark, *, name: str, query: str, key: str) -> tuple[float, float, int
     return recompute, floor, len(values)
 
 
-def _timed_refresh(stack, name: str, body: dict) -> tuple[float, dict]:
+def _timed_refresh(stack, name: str, body: dict, *, failed: bool = False) -> tuple[float, dict]:
+    """A refresh through the API, timed from the call until the run ended in the app's
+    database; it must succeed (unless `failed`: a FAILED run is returned too)."""
     endpoint = f"{stack.server.base_url}/api/namespaces/bench/materialized-tables/{name}/refresh"
     started = time.perf_counter()
     answer = stack.api.post(endpoint, json=body, timeout=60)
@@ -604,7 +637,7 @@ def _timed_refresh(stack, name: str, body: dict) -> tuple[float, dict]:
     )
     seconds = time.perf_counter() - started
     run = stack.run(job)
-    assert run["state"] == "SUCCEEDED", run
+    assert run["state"] == "SUCCEEDED" or (failed and run["state"] == "FAILED"), run
     return seconds, run
 
 
