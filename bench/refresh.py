@@ -47,6 +47,7 @@ over the whole table), or `both` (the default: the recent rounds, then the rando
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -114,6 +115,12 @@ def main() -> None:
         choices=("managed", "incremental", "changes"),
         help="run one of the three parts (all by default)",
     )
+    parser.add_argument(
+        "--spark-events",
+        action="store_true",
+        help="log the worker's Spark events; the changes part then prints the Spark "
+        "executions of each table's last incremental refresh",
+    )
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="lakeview-bench-refresh-"))
@@ -122,8 +129,15 @@ def main() -> None:
     from tests.refresh_stack import refresh_stack
     from tests.spark.conftest import rest_catalog_conf
 
+    events = root / "spark-events" if args.spark_events else None
+    extra_env = {}
+    if events is not None:
+        events.mkdir()
+        extra_env["SPARK_CONF"] = json.dumps(
+            {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri()}
+        )
     try:
-        with refresh_stack(root / "stack") as stack:
+        with refresh_stack(root / "stack", extra_env=extra_env) as stack:
             spark = build_spark_session(
                 master="local[2]",
                 jars_dir=str(REPO / "var" / "jars"),
@@ -146,6 +160,7 @@ def main() -> None:
                     rows=args.changes_rows,
                     repeat=args.repeat,
                     spreads=spreads or [args.changes_updates],
+                    events=events,
                 )
             spark.stop()
     finally:
@@ -414,7 +429,9 @@ SOURCE_PROPERTIES = (
 FILL_APPENDS = 10
 
 
-def _changes_case(stack, spark, *, rows: int, repeat: int, spreads: list[str]) -> None:
+def _changes_case(
+    stack, spark, *, rows: int, repeat: int, spreads: list[str], events: Path | None = None
+) -> None:
     """Incremental refreshes through a source's MERGE against full refreshes and the floor,
     side by side (see the module)."""
     print(f"\nfilling st.bench.orders with {rows:,} rows (merge-on-read) ...", flush=True)
@@ -466,6 +483,7 @@ def _changes_case(stack, spark, *, rows: int, repeat: int, spreads: list[str]) -
         run_ids: dict[tuple[str, str], set[int]] = {}
         reasons: dict[str, str] = {}
         failures: list[dict] = []
+        last: dict[str, dict] = {}
         print(f"\nchanges, {spread}: {UPDATE_SPREADS[spread]}", flush=True)
         for round_ in range(repeat):
             # The copies start each round as their tables do: as the last full refresh wrote
@@ -495,6 +513,7 @@ def _changes_case(stack, spark, *, rows: int, repeat: int, spreads: list[str]) -
                     run_ids.setdefault((name, action), set()).add(run["id"])
                     if action == "INCREMENTAL":
                         reasons[name] = run.get("reason") or ""
+                        last[name] = run
             for name, (query, key) in CHANGES_TABLES.items():
                 recompute, floor, keys = _floor(spark, name=name, query=query, key=key)
                 timings[name]["recompute"].append(recompute)
@@ -539,6 +558,8 @@ def _changes_case(stack, spark, *, rows: int, repeat: int, spreads: list[str]) -
                 "not in the floor)"
             )
             print(f"  last reason: {reasons[name]}")
+            if events is not None:
+                print(_executions(events, last[name]))
         if failures:
             threads = sorted({run["worker"].rsplit(":", 1)[-1] for run in failures})
             print(
@@ -569,6 +590,94 @@ def _refresh_past_known_failure(
         assert KNOWN_FAILURE in (run.get("error") or ""), run
         failures.append(run)
     raise AssertionError(f"{name}: {ATTEMPTS} refreshes in a row failed: {failures[-1]}")
+
+
+#: Plan operators that say what a Spark execution did (the others move rows along).
+TELLING = (
+    "WriteDelta",
+    "ReplaceData",
+    "AppendData",
+    "OverwriteByExpression",
+    "OverwritePartitionsDynamic",
+    "MergeRows",
+    "BroadcastHashJoin",
+    "SortMergeJoin",
+    "ShuffledHashJoin",
+    "BroadcastNestedLoopJoin",
+    "HashAggregate",
+    "ObjectHashAggregate",
+    "SortAggregate",
+    "InMemoryTableScan",
+    "Union",
+    "Expand",
+)
+
+
+def _executions(events: Path, run: dict) -> str:
+    """The Spark SQL executions the worker's JVM started during `run` (from its event
+    log), in order, each with its seconds, its root operator, the telling operators under
+    it and the tables it scanned; and their sum against the run's time."""
+    started = datetime.fromisoformat(run["started_at"]).timestamp() * 1000
+    finished = datetime.fromisoformat(run["finished_at"]).timestamp() * 1000
+    begun: dict[int, tuple[int, str]] = {}
+    ended: dict[int, int] = {}
+    for path in events.iterdir():
+        with path.open(errors="replace") as lines:
+            for line in lines:
+                if "SQLExecution" not in line[:120]:
+                    continue
+                event = json.loads(line)
+                kind, number = event["Event"], event.get("executionId")
+                top = event.get("rootExecutionId", number) == number
+                if kind.endswith("SQLExecutionStart") and top:
+                    if started <= event["time"] <= finished:
+                        begun[number] = (event["time"], event.get("physicalPlanDescription", ""))
+                elif kind.endswith("SQLExecutionEnd"):
+                    ended[number] = event["time"]
+    out = []
+    total = 0.0
+    quick = 0
+    for number, (at, plan) in sorted(begun.items(), key=lambda item: item[1][0]):
+        seconds = (ended.get(number, finished) - at) / 1000
+        total += seconds
+        if seconds < 0.01:  # commands: USE, temporary views, cache bookkeeping
+            quick += 1
+            continue
+        out.append(f"    {seconds:6.2f} s  {_plan_summary(plan)}")
+    head = (
+        f"  the last incremental refresh's Spark executions ({len(begun)}, {total:.2f} s of "
+        f"its {run['duration_seconds']:.2f} s; {quick} under 10 ms not shown):"
+    )
+    return "\n".join([head, *out])
+
+
+def _plan_summary(plan: str) -> str:
+    """A physical plan in one line: its root operator, then its telling ones (how many
+    times each) and the tables it scans."""
+    physical = plan.split("== Physical Plan ==", 1)[-1]
+    operators: list[str] = []
+    scans: list[str] = []
+    for line in physical.splitlines():
+        found = re.match(r"[\s:+\-*|]*(?:\(\d+\) )?([A-Z][A-Za-z]+)(.*)", line)
+        if found is None:
+            continue
+        name, rest = found.groups()
+        kind = re.search(r"\b(Inner|LeftOuter|RightOuter|FullOuter|LeftSemi|LeftAnti)\b", rest)
+        if name.endswith("Join") and kind is not None:
+            name = f"{name}({kind.group(1)})"
+        operators.append(name)
+        if name == "BatchScan":
+            table = rest.strip().split("[", 1)[0].split(" ", 1)[0]
+            scans.append(table if len(table) < 60 else table[:8] + "...")
+    root = next((o for o in operators if o not in ("AdaptiveSparkPlan", "Final", "Initial")), "?")
+    telling = {}
+    for name in operators:
+        if name.split("(", 1)[0] in TELLING:
+            telling[name] = telling.get(name, 0) + 1
+    parts = [root] + [f"{n} x{c}" if c > 1 else n for n, c in telling.items() if n != root]
+    if scans:
+        parts.append("scans " + ", ".join(sorted(set(scans))))
+    return ", ".join(parts)
 
 
 def _round_changes(spark, *, spread: str, next_id: int, half: int, seed: int):
