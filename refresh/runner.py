@@ -45,7 +45,7 @@ from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
 from refresh import definitions, engine, leases, rights, runs, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
-from refresh.core.incremental import Kind, incremental_reason
+from refresh.core.incremental import Kind, incremental_reason, max_change_ratio, policy
 from refresh.core.options import TIMEOUT_OPTION, run_time_limit
 from refresh.core.partitions import scheduled_partition
 from refresh.core.plan import RefreshPlan
@@ -53,6 +53,7 @@ from refresh.core.refresh_state import partition_entry
 from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark import batch, changes
+from refresh.spark.source_changes import ChangesTooLarge
 from webapp import broker
 
 logger = logging.getLogger(__name__)
@@ -279,13 +280,24 @@ def _carry_out(
             with engine.job_group(_group(run), what):
                 if plan.kind is Kind.INCREMENTAL and plan.stream is not None:
                     spark_timings["_at"] = time.perf_counter()
-                    applied = _incremental(
-                        session, mt, plan, target, spark_timings, state, violations
-                    )
-                    if applied is not None and (applied.counted or applied.keys is not None):
-                        recorded["reason"] = incremental_reason(
-                            plan.decision.deltas, applied.counted, applied.keys
+                    try:
+                        applied = _incremental(
+                            session, mt, plan, target, spark_timings, state, violations
                         )
+                    except ChangesTooLarge as too_large:
+                        # Adaptive: the changed rows lie in files holding too much of the
+                        # source (nothing was read yet), so recomputing is the cheaper.
+                        recorded = {
+                            "action": RefreshRun.Action.FULL,
+                            "reason": f"full: {too_large}",
+                        }
+                        spark_timings = {}
+                        _full(session, run, plan, target, spark_timings, state, violations)
+                    else:
+                        if applied is not None and (applied.counted or applied.keys is not None):
+                            recorded["reason"] = incremental_reason(
+                                plan.decision.deltas, applied.counted, applied.keys
+                            )
                 else:
                     _full(session, run, plan, target, spark_timings, state, violations)
         clock["written"] = time.perf_counter()
@@ -478,6 +490,9 @@ def _incremental(
         namespace=plan.namespace.split("."),
         deltas={by_name[d.source]: (d.since, d.until) for d in plan.decision.deltas},
         changed=[by_name[d.source] for d in plan.decision.deltas if d.changed],
+        # Under 'auto', reading changes spread over most of a source's files gives way to a
+        # full refresh (Snowflake's adaptive refresh); 'strict' reads them whatever it costs.
+        max_read=max_change_ratio(mt.options) if policy(mt.options) == "auto" else None,
         pins=_pins(stream, dict(plan.snapshots)),
         partition=plan.partition,
         merge_turn=lambda: leases.rewriting(mt.table_id),

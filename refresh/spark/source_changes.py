@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from refresh.spark.batch import quote
+from refresh.spark.session import activate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -33,18 +34,24 @@ if TYPE_CHECKING:
 FILE, POSITION = "_file", "_pos"
 #: Markers of the side a compared row comes from, and the prefix of each side's columns.
 BEFORE, AFTER = "__lakeview_before", "__lakeview_after"
-#: The catalog Iceberg's source resolves a staged task set through. Iceberg registers it in
-#: the active session's settings; a worker's run has a session of its own (newSession), whose
-#: catalog manager would not know it.
-CACHE_CATALOG = (
-    "spark.sql.catalog.default_cache_iceberg",
-    "org.apache.iceberg.spark.SparkCachedTableCatalog",
-)
 
 
 class UnreadableChanges(Exception):
     """A range of snapshots whose rows cannot be compared (a snapshot expired meanwhile, the
     schema changed): the run fails with this message, and the next one decides again."""
+
+
+class ChangesTooLarge(Exception):
+    """Reading a source's changes would read more of its rows than the table allows
+    (`max_read`): a full refresh is then the cheaper. Raised before any row is read."""
+
+    def __init__(self, source: str, read: int, total: int, ratio: float) -> None:
+        share = f"{100 * read / total:.0f}%" if total else "all"
+        super().__init__(
+            f"source {source}'s changed rows lie in data files holding {read:,} of its "
+            f"{total:,} rows ({share}), more than refresh.incremental.max-change-ratio "
+            f"({ratio:g}) of it: a full refresh is the cheaper"
+        )
 
 
 @dataclass(frozen=True)
@@ -64,11 +71,19 @@ def _helper(session: SparkSession) -> Any:
 
 @contextmanager
 def row_changes(
-    session: SparkSession, *, table: Sequence[str], since: int | None, until: int
+    session: SparkSession,
+    *,
+    table: Sequence[str],
+    since: int | None,
+    until: int,
+    max_read: float | None = None,
 ) -> Iterator[RowChanges]:
     """The rows `table` ((catalog, *namespace, name)) deleted and inserted after snapshot
-    `since` (None: it was empty then) up to snapshot `until`, cached while the context
-    lasts; UnreadableChanges when they cannot be read."""
+    `since` (None: it was empty then) up to snapshot `until`, kept while the context lasts;
+    UnreadableChanges when they cannot be read, ChangesTooLarge (before reading any row)
+    when the files to read hold more than `max_read` of the table's rows (None: no
+    bound). The snapshots' summaries count rows changed; this counts rows read: updates
+    spread over every file of a merge-on-read table make every file one to read."""
     name = quote(table)
     now = session.read.option("snapshot-id", str(until)).table(name)
     if since is None:
@@ -80,6 +95,11 @@ def row_changes(
         raise UnreadableChanges(
             f"The changes of source {'.'.join(table[1:])} cannot be read: {staged.unreadable()}"
         )
+    read, total = staged.beforeRecords() + staged.afterRecords(), staged.totalRecords()
+    if max_read is not None and read > max_read * max(total, 1):
+        helper.release(staged.before())
+        helper.release(staged.after())
+        raise ChangesTooLarge(".".join(table[1:]), read, total, max_read)
     frames: list[DataFrame] = []
     try:
         changed = _compared(
@@ -140,8 +160,9 @@ def _staged(
         return empty.limit(0).select(
             *columns, F.lit("").alias(FILE), F.lit(0).cast("long").alias(POSITION)
         )
-    key, value = CACHE_CATALOG
-    if session.conf.get(key, None) != value:
-        session.conf.set(key, value)
+    # Iceberg's source finds the catalog of staged task sets through the calling thread's
+    # active session, which a worker thread other than the one that built its Spark has
+    # none of (and a run's session is not).
+    activate(session)
     frame = session.read.format("iceberg").option("scan-task-set-id", set_id).load(set_id)
     return frame.select(*[F.col(quote([c])) for c in columns], FILE, POSITION)

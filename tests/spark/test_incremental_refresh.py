@@ -50,7 +50,7 @@ from refresh.core.incremental import (
 )
 from refresh.core.refresh_state import partition_entry, read, read_partition, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream
-from refresh.spark import changes, verify
+from refresh.spark import changes, source_changes, verify
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 
@@ -592,3 +592,45 @@ def test_every_refresh_leaves_the_table_exactly_as_the_query_over_the_sources(
     check()
     # Every history ends with an append and a refresh: incremental work was done.
     assert seen[Kind.INCREMENTAL] >= 1, seen
+
+
+def test_row_changes_are_the_rows_deleted_and_inserted_and_too_spread_ones_are_not_read(
+    session: SparkSession,
+):
+    """refresh.spark.source_changes on a merge-on-read table of four files: an UPDATE of one
+    row in each file and a MERGE are read as exactly the rows they deleted and inserted;
+    bounded by a share of the rows read, the same change is refused before any row is read
+    (every file holds one of the changed rows)."""
+    namespace = f"inc{next(_namespaces)}"
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in MERGE_ON_READ.items())
+    name = f"{CATALOG}.{namespace}.spread"
+    session.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{namespace}")
+    session.sql(
+        f"CREATE TABLE {name} (id BIGINT, v BIGINT) USING iceberg TBLPROPERTIES ({properties})"
+    )
+    for start in range(0, 40, 10):  # four appends: four files
+        session.sql(f"INSERT INTO {name} SELECT id, id FROM range({start}, {start + 10})")
+    snapshots = lambda: [  # noqa: E731
+        r[0]
+        for r in session.sql(
+            f"SELECT snapshot_id FROM {name}.snapshots ORDER BY committed_at"
+        ).collect()
+    ]
+    since = snapshots()[-1]
+    session.sql(f"UPDATE {name} SET v = -v WHERE id % 10 = 3")
+    session.sql(
+        f"MERGE INTO {name} t USING (SELECT 5L AS id, 50L AS v UNION ALL SELECT 99L, 9L) s "
+        "ON t.id = s.id WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *"
+    )
+    until = snapshots()[-1]
+    table = (CATALOG, namespace, "spread")
+    with source_changes.row_changes(session, table=table, since=since, until=until) as found:
+        deleted = sorted(tuple(r) for r in found.deleted.collect())
+        inserted = sorted(tuple(r) for r in found.inserted.collect())
+    assert deleted == [(3, 3), (5, 5), (13, 13), (23, 23), (33, 33)]
+    assert inserted == [(3, -3), (13, -13), (23, -23), (33, -33), (99, 9)]
+    too_spread = source_changes.row_changes(
+        session, table=table, since=since, until=until, max_read=0.5
+    )
+    with pytest.raises(source_changes.ChangesTooLarge, match="more than refresh.incremental"):
+        too_spread.__enter__()

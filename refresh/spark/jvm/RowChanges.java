@@ -48,6 +48,7 @@ public final class RowChanges {
     private final long afterRecords;
     private final int beforeFiles;
     private final int afterFiles;
+    private long totalRecords;
 
     // Methods, not fields: Py4J reaches a Java object's methods only.
     public String before() {
@@ -76,6 +77,11 @@ public final class RowChanges {
 
     public int afterFiles() {
       return afterFiles;
+    }
+
+    /** The records of every data file live at the newer snapshot (deletes not subtracted). */
+    public long totalRecords() {
+      return totalRecords;
     }
 
     Staged(String before, String after, long beforeRecords, long afterRecords, int bf, int af) {
@@ -142,13 +148,18 @@ public final class RowChanges {
         afterRecords += entry.getValue().file().recordCount();
       }
     }
-    return new Staged(
-        stageTasks(table, before),
-        stageTasks(table, after),
-        beforeRecords,
-        afterRecords,
-        before.size(),
-        after.size());
+    Staged staged =
+        new Staged(
+            stageTasks(table, before),
+            stageTasks(table, after),
+            beforeRecords,
+            afterRecords,
+            before.size(),
+            after.size());
+    for (FileScanTask task : is.values()) {
+      staged.totalRecords += task.file().recordCount();
+    }
+    return staged;
   }
 
   /** Forget a staged task set (its tasks and the table kept for it). */
