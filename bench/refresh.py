@@ -38,10 +38,12 @@ table, the medians, incremental / full (goal at most 0.15), incremental / floor 
 1.3) and the worker's phases. `--changes-updates` says where the updated orders lie:
 `recent` (among the newest 1% of ids, as a CDC feed's updates mostly are), `random` (spread
 over the whole table), or `both` (the default: the recent rounds, then the random ones).
+`--spark-events` logs the worker's Spark events and prints, under each table's phases, the
+Spark executions of its last incremental refresh (where its time went inside Spark).
 
     .venv/bin/python bench/refresh.py [--rows 5000000] [--incremental-rows 10000000]
         [--changes-rows 10000000] [--changes-updates both] [--repeat 3]
-        [--only managed|incremental|changes]
+        [--only managed|incremental|changes] [--spark-events]
 """
 
 from __future__ import annotations
