@@ -46,11 +46,12 @@ class ChangesTooLarge(Exception):
     (`max_read`): a full refresh is then the cheaper. Raised before any row is read."""
 
     def __init__(self, source: str, read: int, total: int, ratio: float) -> None:
-        share = f"{100 * read / total:.0f}%" if total else "all"
+        share = f"{read / total:.1f} times" if total else "all"
         super().__init__(
-            f"source {source}'s changed rows lie in data files holding {read:,} of its "
-            f"{total:,} rows ({share}), more than refresh.incremental.max-change-ratio "
-            f"({ratio:g}) of it: a full refresh is the cheaper"
+            f"reading source {source}'s changes means reading {read:,} rows (the data files "
+            f"that differ, at both snapshots), {share} its {total:,} rows, more than "
+            f"refresh.incremental.max-change-ratio ({ratio:g}) of it: a full refresh is the "
+            "cheaper"
         )
 
 
