@@ -27,8 +27,10 @@ rules, in order:
 10. under `refresh.incremental` = 'auto' (the default), a source that deleted or rewrote
     rows in a change touching more than `refresh.incremental.max-change-ratio` (0.3) of its
     rows (the snapshots' summaries count them: a copy-on-write rewrite counts the whole
-    files it rewrote): FULL, which is then the cheaper (Snowflake's adaptive refresh).
-    Appends alone are always applied: they cost the rows appended;
+    files it rewrote): FULL, which is then the cheaper (Snowflake's adaptive refresh). The
+    worker applies the same share to the rows it would read (refresh.spark.source_changes,
+    ChangesTooLarge) and recomputes instead. Appends alone are always applied: they cost
+    the rows appended;
 11. otherwise INCREMENTAL with each source's range of snapshots, and whether it only
     appended (Iceberg's incremental append scan reads its rows) or also deleted rows (its
     row changes are read: refresh.spark.source_changes). Compactions (`replace` snapshots)
