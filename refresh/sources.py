@@ -161,28 +161,10 @@ def _steps(table: Table | int | None) -> dict[int, Step]:
     rows = TableSnapshot.objects.filter(table=table).values_list(
         "snapshot_id", "parent_snapshot_id", "operation", "summary", "schema_id"
     )
-    steps = {}
-    for snapshot, parent, operation, summary, schema_id in rows:
-        summary = summary or {}
-        steps[snapshot] = Step(
-            snapshot,
-            parent,
-            operation,
-            added_records=_int(summary.get("added-records")),
-            deleted_records=_int(summary.get("deleted-records")),
-            added_deletes=_int(summary.get("added-position-deletes"))
-            + _int(summary.get("added-equality-deletes")),
-            total_records=_int(summary["total-records"]) if "total-records" in summary else None,
-            schema_id=schema_id,
-        )
-    return steps
-
-
-def _int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return 0
+    return {
+        snapshot: Step.of(snapshot, parent, operation, summary, schema_id)
+        for snapshot, parent, operation, summary, schema_id in rows
+    }
 
 
 def check_streamable(

@@ -94,6 +94,40 @@ class Step:
     total_records: int | None = None
     schema_id: int | None = None
 
+    @classmethod
+    def of(
+        cls,
+        snapshot_id: int,
+        parent_id: int | None,
+        operation: str,
+        summary: Mapping[str, str] | None,
+        schema_id: int | None = None,
+    ) -> Step:
+        """A snapshot as its summary counts it (Iceberg's summary keys). A count any engine
+        wrote as something other than a whole number reads as 0 (none known)."""
+        summary = summary or {}
+
+        def count(*names: str) -> int:
+            return sum(_whole(summary.get(name)) for name in names)
+
+        return cls(
+            snapshot_id,
+            parent_id,
+            operation,
+            added_records=count("added-records"),
+            deleted_records=count("deleted-records"),
+            added_deletes=count("added-position-deletes", "added-equality-deletes"),
+            total_records=count("total-records") if "total-records" in summary else None,
+            schema_id=schema_id,
+        )
+
+
+def _whole(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0
+
 
 @dataclass(frozen=True)
 class Delta:

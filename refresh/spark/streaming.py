@@ -619,23 +619,9 @@ def source_lineage(session: SparkSession, table: Sequence[str]) -> dict[int, Ste
     rows = session.sql(
         f"SELECT snapshot_id, parent_id, operation, summary FROM {quote(table)}.snapshots"
     ).collect()
-
-    def count(summary: Mapping[str, str] | None, *names: str) -> int:
-        return sum(int((summary or {}).get(name) or 0) for name in names)
-
     return {
-        row["snapshot_id"]: Step(
-            row["snapshot_id"],
-            row["parent_id"],
-            row["operation"],
-            added_records=count(row["summary"], "added-records"),
-            deleted_records=count(row["summary"], "deleted-records"),
-            added_deletes=count(row["summary"], "added-position-deletes", "added-equality-deletes"),
-            total_records=(
-                count(row["summary"], "total-records")
-                if "total-records" in (row["summary"] or {})
-                else None
-            ),
+        row["snapshot_id"]: Step.of(
+            row["snapshot_id"], row["parent_id"], row["operation"], row["summary"]
         )
         for row in rows
     }

@@ -51,6 +51,7 @@ from refresh.core.incremental import (
 from refresh.core.refresh_state import partition_entry, read, read_partition, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream
 from refresh.spark import changes, source_changes, verify
+from refresh.spark.streaming import source_lineage
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 
@@ -325,27 +326,8 @@ class History:
         return found[0]["snapshot_id"] if found else None
 
     def lineage(self, table: str) -> dict[int, Step]:
-        steps = self.spark.sql(
-            f"SELECT snapshot_id, parent_id, operation, summary FROM {self.name(table)}.snapshots"
-        ).collect()
-
-        def count(summary: dict, *names: str) -> int:
-            return sum(int(summary.get(name) or 0) for name in names)
-
-        return {
-            r["snapshot_id"]: Step(
-                r["snapshot_id"],
-                r["parent_id"],
-                r["operation"],
-                added_records=count(r["summary"], "added-records"),
-                deleted_records=count(r["summary"], "deleted-records"),
-                added_deletes=count(
-                    r["summary"], "added-position-deletes", "added-equality-deletes"
-                ),
-                total_records=count(r["summary"], "total-records"),
-            )
-            for r in steps
-        }
+        # The source's metadata as the streaming process reads it (the mirror says the same).
+        return source_lineage(self.spark, (CATALOG, self.namespace, table))
 
     # -- a refresh, as refresh.runner does it ------------------------------------------------
 

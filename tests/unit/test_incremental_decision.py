@@ -367,3 +367,22 @@ def test_a_catch_up_of_a_shape_whose_changes_cannot_be_applied_by_key_is_recompu
 def test_sources_only_compacted_since_the_position_need_no_catch_up():
     made = caught_up(position={"s.orders": 2}, now={"s.orders": 3})
     assert made.kind is Kind.NO_DATA
+
+
+def test_a_snapshot_summary_any_engine_wrote_reads_as_counts_and_garbage_as_none():
+    step = Step.of(
+        5,
+        4,
+        "overwrite",
+        {
+            "added-records": "3",
+            "deleted-records": "not a number",
+            "added-position-deletes": "2",
+            "added-equality-deletes": "1",
+            "total-records": "1e9",
+        },
+        schema_id=1,
+    )
+    assert (step.added_records, step.deleted_records, step.added_deletes) == (3, 0, 3)
+    assert (step.total_records, step.schema_id) == (0, 1)
+    assert Step.of(6, None, "append", None).total_records is None
