@@ -206,8 +206,9 @@ def flattened(expanded: Expanded) -> exp.Query | None:
     where SQL allows (sqlglot's qualify and merge_subqueries: a view that projects, filters
     and joins becomes part of the query's FROM and WHERE), so that an incremental refresh
     sees the tables the views read as its own sources. None when the expansion has no parsed
-    form or sqlglot cannot qualify it; a view it cannot merge (an aggregation read by an
-    aggregation) stays a subquery, which the incremental plan then refuses."""
+    form or sqlglot cannot qualify every column (the refresh is then FULL, saying a view is
+    read); a view it cannot merge (an aggregation read by an aggregation) stays a subquery,
+    which the incremental plan then refuses."""
     from sqlglot.optimizer.merge_subqueries import merge_subqueries
     from sqlglot.optimizer.qualify import qualify
 
@@ -217,7 +218,10 @@ def flattened(expanded: Expanded) -> exp.Query | None:
         qualified = qualify(
             expanded.parsed.copy(),
             dialect="spark",
-            validate_qualify_columns=False,
+            # A column sqlglot cannot place (unqualified, of a view joining tables: no schema
+            # here) would stay unqualified in the merged query, where another table's column
+            # of that name could make it ambiguous: such a query is not merged.
+            validate_qualify_columns=True,
             infer_schema=True,
         )
         return merge_subqueries(qualified)

@@ -155,3 +155,32 @@ def test_a_query_without_views_is_kept_as_written():
     expanded = expand_views(query, namespace=NS, catalog=CATALOG, view=views({}))
     assert expanded.query == query
     assert expanded.tables == (("sales", "orders"), ("sales", "customers"))
+
+
+def test_a_view_that_projects_and_filters_is_merged_into_the_query_and_an_unplaced_column_is_not():
+    from refresh.core.pinning import flattened
+
+    def views(name):
+        return {
+            ("shop", "big"): ViewText(
+                sql="SELECT id, k, v FROM shop.orders WHERE v > 0.3",
+                namespace=("shop",),
+                columns=("id", "k", "v"),
+                types=("bigint", "bigint", "double"),
+            ),
+            # `region` of orders or of customers: without a schema nobody can say.
+            ("shop", "joined"): ViewText(
+                sql="SELECT o.id, region FROM shop.orders o JOIN shop.customers c ON o.c = c.c",
+                namespace=("shop",),
+            ),
+        }.get(tuple(name))
+
+    def flat(query):
+        found = flattened(expand_views(query, namespace=["shop"], catalog="lv", view=views))
+        return found.sql(dialect="spark") if found is not None else None
+
+    assert flat("SELECT k, count(*) AS n FROM big GROUP BY k") == (
+        "SELECT CAST(`orders`.`k` AS BIGINT) AS `k`, COUNT(*) AS `n` FROM `lv`.`shop`.`orders` "
+        "AS `orders` WHERE `orders`.`v` > 0.3 GROUP BY CAST(`orders`.`k` AS BIGINT)"
+    )
+    assert flat("SELECT region, count(*) AS n FROM joined GROUP BY region") is None
