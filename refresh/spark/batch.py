@@ -39,6 +39,24 @@ def quote(parts: Sequence[str]) -> str:
     return ".".join("`" + part.replace("`", "``") + "`" for part in parts)
 
 
+def as_rows(frame: DataFrame) -> DataFrame:
+    """`frame` computed now and kept as plain rows (a local checkpoint): plans that read it
+    see a leaf, not the plan that made it, so neither Spark's optimizer nor the sandbox's
+    plan check walks that plan again. `release` frees the rows."""
+    return frame.localCheckpoint()
+
+
+def release(frame: DataFrame) -> None:
+    """Free what `frame` keeps: a local checkpoint's blocks (its DataFrame's unpersist does
+    not reach them, and a stream making one per micro-batch would hold them until the JVM
+    collects their RDDs), or a cached frame's cache."""
+    plan = frame._jdf.queryExecution().analyzed()  # noqa: SLF001 - py4j
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+    else:
+        frame.unpersist()
+
+
 def full_refresh(
     spark: SparkSession,
     *,

@@ -39,7 +39,14 @@ from refresh.core.expectations import Expectation
 from refresh.core.incremental import combinable
 from refresh.core.streaming import StreamPlan, having_dropped, inner_toward, rewrite_sources
 from refresh.spark import sandbox
-from refresh.spark.batch import expected, full_refresh, partition_condition, quote
+from refresh.spark.batch import (
+    as_rows,
+    expected,
+    full_refresh,
+    partition_condition,
+    quote,
+    release,
+)
 from refresh.spark.commits import run_sql, with_properties
 from refresh.spark.errors import is_commit_conflict
 from refresh.spark.source_changes import row_changes
@@ -147,47 +154,95 @@ def merge_changes(
                 trusted_views=trusted,
             )
         )
-    # Kept as plain rows (a local checkpoint): the recompute, the gone keys and the MERGE
-    # read a leaf, not the plans that found the keys again.
-    keys_frame = _partition_filter(
-        functools.reduce(lambda left, right: left.union(right), touched).distinct(), partition
-    ).localCheckpoint()
+    # Kept as plain rows: the recompute, the gone keys and the MERGE read a leaf, not the
+    # plans that found the keys again.
+    keys_frame = as_rows(
+        _partition_filter(
+            functools.reduce(lambda left, right: left.union(right), touched).distinct(),
+            partition,
+        )
+    )
     count = keys_frame.count()
     keys = _temp(keys_frame, "keys")
-    match = " AND ".join(f"q.{k} <=> k.{k}" for k in key)
     now = rewrite_sources(query, dict(whole), namespace=namespace, catalog=catalog)
     if expectations:
         now = ex.flagged_query(now, expectations)
-    rows = sandbox.query(
+    rows = _rows_of_keys(
         session,
-        f"SELECT q.* FROM ({now}) q LEFT SEMI JOIN {keys} k ON {match}",
+        query=now,
+        keys=keys,
+        keys_frame=keys_frame,
+        key=plan.key,
+        count=count,
         catalog=catalog,
-        trusted_views=[*trusted, keys],
+        trusted=[*trusted, keys],
     )
-    rows = _narrowed(rows, keys_frame, plan.key, count)
     if not expectations:
         rows = rows.cache()  # `expected` keeps the rows itself
     try:
         with expected(rows, expectations, violations) as kept:
             changed = _temp(_with_gone(kept, keys_frame, plan.key), "changed")
-            names = [quote([c]) for c in kept.columns]
-            on = " AND ".join(f"t.{k} <=> s.{k}" for k in key)
-            assignments = ", ".join(f"t.{c} = s.{c}" for c in names)
-            statement = (
-                f"MERGE INTO {quote(target)} t USING {changed} s ON {on} "
-                f"WHEN MATCHED AND s.{GONE} THEN DELETE "
-                f"WHEN MATCHED THEN UPDATE SET {assignments} "
-                f"WHEN NOT MATCHED AND NOT s.{GONE} THEN INSERT ({', '.join(names)}) "
-                f"VALUES ({', '.join(f's.{c}' for c in names)})"
-            )
             with merge_turn():
-                merge_retrying(session, statement, properties)
+                merge_by_key(
+                    session,
+                    target=target,
+                    changes=changed,
+                    key=plan.key,
+                    columns=kept.columns,
+                    properties=properties,
+                )
         for view in (keys, changed):
             session.catalog.dropTempView(view)
     finally:
         rows.unpersist()
-        keys_frame.unpersist()
+        release(keys_frame)
     return count
+
+
+def _rows_of_keys(
+    session: SparkSession,
+    *,
+    query: str,
+    keys: str,
+    keys_frame: DataFrame,
+    key: Sequence[str],
+    count: int,
+    catalog: str,
+    trusted: Sequence[str],
+) -> DataFrame:
+    """The rows `query` (SQL over the refresh's pinned sources) gives for the keys in the
+    view `keys` (`keys_frame`, `count` of them), checked by the sandbox."""
+    match = " AND ".join(f"q.{k} <=> k.{k}" for k in (quote([c]) for c in key))
+    rows = sandbox.query(
+        session,
+        f"SELECT q.* FROM ({query}) q LEFT SEMI JOIN {keys} k ON {match}",
+        catalog=catalog,
+        trusted_views=trusted,
+    )
+    return _narrowed(rows, keys_frame, key, count)
+
+
+def merge_by_key(
+    session: SparkSession,
+    *,
+    target: Sequence[str],
+    changes: str,
+    key: Sequence[str],
+    columns: Sequence[str],
+    properties: Mapping[str, str] | None,
+) -> None:
+    """One MERGE INTO `target` of the view `changes` (its `columns`, and GONE): on the
+    primary key, a gone key's row deleted, the others' updated or inserted."""
+    on = " AND ".join(f"t.{k} <=> s.{k}" for k in (quote([c]) for c in key))
+    names = [quote([c]) for c in columns]
+    statement = (
+        f"MERGE INTO {quote(target)} t USING {changes} s ON {on} "
+        f"WHEN MATCHED AND s.{GONE} THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in names)} "
+        f"WHEN NOT MATCHED AND NOT s.{GONE} THEN INSERT ({', '.join(names)}) "
+        f"VALUES ({', '.join(f's.{c}' for c in names)})"
+    )
+    merge_retrying(session, statement, properties)
 
 
 #: Up to this many touched keys, their values are also given to the recompute as literal
@@ -353,55 +408,58 @@ def merge_combined_changes(
         f"LEFT JOIN (SELECT *, true AS __present FROM {dele}) d ON {on('d', 'k')}"
     )
     columns = list(kinds)
-    combined = combined.select(
-        *[F.col(quote([c])).cast(types[c]) if c in types else F.col(quote([c])) for c in columns],
-        GONE,
-        "__unsure",
-    ).localCheckpoint()
+    combined = as_rows(
+        combined.select(
+            *[
+                F.col(quote([c])).cast(types[c]) if c in types else F.col(quote([c]))
+                for c in columns
+            ],
+            GONE,
+            "__unsure",
+        )
+    )
     scratch = [ins, dele]
     frames = [combined]
     try:
         count = combined.count()
-        sure = combined.where("NOT __unsure").drop("__unsure")
-        unsure_keys = (
-            combined.where("__unsure").select(*[quote([k]) for k in keys]).localCheckpoint()
-        )
+        changed = combined.where("NOT __unsure").drop("__unsure")
+        unsure_keys = as_rows(combined.where("__unsure").select(*[quote([k]) for k in keys]))
         frames.append(unsure_keys)
-        changed = sure
-        if unsure_keys.count():
+        unsure = unsure_keys.count()
+        if unsure:
             pinned = whole()
-            now = rewrite_sources(query, dict(pinned), namespace=namespace, catalog=catalog)
             view = _temp(unsure_keys, "unsure")
             scratch.append(view)
-            match = " AND ".join(f"q.{k} <=> k.{k}" for k in quoted)
-            rows = sandbox.query(
+            rows = _rows_of_keys(
                 session,
-                f"SELECT q.* FROM ({now}) q LEFT SEMI JOIN {view} k ON {match}",
+                query=rewrite_sources(query, dict(pinned), namespace=namespace, catalog=catalog),
+                keys=view,
+                keys_frame=unsure_keys,
+                key=keys,
+                count=unsure,
                 catalog=catalog,
-                trusted_views=[*pinned.values(), view],
-            )
-            rows = _narrowed(rows, unsure_keys, keys, unsure_keys.count()).cache()
+                trusted=[*pinned.values(), view],
+            ).cache()
             frames.append(rows)
             recomputed = _with_gone(rows, unsure_keys, keys)
-            changed = sure.unionByName(
+            changed = changed.unionByName(
                 recomputed.select(*[F.col(quote([c])) for c in columns], GONE)
             )
         source_view = _temp(changed, "combined")
         scratch.append(source_view)
-        names = [quote([c]) for c in columns]
-        statement = (
-            f"MERGE INTO {quote(target)} t USING {source_view} s ON {on('t', 's')} "
-            f"WHEN MATCHED AND s.{GONE} THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in names)} "
-            f"WHEN NOT MATCHED AND NOT s.{GONE} THEN INSERT ({', '.join(names)}) "
-            f"VALUES ({', '.join(f's.{c}' for c in names)})"
-        )
         with merge_turn():
-            merge_retrying(session, statement, properties)
+            merge_by_key(
+                session,
+                target=target,
+                changes=source_view,
+                key=keys,
+                columns=columns,
+                properties=properties,
+            )
         return count
     finally:
         for frame in frames:
-            frame.unpersist()
+            release(frame)
         for view in scratch:
             session.catalog.dropTempView(view)
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from refresh.spark.batch import quote
+from refresh.spark.batch import as_rows, quote, release
 from refresh.spark.session import activate
 
 if TYPE_CHECKING:
@@ -112,10 +112,9 @@ def row_changes(
         deleted = changed.where(f"{AFTER} IS NULL").select(*_named(now.columns, BEFORE))
         inserted = changed.where(f"{BEFORE} IS NULL").select(*_named(now.columns, AFTER))
         # Carry-over rows (a copy-on-write rewrite's unchanged rows) cancel out. Each result
-        # is kept as plain rows (a local checkpoint): the plans that read it stay small, so
-        # neither Spark's optimizer nor the sandbox's plan check walks the comparison again.
-        net_deleted = deleted.exceptAll(inserted).localCheckpoint()
-        net_inserted = inserted.exceptAll(deleted).localCheckpoint()
+        # is kept as plain rows: the plans that read it stay small.
+        net_deleted = as_rows(deleted.exceptAll(inserted))
+        net_inserted = as_rows(inserted.exceptAll(deleted))
         frames += [net_deleted, net_inserted]
         yield RowChanges(
             deleted=net_deleted,
@@ -125,7 +124,7 @@ def row_changes(
         )
     finally:
         for frame in frames:
-            frame.unpersist()
+            release(frame)
         helper.release(staged.before())
         helper.release(staged.after())
 
@@ -141,7 +140,7 @@ def _compared(before: DataFrame, after: DataFrame, columns: Sequence[str]) -> Da
         return frame.select(*renamed, FILE, POSITION, F.lit(True).alias(marker))
 
     joined = side(before, BEFORE).join(side(after, AFTER), [FILE, POSITION], "full_outer")
-    return joined.where(f"{BEFORE} IS NULL OR {AFTER} IS NULL").localCheckpoint()
+    return as_rows(joined.where(f"{BEFORE} IS NULL OR {AFTER} IS NULL"))
 
 
 def _named(columns: Sequence[str], marker: str) -> list[Any]:

@@ -162,6 +162,11 @@ public final class RowChanges {
     return staged;
   }
 
+  /** How many staged task sets are registered in this JVM (bench/changes_soak.py). */
+  public static int stagedSets() {
+    return SparkTableCache.get().size();
+  }
+
   /** Forget a staged task set (its tasks and the table kept for it). */
   public static void release(String setId) {
     if (setId == null) {
