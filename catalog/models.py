@@ -12,10 +12,11 @@ from operator import or_
 
 from django.conf import settings
 from django.db import models
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Concat
 from django.utils import timezone
 
 from catalog.core import access as core_access
+from catalog.core.sql import SESSION_CATALOG
 
 
 class Namespace(models.Model):
@@ -172,8 +173,17 @@ class View(CatalogObject):
 
 class ViewReadQuerySet(models.QuerySet):
     def of_this_catalog(self) -> ViewReadQuerySet:
-        """Reads of this catalog's objects (the SQL named no catalog, or this one)."""
-        return self.filter(catalog__in=("", settings.CATALOG_NAME))
+        """Reads of this catalog's objects: the SQL named no catalog, this one, or an
+        engine's own name for it (catalog.selectors.engine_catalogs)."""
+        # Per row, on the rows `targets` finds by index: the name is no first level of a
+        # namespace here (catalog.selectors.catalogs_meaning_this says the same in Python).
+        nested = Namespace.objects.filter(
+            models.Q(name=models.OuterRef("catalog"))
+            | models.Q(name__startswith=Concat(models.OuterRef("catalog"), models.Value(".")))
+        )
+        return self.exclude(catalog=SESSION_CATALOG).filter(
+            models.Q(catalog__in=("", settings.CATALOG_NAME)) | ~models.Exists(nested)
+        )
 
     def targets(self, names: Iterable[tuple[str, str]]) -> ViewReadQuerySet:
         """Reads of any of the (namespace, name) pairs `names`: one lookup of the index each."""
@@ -191,7 +201,8 @@ class ViewRead(models.Model):
     `catalog.mirror` alone, beside `dependencies`."""
 
     view = models.ForeignKey(View, on_delete=models.CASCADE, related_name="reads")
-    #: "" when the SQL names no catalog (this one is meant).
+    #: As the SQL names it: "" when it names none (this one is meant); an engine's own name
+    #: for this catalog (`lake`) is read as this one (catalog.selectors).
     catalog = models.TextField(blank=True, default="")
     #: Levels joined by "." as in `Namespace.name`.
     namespace = models.TextField()

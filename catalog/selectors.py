@@ -7,15 +7,17 @@ from __future__ import annotations
 import functools
 import math
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
 
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView, NotFound
+from catalog.core.sql import SESSION_CATALOG
 from catalog.core.types import sqlglot_type_from_iceberg
 from catalog.models import (
     CatalogEvent,
@@ -24,8 +26,10 @@ from catalog.models import (
     SparkJob,
     Table,
     View,
+    ViewRead,
     ViewRepresentation,
     ViewSchemaField,
+    ViewVersion,
 )
 
 
@@ -74,7 +78,7 @@ def column_lookup(catalog_names: set[str]) -> Callable[[tuple[str, ...]], list |
 
     def lookup(parts: tuple[str, ...]) -> list[tuple[str, str]] | None:
         catalog, *namespace, name = parts
-        if catalog and catalog not in catalog_names:
+        if catalog and catalog not in catalog_names and not catalogs_meaning_this([catalog]):
             return None
         namespace_name = ".".join(namespace)
         table = Table.objects.filter(namespace__name=namespace_name, name=name).first()
@@ -92,6 +96,55 @@ def column_lookup(catalog_names: set[str]) -> Callable[[tuple[str, ...]], list |
         ]
 
     return lookup
+
+
+# -- this catalog, by the names engines give it -----------------------------------------------
+#
+# An engine names the app's catalog as its configuration does (Spark's `lake` in
+# `lake.shop.orders`, Trino's `iceberg`), and a view keeps the SQL as its engine wrote it. The
+# app reads such a name as its own: any catalog part but Spark's session catalog (an engine's
+# own metastore) means this catalog, unless it is the first level of one of this catalog's
+# namespaces, where `lake.shop.orders` reads the nested namespace `lake.shop` (as Spark
+# resolves a name whose first part is no catalog). A name that then holds nothing is an
+# error naming it, where it is read.
+
+
+def catalogs_meaning_this(names: Iterable[str]) -> frozenset[str]:
+    """Those of `names` (catalog parts of names in SQL; "" for none) that mean this catalog:
+    "", its own name, and engines' names for it (above). One query, only when a name is
+    neither "" nor this catalog's."""
+    wanted = {str(name) for name in names}
+    own = wanted & {"", settings.CATALOG_NAME}
+    others = wanted - own - {SESSION_CATALOG}
+    if not others:
+        return frozenset(own)
+    condition = Q()
+    for name in others:
+        condition |= Q(name=name) | Q(name__startswith=f"{name}.")
+    # LIKE ignores case on SQLite: the first levels are compared here, exactly.
+    taken = {
+        namespace.split(".")[0]
+        for namespace in Namespace.objects.filter(condition).values_list("name", flat=True)
+    }
+    return frozenset(own | (others - taken))
+
+
+def engine_catalogs() -> frozenset[str]:
+    """The names, other than its own, that views' SQL gives this catalog (`lake`, `iceberg`):
+    the catalogs the app's Spark registers as this one, so that it reads those views as the
+    engines that made them do."""
+    named = set(
+        ViewRead.objects.exclude(catalog__in=("", settings.CATALOG_NAME))
+        .values_list("catalog", flat=True)
+        .distinct()
+    )
+    named |= set(
+        ViewVersion.objects.exclude(default_catalog__isnull=True)
+        .exclude(default_catalog__in=("", settings.CATALOG_NAME))
+        .values_list("default_catalog", flat=True)
+        .distinct()
+    )
+    return catalogs_meaning_this(named) - {"", settings.CATALOG_NAME}
 
 
 # -- lists: search and the namespace page ------------------------------------------------------

@@ -190,7 +190,9 @@ def preview_with_spark(
     from refresh.spark import preview
 
     return preview.answer(
-        engine.spark(),
+        # A session of its own (not the worker's root one): a view an engine made may name
+        # the catalog by the engine's own name, which only run sessions register.
+        engine.run_session(namespace=[]),
         catalog=settings.CATALOG_NAME,
         identifier=identifier,
         snapshot_id=snapshot_id,

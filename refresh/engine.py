@@ -108,9 +108,13 @@ def run_session(*, namespace: list[str], settings: dict[str, str] | None = None)
     to the REST catalog again."""
     from django.conf import settings as django_settings
 
+    from catalog.selectors import engine_catalogs
     from refresh.spark import jobs
 
-    key = (tuple(namespace), tuple(sorted((settings or {}).items())))
+    # The names engines' views give the catalog (`lake`), registered as this one: a view
+    # that Spark made as `lake.shop.v` reads `lake.shop.orders`.
+    aliases = tuple(sorted(engine_catalogs()))
+    key = (tuple(namespace), tuple(sorted((settings or {}).items())), aliases)
     root = spark()  # first: a new JVM in place of an exited one drops the kept sessions
     # Kept sessions belong to `root` only while it is the current one: another thread may
     # start a new JVM between these lines, and a session of the dead one, kept, would fail
@@ -120,7 +124,11 @@ def run_session(*, namespace: list[str], settings: dict[str, str] | None = None)
     if cached is not None:
         return cached
     session = jobs.run_session(
-        root, catalog=django_settings.CATALOG_NAME, namespace=namespace, settings=settings
+        root,
+        catalog=django_settings.CATALOG_NAME,
+        namespace=namespace,
+        settings=settings,
+        aliases=aliases,
     )
     with _lock:
         if root is _session:

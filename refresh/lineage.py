@@ -2,7 +2,8 @@
 transitively, as a graph of nodes and edges for the lineage page and the API.
 
 Edges come from two places: a view's `View.dependencies` (its current version's
-[catalog, *namespace, name] lists; catalog "" or `settings.CATALOG_NAME` is this catalog) and
+[catalog, *namespace, name] lists; catalog "", `settings.CATALOG_NAME` or an engine's own name
+for it is this catalog: catalog.selectors.catalogs_meaning_this) and
 a materialized table's `MaterializedTable.sources` (["ns.name", ...]). An edge goes from the
 object read to the object reading it, as data flows.
 
@@ -21,7 +22,6 @@ from functools import reduce
 from operator import or_
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
 
@@ -51,10 +51,6 @@ def _split(qualified: str) -> tuple[str, str]:
     return namespace, name
 
 
-def _same_catalog(catalog: str) -> bool:
-    return not catalog or catalog == settings.CATALOG_NAME
-
-
 def view_reads(view: View) -> list[str]:
     """ "ns.name" of what a view's current version reads in this catalog."""
     return _reads(view.dependencies)
@@ -62,11 +58,15 @@ def view_reads(view: View) -> list[str]:
 
 def _reads(dependencies: Any) -> list[str]:
     found: list[str] = []
-    for dependency in dependencies or []:
-        if not isinstance(dependency, list | tuple) or len(dependency) < 3:
-            continue
-        catalog, *levels, name = (str(part) for part in dependency)
-        if not _same_catalog(catalog):
+    named = [
+        [str(part) for part in dependency]
+        for dependency in dependencies or []
+        if isinstance(dependency, list | tuple) and len(dependency) >= 3
+    ]
+    # An engine's own name for this catalog (`lake`) is this one too.
+    ours = catalog_selectors.catalogs_meaning_this({parts[0] for parts in named})
+    for catalog, *levels, name in named:
+        if catalog not in ours:
             continue
         qualified = f"{'.'.join(levels)}.{name}"
         if qualified not in found:

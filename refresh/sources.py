@@ -69,6 +69,7 @@ def source_snapshots(
     unknown: list[str] = []
     pending = [tuple(s) for s in sources]
     seen: set[tuple[str, ...]] = set()
+    ours: dict[str, bool] = {"": True, settings.CATALOG_NAME: True}
     while pending:
         catalog, *levels, name = pending.pop()
         namespace = ".".join(levels)
@@ -76,7 +77,9 @@ def source_snapshots(
         if (namespace, name) in seen:
             continue
         seen.add((namespace, name))
-        if catalog and catalog != settings.CATALOG_NAME:
+        if catalog not in ours:  # an engine's own name for this catalog is this one
+            ours[catalog] = bool(catalog_selectors.catalogs_meaning_this([catalog]))
+        if not ours[catalog]:
             unknown.append(f"{catalog}.{qualified}")
             continue
         table = Table.objects.filter(namespace__name=namespace, name=name).first()
@@ -140,7 +143,11 @@ def expanded_query(query: str | exp.Query, namespace: str) -> Expanded:
     SQL (refresh.core.pinning), so that a refresh or the verifier can pin every table it
     reads."""
     return expand_views(
-        query, namespace=namespace.split("."), catalog=settings.CATALOG_NAME, view=view_text
+        query,
+        namespace=namespace.split("."),
+        catalog=settings.CATALOG_NAME,
+        view=view_text,
+        aliases=catalog_selectors.engine_catalogs(),
     )
 
 
@@ -514,9 +521,10 @@ def _refuse_cycle(sources: list[str], own: tuple[str, str]) -> None:
         ns, _, short = name.rpartition(".")
         view = View.objects.filter(namespace__name=ns, name=short).first()
         if view is not None:
+            ours = catalog_selectors.catalogs_meaning_this({d[0] for d in view.dependencies})
             for dependency in view.dependencies:
                 catalog, *levels, dep_name = dependency
-                if catalog and catalog != settings.CATALOG_NAME:
+                if catalog not in ours:
                     continue
                 qualified = f"{'.'.join(levels)}.{dep_name}"
                 pending.append((qualified, [*path, qualified]))

@@ -50,6 +50,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from catalog import history
+from catalog import selectors as catalog_selectors
 from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
@@ -453,6 +454,7 @@ class Supervisor:
             catalog=settings.CATALOG_NAME,
             namespace=_levels(mt),
             settings=mt.stream_options or {},
+            aliases=sorted(catalog_selectors.engine_catalogs()),
         )
         return plan, session
 
@@ -786,6 +788,7 @@ class Supervisor:
             catalog=settings.CATALOG_NAME,
             namespace=levels,
             settings=mt.stream_options or {},
+            aliases=sorted(catalog_selectors.engine_catalogs()),
         )
         return self._pinned_load(
             session,

@@ -56,6 +56,11 @@ class AnalyzedQuery:
     unknown_sources: list[str] = field(default_factory=list)
 
 
+#: Spark's built-in session catalog: in the engine that wrote a view, that engine's own
+#: metastore, never this catalog (catalog.selectors.catalogs_meaning_this).
+SESSION_CATALOG = "spark_catalog"
+
+
 def check_dialect(dialect: str, *, field_name: str = "dialect") -> str:
     name = (dialect or "").strip().lower()
     if name not in SUPPORTED_DIALECTS:

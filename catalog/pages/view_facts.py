@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.urls import reverse
 
+from catalog import selectors
 from catalog.core.sql import display_name
 from catalog.core.view_metadata import (
     DEFAULT_VERSION_HISTORY_SIZE,
@@ -43,10 +43,12 @@ def reads(view: View) -> list[dict[str, Any]]:
     """The current version's sources: dotted name (no empty catalog), and a link when the
     catalog holds it."""
     result = []
+    # An engine's own name for this catalog (`lake`) is this one too.
+    ours = selectors.catalogs_meaning_this({parts[0] for parts in view.dependencies or []})
     for parts in view.dependencies or []:
         catalog, *namespace, name = parts
         kind = None
-        if catalog in ("", settings.CATALOG_NAME) and namespace:
+        if catalog in ours and namespace:
             found = _KIND.rows(namespace=".".join(namespace), name=name)
             kind = found[0][0] if found else None
         url = None

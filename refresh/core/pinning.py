@@ -17,7 +17,7 @@ query does. Django-free."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -79,14 +79,22 @@ def table_references(
 
 
 def expand_views(
-    query: str | exp.Query, *, namespace: Sequence[str], catalog: str, view: ViewLookup
+    query: str | exp.Query,
+    *,
+    namespace: Sequence[str],
+    catalog: str,
+    view: ViewLookup,
+    aliases: Collection[str] = (),
 ) -> Expanded:
     """`query` with every view it reads (through views too) replaced by the view's SQL (see
     the module); tables stay as they are. A parsed `query` is left as it is (the expansion
-    works on a copy); the text it gives back is then the parsed form's SQL."""
+    works on a copy); the text it gives back is then the parsed form's SQL. `aliases`:
+    other names of `catalog` that views' SQL may use (an engine's own name for it, such as
+    Spark's `lake` in `lake.shop.orders`); the expansion names `catalog` instead."""
     parsed = as_query(query, copy=True)
     found = _Found()
-    _expand(parsed, namespace, catalog, view, found, itertools.count(1), ())
+    names = _Names(catalog, frozenset(aliases))
+    _expand(parsed, namespace, names, view, found, itertools.count(1), ())
     written = query if isinstance(query, str) and not found.views else None
     return Expanded(
         written or parsed.sql(dialect="spark"),  # nothing expanded: as written
@@ -95,6 +103,17 @@ def expand_views(
         tuple(found.unexpanded),
         parsed,
     )
+
+
+@dataclass(frozen=True)
+class _Names:
+    """This catalog's name, and the other names views' SQL may give it."""
+
+    catalog: str
+    aliases: frozenset[str] = frozenset()
+
+    def ours(self, name: str | None) -> bool:
+        return name in (None, "", self.catalog) or name in self.aliases
 
 
 @dataclass
@@ -107,12 +126,13 @@ class _Found:
 def _expand(
     parsed: exp.Expression,
     namespace: Sequence[str],
-    catalog: str,
+    names: _Names,
     view: ViewLookup,
     seen: _Found,
     ctes: itertools.count,
     path: tuple[Source, ...],
 ) -> None:
+    catalog = names.catalog
     for node in real_tables(parsed):
         name = table_name(node, namespace, catalog)
         text = view(name)
@@ -128,14 +148,14 @@ def _expand(
             seen.unexpanded.append(f"{shown}: it reads itself through views")
             continue
         try:
-            body = _as_schema(_view_query(text, catalog, ctes), text)
+            body = _as_schema(_view_query(text, names, ctes), text)
         except (CatalogError, SqlglotError, ValueError) as error:
             seen.unexpanded.append(f"{shown}: {getattr(error, 'message', None) or error}")
             continue
         # Names inside are qualified now: the view's default namespace no longer matters.
         if name not in seen.views:
             seen.views.append(name)
-        _expand(body, namespace, catalog, view, seen, ctes, (*path, name))
+        _expand(body, namespace, names, view, seen, ctes, (*path, name))
         alias = exp.to_identifier(node.alias or node.name, quoted=True)
         node.replace(exp.Subquery(this=body, alias=exp.TableAlias(this=alias)))
 
@@ -163,12 +183,15 @@ def _as_schema(body: exp.Query, text: ViewText) -> exp.Query:
     return exp.select(*projections).from_(inner)
 
 
-def _view_query(found: ViewText, catalog: str, ctes: itertools.count) -> exp.Query:
+def _view_query(found: ViewText, names: _Names, ctes: itertools.count) -> exp.Query:
     """The view's SQL, parsed, with each table it names fully qualified (the view's default
-    catalog and namespace fill in what a name leaves out) and its CTEs renamed: Spark's SQL
-    keeps CTEs at the top of a statement, where the view's would meet the query's own."""
-    if found.catalog not in (None, "", catalog):
-        raise ValueError(f"its default catalog {found.catalog} is not this catalog")
+    catalog and namespace fill in what a name leaves out; this catalog's other names become
+    its own) and its CTEs renamed: Spark's SQL keeps CTEs at the top of a statement, where
+    the view's would meet the query's own."""
+    catalog = names.catalog
+    # A default catalog that is not this one matters only to a name that leaves it out:
+    # Spark records its session catalog as the default of a view whose names are all full.
+    default = catalog if names.ours(found.catalog) else found.catalog
     body = parse_query(found.sql, "spark")
     renamed: dict[str, str] = {}
     for cte in body.find_all(exp.CTE):
@@ -183,9 +206,16 @@ def _view_query(found: ViewText, catalog: str, ctes: itertools.count) -> exp.Que
                 raise ValueError("its default namespace has nested levels")
             parts = [found.namespace[0], *parts]
         if len(parts) == 2:
+            if default != catalog:
+                raise ValueError(
+                    f"it reads {'.'.join(parts)} in its default catalog {default}, "
+                    "which is not this catalog"
+                )
             parts = [catalog, *parts]
         if len(parts) != 3:
             raise ValueError(f"{'.'.join(parts)} names nested namespaces")
+        if parts[0] in names.aliases:
+            parts = [catalog, *parts[1:]]
         node.set("catalog", exp.to_identifier(parts[0], quoted=True))
         node.set("db", exp.to_identifier(parts[1], quoted=True))
         node.set("this", exp.to_identifier(parts[2], quoted=True))
@@ -214,7 +244,8 @@ def flattened(expanded: Expanded) -> exp.Query | None:
 
     if expanded.parsed is None:
         return None
-    try:
+
+    def merged(expand_alias_refs: bool) -> exp.Query:
         qualified = qualify(
             expanded.parsed.copy(),
             dialect="spark",
@@ -223,7 +254,36 @@ def flattened(expanded: Expanded) -> exp.Query | None:
             # of that name could make it ambiguous: such a query is not merged.
             validate_qualify_columns=True,
             infer_schema=True,
+            expand_alias_refs=expand_alias_refs,
         )
         return merge_subqueries(qualified)
+
+    # Spark reads a name in GROUP BY or HAVING as the source's column first, and as an
+    # output alias only when no column has it; sqlglot expands every alias it finds, which
+    # turns `coalesce(k, '-') AS k ... GROUP BY coalesce(k, '-')` into a double coalesce.
+    # So aliases stay unexpanded, and where the query needs them expanded (`GROUP BY day`),
+    # only a query where no alias also names a column its own expression reads is merged.
+    try:
+        return merged(expand_alias_refs=False)
+    except (SqlglotError, ValueError, KeyError):
+        pass
+    if _alias_shadows_a_column(expanded.parsed):
+        return None
+    try:
+        return merged(expand_alias_refs=True)
     except (SqlglotError, ValueError, KeyError):
         return None
+
+
+def _alias_shadows_a_column(query: exp.Expression) -> bool:
+    """Whether some SELECT with GROUP BY or HAVING names an expression after a column the
+    expression reads (`coalesce(k, '-') AS k`): there, a `k` in them may mean either."""
+    for select in query.find_all(exp.Select):
+        if not (select.args.get("group") or select.args.get("having")):
+            continue
+        for projection in select.expressions:
+            if not isinstance(projection, exp.Alias) or isinstance(projection.this, exp.Column):
+                continue
+            if any(c.name == projection.alias for c in projection.this.find_all(exp.Column)):
+                return True
+    return False

@@ -181,6 +181,8 @@ class Policy:
 
     #: The app's catalog, the only one relations may come from.
     catalog: str
+    #: Other names the session gives that catalog (an engine's own name, in its views' SQL).
+    aliases: frozenset[str] = frozenset()
     #: class name -> the built-in function names Spark registers for it.
     function_classes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: Temporary views the app itself made for this statement (a stream's batch, a load's
@@ -215,7 +217,10 @@ def _relation_name(fact: Mapping[str, Any]) -> str:
 
 
 def _check_relation(fact: Mapping[str, Any], policy: Policy) -> None:
-    if fact.get("catalog") != policy.catalog or fact.get("catalog_class") not in _ICEBERG_CATALOGS:
+    catalog = fact.get("catalog")
+    if (catalog != policy.catalog and catalog not in policy.aliases) or fact.get(
+        "catalog_class"
+    ) not in _ICEBERG_CATALOGS:
         raise _refuse(
             f"{_relation_name(fact)} is not a table or view of this catalog "
             f"({policy.catalog}): statements read only the catalog's own tables and views",
@@ -345,6 +350,11 @@ def _helper(spark: SparkSession) -> Any:
     return helper
 
 
+#: The session setting naming the other names of the app's catalog in it (refresh.spark.jobs
+#: registers them): relations read through them are the catalog's own.
+ALIASES_SETTING = "lakeview.sandbox.catalogAliases"
+
+
 def harden(session: SparkSession) -> SparkSession:
     """Apply `SANDBOX_SETTINGS` to the session (last, so nothing overrides them)."""
     for key, value in SANDBOX_SETTINGS.items():
@@ -361,6 +371,7 @@ def policy_for(
 ) -> Policy:
     return Policy(
         catalog=catalog,
+        aliases=frozenset(filter(None, spark.conf.get(ALIASES_SETTING, "").split(","))),
         function_classes=function_classes(spark),
         trusted_views=frozenset(trusted_views),
         write_target=tuple(write_target) if write_target is not None else None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from refresh.core.pinning import ViewText, expand_views, table_references
+from refresh.core.pinning import ViewText, expand_views, flattened, table_references
 from refresh.core.streaming import rewrite_sources
 
 NS = ["sales"]
@@ -137,7 +137,7 @@ def test_a_view_of_another_catalog_or_with_unreadable_sql_stays_a_view():
         view=views(
             {
                 ("sales", "elsewhere_v"): ViewText(
-                    sql="SELECT 1 AS x", namespace=("sales",), catalog="other"
+                    sql="SELECT x FROM sales.t", namespace=("sales",), catalog="other"
                 ),
                 ("sales", "broken_v"): ViewText(sql="SELEC nothing FROM", namespace=("sales",)),
             }
@@ -148,6 +148,50 @@ def test_a_view_of_another_catalog_or_with_unreadable_sql_stays_a_view():
         "sales.elsewhere_v",
         "sales.broken_v",
     ]
+    assert "reads sales.t in its default catalog other" in expanded.unexpanded[0]
+
+
+def test_an_engines_name_for_the_catalog_in_a_views_sql_is_read_as_this_catalog():
+    """Spark as `lake` stores `lake.sales.orders` (its default catalog spark_catalog);
+    Trino as `iceberg` leaves names to its default catalog `iceberg`."""
+    expanded = expand_views(
+        "SELECT * FROM big JOIN mine ON big.id = mine.id",
+        namespace=NS,
+        catalog=CATALOG,
+        aliases={"lake", "iceberg"},
+        view=views(
+            {
+                ("sales", "big"): ViewText(
+                    sql="SELECT id FROM lake.sales.orders WHERE v > 1",
+                    namespace=("default",),
+                    catalog="spark_catalog",
+                ),
+                ("sales", "mine"): ViewText(
+                    sql="SELECT id FROM customers", namespace=("sales",), catalog="iceberg"
+                ),
+            }
+        ),
+    )
+    assert expanded.unexpanded == ()
+    assert expanded.tables == (("sales", "orders"), ("sales", "customers"))
+    assert "lake" not in expanded.query and "iceberg" not in expanded.query
+    assert f"`{CATALOG}`.`sales`.`orders`" in expanded.query
+
+
+def test_a_group_by_alias_that_names_a_column_it_reads_is_flattened_as_spark_reads_it():
+    """Spark groups `GROUP BY coalesce(k, '-')` by the column k even where an output is
+    named k; sqlglot's alias expansion would coalesce twice."""
+    lookup = views({("sales", "v"): ViewText(sql="SELECT k, n FROM orders", namespace=NS)})
+    same = "SELECT coalesce(k, '-') AS k, sum(n) AS n FROM v GROUP BY coalesce(k, '-')"
+    query = flattened(expand_views(same, namespace=NS, catalog=CATALOG, view=lookup))
+    assert query is not None
+    group = query.args["group"].sql(dialect="spark")
+    assert group.count("COALESCE") == 1, group
+    by_alias = "SELECT coalesce(k, '-') AS day, sum(n) AS total FROM v GROUP BY day"
+    query = flattened(expand_views(by_alias, namespace=NS, catalog=CATALOG, view=lookup))
+    assert query is not None and "COALESCE" in query.args["group"].sql(dialect="spark")
+    both = "SELECT coalesce(k, '-') AS k, count(*) AS c FROM v GROUP BY k, c"
+    assert flattened(expand_views(both, namespace=NS, catalog=CATALOG, view=lookup)) is None
 
 
 def test_a_query_without_views_is_kept_as_written():
