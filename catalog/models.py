@@ -460,6 +460,39 @@ class AccessToken(models.Model):
         return f"token for {self.client}"
 
 
+class IdempotencyKey(models.Model):
+    """One `Idempotency-Key` of the Iceberg REST protocol, per principal (a user through one
+    client): the request it was first sent with (a digest) and, once that request finished,
+    its answer, which a retry with the key gets instead of doing the work again
+    (catalog/iceberg_rest/idempotency.py). A row without a status is a request still in
+    progress; `claim` says which one, so that only its holder may finish it. The answer is
+    written in the transaction of the work it answers: a change committed always has it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    client = models.ForeignKey(CatalogClient, on_delete=models.CASCADE, related_name="+")
+    key = models.UUIDField()
+    #: SHA-256 of the method, path, query and canonical body the key was first sent with.
+    fingerprint = models.CharField(max_length=64)
+    claim = models.UUIDField()
+    claimed_at = models.DateTimeField()
+    #: The end of the key's lifetime (from its first use); the hourly sweep deletes it then.
+    expires_at = models.DateTimeField(db_index=True)
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    #: The answer's headers that matter to a client (Content-Type, ETag).
+    headers = models.JSONField(default=dict)
+    body = models.BinaryField(default=b"")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "client", "key"], name="catalog_idempotency_key_per_principal"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Idempotency-Key {self.key}"
+
+
 class CatalogEventQuerySet(models.QuerySet):
     def for_object(self, obj: CatalogObject) -> CatalogEventQuerySet:
         """The object's history by identity: it survives renames, and a new object given a

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from catalog.iceberg_rest import idempotency
 from catalog.iceberg_rest.auth import delete_expired_tokens
 
 
 @shared_task(name="catalog.purge_expired_tokens")
 def purge_expired_tokens() -> int:
-    """Expired bearer tokens are useless; celery-beat runs this hourly (settings)."""
+    """Expired bearer tokens are useless, and so are Idempotency-Keys past their lifetime
+    (which would otherwise grow their table with every mutation); celery-beat runs this
+    hourly (settings). How many tokens were deleted."""
+    idempotency.delete_expired()
     return delete_expired_tokens()
 
 

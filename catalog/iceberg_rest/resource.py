@@ -14,7 +14,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from catalog import access
 from catalog.core.errors import CatalogError
-from catalog.iceberg_rest import auth
+from catalog.iceberg_rest import auth, idempotency
 from catalog.iceberg_rest.errors import Forbidden, MethodNotAllowed, NotAuthorized, error_response
 
 Handler = Callable[..., HttpResponse]
@@ -62,6 +62,12 @@ def refuse_if_holding_nothing(principal: access.Principal) -> None:
         raise Forbidden(f"Forbidden: {name} holds no privilege in this catalog")
 
 
+def idempotent(handler: Handler) -> Handler:
+    """Mark a handler as one of the mutations the spec lets an Idempotency-Key guard."""
+    handler.idempotent = True  # type: ignore[attr-defined]
+    return handler
+
+
 class Resource:
     """`Resource(GET=load, POST=commit, ...)`: handlers take (request, user, **path)."""
 
@@ -83,13 +89,31 @@ class Resource:
                         f"allowed: {', '.join(self.methods)}"
                     )
                 user = authorize(request, gate=not getattr(handler, "gates_itself", False))
+                if idempotency.META_KEY in request.META and getattr(handler, "idempotent", False):
+                    # The handler's errors are answers too (a 409 is stored and replayed).
+                    return idempotency.respond(
+                        request, lambda: self._answer(handler, request, user, path)
+                    )
                 return handler(request, user, **path)
             except CatalogError as error:
-                response = error_response(error)
-                if request.method == "HEAD":
-                    return HttpResponse(status=response.status_code)
-                if isinstance(error, MethodNotAllowed):
-                    response["Allow"] = ", ".join(self.methods)
-                return response
+                return self._error(request, error)
 
         return view
+
+    def _answer(
+        self, handler: Handler, request: HttpRequest, user: Any, path: dict[str, str]
+    ) -> HttpResponse:
+        try:
+            return handler(request, user, **path)
+        except CatalogError as error:
+            return self._error(request, error)
+
+    def _error(self, request: HttpRequest, error: CatalogError) -> HttpResponse:
+        response = error_response(error)
+        if request.method == "HEAD":
+            return HttpResponse(status=response.status_code)
+        if isinstance(error, MethodNotAllowed):
+            response["Allow"] = ", ".join(self.methods)
+        if retry_after := getattr(error, "retry_after", None):
+            response["Retry-After"] = str(retry_after)
+        return response

@@ -11,12 +11,21 @@ from django.http.multipartparser import MultiPartParserError
 from django.views.decorators.csrf import csrf_exempt
 
 from catalog import throttle
-from catalog.iceberg_rest import auth
+from catalog.iceberg_rest import auth, idempotency
 from catalog.iceberg_rest.routes import ENDPOINTS
 
 
 def config(request: HttpRequest, user: object) -> HttpResponse:
-    return JsonResponse({"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS})
+    # `idempotency-key-lifetime` tells clients that mutations honour an Idempotency-Key
+    # (Java's RESTSessionCatalog sends one on every mutation only when it is present).
+    return JsonResponse(
+        {
+            "defaults": {},
+            "overrides": {},
+            "endpoints": ENDPOINTS,
+            "idempotency-key-lifetime": idempotency.advertised_lifetime(),
+        }
+    )
 
 
 class _UnreadableForm(Exception):

@@ -218,6 +218,11 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-tokens": {"task": "catalog.purge_expired_tokens", "schedule": 3600.0},
 }
+# The Iceberg REST catalog's Idempotency-Key (catalog/iceberg_rest/idempotency.py): how long
+# a key answers the retries of its request, from its first use, as the ISO-8601 duration
+# GET /v1/config advertises (idempotency-key-lifetime). The hourly purge-expired-tokens
+# sweep deletes keys past it.
+ICEBERG_IDEMPOTENCY_KEY_LIFETIME = env("ICEBERG_IDEMPOTENCY_KEY_LIFETIME", "PT30M")
 
 # The lakehouse. Every view and table location lies under WAREHOUSE; a location outside it
 # is refused, so that the catalog never writes where an operator did not point it.
