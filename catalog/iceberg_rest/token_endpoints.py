@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import unquote_plus
 
+from django.conf import settings
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.http.multipartparser import MultiPartParserError
@@ -14,9 +15,19 @@ from catalog import throttle
 from catalog.iceberg_rest import auth
 from catalog.iceberg_rest.routes import ENDPOINTS
 
+#: The spec's (and pyiceberg's, and Java's) name of the scan planning mode property.
+SCAN_PLANNING_MODE = "scan-planning-mode"
+
 
 def config(request: HttpRequest, user: object) -> HttpResponse:
-    return JsonResponse({"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS})
+    # "client" is a default, which a client's own property overrides: one may still plan
+    # through the catalog by asking (pyiceberg: scan-planning-mode=server). "server" is an
+    # override: the spec says clients then MUST plan through the catalog.
+    mode = settings.ICEBERG_SCAN_PLANNING_MODE
+    where = "overrides" if mode == "server" else "defaults"
+    answer = {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS}
+    answer[where] = {SCAN_PLANNING_MODE: mode}
+    return JsonResponse(answer)
 
 
 class _UnreadableForm(Exception):
