@@ -20,14 +20,14 @@ SCAN_PLANNING_MODE = "scan-planning-mode"
 
 
 def config(request: HttpRequest, user: object) -> HttpResponse:
-    # "client" is a default, which a client's own property overrides: one may still plan
-    # through the catalog by asking (pyiceberg: scan-planning-mode=server). "server" is an
+    # "client" says nothing: the answer stays what it was before server-side planning, and
+    # clients default to planning themselves (pyiceberg and Java alike), while one may
+    # still ask the catalog to plan (pyiceberg: scan-planning-mode=server). "server" is an
     # override: the spec says clients then MUST plan through the catalog.
-    mode = settings.ICEBERG_SCAN_PLANNING_MODE
-    where = "overrides" if mode == "server" else "defaults"
-    answer = {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS}
-    answer[where] = {SCAN_PLANNING_MODE: mode}
-    return JsonResponse(answer)
+    overrides = {}
+    if settings.ICEBERG_SCAN_PLANNING_MODE == "server":
+        overrides[SCAN_PLANNING_MODE] = "server"
+    return JsonResponse({"defaults": {}, "overrides": overrides, "endpoints": ENDPOINTS})
 
 
 class _UnreadableForm(Exception):

@@ -234,8 +234,8 @@ FILE_IO_PROPERTIES = json.loads(env("FILE_IO_PROPERTIES", "{}") or "{}")
 # browsing and previews.
 METADATA_CACHE_BYTES = int(env("METADATA_CACHE_BYTES", str(64 * 1024 * 1024)))
 # Where engines plan table scans, as GET /iceberg/v1/config tells them
-# ("scan-planning-mode"): "client" (they read manifests themselves, the default: nothing
-# changes for engines that never heard of the planning endpoints) or "server" (the catalog
+# ("scan-planning-mode"): "client" (left unsaid: they read manifests themselves, as
+# before, unless they ask for server-side planning) or "server" (the catalog
 # plans; pyiceberg 0.12 and newer Java clients then call planTableScan). The endpoints are
 # served either way, for a client that asks for server-side planning itself.
 ICEBERG_SCAN_PLANNING_MODE = (env("ICEBERG_SCAN_PLANNING_MODE", "client") or "client").lower()
