@@ -7,6 +7,7 @@ Idempotency-Key guard (idempotency.py); metrics reports are not among them."""
 from __future__ import annotations
 
 from catalog.iceberg_rest import namespace_endpoints as ns
+from catalog.iceberg_rest import scan_endpoints as scans
 from catalog.iceberg_rest import table_endpoints as tables
 from catalog.iceberg_rest import view_endpoints as views
 from catalog.iceberg_rest.resource import Resource, idempotent
@@ -36,6 +37,13 @@ ROUTES: list[tuple[str, Resource]] = [
         f"{NAMESPACE}/tables/{{table}}/metrics",
         Resource(POST=tables.report_metrics),
     ),
+    # Server-side scan planning (catalog.iceberg_rest.scan_endpoints).
+    (f"{NAMESPACE}/tables/{{table}}/plan", Resource(POST=scans.plan_table_scan)),
+    (
+        f"{NAMESPACE}/tables/{{table}}/plan/{{plan-id}}",
+        Resource(GET=scans.fetch_planning_result, DELETE=scans.cancel_planning),
+    ),
+    (f"{NAMESPACE}/tables/{{table}}/tasks", Resource(POST=scans.fetch_scan_tasks)),
     ("tables/rename", Resource(POST=idempotent(tables.rename_table))),
     ("transactions/commit", Resource(POST=idempotent(tables.commit_transaction))),
     (f"{NAMESPACE}/views", Resource(GET=views.list_views, POST=idempotent(views.create_view))),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import unquote_plus
 
+from django.conf import settings
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.http.multipartparser import MultiPartParserError
@@ -14,14 +15,24 @@ from catalog import throttle
 from catalog.iceberg_rest import auth, idempotency
 from catalog.iceberg_rest.routes import ENDPOINTS
 
+#: The spec's (and pyiceberg's, and Java's) name of the scan planning mode property.
+SCAN_PLANNING_MODE = "scan-planning-mode"
+
 
 def config(request: HttpRequest, user: object) -> HttpResponse:
+    # "client" says nothing: the answer stays what it was before server-side planning, and
+    # clients default to planning themselves (pyiceberg and Java alike), while one may
+    # still ask the catalog to plan (pyiceberg: scan-planning-mode=server). "server" is an
+    # override: the spec says clients then MUST plan through the catalog.
+    overrides = {}
+    if settings.ICEBERG_SCAN_PLANNING_MODE == "server":
+        overrides[SCAN_PLANNING_MODE] = "server"
     # `idempotency-key-lifetime` tells clients that mutations honour an Idempotency-Key
     # (Java's RESTSessionCatalog sends one on every mutation only when it is present).
     return JsonResponse(
         {
             "defaults": {},
-            "overrides": {},
+            "overrides": overrides,
             "endpoints": ENDPOINTS,
             "idempotency-key-lifetime": idempotency.advertised_lifetime(),
         }

@@ -14,7 +14,10 @@ from webapp.middleware import not_found
 
 
 def _django_path(route: str) -> str:
-    return "v1/" + re.sub(r"\{(\w+)\}", r"<str:\1>", route)
+    # The spec's `{plan-id}` is the handler's `plan_id` (a keyword has no hyphen).
+    return "v1/" + re.sub(
+        r"\{([\w-]+)\}", lambda found: f"<str:{found.group(1).replace('-', '_')}>", route
+    )
 
 
 # Load-table, what engines call most, is mounted by webapp/urls.py at the top level, before

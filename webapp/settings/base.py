@@ -238,6 +238,16 @@ FILE_IO_PROPERTIES = json.loads(env("FILE_IO_PROPERTIES", "{}") or "{}")
 # Bytes of metadata (JSON, manifest lists, manifests) kept in each process's cache for
 # browsing and previews.
 METADATA_CACHE_BYTES = int(env("METADATA_CACHE_BYTES", str(64 * 1024 * 1024)))
+# Where engines plan table scans, as GET /iceberg/v1/config tells them
+# ("scan-planning-mode"): "client" (left unsaid: they read manifests themselves, as
+# before, unless they ask for server-side planning) or "server" (the catalog
+# plans; pyiceberg 0.12 and newer Java clients then call planTableScan). The endpoints are
+# served either way, for a client that asks for server-side planning itself.
+ICEBERG_SCAN_PLANNING_MODE = (env("ICEBERG_SCAN_PLANNING_MODE", "client") or "client").lower()
+if ICEBERG_SCAN_PLANNING_MODE not in ("client", "server"):
+    raise ImproperlyConfigured(
+        f"ICEBERG_SCAN_PLANNING_MODE must be client or server, not {ICEBERG_SCAN_PLANNING_MODE!r}"
+    )
 # The catalog name engines see (Spark's spark.sql.catalog.<name>); views store it as their
 # default catalog only when a user names one.
 CATALOG_NAME = env("CATALOG_NAME", "lakeview")
