@@ -45,6 +45,7 @@ ROUTES: list[tuple[str, Resource]] = [
             DELETE=views.drop_view,
         ),
     ),
+    (f"{NAMESPACE}/register-view", Resource(POST=views.register_view)),
     ("views/rename", Resource(POST=views.rename_view)),
 ]
 
