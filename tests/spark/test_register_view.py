@@ -1,11 +1,13 @@
 """Register view with Spark (issue 49). Iceberg's Java client 1.10 has no registerView (it
-came in 1.11), so the view is registered over HTTP and then read by Spark."""
+came in 1.11), so the view is registered over HTTP and then read by Spark; pyiceberg 0.12's
+register_view registers it too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import requests
+from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
 from tests.live_server import CatalogServer
@@ -40,3 +42,15 @@ def test_a_view_spark_created_and_dropped_is_registered_again_and_spark_reads_it
     ]
     ids = [row.id for row in spark.sql("SELECT id FROM lv.regview.big_again ORDER BY id").collect()]
     assert ids == [2, 3]
+
+    # pyiceberg's client for the same endpoint (it asks whether a table has the name first).
+    spark.sql("DROP VIEW lv.regview.big_again")
+    catalog = RestCatalog(
+        "lv",
+        uri=catalog_server.iceberg_uri,
+        credential=catalog_server.credential,
+        **{"oauth2-server-uri": f"{catalog_server.iceberg_uri}/v1/oauth/tokens"},
+    )
+    view = catalog.register_view("regview.big_py", location)
+    assert str(view.metadata.view_uuid) == created["metadata"]["view-uuid"]
+    assert spark.sql("SELECT count(*) FROM lv.regview.big_py").collect()[0][0] == 2
