@@ -56,6 +56,7 @@ ROUTES: list[tuple[str, Resource]] = [
             DELETE=idempotent(views.drop_view),
         ),
     ),
+    (f"{NAMESPACE}/register-view", Resource(POST=idempotent(views.register_view))),
     ("views/rename", Resource(POST=idempotent(views.rename_view))),
 ]
 

@@ -1,6 +1,7 @@
-"""Iceberg views: list, create, load, exists, commit (replace), drop, rename. A view the
-principal may not see answers as a missing one; a load needs read_data (an engine runs its
-SQL), a replace, drop or rename manage, a create create in the namespace."""
+"""Iceberg views: list, create, register, load, exists, commit (replace), drop, rename. A
+view the principal may not see answers as a missing one; a load needs read_data (an engine
+runs its SQL), a replace, drop or rename manage, a create or a registration create in the
+namespace (as a table's registration does)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ def create_view(request: HttpRequest, user: Any, namespace: str) -> HttpResponse
         view_version=bodies.obj(document, "view-version", is_required=True),
         properties=bodies.string_map(document, "properties"),
         location=bodies.string(document, "location"),
+        actor=user,
+    )
+    return JsonResponse(objects.load_result(view.metadata_location, config={}))
+
+
+def register_view(request: HttpRequest, user: Any, namespace: str) -> HttpResponse:
+    """RegisterViewRequest ({name, metadata-location}): adopt an existing view metadata file
+    as it is (services.register_view: inside the warehouse once normalized, readable, view
+    metadata whose own location is inside the warehouse too); a LoadViewResult."""
+    name = bodies.namespace_name(namespace)
+    checks.namespace(request, name, CREATE)
+    document = bodies.body(request)
+    view = services.register_view(
+        namespace=name,
+        name=bodies.string(document, "name", is_required=True),
+        metadata_location=bodies.string(document, "metadata-location", is_required=True),
         actor=user,
     )
     return JsonResponse(objects.load_result(view.metadata_location, config={}))
