@@ -9,10 +9,11 @@ metadata file is read, so the decision takes a few queries."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from sqlglot import exp
 
 from catalog import access, services
@@ -151,6 +152,20 @@ def expanded_query(query: str | exp.Query, namespace: str) -> Expanded:
     )
 
 
+def view_versions(names: Iterable[str]) -> dict[str, int | None]:
+    """{"ns.view": its current version id} of those of `names` that are views (one query)."""
+    pairs = [name.rpartition(".") for name in names]
+    if not pairs:
+        return {}
+    condition = Q()
+    for namespace, _, name in pairs:
+        condition |= Q(namespace__name=namespace, name=name)
+    rows = View.objects.filter(condition).values_list(
+        "namespace__name", "name", "current_version_id"
+    )
+    return {f"{namespace}.{name}": version for namespace, name, version in rows}
+
+
 def view_changed_since(name: tuple[str, ...], moment_ms: int) -> bool:
     """Whether the view `name` got its current version after `moment_ms` (its version log's
     newest entry is later): its text then is not the one a refresh at that moment read."""
@@ -184,12 +199,33 @@ def check_streamable(
     def is_view(name: tuple[str, ...]) -> bool:
         return _views_named(name).exists()
 
-    return plan_stream(
-        query,
-        namespace=namespace.split("."),
-        catalog=settings.CATALOG_NAME,
-        primary_key=primary_key,
-        is_view=is_view,
+    levels = namespace.split(".")
+    parsed = as_query(query)
+    if not any(is_view(table_name(t, levels, settings.CATALOG_NAME)) for t in real_tables(parsed)):
+        return plan_stream(
+            parsed, namespace=levels, catalog=settings.CATALOG_NAME, primary_key=primary_key
+        )
+    # A view is not a stream, its tables are: the views are merged into the query (as an
+    # incremental refresh reads them), and the merged query is what the stream runs.
+    views: dict[str, tuple[str, int | None]] = {}
+    expanded = expanded_query(parsed, namespace)
+    merged = flattened(expanded) if not expanded.unexpanded else None
+    if merged is None or any(is_view(name) for name in expanded.tables):
+        return plan_stream(  # refuses, naming the view
+            parsed,
+            namespace=levels,
+            catalog=settings.CATALOG_NAME,
+            primary_key=primary_key,
+            is_view=is_view,
+        )
+    plan = plan_stream(
+        merged, namespace=levels, catalog=settings.CATALOG_NAME, primary_key=primary_key
+    )
+    source_snapshots([("", *name) for name in expanded.views], views)
+    return replace(
+        plan,
+        query=merged.sql(dialect="spark"),
+        views=tuple((name, version) for name, (_, version) in sorted(views.items())),
     )
 
 

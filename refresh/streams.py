@@ -81,6 +81,7 @@ from refresh.sources import (
     source_snapshots,
     source_uuids,
     state_of,
+    view_versions,
 )
 from refresh.spark import errors, jobs, streaming
 from refresh.spark.session import SparkSessionConfig, activate, forget_jvm, jvm_gone
@@ -332,7 +333,8 @@ class Supervisor:
                 self._stopped(mt_id, running)
                 continue
             self._progress(running, mt)
-            self._follow_static(running, mt)
+            if not self._follow_views(running, mt):
+                self._follow_static(running, mt)
         if self.restarting:
             # A catch-up or a recompute just gave its table a new checkpoint and pins (or
             # none): its stream starts from those, not from the ones read above.
@@ -503,7 +505,7 @@ class Supervisor:
             query = streaming.start(
                 session,
                 plan=plan,
-                query=mt.query,
+                query=plan.sql(mt.query),
                 target=_target(mt),
                 catalog=settings.CATALOG_NAME,
                 namespace=_levels(mt),
@@ -591,7 +593,7 @@ class Supervisor:
                 session,
                 mt,
                 plan,
-                query=mt.query,
+                query=plan.sql(mt.query),
                 namespace=_levels(mt),
                 version=mt.current_version,
                 started=run.started_at,
@@ -794,7 +796,7 @@ class Supervisor:
             session,
             mt,
             plan,
-            query=definition.query,
+            query=plan.sql(definition.query),
             namespace=levels,
             version=run.definition_version,
             started=run.started_at or timezone.now(),
@@ -883,6 +885,34 @@ class Supervisor:
             return
         runs.record_stream_failure(mt, error=message)
 
+    def _follow_views(self, running: Running, mt: MaterializedTable) -> bool:
+        """A view merged into the stream's query has a new version: the stream runs the SQL
+        of the old one, so it stops and the table is recomputed with the new (as a FULL
+        refresh would be), its stream started after that load. At most once per trigger
+        interval; True when it stopped the stream."""
+        if not running.plan.views:
+            return False
+        if time.monotonic() - running.started < trigger_seconds(mt.freshness):
+            return False
+        current = view_versions([name for name, _ in running.plan.views])
+        changed = [
+            f"{name} is at version {current.get(name)}"
+            for name, version in running.plan.views
+            if current.get(name) != version
+        ]
+        if not changed:
+            return False
+        streaming.stop_between_batches(running.query)
+        del self.running[mt.pk]
+        self.restarting = True
+        self._recompute_instead(
+            mt,
+            running.checkpoint,
+            stopped=f"the view {changed[0]}",
+            reason=f"full: the view {changed[0]}, not the one the stream's query merged in",
+        )
+        return True
+
     def _follow_static(self, running: Running, mt: MaterializedTable) -> None:
         """A static source (the other side of a stream-static join) moved on since the
         table's load: the micro-batches read it at the load's snapshot (every key answers
@@ -934,9 +964,9 @@ class Supervisor:
                 catalog=settings.CATALOG_NAME,
                 checkpoint=checkpoint,
                 start_after=mt.stream_start or {},
-                full_outer_join=has_full_outer_join(mt.query),
-                read_twice=read_twice(mt.query, ".".join(_levels(mt))),
-                null_supplied=null_supplied_key(mt.query, key),
+                full_outer_join=has_full_outer_join(plan.sql(mt.query)),
+                read_twice=read_twice(plan.sql(mt.query), ".".join(_levels(mt))),
+                null_supplied=null_supplied_key(plan.sql(mt.query), key),
             )
         except Exception as failure:  # noqa: BLE001 - the stream's failure, tried again
             logger.exception("Planning the catch-up of %s failed", mt)
@@ -963,7 +993,7 @@ class Supervisor:
                     caught,
                     plan=plan,
                     key=key,
-                    query=mt.query,
+                    query=plan.sql(mt.query),
                     target=_target(mt),
                     catalog=settings.CATALOG_NAME,
                     namespace=_levels(mt),

@@ -15,7 +15,8 @@ maintain exactly is refused at CREATE with the reason and the suggestion to use 
 
 Refused: ORDER BY, LIMIT, window functions, DISTINCT, a UNION that removes duplicates,
 subqueries in expressions, aggregations without GROUP BY, joins of two streams, and
-sources that are views (a view is not a stream). Django-free."""
+sources that are views (a view is not a stream: refresh.sources merges views into the
+query first where SQL allows, and plans the merged query). Django-free."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ class StreamPlan:
     static: tuple[tuple[str, ...], ...]
     #: The primary key MERGE INTO matches rows on (merge mode).
     key: tuple[str, ...] = ()
+    #: The SQL the stream runs, when it is not the table's own: the table's query with the
+    #: views it reads merged in (a view is not a stream; its tables are).
+    query: str | None = None
+    #: ("ns.view", version) of each view merged in: a new version of one is a new query.
+    views: tuple[tuple[str, int | None], ...] = ()
+
+    def sql(self, query: str) -> str:
+        """What the stream of a table whose query is `query` runs."""
+        return self.query or query
 
 
 def _refuse(reason: str) -> InvalidInput:

@@ -58,20 +58,44 @@ def test_the_rows_follow_the_current_version_and_go_with_the_view(sales):
     assert not ViewRead.objects.filter(view_id=view.pk).exists()
 
 
-def test_a_lookalike_name_or_another_catalog_is_not_a_reader(sales):
+def test_a_lookalike_name_or_spark_s_session_catalog_is_not_a_reader(sales):
     services.create_view(namespace="sales", name="of_orders", sql="SELECT id FROM orders")
     services.create_view(namespace="sales", name="of_orders_2", sql="SELECT id FROM orders_2")
     services.create_view(
         namespace="sales",
         name="elsewhere",
-        sql="SELECT id FROM other_catalog.sales.orders",
+        sql="SELECT id FROM spark_catalog.sales.orders",
         allow_unknown_sources=True,
     )
-    assert reads_of("elsewhere") == {("other_catalog", "sales", "orders")}
+    assert reads_of("elsewhere") == {("spark_catalog", "sales", "orders")}
     assert readers("orders") == ["sales.of_orders"]
     assert readers_of("sales", "orders") == ["view sales.of_orders"]
     graph = lineage.lineage("sales", "orders", depth=1)
     assert graph["edges"] == [{"source": "sales.orders", "target": "sales.of_orders"}]
+
+
+def test_an_engines_own_name_for_the_catalog_reads_it_unless_a_namespace_has_that_name(
+    editor, sales
+):
+    """Spark as `lake` writes `lake.sales.orders` into the views it makes: the app reads it
+    as its own sales.orders, stored as written. Where a namespace `lake...` exists, the name
+    is that namespace's (as Spark reads a name whose first part is no catalog)."""
+    services.create_view(
+        namespace="sales",
+        name="by_engine",
+        sql="SELECT id FROM lake.sales.orders",
+        allow_unknown_sources=True,
+    )
+    assert reads_of("by_engine") == {("lake", "sales", "orders")}
+    assert readers("orders") == ["sales.by_engine"]
+    assert readers_of("sales", "orders") == ["view sales.by_engine"]
+    graph = lineage.lineage("sales", "orders", depth=1)
+    assert graph["edges"] == [{"source": "sales.orders", "target": "sales.by_engine"}]
+
+    services.create_namespace(name="lake", actor=editor)
+    services.create_namespace(name="lake.sales", actor=editor)
+    assert readers("orders") == []
+    assert lineage.lineage("sales", "orders", depth=1)["edges"] == []
 
 
 def test_the_table_page_lists_the_views_that_read_the_table(client, viewer, sales):

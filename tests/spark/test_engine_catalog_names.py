@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from tests.refresh_stack import RefreshStack
 from tests.spark.conftest import rest_catalog_conf, rest_session, stack_fixture
-from tests.spark.test_mt_end_to_end import current_summary
+from tests.spark.test_mt_end_to_end import current_summary, runs
 
 NS = "shop"
 
@@ -196,6 +196,40 @@ def test_a_materialized_table_over_such_views_refreshes_and_records_their_tables
         run["error"],
     )
     assert rows(made, "SELECT * FROM lake.shop.big_by_k") == rows(made, expected)
+
+
+def test_a_continuous_table_over_such_a_view_streams_its_tables_and_follows_a_new_version(
+    stack, made
+):
+    """The view is merged into the stream's query (a view is not a stream, its table is); a
+    new version of the view recomputes the table with it, the history saying why."""
+    statement(
+        stack,
+        "CREATE MATERIALIZED TABLE live_small FRESHNESS = INTERVAL '3' SECOND "
+        "REFRESH_MODE = CONTINUOUS AS SELECT id, k FROM small_orders",
+    )
+
+    def follows(expected: str, what: str) -> None:
+        stack.wait_for(
+            lambda: rows(made, "SELECT * FROM lake.shop.live_small") == rows(made, expected),
+            timeout=180,
+            what=what,
+            every=2,
+        )
+
+    follows("SELECT id, k FROM lake.shop.orders WHERE v <= 0.3", "the continuous table's load")
+    made.sql("INSERT INTO lake.shop.orders VALUES (7, 'd', 0.2), (8, 'e', 0.9)")
+    follows("SELECT id, k FROM lake.shop.orders WHERE v <= 0.3", "it to follow an append")
+    assert (7, "d") in rows(made, "SELECT * FROM lake.shop.live_small")
+
+    made.sql(
+        "CREATE OR REPLACE VIEW lake.shop.small_orders AS "
+        "SELECT id, k FROM lake.shop.orders WHERE v <= 0.5"
+    )
+    follows("SELECT id, k FROM lake.shop.orders WHERE v <= 0.5", "a new version of the view")
+    reasons = [run["reason"] for run in runs(stack, f"{NS}.live_small")]
+    assert any(f"the view {NS}.small_orders is at version 2" in r for r in reasons), reasons
+    statement(stack, "ALTER MATERIALIZED TABLE live_small SUSPEND")
 
 
 def test_a_name_that_is_neither_ours_nor_resolvable_is_an_error_naming_it(stack, made):
