@@ -246,6 +246,16 @@ def test_a_retried_register_and_view_commit_and_transaction_are_answered_once(ap
 
     assert Table.objects.filter(name="r").count() == 1
 
+    gone = create_view(api, "gone")
+    assert api.delete("/namespaces/ns/views/gone").status_code == 204  # its file stays
+    registration = {"name": "rv", "metadata-location": gone["metadata-location"]}
+    k = key()
+    first = send(api, "POST", "/namespaces/ns/register-view", registration, idempotency_key=k)
+    assert first.status_code == 200, first.content
+    retry = send(api, "POST", "/namespaces/ns/register-view", registration, idempotency_key=k)
+    assert retry.content == first.content
+    assert View.objects.filter(name="rv").count() == 1
+
     table = create_table(api)
     view = create_view(api)
     replace = {
