@@ -133,3 +133,18 @@ def test_the_table_page_lists_the_first_readers_and_counts_the_rest(
     assert "sales.c_report" not in section
     assert "2 of 3 shown" in section
     assert reverse("refresh:lineage", args=["sales", "orders"]) in section
+
+
+def test_the_names_the_app_s_spark_registers_are_the_engines_names_views_use(editor, sales):
+    from catalog.selectors import engine_catalogs
+
+    for name, sql in [
+        ("a", "SELECT id FROM lake.sales.orders"),
+        ("b", "SELECT id FROM spark_catalog.sales.orders"),
+        ("c", "SELECT id FROM other.sales.orders"),
+        ("d", "SELECT id FROM orders"),
+    ]:
+        services.create_view(namespace="sales", name=name, sql=sql, allow_unknown_sources=True)
+    assert engine_catalogs() == {"lake", "other"}
+    services.create_namespace(name="other", actor=editor)
+    assert engine_catalogs() == {"lake"}

@@ -5,10 +5,12 @@ tests/spark/test_sandbox.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from catalog.core.errors import SqlError
-from refresh.spark.sandbox import Policy, check
+from refresh.spark.sandbox import Policy, SandboxRefused, check
 
 EXPR = "org.apache.spark.sql.catalyst.expressions."
 PLAN = "org.apache.spark.sql.catalyst.plans.logical."
@@ -170,3 +172,16 @@ def test_sparks_quoted_names_are_read_back_into_their_parts(text, parts):
     from refresh.spark.sandbox import _identifier_parts
 
     assert _identifier_parts(text) == parts
+
+
+def test_an_engines_name_for_the_catalog_is_read_only_where_the_session_registered_it():
+    """A run session registers `lake` (a name engines' views give the catalog) as the same
+    REST catalog: its relations are the catalog's own there, and nowhere else."""
+    check([*project(), relation(catalog="lake")], replace(POLICY, aliases=frozenset({"lake"})))
+    with pytest.raises(SandboxRefused, match="lake.ns.t is not a table or view"):
+        check([*project(), relation(catalog="lake")], POLICY)
+    with pytest.raises(SandboxRefused, match="is not a table or view"):
+        check(
+            [*project(), relation(catalog="lake", catalog_class="evil.Catalog")],
+            replace(POLICY, aliases=frozenset({"lake"})),
+        )
