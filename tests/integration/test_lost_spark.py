@@ -41,6 +41,7 @@ def test_a_run_that_failed_with_its_jvm_alive_keeps_its_own_error(monkeypatch):
     assert "Connection refused" in said and "JVM" not in said
 
 
+@pytest.mark.django_db  # a run session reads the names engines give the catalog
 def test_a_session_made_on_a_jvm_replaced_meanwhile_is_not_kept_for_later_runs(monkeypatch):
     """Another thread starts a new JVM while this one makes a run's session on the old:
     that session is returned (its run fails saying the JVM exited) but never kept, or
