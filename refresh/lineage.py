@@ -26,13 +26,16 @@ that would read every entry of the index for the name on every view of the page.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Q
-from django.urls import reverse
+from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils.http import RFC3986_SUBDELIMS
 
 from catalog import access
 from catalog import selectors as catalog_selectors
@@ -111,6 +114,9 @@ class _Graph:
         self.edges: set[tuple[str, str]] = set()
         self.truncated = False
         self._mt_sources: list[tuple[list[str], str]] | None = None
+        #: Views the readers query found, with their row (id, owner, dependencies): `load`
+        #: asks nothing more of them.
+        self.found_views: dict[str, tuple[int, int | None, Any]] = {}
 
     def load(self, names: Iterable[str]) -> list[str]:
         """Learn the kind of each new name (three queries for the lot); the names that fit
@@ -122,7 +128,15 @@ class _Graph:
             fresh = fresh[: max(room, 0)]
         if not fresh:
             return []
-        pairs = [_split(n) for n in fresh]
+        for name in [n for n in fresh if n in self.found_views]:
+            pk, owner_id, dependencies = self.found_views[name]
+            self.refs[name] = (pk, owner_id)
+            self.views[name] = _reads(dependencies)
+            self.kinds[name] = VIEW
+        asked = [n for n in fresh if n not in self.kinds]
+        if not asked:
+            return fresh
+        pairs = [_split(n) for n in asked]
         # The namespaces by name, then their objects with one of the names (kept when the
         # pair is asked for): plain lists, and no join a planner without statistics (new
         # rows on PostgreSQL) could walk the wrong way round.
@@ -132,7 +146,7 @@ class _Graph:
         rows = CatalogObject.objects.filter(
             namespace_id__in=list(namespaces), name__in={name for _, name in pairs}
         ).values_list("pk", "kind", "namespace_id", "name", "view__dependencies", "owner_id")
-        wanted = set(fresh)
+        wanted = set(asked)
         found: dict[str, str] = {}
         tables: dict[int, str] = {}
         for pk, kind, namespace_id, name, dependencies, owner_id in rows:
@@ -153,7 +167,7 @@ class _Graph:
             materialized = selectors.materialized_tables(with_freshness=True)
             for mt in materialized.filter(pk__in=mt_ids):
                 self.mts[tables[mt.table_id]] = mt
-        for name in fresh:
+        for name in asked:
             obj = found.get(name)
             if obj is None:
                 self.kinds[name] = UNKNOWN
@@ -265,12 +279,13 @@ def _readers_of(graph: _Graph, names: list[str]) -> dict[str, list[str]]:
     if not names:
         return readers
     reads = _first_reads(graph, names)
-    views = {
-        pk: f"{namespace}.{name}"
-        for pk, namespace, name in CatalogObject.objects.filter(
-            pk__in={view_id for _, _, view_id in reads}
-        ).values_list("pk", "namespace__name", "name")
-    }
+    views: dict[int, str] = {}
+    rows = View.objects.filter(pk__in={view_id for _, _, view_id in reads}).values_list(
+        "pk", "namespace__name", "name", "owner_id", "dependencies"
+    )
+    for pk, namespace, name, owner_id, dependencies in rows:
+        views[pk] = f"{namespace}.{name}"
+        graph.found_views[views[pk]] = (pk, owner_id, dependencies)
     for namespace, name, view_id in sorted(reads, key=lambda read: _split(views.get(read[2], ""))):
         read, reader = f"{namespace}.{name}", views.get(view_id)
         if read in wanted and reader is not None and reader not in readers[read]:
@@ -330,15 +345,36 @@ def _walk(graph: _Graph, start: str, *, depth: int, upstream: bool) -> None:
         graph.truncated = graph.truncated or more
 
 
+_ROUTES = {
+    TABLE: "catalog:table-detail",
+    VIEW: "catalog:view-detail",
+    MATERIALIZED_TABLE: "refresh:mt-detail",
+}
+#: Letters only, which reverse() leaves as they are.
+_NS_MARK, _NAME_MARK = "LINEAGENAMESPACE", "LINEAGEOBJECTNAME"
+
+
 def url_of(kind: str, namespace: str, name: str) -> str | None:
-    route = {
-        TABLE: "catalog:table-detail",
-        VIEW: "catalog:view-detail",
-        MATERIALIZED_TABLE: "refresh:mt-detail",
-    }.get(kind)
+    """An object's page; None for a name no object holds. Each route is reversed once (by
+    URL conf and script prefix) and then filled in, quoted as reverse() quotes: a graph's
+    many nodes would reverse it each."""
+    route = _ROUTES.get(kind)
     if route is None:
         return None
-    return reverse(route, kwargs={"namespace": namespace, "name": name})
+    head, middle, tail = _route_pieces(route, get_urlconf(), get_script_prefix())
+    return f"{head}{quote(namespace, safe=_SAFE)}{middle}{quote(name, safe=_SAFE)}{tail}"
+
+
+#: What reverse() leaves unquoted in a path (django.urls.resolvers).
+_SAFE = RFC3986_SUBDELIMS + "/~:@"
+
+
+@functools.lru_cache(maxsize=64)
+def _route_pieces(route: str, urlconf: Any, prefix: str) -> tuple[str, str, str]:
+    address = reverse(route, kwargs={"namespace": _NS_MARK, "name": _NAME_MARK})
+    head, _, rest = address.partition(_NS_MARK)
+    middle, _, tail = rest.partition(_NAME_MARK)
+    return head, middle, tail
 
 
 def readers_url(namespace: str, name: str) -> str:
