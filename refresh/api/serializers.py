@@ -862,6 +862,22 @@ class LineageNodeSerializer(serializers.Serializer):
     freshness_seconds = serializers.IntegerField(required=False)
     lag_seconds = serializers.FloatField(required=False, allow_null=True)
     late = serializers.BooleanField(required=False, help_text="Lag beyond the freshness.")
+    more_readers = serializers.IntegerField(
+        required=False,
+        help_text="Readers the user may see that the graph does not draw (it draws at most "
+        "`fanout` of an object's readers); only on a node whose readers were cut.",
+    )
+    more_readers_at_least = serializers.BooleanField(
+        required=False,
+        help_text="The count of the readers stopped there: there are at least that many more.",
+    )
+    readers_url = serializers.CharField(
+        required=False, help_text="The page listing every reader, a page at a time."
+    )
+    more_sources = serializers.IntegerField(
+        required=False,
+        help_text="Sources the user may see that the graph does not draw (at most `fanout`).",
+    )
 
 
 class LineageEdgeSerializer(serializers.Serializer):
@@ -874,7 +890,11 @@ class LineageSerializer(serializers.Serializer):
     nodes = LineageNodeSerializer(many=True)
     edges = LineageEdgeSerializer(many=True)
     truncated = serializers.BooleanField(
-        help_text="The walk stopped at its depth or node limit before the end."
+        help_text="The walk stopped at its depth or node limit before the end, or left out "
+        "readers or sources of an object beyond `fanout` (counted on its node)."
+    )
+    fanout = serializers.IntegerField(
+        help_text="The most readers, and sources, of one object the graph draws."
     )
 
 

@@ -646,9 +646,13 @@ class LineageView(APIView):
         description=(
             "What an object reads (upstream, through views' dependencies and materialized "
             "tables' sources) and what reads it (downstream), transitively, as nodes and "
-            f"edges (source read by target); at most {lineage.MAX_LIMIT} nodes. Only what the "
+            f"edges (source read by target); at most {lineage.MAX_LIMIT} nodes, and at most "
+            f"{lineage.FANOUT} readers and {lineage.FANOUT} sources of each object: a node "
+            "whose others were left out counts them (`more_readers`, `more_sources`) and links "
+            "the page that lists its readers (`readers_url`). Only what the "
             "user may see (read_metadata): an object hidden from them is missing (404), and "
-            "the graph leaves out the nodes hidden from them, with their edges."
+            "the graph leaves out the nodes hidden from them, with their edges, and counts "
+            "only what they may see."
         ),
         tags=["lineage"],
     )

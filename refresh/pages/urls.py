@@ -24,4 +24,9 @@ urlpatterns = [
     path(f"{MT}alter", views.mt_alter, name="mt-alter"),
     path(f"{MT}rollback/<version_id:version_id>", views.mt_rollback, name="mt-rollback"),
     path("lineage/<str:namespace>/<str:name>/", views.lineage_page, name="lineage"),
+    path(
+        "lineage/<str:namespace>/<str:name>/readers/",
+        views.lineage_readers_page,
+        name="lineage-readers",
+    ),
 ]

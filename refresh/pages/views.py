@@ -23,6 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from catalog import access, jobs
 from catalog.core.access import MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
 from catalog.core.errors import CatalogError, http_status
+from catalog.core.inputs import whole_number
 from catalog.core.sql import qualify_table_names, transpile
 from catalog.models import CatalogObject, Namespace, SparkJob
 from catalog.pages import access as page_access
@@ -719,8 +720,42 @@ def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "name": name,
         "upstream": [e["source"] for e in graph["edges"] if e["target"] == focus["id"]],
         "downstream": [e["target"] for e in graph["edges"] if e["source"] == focus["id"]],
+        "cut": [n for n in nodes if n.get("more_readers") or n.get("more_sources")],
     }
     return render(request, "refresh/lineage.html", context)
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def lineage_readers_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """What reads an object, a page at a time (the lineage draws lineage.FANOUT of them):
+    of the objects the user may see."""
+    missing = f"Table or view does not exist: {namespace}.{name}"
+    held = CatalogObject.objects.select_related("namespace")
+    found = held.filter(namespace__name=namespace, name=name).first()
+    if found is None:
+        raise Http404(missing)
+    page_access.check(request, found, READ_METADATA, missing=missing)
+    page = whole_number(request.GET.get("page", "").strip(), digits=6) or 1
+    try:
+        listed = lineage.readers(
+            namespace, name, page=page, principal=page_access.principal(request)
+        )
+    except CatalogError as error:
+        raise Http404(error.message) from error
+    context = {
+        "namespace_name": namespace,
+        "name": name,
+        "focus_url": lineage.url_of(
+            lineage.VIEW if found.kind == CatalogObject.Kind.VIEW else lineage.TABLE,
+            namespace,
+            name,
+        ),
+        "listed": listed,
+        "first": (listed["page"] - 1) * lineage.READERS_PAGE + 1,
+        "per_page": lineage.READERS_PAGE,
+    }
+    return render(request, "refresh/lineage_readers.html", context)
 
 
 # -- the SQL console ----------------------------------------------------------------------

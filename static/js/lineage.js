@@ -187,6 +187,16 @@
       node.namespace + " \u00b7 " + node.kind,
       WIDTH - 24
     );
+    if (node.more_readers) {
+      // The readers not drawn (at most the page's fanout are): a count and their list.
+      var more = el("a", { href: node.readers_url, "class": "lineage-more" }, group);
+      more.setAttributeNS("http://www.w3.org/1999/xlink", "xlink:href", node.readers_url);
+      text(
+        more,
+        "+ " + (node.more_readers_at_least ? "more than " : "") + node.more_readers + " more",
+        { x: WIDTH, y: node.h + 15, "text-anchor": "end", "class": "meta" }
+      );
+    }
     if (node.kind === "materialized table") {
       var x = 14;
       var badges = [[node.state || "?", "state-badge state-" + String(node.state || "").toLowerCase()]];

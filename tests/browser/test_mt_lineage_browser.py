@@ -130,3 +130,37 @@ def test_the_lag_chart_and_the_lineage_of_a_cascade(live_server, page, cascade, 
     # Each node links to its page.
     graph.locator('g.lineage-node[data-node="sales.v"] a').click()
     expect(page).to_have_url(re.compile(r"/namespaces/sales/views/v/$"))
+
+
+def test_the_lineage_of_a_table_many_views_read_draws_fanout_and_links_the_rest(
+    live_server, page, django_user_model, warehouse, results_dir
+):
+    """60 views read crowd.orders: the graph draws 50 (lineage.FANOUT) and says "+ 10 more"
+    under the table's box, a link to the list of its readers, 50 a page."""
+    from bench.pages import seed_tables, seed_views, write_shared_metadata
+    from catalog.models import Namespace
+
+    view_file, table_file = write_shared_metadata(warehouse)
+    crowd = Namespace.objects.create(name="crowd")
+    seed_tables(crowd, ["orders"], table_file)
+    seed_views(crowd, [f"reader_{i:02d}" for i in range(60)], view_file, reads=["orders"])
+    django_user_model.objects.create_superuser("root", password="root-password")
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill("root")
+    page.get_by_label("Password").fill("root-password")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Catalog")).to_be_visible()
+
+    page.goto(f"{live_server.url}/lineage/crowd/orders/")
+    graph = page.locator("svg#lineage-graph")
+    expect(graph.locator("g.lineage-node")).to_have_count(51)
+    more = graph.locator("a.lineage-more")
+    expect(more).to_have_count(1)
+    expect(more).to_contain_text("+ 10 more")
+    expect(page.locator("#lineage-focus-more")).to_have_text("10 more")
+    page.screenshot(path=str(results_dir / "lineage-fanout.png"), full_page=True)
+    more.click()
+    expect(page).to_have_url(re.compile(r"/lineage/crowd/orders/readers/$"))
+    expect(page.locator("#reading-views li")).to_have_count(50)
+    page.locator("#readers-next").click()
+    expect(page.locator("#reading-views li")).to_have_count(10)
