@@ -8,12 +8,12 @@ with every request counted for /metrics as `make run` serves.
     valgrind --tool=callgrind --callgrind-out-file=cg.out \\
         .venv/bin/python bench/rest_profile.py --only load-table --requests 300 --callgrind
 
-Kinds: bare-view, load-table, load-granted, load-304. `--callgrind` does the set-up and
-warm-up, then turns callgrind's instrumentation on (`callgrind_control -i on` is not
-needed: the process is started with `--instr-atstart=no` by `--valgrind-cmd`) ... in
-practice: run the whole process under callgrind once per kind, and once with
-`--requests 0` for the set-up alone, and subtract; `instructions` below prints the
-difference per request (see bench/README.md)."""
+Kinds: bare-view, load-table, load-granted, load-304. `--callgrind` (under valgrind's
+callgrind, started with `--instr-atstart=no`): after the set-up and 200 warm-up requests of
+the first kind, freezes the collector's objects and turns the instrumentation on with
+`callgrind_control -i on` for `--requests` requests only, so that callgrind's "Collected"
+divided by `--requests` is the instructions of one request (bench/README.md).
+`PROFILE_SKIP_MIDDLEWARE=ClassName,...` leaves those middleware out (what each costs)."""
 
 from __future__ import annotations
 
