@@ -60,11 +60,13 @@ MIDDLEWARE = [
     # Every request counted and timed by its route's name (static files are not).
     "webapp.metrics.RequestMetricsMiddleware",
     "webapp.middleware.MachineErrorsMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Django's own four of a browser's state, passed by an engine's cookieless request to
+    # /iceberg/, for which each provably does nothing (webapp/browser_state.py).
+    "webapp.browser_state.BrowserSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "webapp.browser_state.BrowserCsrfViewMiddleware",
+    "webapp.browser_state.BrowserAuthenticationMiddleware",
+    "webapp.browser_state.BrowserMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # With DEBUG on, the styled 404 page instead of Django's list of URL patterns.
     "catalog.pages.errors.NotFoundPageMiddleware",
