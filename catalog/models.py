@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce, Concat
 from django.utils import timezone
 
 from catalog.core import access as core_access
-from catalog.core.sql import SESSION_CATALOG
+from catalog.core.sql import ENGINE_CATALOG_PATTERN, SESSION_CATALOG
 
 
 class Namespace(models.Model):
@@ -181,8 +181,9 @@ class ViewReadQuerySet(models.QuerySet):
             models.Q(name=models.OuterRef("catalog"))
             | models.Q(name__startswith=Concat(models.OuterRef("catalog"), models.Value(".")))
         )
+        engine_name = models.Q(catalog__regex=ENGINE_CATALOG_PATTERN) & ~models.Exists(nested)
         return self.exclude(catalog=SESSION_CATALOG).filter(
-            models.Q(catalog__in=("", settings.CATALOG_NAME)) | ~models.Exists(nested)
+            models.Q(catalog__in=("", settings.CATALOG_NAME)) | engine_name
         )
 
     def targets(self, names: Iterable[tuple[str, str]]) -> ViewReadQuerySet:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import string
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -13,11 +14,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchNamespace, NoSuchTable, NoSuchView, NotFound
-from catalog.core.sql import SESSION_CATALOG
+from catalog.core.sql import ENGINE_CATALOG_PATTERN, SESSION_CATALOG
 from catalog.core.types import sqlglot_type_from_iceberg
 from catalog.models import (
     CatalogEvent,
@@ -29,7 +30,6 @@ from catalog.models import (
     ViewRead,
     ViewRepresentation,
     ViewSchemaField,
-    ViewVersion,
 )
 
 
@@ -109,13 +109,21 @@ def column_lookup(catalog_names: set[str]) -> Callable[[tuple[str, ...]], list |
 # error naming it, where it is read.
 
 
+ENGINE_CATALOG_NAME = re.compile(ENGINE_CATALOG_PATTERN)
+#: The most engine names the app's sessions register: a team has a few; views naming
+#: thousands (each a distinct name) must not make every session register them all.
+MAX_ENGINE_CATALOGS = 32
+
+
 def catalogs_meaning_this(names: Iterable[str]) -> frozenset[str]:
     """Those of `names` (catalog parts of names in SQL; "" for none) that mean this catalog:
-    "", its own name, and engines' names for it (above). One query, only when a name is
-    neither "" nor this catalog's."""
+    "", its own name, and engines' names for it (above; plain identifiers only). One query,
+    only when a name is neither "" nor this catalog's."""
     wanted = {str(name) for name in names}
     own = wanted & {"", settings.CATALOG_NAME}
-    others = wanted - own - {SESSION_CATALOG}
+    others = {
+        name for name in wanted - own - {SESSION_CATALOG} if ENGINE_CATALOG_NAME.fullmatch(name)
+    }
     if not others:
         return frozenset(own)
     condition = Q()
@@ -132,19 +140,18 @@ def catalogs_meaning_this(names: Iterable[str]) -> frozenset[str]:
 def engine_catalogs() -> frozenset[str]:
     """The names, other than its own, that views' SQL gives this catalog (`lake`, `iceberg`):
     the catalogs the app's Spark registers as this one, so that it reads those views as the
-    engines that made them do."""
-    named = set(
-        ViewRead.objects.exclude(catalog__in=("", settings.CATALOG_NAME))
+    engines that made them do. At most MAX_ENGINE_CATALOGS, the ones most views read through
+    first."""
+    counted = (
+        ViewRead.objects.exclude(catalog__in=("", settings.CATALOG_NAME, SESSION_CATALOG))
+        .values("catalog")
+        .annotate(reads=Count("id"))
+        .order_by("-reads", "catalog")
         .values_list("catalog", flat=True)
-        .distinct()
     )
-    named |= set(
-        ViewVersion.objects.exclude(default_catalog__isnull=True)
-        .exclude(default_catalog__in=("", settings.CATALOG_NAME))
-        .values_list("default_catalog", flat=True)
-        .distinct()
-    )
-    return catalogs_meaning_this(named) - {"", settings.CATALOG_NAME}
+    # A default catalog that names use is among them: a view's reads are filled from it.
+    named = [name for name in counted if ENGINE_CATALOG_NAME.fullmatch(name)]
+    return catalogs_meaning_this(named[:MAX_ENGINE_CATALOGS]) - {"", settings.CATALOG_NAME}
 
 
 # -- lists: search and the namespace page ------------------------------------------------------

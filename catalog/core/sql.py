@@ -59,6 +59,9 @@ class AnalyzedQuery:
 #: Spark's built-in session catalog: in the engine that wrote a view, that engine's own
 #: metastore, never this catalog (catalog.selectors.catalogs_meaning_this).
 SESSION_CATALOG = "spark_catalog"
+#: What an engine's own name for this catalog may be: a plain identifier, which Spark can
+#: register as a catalog (`spark.sql.catalog.<name>`; a dot would name a property).
+ENGINE_CATALOG_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,99}$"
 
 
 def check_dialect(dialect: str, *, field_name: str = "dialect") -> str:

@@ -9,6 +9,7 @@ beside it on another thread."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,9 @@ def session_with(
     return session
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def alias_settings(spark: SparkSession, *, catalog: str, aliases: Sequence[str]) -> dict[str, str]:
     """Spark settings that make each of `aliases` a catalog configured as `catalog` is (the
     same REST catalog and credential): a second name, not a second catalog."""
@@ -72,7 +76,8 @@ def alias_settings(spark: SparkSession, *, catalog: str, aliases: Sequence[str])
     return {
         f"spark.sql.catalog.{alias}{suffix}": value
         for alias in aliases
-        if alias != catalog
+        # A plain identifier only: `x.uri` would set a property of catalog x.
+        if alias != catalog and _PLAIN_NAME.fullmatch(alias)
         for suffix, value in own.items()
     }
 

@@ -148,3 +148,34 @@ def test_the_names_the_app_s_spark_registers_are_the_engines_names_views_use(edi
     assert engine_catalogs() == {"lake", "other"}
     services.create_namespace(name="other", actor=editor)
     assert engine_catalogs() == {"lake"}
+
+
+def test_a_name_no_spark_catalog_can_have_is_not_registered_and_the_names_are_bounded(sales):
+    """A dot in a name would make the app's Spark set another catalog's property
+    (`spark.sql.catalog.lakeview.uri`); thousands of names would burden every session."""
+    from catalog import selectors
+
+    services.create_view(
+        namespace="sales",
+        name="odd",
+        sql="SELECT id FROM `lakeview.uri`.sales.orders",
+        allow_unknown_sources=True,
+    )
+    assert selectors.engine_catalogs() == set()
+    assert readers("orders") == []
+    for i in range(selectors.MAX_ENGINE_CATALOGS + 3):
+        services.create_view(
+            namespace="sales",
+            name=f"v{i}",
+            sql=f"SELECT id FROM c{i}.sales.orders",
+            allow_unknown_sources=True,
+        )
+    for name in ("w1", "w2"):  # the name most views use, though last in order
+        services.create_view(
+            namespace="sales",
+            name=name,
+            sql="SELECT id FROM zz.sales.orders",
+            allow_unknown_sources=True,
+        )
+    found = selectors.engine_catalogs()
+    assert len(found) == selectors.MAX_ENGINE_CATALOGS and "zz" in found
