@@ -780,7 +780,8 @@ def _plan(
     # Deletion vectors of one commit share a Puffin file: each vector (path and offset) counts.
     applied: set[tuple[str, int | None]] = set()
     if scanned:
-        deletes_of = _Deletes.read(io, delete_manifests, scanned, filters)
+        oldest = min(entry.sequence_number or INITIAL_SEQUENCE_NUMBER for entry in scanned)
+        deletes_of = Deletes.read(io, delete_manifests, oldest, filters)
         for entry in scanned:
             data_file = entry.data_file
             residual = filters.residual(data_file)
@@ -836,7 +837,7 @@ def _cached_plan(
 
 @dataclass(frozen=True)
 class _EqualityDelete:
-    path: str
+    file: DataFile
     sequence: int
     spec_id: int
     partition: Any
@@ -844,11 +845,12 @@ class _EqualityDelete:
 
 
 @dataclass
-class _Deletes:
+class Deletes:
     """The delete files that may apply to the scanned files: position delete files in
     pyiceberg's `DeleteFileIndex` (by partition, or by the path their bounds name),
     deletion vectors and other file-scoped deletes by the data file they name, equality
-    deletes listed (only to be refused)."""
+    deletes listed (a preview refuses them; server-side scan planning hands them on).
+    Read once for a scan (`read`) and asked for each data file."""
 
     index: DeleteFileIndex = field(default_factory=DeleteFileIndex)
     by_data_file: dict[str, list[tuple[int, DataFile]]] = field(default_factory=dict)
@@ -859,13 +861,13 @@ class _Deletes:
         cls,
         io: FileIO,
         delete_manifests: Sequence[ManifestFile],
-        scanned: Sequence[ManifestEntry],
+        oldest: int,
         filters: _SpecFilters,
-    ) -> _Deletes:
+    ) -> Deletes:
         """Only the delete manifests that can hold deletes for the scanned files are read:
-        those whose partition summaries may match and that are not older than the oldest
-        scanned file (a delete applies to data of its own sequence number or older)."""
-        oldest = min(entry.sequence_number or INITIAL_SEQUENCE_NUMBER for entry in scanned)
+        those whose partition summaries may match and that are not older than `oldest`,
+        the oldest scanned file's sequence number (a delete applies to data of its own
+        sequence number or older)."""
         wanted = [
             manifest
             for manifest in delete_manifests
@@ -890,7 +892,7 @@ class _Deletes:
                     spec = specs.get(delete.spec_id or 0)
                     deletes.equality.append(
                         _EqualityDelete(
-                            path=delete.file_path,
+                            file=delete,
                             sequence=sequence,
                             spec_id=delete.spec_id or 0,
                             partition=delete.partition,
@@ -899,29 +901,42 @@ class _Deletes:
                     )
         return deletes
 
-    def for_data_file(self, data_file: DataFile, sequence: int, table_path: str) -> set[DataFile]:
-        """The position deletes and deletion vectors to apply to `data_file` (of data
-        sequence number `sequence`); NeedsSpark when an equality delete applies to it."""
-        for delete in self.equality:
-            # The spec's rule: an equality delete applies to data files of an older sequence
-            # number, in its partition (everywhere, when it was written unpartitioned).
-            if delete.sequence > sequence and (
-                delete.everywhere
-                or (
-                    delete.spec_id == (data_file.spec_id or 0)
-                    and delete.partition == data_file.partition
-                )
-            ):
-                raise NeedsSpark(
-                    f"The table {table_path} has equality deletes that apply to this read "
-                    f"({delete.path}); pyiceberg cannot apply equality deletes, so the table "
-                    "must be read through Spark"
-                )
+    def positional_for(self, data_file: DataFile, sequence: int) -> set[DataFile]:
+        """The position deletes and deletion vectors that apply to `data_file` (of data
+        sequence number `sequence`)."""
         found = self.index.for_data_file(sequence, data_file, partition_key=data_file.partition)
         for delete_sequence, delete in self.by_data_file.get(data_file.file_path, ()):
             if delete_sequence >= sequence:
                 found.add(delete)
         return found
+
+    def equality_for(self, data_file: DataFile, sequence: int) -> list[DataFile]:
+        """The equality deletes that apply to `data_file`. The spec's rule: an equality
+        delete applies to data files of an older sequence number, in its partition
+        (everywhere, when it was written unpartitioned)."""
+        return [
+            delete.file
+            for delete in self.equality
+            if delete.sequence > sequence
+            and (
+                delete.everywhere
+                or (
+                    delete.spec_id == (data_file.spec_id or 0)
+                    and delete.partition == data_file.partition
+                )
+            )
+        ]
+
+    def for_data_file(self, data_file: DataFile, sequence: int, table_path: str) -> set[DataFile]:
+        """What a preview applies to `data_file`: its position deletes and deletion
+        vectors; NeedsSpark when an equality delete applies to it."""
+        for delete in self.equality_for(data_file, sequence):
+            raise NeedsSpark(
+                f"The table {table_path} has equality deletes that apply to this read "
+                f"({delete.file_path}); pyiceberg cannot apply equality deletes, so the table "
+                "must be read through Spark"
+            )
+        return self.positional_for(data_file, sequence)
 
 
 # -- reading --------------------------------------------------------------------------------

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -60,7 +60,6 @@ from pyiceberg.manifest import (
     ManifestFile,
 )
 from pyiceberg.schema import Schema
-from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot
 from pyiceberg.types import (
@@ -81,7 +80,7 @@ from pyiceberg.types import (
 
 from catalog.core.errors import InvalidInput, NotFound
 from catalog.core.metadata_cache import content_offset, referenced_data_file
-from catalog.core.preview import _all_entries, _manifest_list, _SpecFilters
+from catalog.core.preview import Deletes, _all_entries, _manifest_list, _SpecFilters
 
 #: A plan of at most this many live data files (by the manifest list's counts, before any
 #: file is looked at) is answered at once with its file scan tasks; a larger one with plan
@@ -417,78 +416,6 @@ def outline(metadata: TableMetadata, io: FileIO, scope: Scope) -> Outline:
     return Outline(len(data), total, tuple(ranges))
 
 
-@dataclass
-class _Deletes:
-    """The delete files that may apply to a range's data files: position deletes in
-    pyiceberg's DeleteFileIndex, file-scoped ones (deletion vectors) by the file they name,
-    equality deletes by partition (the spec's rule: newer than the data, in its partition,
-    or everywhere when written unpartitioned)."""
-
-    index: DeleteFileIndex = field(default_factory=DeleteFileIndex)
-    by_data_file: dict[str, list[tuple[int, DataFile]]] = field(default_factory=dict)
-    equality: list[tuple[int, bool, DataFile]] = field(default_factory=list)
-
-    def applying_to(self, data_file: DataFile, sequence: int) -> list[DataFile]:
-        found = list(
-            self.index.for_data_file(sequence, data_file, partition_key=data_file.partition)
-        )
-        found.extend(
-            delete
-            for delete_sequence, delete in self.by_data_file.get(data_file.file_path, ())
-            if delete_sequence >= sequence
-        )
-        found.extend(
-            delete
-            for delete_sequence, everywhere, delete in self.equality
-            if delete_sequence > sequence
-            and (
-                everywhere
-                or (
-                    (delete.spec_id or 0) == (data_file.spec_id or 0)
-                    and delete.partition == data_file.partition
-                )
-            )
-        )
-        return found
-
-
-def _read_deletes(
-    io: FileIO,
-    metadata: TableMetadata,
-    manifests: Sequence[ManifestFile],
-    oldest: int,
-    filters: _SpecFilters,
-) -> _Deletes:
-    """Only delete manifests that may match the filter and are not older than the oldest
-    data file kept are read (a delete applies to data of its own sequence number or
-    older)."""
-    wanted = [
-        manifest
-        for manifest in manifests
-        if (manifest.sequence_number or INITIAL_SEQUENCE_NUMBER) >= oldest
-        and filters.manifest_may_match(manifest)
-    ]
-    deletes = _Deletes()
-    specs = metadata.specs()
-    for entries in _all_entries(io, wanted):
-        for entry in entries:
-            delete = entry.data_file
-            if not filters.partition_may_match(delete):
-                continue
-            sequence = entry.sequence_number or INITIAL_SEQUENCE_NUMBER
-            if delete.content == DataFileContent.POSITION_DELETES:
-                target = referenced_data_file(delete)
-                if target is None:
-                    deletes.index.add_delete_file(entry, partition_key=delete.partition)
-                else:
-                    deletes.by_data_file.setdefault(target, []).append((sequence, delete))
-            elif delete.content == DataFileContent.EQUALITY_DELETES:
-                spec = specs.get(delete.spec_id or 0)
-                everywhere = spec is None or spec.is_unpartitioned()
-                deletes.equality.append((sequence, everywhere, delete))
-    return deletes
-
-
 @dataclass(frozen=True)
 class PlannedTask:
     data_file: DataFile
@@ -527,15 +454,19 @@ def plan_range(
     if not scanned:
         return []
     oldest = min(entry.sequence_number or INITIAL_SEQUENCE_NUMBER for entry in scanned)
-    deletes = _read_deletes(io, metadata, delete_manifests, oldest, filters)
+    deletes = Deletes.read(io, delete_manifests, oldest, filters)
     tasks = []
     for entry in scanned:
         residual = filters.residual(entry.data_file)
         if isinstance(residual, AlwaysFalse):
             continue
         sequence = entry.sequence_number or INITIAL_SEQUENCE_NUMBER
-        applying = deletes.applying_to(entry.data_file, sequence)
-        tasks.append(PlannedTask(entry.data_file, tuple(applying), residual))
+        # Equality deletes too: the client applies them (pyiceberg refuses them itself).
+        applying = (
+            *deletes.positional_for(entry.data_file, sequence),
+            *deletes.equality_for(entry.data_file, sequence),
+        )
+        tasks.append(PlannedTask(entry.data_file, applying, residual))
     return tasks
 
 
