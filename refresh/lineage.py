@@ -425,6 +425,23 @@ def _bounded(value: Any, default: int, maximum: int) -> int:
     return min(max(number, 1), maximum)
 
 
+def _seen_object(namespace: str, name: str, principal: access.Principal | None) -> Namespace:
+    """The namespace of `namespace.name`, an object the principal may see; NotFound when
+    it does not exist or the principal may not see it (the same answer)."""
+    if principal is not None and not principal.sees_namespace(namespace):
+        raise catalog_selectors.no_such_namespace(namespace)
+    ns = catalog_selectors.get_namespace(namespace)
+    holder = catalog_selectors.holder_of(ns, name)
+    if holder is None or (
+        principal is not None
+        and not access.may(
+            principal, READ_METADATA, access.object_ref(holder.pk, ns.name, holder.owner_id)
+        )
+    ):
+        raise NoSuchObject(f"Table or view does not exist: {namespace}.{name}", field="name")
+    return ns
+
+
 def lineage(
     namespace: str,
     name: str,
@@ -446,17 +463,7 @@ def lineage(
     with their edges, and counts only the objects it may see."""
     depth = _bounded(depth, MAX_DEPTH, MAX_DEPTH)
     limit = _bounded(limit, MAX_LIMIT, MAX_LIMIT)
-    if principal is not None and not principal.sees_namespace(namespace):
-        raise catalog_selectors.no_such_namespace(namespace)
-    ns = catalog_selectors.get_namespace(namespace)
-    holder = catalog_selectors.holder_of(ns, name)
-    if holder is None or (
-        principal is not None
-        and not access.may(
-            principal, READ_METADATA, access.object_ref(holder.pk, ns.name, holder.owner_id)
-        )
-    ):
-        raise NoSuchObject(f"Table or view does not exist: {namespace}.{name}", field="name")
+    ns = _seen_object(namespace, name, principal)
     focus = f"{ns.name}.{name}"
     graph = _Graph(limit, principal)
     graph.load([focus])
@@ -484,17 +491,7 @@ def readers(
     name: {"views": [{"id", "url"}], "materialized_tables" (on the first page; they are
     few), "page", "has_next"}. Nothing is counted: a page reads READERS_PAGE + 1 views past
     its offset. NotFound as `lineage`."""
-    if principal is not None and not principal.sees_namespace(namespace):
-        raise catalog_selectors.no_such_namespace(namespace)
-    ns = catalog_selectors.get_namespace(namespace)
-    holder = catalog_selectors.holder_of(ns, name)
-    if holder is None or (
-        principal is not None
-        and not access.may(
-            principal, READ_METADATA, access.object_ref(holder.pk, ns.name, holder.owner_id)
-        )
-    ):
-        raise NoSuchObject(f"Table or view does not exist: {namespace}.{name}", field="name")
+    ns = _seen_object(namespace, name, principal)
     graph = _Graph(MAX_LIMIT, principal)
     visible = None if graph.principal is None else access.objects_condition(graph.principal)
     views = View.objects.reading(ns.name, name)
