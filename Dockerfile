@@ -29,7 +29,7 @@ print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependenc
 COPY scripts/build_jars.sh scripts/build_jars.sh
 RUN PYTHON=python scripts/build_jars.sh "$SPARK_JARS_DIR"
 COPY scripts/build_sandbox_jar.sh scripts/build_sandbox_jar.sh
-COPY refresh/spark/jvm refresh/spark/jvm
+COPY runtime/spark/jvm runtime/spark/jvm
 RUN PYTHON=python scripts/build_sandbox_jar.sh "$SPARK_JARS_DIR"
 
 # The whole tree, last, so that code changes rebuild only what follows: .dockerignore keeps

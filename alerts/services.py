@@ -31,9 +31,9 @@ from alerts.core.events import OK, TOPIC_OF, Event, Seen, step
 from alerts.models import Delivery, NotificationState, Subscription
 from catalog.core.errors import InvalidInput, NotFound
 from catalog.models import Namespace, Table
+from infra import broker
 from refresh import selectors as refresh_selectors
 from refresh.models import MaterializedTable, RefreshRun, Verification
-from webapp import broker
 
 logger = logging.getLogger(__name__)
 

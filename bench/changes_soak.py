@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=20)
     args = parser.parse_args()
 
-    from refresh.spark.session import build_spark_session
+    from runtime.spark.session import build_spark_session
     from tests.live_server import catalog_server
     from tests.spark.conftest import rest_catalog_conf
 

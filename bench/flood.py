@@ -140,7 +140,7 @@ def main() -> None:
 
             report("no worker", measure())
 
-            from refresh.spark.session import build_spark_session
+            from runtime.spark.session import build_spark_session
 
             stack.start_worker(nice=10)
             spark = build_spark_session(

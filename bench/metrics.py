@@ -108,7 +108,7 @@ def seed(warehouse: str, tables: int, runs: int) -> None:
 
 def record(index: int, tables: int) -> None:
     """Outside Django: what one busy process records (PROMETHEUS_MULTIPROC_DIR is set)."""
-    from webapp import metrics
+    from infra import metrics
 
     routes = [f"route_{r:02d}" for r in range(60)]
     for route in routes:

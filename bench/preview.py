@@ -88,7 +88,7 @@ def _ready_file(data_dir: Path) -> Path:
 
 def generate(data_dir: Path) -> None:
     """Write the table with Spark (run in its own process: the JVM is gone before timing)."""
-    from refresh.spark.session import build_spark_session
+    from runtime.spark.session import build_spark_session
 
     warehouse = data_dir / "warehouse"
     shutil.rmtree(warehouse, ignore_errors=True)

@@ -127,7 +127,7 @@ def main() -> None:
 
     root = Path(tempfile.mkdtemp(prefix="lakeview-bench-refresh-"))
     redis = _redis(root)
-    from refresh.spark.session import build_spark_session
+    from runtime.spark.session import build_spark_session
     from tests.refresh_stack import refresh_stack
     from tests.spark.conftest import rest_catalog_conf
 

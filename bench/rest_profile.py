@@ -98,8 +98,8 @@ def setup_catalog(app) -> dict[str, tuple[str, dict]]:
     from django.core.management import call_command
 
     from bench.rest_load import TABLE_SCHEMA
-    from catalog.iceberg_rest.auth import create_client
     from catalog.services import grants
+    from catalog.services.credentials import create_client
 
     call_command("migrate", "--noinput", verbosity=0)
     users = get_user_model().objects

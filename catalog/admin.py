@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from catalog import models, services
 from catalog.core.errors import CatalogError
 from catalog.core.inputs import check_namespace_name
-from catalog.iceberg_rest.auth import create_client
+from catalog.services.credentials import create_client
 
 
 class ReadOnlyAdminMixin:

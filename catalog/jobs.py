@@ -54,7 +54,7 @@ from catalog.core.errors import (
 from catalog.models import CatalogObject, GrantChange, SparkJob
 from catalog.roles import EDITOR, VIEWER, refused_reads
 from catalog.watch import Watch, warehouse_floor
-from webapp import broker
+from infra import broker
 
 logger = logging.getLogger(__name__)
 

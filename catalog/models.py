@@ -564,7 +564,7 @@ class FailedLogin(models.Model):
     scope = models.CharField(max_length=16)
     #: SHA-256 of the account tried ("user:<name>" or "client:<client id>"), never the name.
     account = models.CharField(max_length=64, default="")
-    #: SHA-256 of the client's address (webapp/proxies.py decides it), never the address.
+    #: SHA-256 of the client's address (infra/proxies.py decides it), never the address.
     address = models.CharField(max_length=64, default="")
     at = models.DateTimeField(default=timezone.now)
 

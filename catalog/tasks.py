@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from catalog.iceberg_rest import idempotency
-from catalog.iceberg_rest.auth import delete_expired_tokens
+from catalog.services.credentials import delete_expired_tokens
 
 
 @shared_task(name="catalog.purge_expired_tokens")

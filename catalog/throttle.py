@@ -4,7 +4,7 @@ as one) and the engines' OAuth token endpoint (a client id's secret).
 
 The rule is that failures lock out what failed, never bystanders: one engine with a stale
 secret, or one person guessing, behind the same proxy or NAT as everyone else, must not shut
-the others out. The client's address is the one webapp/proxies.py decided (the socket's, or
+the others out. The client's address is the one infra/proxies.py decided (the socket's, or
 the client a trusted proxy relayed). Each failure is a `FailedLogin` row holding SHA-256s of
 its account and its address (never the name or the address themselves).
 
@@ -31,7 +31,7 @@ would slow nothing. So during the wait every answer is the same 429, whatever wa
 **An engine's client id** is throttled by the same count, but its secret is checked even
 during the wait, and a right secret always gets its token; a wrong one sent during the wait
 is answered 429 (`slow_down`) instead of 401. A client secret is 256 random bits made by
-the app (catalog/iceberg_rest/auth.py): no guesser can find one however fast it is answered,
+the app (catalog/services/credentials.py): no guesser can find one however fast it is answered,
 so the check tells it nothing, and refusing right secrets would only let a stale copy of a
 credential, or anyone who learned a client id, keep every job using it from its token.
 
@@ -82,7 +82,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from catalog.models import FailedLogin
-from webapp.proxies import client_address
+from infra.proxies import client_address
 
 logger = logging.getLogger(__name__)
 

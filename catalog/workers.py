@@ -23,7 +23,7 @@ from typing import Any
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
-from webapp.broker import redis_client
+from infra.broker import redis_client
 
 logger = logging.getLogger(__name__)
 

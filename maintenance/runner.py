@@ -17,8 +17,9 @@ from maintenance import selectors, services
 from maintenance.core.policy import Action, Policy
 from maintenance.models import MaintenanceRun
 from maintenance.spark import actions
-from refresh import engine, leases, runner
-from refresh.spark.errors import is_commit_conflict
+from refresh import runner
+from runtime import engine, leases
+from runtime.spark.errors import is_commit_conflict
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def _execute(run_ids: list[int]) -> list[str]:
 
 
 #: Actions that replace data, delete or manifest files: they take the table's rewrite lease
-#: (refresh.leases) so that a continuous table's MERGE micro-batches wait for them.
+#: (runtime.leases) so that a continuous table's MERGE micro-batches wait for them.
 REWRITES = (
     Action.REWRITE_DATA_FILES,
     Action.REWRITE_POSITION_DELETE_FILES,

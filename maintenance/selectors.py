@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Max, QuerySet
 
 from catalog.core import metadata_io
@@ -15,7 +16,6 @@ from catalog.prepared import Prepared, PreparedCount
 from maintenance.core import policy as policies
 from maintenance.core.policy import Action, Health, Policy
 from maintenance.models import HealthSample, MaintenanceRun
-from refresh.models import MaterializedTable
 
 
 def managed_tables() -> QuerySet[Table]:
@@ -23,14 +23,16 @@ def managed_tables() -> QuerySet[Table]:
     return Table.objects.filter(attachment__isnull=True).select_related("namespace", "materialized")
 
 
-def materialized_of(table: Table) -> MaterializedTable | None:
+def materialized_of(table: Table) -> Any:
+    """The table's materialized table (refresh.models.MaterializedTable, reached through
+    its reverse relation: maintenance imports nothing of refresh), or None."""
     try:
         return table.materialized  # type: ignore[attr-defined]
-    except MaterializedTable.DoesNotExist:
+    except ObjectDoesNotExist:
         return None
 
 
-def policy_of(table: Table, mt: MaterializedTable | None = None) -> Policy:
+def policy_of(table: Table, mt: Any = None) -> Policy:
     mt = mt if mt is not None else materialized_of(table)
     return policies.policy(
         table_properties=table.properties or {},

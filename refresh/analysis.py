@@ -24,7 +24,7 @@ _on_worker: contextvars.ContextVar[bool] = contextvars.ContextVar("on_worker", d
 
 @contextlib.contextmanager
 def on_worker() -> Iterator[None]:
-    """Spark is here: what runs inside asks this process's Spark (refresh.engine)."""
+    """Spark is here: what runs inside asks this process's Spark (runtime.engine)."""
     token = _on_worker.set(True)
     try:
         yield
@@ -37,14 +37,14 @@ def spark_job(group: str, description: str) -> Iterator[None]:
     """A job on this worker: Spark is here, its Spark jobs are tagged with `group` (so that
     `cancel_group` stops them), and a statement Spark refuses (a parse or analysis error,
     Iceberg's too) is the user's SQL, a SqlError with Spark's line and column."""
-    from refresh import engine
+    from runtime import engine
 
     with on_worker(), engine.job_group(group, description):
         try:
             yield
         except Exception as error:
             if _is_spark_refusal(error):
-                from refresh.spark.errors import spark_error
+                from runtime.spark.errors import spark_error
 
                 raise spark_error(error) from error
             lost = engine.lost_jvm_message(error)
@@ -54,7 +54,7 @@ def spark_job(group: str, description: str) -> Iterator[None]:
 
 
 def cancel_group(group: str) -> None:
-    from refresh import engine
+    from runtime import engine
 
     engine.cancel_group(group)
 
@@ -86,8 +86,8 @@ def query_schema(query: str, *, namespace: str) -> str:
     """Spark's `StructType.json()` for `query`, its names resolved in `namespace`, once the
     sandbox allowed its plan (a SqlError, with line and column, otherwise)."""
     need_spark("Spark derives the query's schema")
-    from refresh import engine
     from refresh.spark import jobs
+    from runtime import engine
 
     session = engine.run_session(namespace=namespace.split("."))
     return jobs.query_schema(session, query, catalog=settings.CATALOG_NAME)
@@ -106,8 +106,8 @@ def run_data_change(
     nothing else, and `may_read` refuses it unless its user may read what it reads (a
     MERGE's source). Its snapshot is marked as a person's change (no refresh state)."""
     need_spark("Spark runs the statement")
-    from refresh import engine
     from refresh.spark import jobs
+    from runtime import engine
 
     session = engine.run_session(namespace=namespace.split("."))
     jobs.run_statement(
@@ -135,8 +135,8 @@ def verify_snapshot(
     `snapshot_id` against `query` over the sources at `pins`, without the rows its DROP ROW
     `expectations` leave out."""
     need_spark("Spark recomputes the query to verify the table")
-    from refresh import engine
     from refresh.spark import verify
+    from runtime import engine
 
     session = engine.run_session(namespace=namespace.split("."))
     return verify.verify_snapshot(
@@ -186,8 +186,8 @@ def preview_with_spark(
     """A preview read by Spark: {"columns": [[name, type]], "rows": [[JSON-safe values]]}.
     The filter and columns were checked by the caller; the sandbox checks Spark's plan."""
     need_spark("Spark reads the preview")
-    from refresh import engine
     from refresh.spark import preview
+    from runtime import engine
 
     return preview.answer(
         # A session of its own (not the worker's root one): a view an engine made may name
@@ -208,8 +208,8 @@ def prepare_query(sql: str, *, namespace: str | None) -> Any:
     sandbox, nothing read yet (refresh.spark.query.Prepared: its kind, columns and what it
     reads); names resolve in `namespace` (the catalog's own when None)."""
     need_spark("Spark runs the query")
-    from refresh import engine
     from refresh.spark import query
+    from runtime import engine
 
     levels = namespace.split(".") if namespace else []
     session = engine.run_session(namespace=levels)
@@ -221,9 +221,9 @@ def fetch_query(prepared: Any, *, max_rows: int) -> Any:
     query that fails (a division by zero under ANSI mode, a cast, raise_error()) is the
     query's fault: InvalidInput with its root cause; a JVM gone is Unavailable."""
     need_spark("Spark reads the query's rows")
-    from refresh import engine
     from refresh.spark import query
-    from refresh.spark.errors import failure_message
+    from runtime import engine
+    from runtime.spark.errors import failure_message
 
     try:
         return query.fetch(prepared, max_rows=max_rows)

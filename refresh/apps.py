@@ -40,8 +40,8 @@ class RefreshConfig(AppConfig):
         redaction.hide(QUERY_PROPERTY, rights.table_query_hidden)
 
         # GET /metrics reads the tables' lag and the work in progress at each scrape.
+        from infra import metrics
         from refresh import metrics as refresh_metrics
-        from webapp import metrics
 
         metrics.register_collector(refresh_metrics.collect)
 

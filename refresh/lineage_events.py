@@ -9,7 +9,7 @@ dead receiver (the HTTP transport's timeouts and retries), and a message per mic
 would load the broker. The thread sends events in order through openlineage-python's
 client (its transport as OPENLINEAGE_URL, OPENLINEAGE_CONFIG or openlineage.yml configure
 it); a full queue drops the event, a transport that raises loses it, and both are logged
-and counted (webapp.metrics.LINEAGE_EVENTS). Lineage is best effort: nothing here makes a
+and counted (infra.metrics.LINEAGE_EVENTS). Lineage is best effort: nothing here makes a
 run fail, and with lineage off the receivers return before any query."""
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from infra import metrics
 from refresh.models import MaterializedTable, MaterializedTableVersion, RefreshRun
-from webapp import metrics
 
 logger = logging.getLogger(__name__)
 

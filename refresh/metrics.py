@@ -1,4 +1,4 @@
-"""What GET /metrics reads from the database at each scrape (webapp/metrics.py's
+"""What GET /metrics reads from the database at each scrape (infra/metrics.py's
 COLLECTORS; refresh/apps.py registers `collect`): each materialized table's lag and
 freshness, the refresh runs, Spark jobs and maintenance runs queued or running, and the
 live streaming hosts.

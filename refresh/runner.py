@@ -43,10 +43,11 @@ from sqlglot import exp
 from catalog import workers
 from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
-from refresh import definitions, engine, leases, rights, runs, selectors, services, sources
+from infra import broker
+from refresh import definitions, rights, runs, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Kind, incremental_reason, max_change_ratio, policy
-from refresh.core.options import TIMEOUT_OPTION, run_time_limit
+from refresh.core.options import TIMEOUT_OPTION, check_run_options, run_time_limit
 from refresh.core.partitions import scheduled_partition
 from refresh.core.plan import RefreshPlan
 from refresh.core.refresh_state import partition_entry
@@ -54,7 +55,7 @@ from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark import batch, changes
 from refresh.spark.source_changes import ChangesTooLarge
-from webapp import broker
+from runtime import engine, leases
 
 logger = logging.getLogger(__name__)
 
@@ -262,7 +263,9 @@ def _carry_out(
     try:
         session = engine.run_session(
             namespace=plan.namespace.split("."),
-            settings=None if plan.rebuild is not None else run.options,
+            # A run's options checked again where Spark takes them: options stored before a
+            # rule was tightened fail the run, naming the option, instead of reaching Spark.
+            conf=None if plan.rebuild is not None else check_run_options(dict(run.options or {})),
         )
         before, _ = selectors.current_snapshot(mt.table_id)
         target = [settings.CATALOG_NAME, *mt.table.namespace.name.split("."), mt.table.name]
@@ -535,7 +538,7 @@ def describe(error: Exception) -> str:
     """The error as a user reads it: the message first (a Spark job's root cause), then
     where it came from."""
     if getattr(error, "java_exception", None) is not None:
-        from refresh.spark.errors import failure_message
+        from runtime.spark.errors import failure_message
 
         return failure_message(error)
     message = getattr(error, "message", None) or str(error) or type(error).__name__

@@ -24,14 +24,14 @@ from django.utils import timezone
 
 from catalog import history
 from catalog.core.errors import AlreadyExists, InvalidInput, NotFound, Unavailable
+from infra import broker, metrics
+from infra.broker import redis_client
 from refresh import signals, table_state
 from refresh.core import definition as defs
 from refresh.core.freshness import RefreshMode
 from refresh.core.options import check_run_options
 from refresh.core.partitions import check_partition_values
 from refresh.models import MaterializedTable, MaterializedTableVersionLogEntry, RefreshRun
-from webapp import broker, metrics
-from webapp.broker import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -377,7 +377,7 @@ def record_stream_failure(
 
 
 def observe_finished(run: RefreshRun) -> None:
-    """The run counts in the app's metrics (webapp.metrics) once its end is committed, and
+    """The run counts in the app's metrics (infra.metrics) once its end is committed, and
     its end is announced (signals.run_finished: notifications) in its transaction."""
     signals.run_finished.send(RefreshRun, run=run)
     seconds = (

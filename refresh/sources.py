@@ -520,7 +520,7 @@ def resolve_sources(
 
 #: Spark functions that call any static Java method (System.exit included): a query that
 #: refresh workers run on the app's behalf must not reach into their JVM. A first pass
-#: here, with no worker asked; the worker's sandbox (refresh.spark.sandbox) refuses them in
+#: here, with no worker asked; the worker's sandbox (runtime.spark.sandbox) refuses them in
 #: Spark's own plan, where no spelling escapes it.
 REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 

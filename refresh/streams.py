@@ -54,16 +54,7 @@ from catalog import selectors as catalog_selectors
 from catalog.core import metadata_io
 from catalog.models import CatalogObject
 from catalog.watch import warehouse_floor
-from refresh import (
-    definitions,
-    engine,
-    leases,
-    rights,
-    runs,
-    selectors,
-    signals,
-    stream_hosts,
-)
+from refresh import definitions, rights, runs, selectors, signals, stream_hosts
 from refresh.core import expectations as ex
 from refresh.core.freshness import RefreshMode
 from refresh.core.incremental import (
@@ -83,9 +74,11 @@ from refresh.sources import (
     state_of,
     view_versions,
 )
-from refresh.spark import errors, jobs, streaming
-from refresh.spark.session import SparkSessionConfig, activate, forget_jvm, jvm_gone
+from refresh.spark import jobs, streaming
 from refresh.spark.source_changes import UnreadableChanges
+from runtime import engine, leases
+from runtime.spark import errors
+from runtime.spark.session import SparkSessionConfig, activate, forget_jvm, jvm_gone
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

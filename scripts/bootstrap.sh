@@ -26,7 +26,7 @@ APT_PACKAGES=(
     chromium                   # the browser tests drive it through Playwright
     openjdk-17-jdk-headless    # Spark's JVM, and javac for the sandbox's plan describer
     libjarjar-java             # relocates Jackson for the Iceberg runtime (build_jars.sh)
-    libxerial-sqlite-jdbc-java # the local Iceberg JDBC catalog (refresh/spark/session.py)
+    libxerial-sqlite-jdbc-java # the local Iceberg JDBC catalog (runtime/spark/session.py)
 )
 # A python3.11 that can create virtualenvs: on Debian that needs python3.11-venv.
 if ! command -v python3.11 >/dev/null 2>&1; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Compile the app's JVM helpers (refresh/spark/jvm/*.java: the sandbox's plan describer, the
+# Compile the app's JVM helpers (runtime/spark/jvm/*.java: the sandbox's plan describer, the
 # maintenance actions' path collector, the commit-properties runner) against the venv's PySpark jars into JARS_DIR/lakeview-sandbox.jar, where every Spark session of the
-# app finds it (refresh/spark/session.py puts every jar of the folder on spark.jars).
+# app finds it (runtime/spark/session.py puts every jar of the folder on spark.jars).
 # Rebuilt when the source is newer than the jar; needs javac (openjdk-17-jdk-headless).
 # Usage: scripts/build_sandbox_jar.sh [JARS_DIR]   (PYTHON=... picks the interpreter)
 set -euo pipefail
@@ -9,7 +9,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JARS_DIR="${1:-$ROOT/var/jars}"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
-SOURCES=("$ROOT"/refresh/spark/jvm/*.java)
+SOURCES=("$ROOT"/runtime/spark/jvm/*.java)
 JAR="$JARS_DIR/lakeview-sandbox.jar"
 
 STALE=0

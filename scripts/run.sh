@@ -106,7 +106,7 @@ python manage.py load_samples --not-if-dropped --unless-turned-off
 
 # --- Metrics -----------------------------------------------------------------------------
 # Every process below records its Prometheus metrics in one folder, which GET /metrics
-# sums (webapp/metrics.py); emptied here, at the start, so that counts start from zero.
+# sums (infra/metrics.py); emptied here, at the start, so that counts start from zero.
 export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$ROOT/var/metrics}"
 mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
 find "$PROMETHEUS_MULTIPROC_DIR" -maxdepth 1 -type f -name '*.db' -delete

@@ -8,9 +8,9 @@ from django.urls import re_path
 
 from alerts.api_urls import urlpatterns as alerts_api
 from catalog.api.urls import urlpatterns as catalog_api
+from infra.middleware import not_found
 from maintenance.api_urls import urlpatterns as maintenance_api
 from refresh.api.urls import urlpatterns as refresh_api
-from webapp.middleware import not_found
 
 app_name = "api"
 

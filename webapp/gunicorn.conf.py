@@ -16,9 +16,9 @@ run` uses Django's own server). docs/deployment.md says why these numbers.
   poll the catalog every trigger (5-60 s) and refresh workers every tick. 75 s is above
   those cadences, as nginx's default; an idle connection costs a socket, not a thread.
 - Forwarded headers: gunicorn's own trust of them (forwarded_allow_ips) is off; the app's
-  TRUSTED_PROXIES decides (webapp/proxies.py).
+  TRUSTED_PROXIES decides (infra/proxies.py).
 - Metrics: with PROMETHEUS_MULTIPROC_DIR set, each worker writes its metrics there
-  (webapp/metrics.py) and a worker that exits is marked dead (child_exit); the launcher,
+  (infra/metrics.py) and a worker that exits is marked dead (child_exit); the launcher,
   not gunicorn, empties the folder, since other processes (Celery) share it."""
 
 import multiprocessing
@@ -34,7 +34,7 @@ keepalive = int(os.environ.get("WEB_KEEPALIVE", "75"))
 accesslog = "-"
 # gunicorn's own reading of X-Forwarded-Proto (and X-Forwarded-SSL...), from 127.0.0.1 by
 # default, is off: the app's TRUSTED_PROXIES alone decides whom to believe
-# (webapp/proxies.py), and the access log's address is the one it decided.
+# (infra/proxies.py), and the access log's address is the one it decided.
 forwarded_allow_ips = ""
 
 # How much lower than the engines' catalog service the people-facing service runs (Unix
@@ -55,6 +55,6 @@ def post_worker_init(worker: object) -> None:
 
 
 def child_exit(server: object, worker: object) -> None:
-    from webapp.metrics import mark_process_dead
+    from infra.metrics import mark_process_dead
 
     mark_process_dead(worker.pid)  # type: ignore[attr-defined]

@@ -23,8 +23,8 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from catalog import workers
+from infra.broker import redis_client
 from refresh import stream_hosts
-from webapp.broker import redis_client
 
 logger = logging.getLogger(__name__)
 

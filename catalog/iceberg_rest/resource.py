@@ -14,8 +14,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from catalog import access
 from catalog.core.errors import CatalogError
-from catalog.iceberg_rest import auth, idempotency
+from catalog.iceberg_rest import idempotency
 from catalog.iceberg_rest.errors import Forbidden, MethodNotAllowed, NotAuthorized, error_response
+from catalog.services import credentials
 
 Handler = Callable[..., HttpResponse]
 
@@ -38,7 +39,7 @@ def bearer_digest(request: HttpRequest) -> str:
     """The digest of the request's bearer token (for handlers that check it again)."""
     digest = getattr(request, _DIGEST_ATTRIBUTE, None)
     if digest is None:
-        digest = auth.digest_of(_bearer(request))
+        digest = credentials.digest_of(_bearer(request))
     return digest
 
 
@@ -47,8 +48,8 @@ def authorize(request: HttpRequest, *, gate: bool = True) -> Any:
     `gate=False` for a handler that refuses a principal holding nothing itself (load-table,
     whose grant check rides on its one query)."""
     token = _bearer(request)
-    digest = auth.digest_of(token)
-    client = auth.authenticate(token, digest=digest).client
+    digest = credentials.digest_of(token)
+    client = credentials.authenticate(token, digest=digest).client
     setattr(request, _DIGEST_ATTRIBUTE, digest)
     principal = access.bind(request, access.Principal(client.user, client))
     if gate:

@@ -4,7 +4,7 @@ trigger of a streaming query): one query for the pointer, then either a 304 or t
 - **The pointer query** reads the table's pointer row (metadata location, UUID,
   last-updated-ms), whether it is attached, and whether the request's bearer token is still
   good, in one round trip. The token was verified by `resource.authorize`, which may trust
-  it for up to `auth.VERIFIED_TOKEN_TTL`; checking it again here costs nothing extra and
+  it for up to `credentials.VERIFIED_TOKEN_TTL`; checking it again here costs nothing extra and
   means a revoked client never gets a table, or a 304, from this endpoint.
 - **The body** is the metadata file's JSON in a LoadTableResult. It is kept per process in
   a cache bounded in bytes and keyed by the whole pointer state read by the query above,
@@ -32,9 +32,10 @@ from django.db.models import BooleanField, Case, Exists, OuterRef, QuerySet, Val
 from django.utils import timezone
 
 from catalog import access, selectors
-from catalog.iceberg_rest import auth, objects
+from catalog.iceberg_rest import objects
 from catalog.iceberg_rest.etags import TableState
 from catalog.models import Attachment, Table
+from catalog.services import credentials
 
 #: Per process, unless settings.LOAD_TABLE_CACHE_BYTES says otherwise: the bodies of a few
 #: thousand ordinary tables (a LoadTableResult is the metadata file plus a few dozen bytes).
@@ -70,7 +71,7 @@ def _pointer_queryset(
         .order_by()
         .annotate(
             attached=Exists(Attachment.objects.filter(table_id=OuterRef("pk"))),
-            token_ok=auth.still_valid(token_digest, now=now),
+            token_ok=credentials.still_valid(token_digest, now=now),
             read_ok=Case(
                 When(access.may_read_condition(namespace, user_id, client_id), then=Value(True)),
                 default=Value(False),
@@ -333,7 +334,7 @@ def pointer(
     if row is None:
         # A miss must not tell a revoked client whether the table exists: ask about the
         # token alone (a second query, on misses only).
-        if not auth.is_still_valid(token_digest):
+        if not credentials.is_still_valid(token_digest):
             _refuse(token_digest)
         raise selectors.no_such_table(namespace, name)
     location, table_uuid, last_updated_ms, attached, token_ok, read_ok, object_id, owner_id = row
@@ -365,8 +366,10 @@ def state_of(table: Table) -> TableState:
 
 
 def _refuse(token_digest: str) -> None:
-    auth.forget(token_digest)
-    raise auth.InvalidCredentials("Not authorized: the bearer token is missing, unknown or expired")
+    credentials.forget(token_digest)
+    raise credentials.InvalidCredentials(
+        "Not authorized: the bearer token is missing, unknown or expired"
+    )
 
 
 class BodyCache:

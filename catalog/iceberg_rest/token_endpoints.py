@@ -12,8 +12,9 @@ from django.http.multipartparser import MultiPartParserError
 from django.views.decorators.csrf import csrf_exempt
 
 from catalog import throttle
-from catalog.iceberg_rest import auth, idempotency
+from catalog.iceberg_rest import idempotency
 from catalog.iceberg_rest.routes import ENDPOINTS
+from catalog.services import credentials as auth
 
 #: The spec's (and pyiceberg's, and Java's) name of the scan planning mode property.
 SCAN_PLANNING_MODE = "scan-planning-mode"

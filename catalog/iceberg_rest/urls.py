@@ -10,7 +10,7 @@ from django.urls import URLPattern, path, re_path
 from catalog.iceberg_rest import token_endpoints as tokens
 from catalog.iceberg_rest.resource import Resource
 from catalog.iceberg_rest.routes import NAMESPACE, ROUTES
-from webapp.middleware import not_found
+from infra.middleware import not_found
 
 
 def _django_path(route: str) -> str:

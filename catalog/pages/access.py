@@ -20,7 +20,7 @@ from django.shortcuts import render
 from catalog import access
 from catalog.core.access import CREATE, MANAGE, READ_METADATA, WRITE_DATA
 from catalog.models import CatalogObject, Namespace
-from webapp.middleware import has_nul
+from infra.middleware import has_nul
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 NUL_MESSAGE = (

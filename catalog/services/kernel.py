@@ -48,7 +48,7 @@ from catalog.core.errors import (
 )
 from catalog.core.inputs import check_name, check_namespace_name, folder_name
 from catalog.models import Attachment, CatalogObject, Namespace, Table, View
-from webapp import metrics
+from infra import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.core import purge
 from maintenance.core.policy import Action, Policy
-from refresh.spark.batch import quote
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

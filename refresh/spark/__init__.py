@@ -5,6 +5,6 @@ Celery worker, a plain script, a spark-submit job and the Spark tests; the Djang
 settings in as plain values.
 """
 
-from refresh.spark.session import SparkSessionConfig, build_spark_session, jar_paths
+from runtime.spark.session import SparkSessionConfig, build_spark_session, jar_paths
 
 __all__ = ["SparkSessionConfig", "build_spark_session", "jar_paths"]

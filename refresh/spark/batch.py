@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from refresh.core import expectations as ex
 from refresh.core.definition import DISTRIBUTION_PROPERTY
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,11 +33,6 @@ class RefreshResult:
     snapshot_id: int | None
     rows_written: int | None
     bytes_written: int | None
-
-
-def quote(parts: Sequence[str]) -> str:
-    """A multi-part identifier for Spark SQL, each part in backticks (a backtick doubled)."""
-    return ".".join("`" + part.replace("`", "``") + "`" for part in parts)
 
 
 def as_rows(frame: DataFrame) -> DataFrame:
@@ -82,8 +78,8 @@ def full_refresh(
 
     from pyspark.sql import functions as F
 
-    from refresh.spark import sandbox
-    from refresh.spark.commits import with_properties
+    from runtime.spark import sandbox
+    from runtime.spark.commits import with_properties
 
     started = time.perf_counter()
     text = ex.flagged_query(query, expectations) if expectations else query
@@ -166,7 +162,7 @@ def replace(
     afterwards the new with the new: a redefinition (ALTER ... AS, a rollback) is one step."""
     from pyspark.sql import functions as F
 
-    from refresh.spark.commits import with_properties
+    from runtime.spark.commits import with_properties
 
     writer = with_properties(frame.writeTo(quote(target)), snapshot_properties or {})
     transforms = [F.col(quote([column])) for column in partitioned_by]
@@ -201,7 +197,7 @@ def rebuild(
     plan), its `expectations` applied (`expected`), replaces the table with its schema, in
     one commit (`replace`). `trusted_views` are the caller's temporary views the query may
     read (pinned sources)."""
-    from refresh.spark import sandbox
+    from runtime.spark import sandbox
 
     text = ex.flagged_query(query, expectations) if expectations else query
     frame = sandbox.query(spark, text, catalog=target[0], trusted_views=trusted_views)

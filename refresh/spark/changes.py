@@ -38,7 +38,6 @@ from refresh.core import expectations as ex
 from refresh.core.expectations import Expectation
 from refresh.core.incremental import combinable
 from refresh.core.streaming import StreamPlan, having_dropped, inner_toward, rewrite_sources
-from refresh.spark import sandbox
 from refresh.spark.batch import (
     as_rows,
     expected,
@@ -47,9 +46,10 @@ from refresh.spark.batch import (
     quote,
     release,
 )
-from refresh.spark.commits import run_sql, with_properties
-from refresh.spark.errors import is_commit_conflict
 from refresh.spark.source_changes import row_changes
+from runtime.spark import sandbox
+from runtime.spark.commits import run_sql, with_properties
+from runtime.spark.errors import is_commit_conflict
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

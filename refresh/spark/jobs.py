@@ -9,13 +9,11 @@ beside it on another thread."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refresh.core.options import check_run_options
-from refresh.spark import sandbox
-from refresh.spark.batch import quote
+from runtime.spark import sandbox, session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,53 +31,9 @@ def run_session(
     them (core.options.check_run_options: options stored before a rule was tightened fail
     the run, naming the option, instead of reaching Spark), then `session_with`."""
     checked = check_run_options(dict(settings or {}))
-    return session_with(spark, catalog=catalog, namespace=namespace, conf=checked, aliases=aliases)
-
-
-def session_with(
-    spark: SparkSession,
-    *,
-    catalog: str,
-    namespace: Sequence[str],
-    conf: Mapping[str, str],
-    aliases: Sequence[str] = (),
-) -> SparkSession:
-    """A new session with `conf` (trusted: checked, or the caller's own), then `catalog`
-    registered again under each of `aliases` (the names engines' views give this catalog:
-    Spark then reads `lake.shop.orders` in such a view as the engine that made it did),
-    then the sandbox's settings, which nothing in `conf` can undo, current namespace
-    `catalog.namespace`."""
-    session = spark.newSession()
-    for key, value in conf.items():
-        session.conf.set(key, value)
-    for key, value in alias_settings(spark, catalog=catalog, aliases=aliases).items():
-        session.conf.set(key, value)
-    # After `conf`: a run's options cannot name catalogs the sandbox then reads as its own.
-    session.conf.set(sandbox.ALIASES_SETTING, ",".join(sorted(aliases)))
-    sandbox.harden(session)
-    session.sql(f"USE {quote([catalog, *namespace])}")
-    return session
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def alias_settings(spark: SparkSession, *, catalog: str, aliases: Sequence[str]) -> dict[str, str]:
-    """Spark settings that make each of `aliases` a catalog configured as `catalog` is (the
-    same REST catalog and credential): a second name, not a second catalog."""
-    prefix = f"spark.sql.catalog.{catalog}"
-    own = {
-        key[len(prefix) :]: value
-        for key, value in spark.sparkContext.getConf().getAll()
-        if key == prefix or key.startswith(f"{prefix}.")
-    }
-    return {
-        f"spark.sql.catalog.{alias}{suffix}": value
-        for alias in aliases
-        # A plain identifier only: `x.uri` would set a property of catalog x.
-        if alias != catalog and _PLAIN_NAME.fullmatch(alias)
-        for suffix, value in own.items()
-    }
+    return session.session_with(
+        spark, catalog=catalog, namespace=namespace, conf=checked, aliases=aliases
+    )
 
 
 def query_schema(session: SparkSession, query: str, *, catalog: str) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from refresh.spark import sandbox
-from refresh.spark.batch import quote
+from runtime.spark import sandbox
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

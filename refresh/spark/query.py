@@ -4,7 +4,7 @@ What runs: a query (SELECT, WITH ... SELECT, VALUES, TABLE, FROM ... SELECT, tim
 with FOR VERSION / FOR TIMESTAMP AS OF), DESCRIBE [TABLE] and SHOW COLUMNS of a table or
 view, DESCRIBE QUERY, and EXPLAIN of a query. Spark's parser says which of them a
 statement is; then every plan is analyzed with commands not run and checked by the sandbox
-as a query (refresh.spark.sandbox: the app's catalog only, allow-listed functions, no
+as a query (runtime.spark.sandbox: the app's catalog only, allow-listed functions, no
 command, no write), before a row or a plan is read:
 
 - a query's checked plan is what runs (`Dataset.ofRows`), as `sandbox.query` does;
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from catalog.core.errors import SqlError
-from refresh.spark import sandbox
-from refresh.spark.batch import quote
+from runtime.spark import sandbox
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,7 +57,7 @@ class Prepared:
     places: dict[tuple[str, ...], tuple[int | None, int | None, str]] = field(default_factory=dict)
 
 
-#: Spark's TABLE_OR_VIEW_NOT_FOUND, as refresh.spark.errors.spark_error reports it.
+#: Spark's TABLE_OR_VIEW_NOT_FOUND, as runtime.spark.errors.spark_error reports it.
 NOT_FOUND = (
     "Spark cannot analyze the query: [TABLE_OR_VIEW_NOT_FOUND] The table or view {name} cannot "
     "be found. Verify the spelling and correctness of the schema and catalog."

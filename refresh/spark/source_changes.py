@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from refresh.spark.batch import as_rows, quote, release
-from refresh.spark.session import activate
+from refresh.spark.batch import as_rows, release
+from runtime.spark.session import activate, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

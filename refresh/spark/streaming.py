@@ -32,7 +32,7 @@ the streaming process passes plain values and a callback per micro-batch.
   before its commit (and so the query, its checkpoint left at the batch).
 - The trigger interval comes from the freshness; the checkpoint lives in the warehouse.
 - The user's query, however rewritten, reaches Spark only through the sandbox
-  (refresh.spark.sandbox); the temporary views this module makes are the only ones it may
+  (runtime.spark.sandbox); the temporary views this module makes are the only ones it may
   read besides the catalog's tables.
 """
 
@@ -53,8 +53,7 @@ from refresh.core import incremental
 from refresh.core.incremental import Decision, Kind, Step
 from refresh.core.refresh_state import refresh_state
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources, static_pins
-from refresh.spark import sandbox
-from refresh.spark.batch import RefreshResult, expected, latest_snapshot, quote, replace
+from refresh.spark.batch import RefreshResult, expected, latest_snapshot, replace
 from refresh.spark.changes import (
     Applied,
     Source,
@@ -63,7 +62,9 @@ from refresh.spark.changes import (
     merge_changes,
     pin_sources,
 )
-from refresh.spark.commits import with_properties
+from runtime.spark import sandbox
+from runtime.spark.commits import with_properties
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -331,7 +332,7 @@ def start(
             new_rows = f"__lakeview_new_{abs(hash(key)) % 10**8}_{batch_id}"
             batch.createOrReplaceTempView(new_rows)
             try:
-                # The table's rewrite lease (refresh.leases): a compaction of this table
+                # The table's rewrite lease (runtime.leases): a compaction of this table
                 # commits before or after this MERGE, not in the middle of it.
                 merge_changes(
                     session,

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from refresh.core.expectations import Expectation, kept_query
 from refresh.core.streaming import rewrite_sources
-from refresh.spark import sandbox
-from refresh.spark.batch import partition_condition, quote
+from refresh.spark.batch import partition_condition
 from refresh.spark.changes import pin_sources
+from runtime.spark import sandbox
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

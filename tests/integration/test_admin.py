@@ -78,8 +78,8 @@ def test_an_invalid_namespace_name_is_refused_in_the_admin(admin_client):
 
 
 def test_an_operator_adds_engine_credentials_and_sees_the_secret_once(admin_client, admin_user):
-    from catalog.iceberg_rest.auth import issue_token
     from catalog.models import CatalogClient
+    from catalog.services.credentials import issue_token
 
     response = admin_client.post(
         reverse("admin:catalog_catalogclient_add"),

@@ -19,8 +19,8 @@ from rest_framework.test import APIClient
 
 from catalog import audit, services
 from catalog.core.access import MANAGE, READ_DATA
-from catalog.iceberg_rest.auth import create_client, revoke_client
 from catalog.models import CatalogEvent, GrantChange
+from catalog.services.credentials import create_client, revoke_client
 from catalog.tasks import prune_audit
 from tests.integration.grant_fixtures import admin, give  # noqa: F401
 from tests.integration.test_iceberg_rest import SCHEMA

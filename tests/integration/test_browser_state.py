@@ -1,5 +1,5 @@
 """An engine's cookieless request to /iceberg/ passes Django's middleware of a browser's
-state (webapp/browser_state.py): what it is answered is exactly what the whole chain
+state (infra/browser_state.py): what it is answered is exactly what the whole chain
 answered; any request with a cookie, and every page, still goes through all of it."""
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def test_a_refresh_writing_when_the_disk_reaches_its_floor_is_stopped_and_fails_
     monkeypatch,
 ):
     cancelled: list[str] = []
-    monkeypatch.setattr("refresh.engine.cancel_group", cancelled.append)
+    monkeypatch.setattr("runtime.engine.cancel_group", cancelled.append)
     run = running(mt)
     beating = runner.Heartbeat(run, watch="lakeview-run-d", limit=None)
     beating.start()

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from catalog import services
-from catalog.iceberg_rest.auth import create_client
+from catalog.services.credentials import create_client
 from tests.integration.test_iceberg_rest import (
     BASE,
     SCHEMA,
@@ -150,8 +150,8 @@ def test_failed_page_logins_are_throttled_and_other_addresses_are_not(
 
 
 def test_a_client_secret_is_stored_salted_and_hashed_and_checked_without_a_password_hash(editor):
-    from catalog.iceberg_rest import auth
     from catalog.models import CatalogClient
+    from catalog.services import credentials as auth
 
     client, secret = create_client(name="spark", user=editor)
     other, _ = create_client(name="trino", user=editor)
@@ -169,8 +169,8 @@ def test_a_client_secret_is_stored_salted_and_hashed_and_checked_without_a_passw
 def test_a_secret_stored_as_a_password_hash_before_still_works_and_moves_to_the_new_form(editor):
     from django.contrib.auth.hashers import make_password
 
-    from catalog.iceberg_rest import auth
     from catalog.models import CatalogClient
+    from catalog.services import credentials as auth
 
     client, secret = create_client(name="spark", user=editor)
     CatalogClient.objects.filter(pk=client.pk).update(secret_hash=make_password(secret))
@@ -189,9 +189,9 @@ def test_a_secret_stored_as_a_password_hash_before_still_works_and_moves_to_the_
 def test_the_refresh_workers_credential_is_stored_in_the_new_form_and_re_keyed_from_an_old_one():
     from django.contrib.auth.hashers import make_password
 
-    from catalog.iceberg_rest import auth
     from catalog.models import CatalogClient
-    from refresh import credentials
+    from catalog.services import credentials as auth
+    from runtime import credentials
 
     client_id, _, secret = credentials.service_credential().partition(":")
     assert CatalogClient.objects.get(client_id=client_id).secret_hash.startswith(

@@ -16,10 +16,11 @@ from django.test.utils import CaptureQueriesContext
 
 from catalog import access, services
 from catalog.core.access import CREATE, MANAGE, OWN, READ_DATA, READ_METADATA, WRITE_DATA
-from catalog.iceberg_rest import auth, table_loads
-from catalog.iceberg_rest.auth import create_client
+from catalog.iceberg_rest import table_loads
 from catalog.models import CatalogClient, CatalogObject, Grant, GrantChange, Namespace, Table
 from catalog.roles import EDITOR, VIEWER
+from catalog.services import credentials as auth
+from catalog.services.credentials import create_client
 from tests.integration.grant_fixtures import (  # noqa: F401 - fixtures
     admin,
     alice,

@@ -9,10 +9,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from catalog import services, workers
+from infra.broker import redis_client
 from refresh import stream_hosts
 from refresh.models import MaterializedTable
 from webapp import health
-from webapp.broker import redis_client
 
 pytestmark = pytest.mark.django_db
 

@@ -21,8 +21,8 @@ from django.test import Client
 from django.utils import timezone
 
 from catalog import services
-from catalog.iceberg_rest.auth import create_client
 from catalog.models import AccessToken, Table, TableMetricsReport, View
+from catalog.services.credentials import create_client
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """The rewrite lease between a continuous table's MERGE micro-batches and compactions
-(refresh/leases.py), on the test run's real Redis: held as long as its holder works, freed
+(runtime/leases.py), on the test run's real Redis: held as long as its holder works, freed
 soon after a holder dies without releasing it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 from django.conf import settings
 
-from refresh import leases
+from runtime import leases
 
 TABLE = 987_654  # no table has this id; the lease is only a Redis key
 

@@ -19,13 +19,13 @@ from django.test.utils import CaptureQueriesContext
 
 from catalog import services
 from catalog.models import Table
+from infra import metrics
 from refresh import definitions, lineage_events, runner, runs, signals, streams
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark.streaming import BatchResult
 from tests.integration.snapshots import commit_snapshot
 from tests.integration.test_refresh_decisions import DAILY, ORDERS
 from tests.unit.test_lineage_events import validate
-from webapp import metrics
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from catalog.core.errors import Unavailable
-from refresh import analysis, engine, runner
+from refresh import analysis, runner
+from runtime import engine
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_a_session_made_on_a_jvm_replaced_meanwhile_is_not_kept_for_later_runs(m
         made.append(SimpleNamespace(root=root))
         return made[-1]
 
-    monkeypatch.setattr("refresh.spark.jobs.run_session", run_session)
+    monkeypatch.setattr(engine, "session_with", run_session)
     first = engine.run_session(namespace=["ns"])
     assert first.root is old and engine._sessions == {}
     # On the new JVM, a session is made and kept.

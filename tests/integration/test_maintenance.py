@@ -424,7 +424,7 @@ def stoppable_action(monkeypatch):
     from contextlib import nullcontext
 
     from maintenance import runner as maintenance_runner
-    from refresh import engine
+    from runtime import engine
 
     cancelled: list[str] = []
     stopped = threading.Event()

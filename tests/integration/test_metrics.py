@@ -24,12 +24,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from catalog import services
 from catalog.core.errors import CommitConflict
 from catalog.models import SparkJob
+from infra import metrics
 from maintenance.models import MaintenanceRun
 from refresh import runs as refresh_runs
 from refresh import stream_hosts
 from refresh.models import RefreshRun
 from tests.integration.test_monitoring import SCHEMA, materialized, refreshed
-from webapp import metrics
 
 pytestmark = pytest.mark.django_db
 
@@ -228,7 +228,7 @@ INCREMENT = textwrap.dedent(
     """
     import sys
 
-    from webapp import metrics
+    from infra import metrics
 
     for _ in range(int(sys.argv[1])):
         metrics.committed("view")
@@ -260,7 +260,7 @@ def test_a_dead_gunicorn_worker_is_marked_and_its_counts_stay(tmp_path) -> None:
         import os, sys
 
         from prometheus_client import Gauge
-        from webapp import metrics
+        from infra import metrics
 
         Gauge("lakeview_test_live", "a live gauge", multiprocess_mode="livesum").set(1)
         metrics.committed("table")
@@ -275,7 +275,7 @@ def test_a_dead_gunicorn_worker_is_marked_and_its_counts_stay(tmp_path) -> None:
         [
             sys.executable,
             "-c",
-            f"from webapp import metrics; metrics.mark_process_dead({pid})",
+            f"from infra import metrics; metrics.mark_process_dead({pid})",
         ],
         env=env,
         check=True,
@@ -372,7 +372,7 @@ def test_the_text_is_what_prometheus_clients_own_writer_writes(tmp_path) -> None
     )
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    from webapp import metrics_endpoint
+    from infra import metrics_endpoint
 
     own = CollectorRegistry()
     Counter("c", 'help with \\ and\na "line"', ["v"], registry=own).labels('say "hi"\\n').inc()
@@ -386,7 +386,7 @@ def test_the_text_is_what_prometheus_clients_own_writer_writes(tmp_path) -> None
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder), "PYTHONPATH": str(REPO_ROOT)}
     record = textwrap.dedent(
         """
-        from webapp import metrics
+        from infra import metrics
 
         metrics.request_answered("login", "GET", 200, 0.02)
         metrics.request_answered("login", "POST", 302, 3)

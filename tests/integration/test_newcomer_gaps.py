@@ -13,8 +13,8 @@ from django.utils.html import escape
 
 from catalog import services
 from catalog.core.view_metadata import REPLACE_DROP_DIALECT_ALLOWED
-from catalog.iceberg_rest import auth
 from catalog.models import CatalogClient, Namespace, View
+from catalog.services import credentials as auth
 
 pytestmark = pytest.mark.django_db
 

@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog import services
-from catalog.iceberg_rest import auth
 from catalog.models import SparkJob, Table
+from catalog.services import credentials as auth
 from maintenance.models import MaintenanceRun
 from refresh.models import MaterializedTable, Query, RefreshRun
 from tests.integration.test_mt_api import dispatched, sales, spark  # noqa: F401 - fixtures

@@ -127,7 +127,7 @@ def test_a_purge_deletes_only_the_files_the_tables_metadata_names(
     import pyarrow as pa
     from pyiceberg.catalog.rest import RestCatalog
 
-    from catalog.iceberg_rest.auth import create_client
+    from catalog.services.credentials import create_client
 
     client, secret = create_client(name="py", user=editor)
     # Closed at the end of the block: a kept-alive connection would hold a live server

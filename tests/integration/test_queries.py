@@ -25,10 +25,10 @@ from rest_framework.test import APIClient
 from catalog import jobs, workers
 from catalog.core.errors import Forbidden, SqlError
 from catalog.models import SparkJob
+from infra import broker
 from refresh import analysis, queries
 from refresh.models import Query
 from refresh.spark.query import Prepared
-from webapp import broker
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +77,7 @@ def spark(monkeypatch):
 
     monkeypatch.setattr("refresh.analysis.prepare_query", prepare)
     monkeypatch.setattr("refresh.analysis.fetch_query", fetch)
-    monkeypatch.setattr("refresh.engine.job_group", lambda group, description: nullcontext())
+    monkeypatch.setattr("runtime.engine.job_group", lambda group, description: nullcontext())
     return fake
 
 

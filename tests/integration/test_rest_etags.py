@@ -21,9 +21,10 @@ from django.utils import timezone
 from catalog import services
 from catalog.core import metadata_io
 from catalog.core.errors import NoSuchTable
-from catalog.iceberg_rest import auth, table_loads
-from catalog.iceberg_rest.auth import create_client
+from catalog.iceberg_rest import table_loads
 from catalog.models import AccessToken, CatalogClient, Table
+from catalog.services import credentials as auth
+from catalog.services.credentials import create_client
 from tests.integration.test_attached_tables import write_version, written_table
 from tests.integration.test_iceberg_rest import (
     BASE,

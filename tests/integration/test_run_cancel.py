@@ -194,7 +194,7 @@ def test_the_heartbeat_stops_the_runs_spark_jobs_on_a_cancel_and_again_at_every_
     mt, editor, monkeypatch
 ):
     cancelled: list[str] = []
-    monkeypatch.setattr("refresh.engine.cancel_group", cancelled.append)
+    monkeypatch.setattr("runtime.engine.cancel_group", cancelled.append)
     run = running(mt)
     beating = runner.Heartbeat(run, watch="lakeview-run-x", limit=None)
     beating.start()
@@ -213,7 +213,7 @@ def test_the_heartbeat_stops_the_runs_spark_jobs_on_a_cancel_and_again_at_every_
 @pytest.mark.django_db(transaction=True)
 def test_the_heartbeat_stops_a_run_past_its_time_limit_and_fails_it_saying_so(mt, monkeypatch):
     cancelled: list[str] = []
-    monkeypatch.setattr("refresh.engine.cancel_group", cancelled.append)
+    monkeypatch.setattr("runtime.engine.cancel_group", cancelled.append)
     run = running(mt)
     beating = runner.Heartbeat(run, watch="lakeview-run-y", limit=1.0)
     beating.start()

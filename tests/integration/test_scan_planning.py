@@ -23,7 +23,7 @@ from pyiceberg.types import DateType, LongType, NestedField, StringType
 from catalog import services
 from catalog.core import scan_planning
 from catalog.core.access import READ_DATA, READ_METADATA
-from catalog.iceberg_rest.auth import create_client
+from catalog.services.credentials import create_client
 from tests.integration.grant_fixtures import admin, alice, engine, give  # noqa: F401
 from tests.integration.test_iceberg_rest import Iceberg, assert_error, token_for
 from tests.unit.test_preview_tables import (

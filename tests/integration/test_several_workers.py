@@ -154,7 +154,7 @@ def test_a_tick_without_a_stamp_is_the_tick_of_the_moment_it_is_taken(hourly, mo
 
 
 def test_spark_conf_reaches_every_session_the_app_starts_but_never_undoes_the_sandbox(settings):
-    from refresh import engine
+    from runtime import engine
 
     settings.SPARK_MASTER = "spark://spark-master:7077"
     settings.SPARK_CONF = {"spark.cores.max": "1", "spark.executor.memory": "512m"}

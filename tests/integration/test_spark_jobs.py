@@ -206,7 +206,7 @@ def test_a_console_script_runs_until_a_statement_needs_spark_then_hands_the_rest
     # The worker runs the rest: its Spark derives the schema; results grow on the job.
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: SCHEMA)
     monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: None)
-    monkeypatch.setattr("refresh.engine.job_group", lambda group, description: nullcontext())
+    monkeypatch.setattr("runtime.engine.job_group", lambda group, description: nullcontext())
     assert jobs.run(job.pk) == "SUCCEEDED"
     job.refresh_from_db()
     created, listed = job.result["results"]
@@ -228,7 +228,7 @@ def test_a_failed_statement_fails_the_job_with_its_position(sales, editor, alive
         summary="a script",
     )
     monkeypatch.setattr("refresh.analysis.query_schema", refused)
-    monkeypatch.setattr("refresh.engine.job_group", lambda group, description: nullcontext())
+    monkeypatch.setattr("runtime.engine.job_group", lambda group, description: nullcontext())
     assert jobs.run(job.pk) == "FAILED"
     job.refresh_from_db()
     assert job.status == 400 and "no such column x" in job.error["message"]

@@ -525,7 +525,7 @@ def run_the_preview_job(monkeypatch, rows: dict) -> dict:
     what the read was asked is returned."""
     from catalog import jobs, previews
     from catalog.models import SparkJob
-    from refresh import engine
+    from runtime import engine
 
     asked: dict = {}
 

@@ -2,7 +2,7 @@
 failures slow that user name with a growing wait, a client id's failures slow that client
 id's wrong secrets, and an address only for a spray over many user names, without refusing
 the right password of a user who did not fail there. Counted in the database, by the client
-address webapp/proxies.py decides (behind a trusted proxy, the client it relays)."""
+address infra/proxies.py decides (behind a trusted proxy, the client it relays)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from django.db.models import F
 from django.test import Client
 
 from catalog import throttle
-from catalog.iceberg_rest.auth import create_client
 from catalog.models import AccessToken, FailedLogin
+from catalog.services.credentials import create_client
 
 pytestmark = pytest.mark.django_db
 

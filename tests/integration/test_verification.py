@@ -17,10 +17,11 @@ from rest_framework.test import APIClient
 from catalog import services, workers
 from catalog.jobs import run
 from catalog.models import CatalogEvent, SparkJob, Table, ViewRepresentation
-from refresh import analysis, engine, runner, verification
+from refresh import analysis, runner, verification
 from refresh.core.refresh_state import partition_entry, refresh_state, user_change
 from refresh.models import MaterializedTable, Verification
 from refresh.spark.verify import Verdict
+from runtime import engine
 from tests.integration.snapshots import commit_snapshot
 
 pytestmark = pytest.mark.django_db

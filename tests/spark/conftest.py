@@ -21,7 +21,7 @@ import pytest
 import requests
 from pyspark.sql import SparkSession
 
-from refresh.spark.session import ICEBERG_SPARK_CATALOG, build_spark_session
+from runtime.spark.session import ICEBERG_SPARK_CATALOG, build_spark_session
 from tests.live_server import CatalogServer
 from tests.live_server import catalog_server as start_catalog_server
 from tests.refresh_stack import RefreshStack, refresh_stack

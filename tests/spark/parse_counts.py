@@ -32,9 +32,10 @@ def main(namespace: str) -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from refresh import analysis, definitions, engine, runner, runs, services
+    from refresh import analysis, definitions, runner, runs, services
     from refresh.core.freshness import Freshness, RefreshMode
     from refresh.models import RefreshRun
+    from runtime import engine
 
     editor = get_user_model().objects.get(username="editor")
     with analysis.on_worker():

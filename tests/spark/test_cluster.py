@@ -4,7 +4,7 @@ and spark-worker), and the whole stack pointed at it with `SPARK_MASTER=spark://
 app under gunicorn, TWO Celery workers (each its own Spark driver, each with an executor on
 the cluster), celery-beat and the streaming process. What runs on the cluster is the
 production code path: the workers' and the streaming process's own sessions
-(refresh.engine.session_config with SPARK_CONF), the jars shipped to the executors by
+(runtime.engine.session_config with SPARK_CONF), the jars shipped to the executors by
 `spark.jars`, the warehouse a local folder that driver and executors share.
 
 One stack for the module (tests run in order): a FULL refresh, a partition refresh and a

@@ -1,4 +1,4 @@
-"""The Spark sandbox (refresh.spark.sandbox) decides on Spark's own analyzed plan: queries
+"""The Spark sandbox (runtime.spark.sandbox) decides on Spark's own analyzed plan: queries
 analysts write pass, and every way out of the catalog's tables is refused with what and
 where, whatever the text looks like. Run against the app's REST catalog (`lv`), in the
 shared Spark session; nothing here executes a refused statement."""
@@ -11,7 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from catalog.core.errors import InvalidInput, SqlError
-from refresh.spark import jobs, sandbox
+from refresh.spark import jobs
+from runtime.spark import sandbox
 from tests.live_server import CatalogServer
 from tests.spark.conftest import rest_catalog_conf
 

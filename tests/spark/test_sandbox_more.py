@@ -1,4 +1,4 @@
-"""More ways out of the Spark sandbox (refresh.spark.sandbox), found by an attacker's review
+"""More ways out of the Spark sandbox (runtime.spark.sandbox), found by an attacker's review
 and tried on Spark itself: a user statement must not reach what lies outside the catalog's
 data, whatever Spark does to its text before the plan the sandbox checks exists."""
 
@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from refresh.spark import jobs, sandbox
+from refresh.spark import jobs
+from runtime.spark import sandbox
 from tests.live_server import CatalogServer
 from tests.spark.conftest import rest_catalog_conf
 

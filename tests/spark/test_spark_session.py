@@ -10,7 +10,7 @@ def test_a_local_session_creates_writes_reads_an_iceberg_table_and_a_view(
     # The session factory's local catalog (JDBC over SQLite, views enabled), over a warehouse
     # and SQLite file of this test's own, on the shared JVM: other Spark tests' catalogs
     # on the shared session's SQLite file cannot lock it under this one.
-    from refresh.spark.session import ICEBERG_SPARK_CATALOG, SparkSessionConfig
+    from runtime.spark.session import ICEBERG_SPARK_CATALOG, SparkSessionConfig
 
     spark_warehouse = tmp_path / "warehouse"
     config = SparkSessionConfig(
@@ -59,7 +59,7 @@ def test_a_session_starts_without_sparks_log_banner_so_a_commands_last_words_are
     import sys
 
     script = (
-        "from refresh.spark.session import SparkSessionConfig\n"
+        "from runtime.spark.session import SparkSessionConfig\n"
         f"config = SparkSessionConfig(master='local[1]', jars_dir='var/jars',"
         f" warehouse={str(tmp_path / 'warehouse')!r}, catalog_name='quiet')\n"
         "spark = config.build()\n"

@@ -13,6 +13,7 @@ CORE_PACKAGES = [
     "catalog/core",
     "refresh/core",
     "refresh/spark",
+    "runtime/spark",
     "maintenance/core",
     "maintenance/spark",
     "alerts/core",
@@ -34,7 +35,7 @@ def test_the_cores_are_found() -> None:
     found = core_modules()
     assert "catalog.core.view_metadata" in found
     assert "catalog.core.tables" in found
-    assert "refresh.spark.session" in found
+    assert "runtime.spark.session" in found
 
 
 def test_the_metadata_sql_and_spark_cores_import_no_django() -> None:
@@ -42,7 +43,7 @@ def test_the_metadata_sql_and_spark_cores_import_no_django() -> None:
         "import sys\n"
         + "".join(f"import {module}\n" for module in core_modules())
         + "leaked = sorted(m for m in sys.modules"
-        + " if m.split('.')[0] in {'django', 'rest_framework', 'webapp'}"
+        + " if m.split('.')[0] in {'django', 'rest_framework', 'webapp', 'infra'}"
         + " or m in {'catalog.models', 'catalog.services'})\n"
         + "print(','.join(leaked))\n"
     )

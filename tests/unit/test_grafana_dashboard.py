@@ -10,8 +10,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "lakeview.json"
-SOURCES = [REPO_ROOT / "webapp" / "metrics.py", REPO_ROOT / "refresh" / "metrics.py",
-           REPO_ROOT / "webapp" / "metrics_endpoint.py"]  # fmt: skip
+SOURCES = [REPO_ROOT / "infra" / "metrics.py", REPO_ROOT / "refresh" / "metrics.py",
+           REPO_ROOT / "infra" / "metrics_endpoint.py"]  # fmt: skip
 
 
 def exported() -> set[str]:

@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pure rules", ("refresh.core",)),
     ("Spark jobs", ("refresh.spark.",)),
-    ("state", ("refresh.models", "refresh.credentials", "refresh.leases", "refresh.engine",
+    ("state", ("refresh.models", "runtime.credentials", "runtime.leases", "runtime.engine",
                "refresh.stream_hosts", "refresh.signals")),
     ("reads and decisions", ("refresh.selectors", "refresh.schedules", "refresh.sources",
                              "refresh.lineage", "refresh.lineage_events", "refresh.monitoring",
@@ -46,7 +46,7 @@ PACKAGES = {
 
 
 #: The apps and the project: one graph, in which no circle may form.
-APPLICATION = ("alerts", "catalog", "maintenance", "refresh", "webapp")
+APPLICATION = ("alerts", "catalog", "infra", "maintenance", "refresh", "runtime", "webapp")
 
 
 def module_name(path: Path, root: Path = REPO_ROOT) -> str:
@@ -164,14 +164,34 @@ def test_a_circle_closed_by_an_import_inside_a_function_is_found(tmp_path: Path)
     ]
 
 
-def test_the_catalog_imports_nothing_of_refresh_maintenance_or_alerts_even_inside_functions():
-    reaching_up = [
+def reaching_up(packages: tuple[str, ...], above: tuple[str, ...]) -> list[str]:
+    """Every import, at any depth, from a module of `packages` into one of `above`."""
+    return [
         f"{module} imports {name}"
-        for module, path in modules("catalog").items()
+        for package in packages
+        for module, path in modules(package).items()
         for name in sorted(imported(path))
-        if name.split(".")[0] in ("refresh", "maintenance", "alerts")
+        if name.split(".")[0] in above
     ]
-    assert reaching_up == []
+
+
+def test_the_catalog_imports_nothing_of_refresh_maintenance_alerts_or_the_runtime():
+    assert reaching_up(("catalog",), ("refresh", "maintenance", "alerts", "runtime")) == []
+
+
+def test_infra_imports_no_app_and_no_app_imports_the_project_shell():
+    apps = ("alerts", "catalog", "maintenance", "refresh", "runtime", "webapp")
+    assert reaching_up(("infra",), apps) == []
+    assert (
+        reaching_up(
+            ("alerts", "catalog", "infra", "maintenance", "refresh", "runtime"), ("webapp",)
+        )
+        == []
+    )
+
+
+def test_the_runtime_sits_below_refresh_and_maintenance():
+    assert reaching_up(("runtime",), ("refresh", "maintenance", "alerts", "webapp")) == []
 
 
 def test_refresh_and_maintenance_import_nothing_of_alerts_even_inside_functions():

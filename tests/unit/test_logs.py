@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from webapp.logs import OneLineFormatter, one_line
+from infra.logs import OneLineFormatter, one_line
 
 
 def test_control_characters_in_a_message_are_escaped():

@@ -1,4 +1,4 @@
-"""The client behind a trusted proxy (webapp/proxies.py): its address and scheme come from
+"""The client behind a trusted proxy (infra/proxies.py): its address and scheme come from
 X-Forwarded-For / X-Forwarded-Proto or Forwarded only when the connection is a trusted
 proxy's, walking from the right; garbage is ignored, never an error."""
 
@@ -13,7 +13,7 @@ from django.http import HttpResponse
 from django.test import RequestFactory
 from gunicorn.config import Config
 
-from webapp.proxies import (
+from infra.proxies import (
     SOCKET_ADDRESS,
     TrustedProxyMiddleware,
     client_address,

@@ -1,4 +1,4 @@
-"""The sandbox's policy over plan facts (refresh.spark.sandbox.check), for the shapes real
+"""The sandbox's policy over plan facts (runtime.spark.sandbox.check), for the shapes real
 plans rarely show: calls into classes outside Spark and Iceberg, functions of other
 catalogs, writes to something that is not a table. Real plans are in
 tests/spark/test_sandbox.py."""
@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from catalog.core.errors import SqlError
-from refresh.spark.sandbox import Policy, SandboxRefused, check
+from runtime.spark.sandbox import Policy, SandboxRefused, check
 
 EXPR = "org.apache.spark.sql.catalyst.expressions."
 PLAN = "org.apache.spark.sql.catalyst.plans.logical."
@@ -120,7 +120,7 @@ def test_the_apps_own_temporary_views_are_trusted_and_only_those():
 
 
 def test_what_a_plan_reads_is_its_tables_and_its_views_as_themselves_once_each():
-    from refresh.spark.sandbox import reads
+    from runtime.spark.sandbox import reads
 
     named_at = {"view": "lv.ns.`odd.view`", "view_line": 1, "view_position": 20}
     inside_view = {**relation(name="hidden"), **named_at}
@@ -142,7 +142,7 @@ def test_what_a_plan_reads_is_its_tables_and_its_views_as_themselves_once_each()
 
 
 def test_what_a_plan_reads_is_in_the_order_the_statement_names_it():
-    from refresh.spark.sandbox import reads
+    from runtime.spark.sandbox import reads
 
     # A join's facts come right side first.
     facts = [
@@ -169,7 +169,7 @@ def test_what_a_plan_reads_is_in_the_order_the_statement_names_it():
     ],
 )
 def test_sparks_quoted_names_are_read_back_into_their_parts(text, parts):
-    from refresh.spark.sandbox import _identifier_parts
+    from runtime.spark.sandbox import _identifier_parts
 
     assert _identifier_parts(text) == parts
 

@@ -1,11 +1,11 @@
-"""The Spark properties every session the app starts gets (refresh/spark/session.py), read
+"""The Spark properties every session the app starts gets (runtime/spark/session.py), read
 without starting a JVM."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from refresh.spark.session import LOG4J2_CONFIG, SparkSessionConfig
+from runtime.spark.session import LOG4J2_CONFIG, SparkSessionConfig
 
 
 def config(tmp_path: Path, **extra: str) -> dict[str, str]:

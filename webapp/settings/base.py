@@ -9,7 +9,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from webapp.proxies import parse_networks
+from infra.proxies import parse_networks
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -49,24 +49,24 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # The client's address and scheme, from X-Forwarded-For / X-Forwarded-Proto or Forwarded
     # when (only when) the connection comes from TRUSTED_PROXIES: before anything reads them.
-    "webapp.proxies.TrustedProxyMiddleware",
+    "infra.proxies.TrustedProxyMiddleware",
     # /healthz and /readyz, answered before the host check, sessions and CSRF (probes).
     "webapp.health.HealthMiddleware",
-    # GET /metrics for Prometheus, from allowed addresses only (webapp/metrics_endpoint.py).
-    "webapp.metrics_endpoint.MetricsEndpointMiddleware",
+    # GET /metrics for Prometheus, from allowed addresses only (infra/metrics_endpoint.py).
+    "infra.metrics_endpoint.MetricsEndpointMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files under gunicorn (DEBUG=0) too: pages are styled and charted in production.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every request counted and timed by its route's name (static files are not).
-    "webapp.metrics.RequestMetricsMiddleware",
-    "webapp.middleware.MachineErrorsMiddleware",
+    "infra.metrics.RequestMetricsMiddleware",
+    "infra.middleware.MachineErrorsMiddleware",
     # Django's own four of a browser's state, passed by an engine's cookieless request to
-    # /iceberg/, for which each provably does nothing (webapp/browser_state.py).
-    "webapp.browser_state.BrowserSessionMiddleware",
+    # /iceberg/, for which each provably does nothing (infra/browser_state.py).
+    "infra.browser_state.BrowserSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "webapp.browser_state.BrowserCsrfViewMiddleware",
-    "webapp.browser_state.BrowserAuthenticationMiddleware",
-    "webapp.browser_state.BrowserMessageMiddleware",
+    "infra.browser_state.BrowserCsrfViewMiddleware",
+    "infra.browser_state.BrowserAuthenticationMiddleware",
+    "infra.browser_state.BrowserMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # With DEBUG on, the styled 404 page instead of Django's list of URL patterns.
     "catalog.pages.errors.NotFoundPageMiddleware",
@@ -74,7 +74,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "webapp.urls"
 
-# Proxies whose word on the client is believed (webapp/proxies.py): networks or single
+# Proxies whose word on the client is believed (infra/proxies.py): networks or single
 # addresses. A request whose connection comes from one of them has its client address and
 # scheme taken from X-Forwarded-For / X-Forwarded-Proto or Forwarded (the right-most hop
 # that is not one of them); from anywhere else those headers are ignored. Empty: the
@@ -93,7 +93,7 @@ LOGIN_FAILURE_DELAY_MAX_SECONDS = int(env("LOGIN_FAILURE_DELAY_MAX_SECONDS", "90
 LOGIN_SPRAY_ACCOUNTS = int(env("LOGIN_SPRAY_ACCOUNTS", "10"))
 LOGIN_FAILURE_WINDOW_SECONDS = int(env("LOGIN_FAILURE_WINDOW_SECONDS", "43200"))
 
-# Who may read GET /metrics (webapp/metrics_endpoint.py): with METRICS_TOKEN set, requests
+# Who may read GET /metrics (infra/metrics_endpoint.py): with METRICS_TOKEN set, requests
 # must carry it as a bearer token; METRICS_ALLOWED_NETWORKS (CIDRs) limits the client
 # addresses: loopback by default, any address by default once a token guards it. Others
 # get the 404 of any unknown path.
@@ -261,16 +261,16 @@ SPARK_JARS_DIR = env("SPARK_JARS_DIR", str(BASE_DIR / "var" / "jars"))
 # More Spark properties for every session the app starts (the workers', the streaming
 # hosts'), as a JSON object: what a cluster needs, such as
 # {"spark.cores.max": "1", "spark.executor.memory": "512m", "spark.driver.host": "10.0.0.5"}.
-# The sandbox's settings cannot be changed here (refresh/spark/session.py refuses).
+# The sandbox's settings cannot be changed here (runtime/spark/session.py refuses).
 SPARK_CONF = json.loads(env("SPARK_CONF", "{}") or "{}")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # One line per record: user text in a message cannot forge records (webapp/logs.py).
+    # One line per record: user text in a message cannot forge records (infra/logs.py).
     "formatters": {
         "one_line": {
-            "()": "webapp.logs.OneLineFormatter",
+            "()": "infra.logs.OneLineFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         }
     },

@@ -1,12 +1,12 @@
 """Empty PROMETHEUS_MULTIPROC_DIR of the metrics files processes left there: what a
 deployment's `migrate` step runs before the app's processes start (docker-compose.yml), so
-that GET /metrics counts from zero after each start (webapp/metrics.py)."""
+that GET /metrics counts from zero after each start (infra/metrics.py)."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from webapp import metrics
+from infra import metrics
 
 
 class Command(BaseCommand):

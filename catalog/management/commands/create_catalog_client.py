@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from catalog.iceberg_rest.auth import create_client
+from catalog.services.credentials import create_client
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from refresh import engine
 from refresh.streams import Supervisor
+from runtime import engine
 
 
 class Command(BaseCommand):

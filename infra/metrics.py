@@ -1,5 +1,5 @@
 """The app's Prometheus metrics (prometheus_client), which every process records and
-`GET /metrics` (webapp/metrics_endpoint.py) exposes.
+`GET /metrics` (infra/metrics_endpoint.py) exposes.
 
 Counters and histograms are recorded where things happen: HTTP requests here (the
 middleware), Iceberg commits in the catalog's kernel, refresh runs where refresh/services.py

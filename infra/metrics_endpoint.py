@@ -1,4 +1,4 @@
-"""`GET /metrics`: the app's Prometheus metrics in the text format (webapp/metrics.py).
+"""`GET /metrics`: the app's Prometheus metrics in the text format (infra/metrics.py).
 
 Answered by its middleware right after the health endpoints, before the host check,
 sessions and the login redirect, none of which a scraper should meet. Who may scrape:
@@ -11,7 +11,7 @@ A request from an address outside the networks is not answered here at all: it g
 through the app like any unknown path (the same 404), so the endpoint's existence does not
 show. One from an allowed address without the right token gets a 403 that says only that.
 
-The client address is the one webapp/proxies.py decided, as everywhere in the app: the
+The client address is the one infra/proxies.py decided, as everywhere in the app: the
 connection's own, except that a request relayed by a proxy in TRUSTED_PROXIES is judged by
 the client the proxy names. That is deliberate: judged by the socket, every request the
 proxy relays would come from the proxy's address, and a proxy on the same machine would
@@ -40,8 +40,8 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.utils import floatToGoString
 
-from webapp import metrics
-from webapp.proxies import client_address
+from infra import metrics
+from infra.proxies import client_address
 
 logger = logging.getLogger(__name__)
 

@@ -35,12 +35,13 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from refresh.spark.sandbox import SANDBOX_SETTINGS
+from runtime.spark import sandbox
+from runtime.spark.sandbox import SANDBOX_SETTINGS
 
 if TYPE_CHECKING:  # pyspark is imported only when a session is built: importing it is slow.
     from pyspark.sql import SparkSession
@@ -155,7 +156,7 @@ class SparkSessionConfig:
         for key, value in self.extra_conf.items():
             if key in SANDBOX_SETTINGS and str(value) != SANDBOX_SETTINGS[key]:
                 raise ValueError(
-                    f"{key} is fixed by the Spark sandbox (refresh/spark/sandbox.py) to "
+                    f"{key} is fixed by the Spark sandbox (runtime/spark/sandbox.py) to "
                     f"{SANDBOX_SETTINGS[key]!r}"
                 )
             if key == DRIVER_JAVA_OPTIONS:
@@ -261,3 +262,54 @@ def forget_jvm() -> None:
     SparkContext._active_spark_context = None  # noqa: SLF001
     SparkSession._instantiatedSession = None  # noqa: SLF001
     SparkSession._activeSession = None  # noqa: SLF001
+
+
+def session_with(
+    spark: SparkSession,
+    *,
+    catalog: str,
+    namespace: Sequence[str],
+    conf: Mapping[str, str],
+    aliases: Sequence[str] = (),
+) -> SparkSession:
+    """A new session with `conf` (trusted: checked, or the caller's own), then `catalog`
+    registered again under each of `aliases` (the names engines' views give this catalog:
+    Spark then reads `lake.shop.orders` in such a view as the engine that made it did),
+    then the sandbox's settings, which nothing in `conf` can undo, current namespace
+    `catalog.namespace`."""
+    session = spark.newSession()
+    for key, value in conf.items():
+        session.conf.set(key, value)
+    for key, value in alias_settings(spark, catalog=catalog, aliases=aliases).items():
+        session.conf.set(key, value)
+    # After `conf`: a run's options cannot name catalogs the sandbox then reads as its own.
+    session.conf.set(sandbox.ALIASES_SETTING, ",".join(sorted(aliases)))
+    sandbox.harden(session)
+    session.sql(f"USE {quote([catalog, *namespace])}")
+    return session
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def alias_settings(spark: SparkSession, *, catalog: str, aliases: Sequence[str]) -> dict[str, str]:
+    """Spark settings that make each of `aliases` a catalog configured as `catalog` is (the
+    same REST catalog and credential): a second name, not a second catalog."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    own = {
+        key[len(prefix) :]: value
+        for key, value in spark.sparkContext.getConf().getAll()
+        if key == prefix or key.startswith(f"{prefix}.")
+    }
+    return {
+        f"spark.sql.catalog.{alias}{suffix}": value
+        for alias in aliases
+        # A plain identifier only: `x.uri` would set a property of catalog x.
+        if alias != catalog and _PLAIN_NAME.fullmatch(alias)
+        for suffix, value in own.items()
+    }
+
+
+def quote(parts: Sequence[str]) -> str:
+    """A multi-part identifier for Spark SQL, each part in backticks (a backtick doubled)."""
+    return ".".join("`" + part.replace("`", "``") + "`" for part in parts)

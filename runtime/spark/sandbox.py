@@ -420,7 +420,7 @@ def _refusals() -> Iterator[None]:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors.exceptions.captured import CapturedException
 
-    from refresh.spark.errors import spark_error
+    from runtime.spark.errors import spark_error
 
     try:
         yield
@@ -558,8 +558,8 @@ def data_change(
     `properties` to the snapshot's summary."""
     from pyspark.errors import AnalysisException
 
-    from refresh.spark.commits import run_plan
-    from refresh.spark.errors import spark_error
+    from runtime.spark.commits import run_plan
+    from runtime.spark.errors import spark_error
 
     plan = _analyzed(session, sql)
     facts = facts_of(session, plan)

@@ -14,7 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from webapp.proxies import client_address
+from infra.proxies import client_address
 
 logger = logging.getLogger(__name__)
 

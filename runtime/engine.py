@@ -1,7 +1,7 @@
 """The refresh worker's Spark: one session per worker process, started by the first job
 that needs it and kept until the process ends (never one per refresh: a JVM takes seconds
 to start). Its only catalog is the app's own Iceberg REST catalog, reached with the
-service credential (refresh.credentials), so refresh jobs commit through the one commit
+service credential (runtime.credentials), so refresh jobs commit through the one commit
 path like any engine.
 
 Iceberg's Spark catalog caches loaded tables (30 s by default); a long-lived session would
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from refresh.credentials import service_credential
-from refresh.spark.session import SparkSessionConfig, forget_jvm, jvm_gone
+from runtime.credentials import service_credential
+from runtime.spark.session import SparkSessionConfig, forget_jvm, jvm_gone, session_with
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,19 +102,18 @@ def _connection_error(error: BaseException | None) -> bool:
 _sessions: dict[tuple, SparkSession] = {}
 
 
-def run_session(*, namespace: list[str], settings: dict[str, str] | None = None) -> SparkSession:
-    """A session for runs in `namespace` with `settings` (refresh.spark.jobs.run_session),
-    kept for the next run alike: a new session makes its own catalog client, which signs in
-    to the REST catalog again."""
+def run_session(*, namespace: list[str], conf: dict[str, str] | None = None) -> SparkSession:
+    """A session for runs in `namespace` with `conf` (a run's options, checked by the caller:
+    refresh.core.options.check_run_options), kept for the next run alike: a new session
+    makes its own catalog client, which signs in to the REST catalog again."""
     from django.conf import settings as django_settings
 
     from catalog.selectors import engine_catalogs
-    from refresh.spark import jobs
 
     # The names engines' views give the catalog (`lake`), registered as this one: a view
     # that Spark made as `lake.shop.v` reads `lake.shop.orders`.
     aliases = tuple(sorted(engine_catalogs()))
-    key = (tuple(namespace), tuple(sorted((settings or {}).items())), aliases)
+    key = (tuple(namespace), tuple(sorted((conf or {}).items())), aliases)
     root = spark()  # first: a new JVM in place of an exited one drops the kept sessions
     # Kept sessions belong to `root` only while it is the current one: another thread may
     # start a new JVM between these lines, and a session of the dead one, kept, would fail
@@ -123,11 +122,11 @@ def run_session(*, namespace: list[str], settings: dict[str, str] | None = None)
         cached = _sessions.get(key) if root is _session else None
     if cached is not None:
         return cached
-    session = jobs.run_session(
+    session = session_with(
         root,
         catalog=django_settings.CATALOG_NAME,
         namespace=namespace,
-        settings=settings,
+        conf=conf or {},
         aliases=aliases,
     )
     with _lock:

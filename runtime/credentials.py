@@ -17,9 +17,9 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from catalog import history
-from catalog.iceberg_rest.auth import SECRET_HASH_PREFIX, described, hash_secret, secret_matches
 from catalog.models import CatalogClient
 from catalog.roles import EDITOR
+from catalog.services.credentials import SECRET_HASH_PREFIX, described, hash_secret, secret_matches
 
 SERVICE_USERNAME = "lakeview-refresh"
 CLIENT_ID = "lakeview-refresh"

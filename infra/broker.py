@@ -1,4 +1,4 @@
-"""The Redis client of the app's own code: the rewrite leases (refresh.leases), the workers'
+"""The Redis client of the app's own code: the rewrite leases (runtime.leases), the workers'
 presence (catalog.workers) and the marks of runs sent again (refresh.services). Celery keeps
 its own connections to the same Redis; `send_task` is how the app's code sends it a task.
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from webapp.broker import redis_client
+from infra.broker import redis_client
 
 logger = logging.getLogger(__name__)
 
