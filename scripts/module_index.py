@@ -98,11 +98,22 @@ def render(root: Path = REPO_ROOT) -> tuple[str, list[str]]:
 
 
 def stale_lines(written: str, wanted: str) -> list[str]:
-    """What differs, as the lines to remove (-) and to add (+)."""
-    old, new = written.splitlines(), wanted.splitlines()
-    return [f"- {line}" for line in old if line not in new] + [
-        f"+ {line}" for line in new if line not in old
+    """What differs: the index's lines that no module gives now, and the lines it lacks."""
+    old, new = placed(written), placed(wanted)
+    return [f"no longer true: {line}" for line in old if line not in new] + [
+        f"missing: {line}" for line in new if line not in old
     ]
+
+
+def placed(text: str) -> list[str]:
+    """The index's lines, each prefixed with the heading it sits under (its folder)."""
+    lines, heading = [], ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+        elif line.strip():
+            lines.append(f"{heading} {line}" if heading else line)
+    return lines
 
 
 def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:

@@ -63,8 +63,8 @@ def test_the_check_fails_naming_a_stale_line_and_passes_once_regenerated(tree: P
     assert index.main(["--check"], root=tree) == 1
     out = capsys.readouterr().out
     assert "docs/modules.md is stale" in out
-    assert "- - `kernel.py`: The one commit path" in out
-    assert "+ - `kernel.py`: The commit path of every change" in out
+    assert "no longer true: catalog/ - `kernel.py`: The one commit path" in out
+    assert "missing: catalog/ - `kernel.py`: The commit path of every change" in out
 
 
 def test_a_module_without_a_docstring_fails_naming_it(tree: Path, capsys):
