@@ -24,9 +24,10 @@ test: export ARGS := $(ARGS)
 test: ## Lint, the suite on SQLite, the integration tests on PostgreSQL
 	bash scripts/test.sh
 
-lint: bootstrap ## ruff check and ruff format --check
+lint: bootstrap ## ruff check, ruff format --check, the module index (docs/modules.md) is current
 	$(RUFF) check .
 	$(RUFF) format --check .
+	$(VENV)/bin/python scripts/module_index.py --check
 
 format: bootstrap ## ruff format, then ruff check --fix
 	$(RUFF) format .

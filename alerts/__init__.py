@@ -1,0 +1,2 @@
+"""Notifications: email and webhook subscriptions to materialized tables' and namespaces'
+outcomes."""

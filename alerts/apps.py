@@ -1,3 +1,6 @@
+"""The notifications app's config: connects its receivers to refresh's and maintenance's signals
+and adds its section to the materialized table's page (neither app imports alerts)."""
+
 from django.apps import AppConfig
 
 

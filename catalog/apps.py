@@ -1,3 +1,6 @@
+"""The catalog app's config: turns off pyiceberg's manifest cache, configures file IO, and
+connects the namespace counts and the role groups."""
+
 from django.apps import AppConfig
 from django.db.models.signals import post_delete, post_migrate, post_save
 

@@ -1,0 +1,2 @@
+"""Table maintenance: compaction, snapshot expiry, orphan removal and metadata housekeeping on
+Iceberg's Spark actions."""

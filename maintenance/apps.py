@@ -1,3 +1,6 @@
+"""The maintenance app's config: adds its section to the catalog's table page (the catalog
+imports nothing of it)."""
+
 from django.apps import AppConfig
 
 

@@ -1,3 +1,7 @@
+"""The refresh app's config: forgets a dropped table's schedule, and registers into the catalog
+what it asks of the workers' Spark (view column types, Spark previews, the Spark job
+executor)."""
+
 from django.apps import AppConfig
 from django.db.models.signals import post_delete, post_save
 

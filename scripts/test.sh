@@ -128,6 +128,7 @@ step() {
 
 step "ruff check" ruff check .
 step "ruff format" ruff format --check .
+step "module index" python scripts/module_index.py --check
 
 mkdir -p "$TMP/warehouse-sqlite" "$TMP/warehouse-sqlite-stacks" "$TMP/warehouse-pg"
 if [ "$#" -gt 0 ]; then

@@ -1,3 +1,5 @@
+"""The project's URL conf: the admin, sign-in, /api/, /iceberg and every app's pages."""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static

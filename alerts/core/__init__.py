@@ -1,0 +1,1 @@
+"""The Django-free core of notifications: events, signatures, webhook addresses and requests."""

@@ -1,3 +1,6 @@
+"""Who may call the management API: the viewer and editor roles, or a privilege held somewhere
+in the catalog when the view checks grants per object."""
+
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from catalog import access, audit

@@ -1,0 +1,1 @@
+"""The Iceberg REST catalog protocol at /iceberg, written without DRF."""

@@ -1,3 +1,6 @@
+"""What every template knows of the signed-in user: whether they may change things, and the
+header's role badge."""
+
 from typing import Any
 
 from django.http import HttpRequest

@@ -1,3 +1,6 @@
+"""The catalog's page URLs: namespaces, search, audit, views, tables, uploads, credentials and
+jobs."""
+
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>

@@ -1,0 +1,1 @@
+"""The Django-free core of maintenance: the policy and which actions are due."""

@@ -1,0 +1,1 @@
+"""Maintenance's Django-free Spark side: Iceberg's own Spark actions."""

@@ -1,0 +1,1 @@
+"""Materialized tables' management commands."""

@@ -1,0 +1,1 @@
+"""Materialized tables' server-rendered pages: the console, a table, queries, monitoring."""

@@ -1,3 +1,6 @@
+"""Materialized tables' page URLs: the console, queries, monitoring and a table's page and its
+actions."""
+
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...>

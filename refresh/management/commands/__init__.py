@@ -1,0 +1,2 @@
+"""Materialized tables' management commands: pipelines from a folder, the streaming host,
+verification."""
