@@ -13,10 +13,19 @@ asks (refresh.console_grants).
 
 The request never waits for Spark: `run` executes statements until one needs a worker's
 Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE, a query), and hands it and the rest
-of the script to a job (kind "statements", or "query" when a query is among them:
-refresh.operations) that a worker runs with the same `execute`, its results growing on the
-job as each statement finishes. A query keeps its rows apart (refresh.queries): its result
-says where to read them."""
+of the script to a job (kind "statements", or "query" when a query is among them) that a
+worker runs with the same `execute`, its results growing on the job as each statement
+finishes. A query keeps its rows apart (refresh.queries): its result says where to read
+them.
+
+The request reads its script once (`Script`: tokenized once, each statement parsed at
+most once), and its path can be followed by imports, registry-free:
+refresh.api.views.StatementsView -> `run` -> `execute` (a query: refresh.queries.run,
+NeedsWorker) -> catalog.jobs.submit(..., task=TASK); on a worker, the task
+refresh.tasks.run_console_job -> catalog.jobs.run(..., operation=run_job) -> `run_job` ->
+`execute` -> refresh.queries.run -> refresh.analysis -> refresh.spark.query. catalog.jobs
+keeps the generic machinery (admission, claim, watch, record) and knows nothing of the
+console but its kinds' rules (`jobs.declare` below)."""
 
 from __future__ import annotations
 
@@ -36,6 +45,7 @@ from catalog.core.errors import (
     SqlError,
     http_status,
 )
+from catalog.roles import VIEWER
 from refresh import (
     checks,
     console_grants,
@@ -54,6 +64,16 @@ from refresh.models import MaterializedTable, RefreshRun
 
 #: Statements one script may hold.
 MAX_STATEMENTS = 100
+
+#: The task a worker runs a console job with (refresh.tasks.run_console_job).
+TASK = "refresh.run_console_job"
+#: A console job's kind: "query" when a query is among the statements its worker runs
+#: (refresh.queries bounds how many a user runs at a time), else "statements". Each
+#: statement checks its own role, so a viewer's suffices; the answer is a script's, withheld
+#: after a revoke (catalog.jobs.withheld).
+STATEMENTS_KIND = "statements"
+jobs.declare(queries.JOB_KIND, role=VIEWER, script=True)
+jobs.declare(STATEMENTS_KIND, role=VIEWER, script=True)
 
 
 @dataclass
@@ -231,18 +251,40 @@ def run(
                     )
 
             job = jobs.submit(
-                queries.JOB_KIND if holds_query else "statements",
+                queries.JOB_KIND if holds_query else STATEMENTS_KIND,
                 {"sql": sql, "namespace": namespace, "start": index},
                 actor=actor,
                 summary=summary,
                 bound=queries.check_bound if holds_query else None,
                 recorded=recorded,
+                task=TASK,
             )
             started.append(job)
             return job
 
         results = execute(script or sql, namespace=namespace, actor=actor, defer=defer)
     return results, started[0] if started else None
+
+
+def run_job(arguments: dict[str, Any], actor: Any, job: Any) -> tuple[int, dict[str, Any]]:
+    """A console job on a worker (refresh.tasks.run_console_job hands it to catalog.jobs.run):
+    the rest of the script from statement `start`, read again from its text in this
+    process, the results on the job as each statement finishes; the script's answer."""
+    done: list[dict[str, Any]] = []
+
+    def heard(result: StatementResult) -> None:
+        done.append(result.as_dict())
+        jobs.progress(job, {"results": done})
+
+    results = execute(
+        arguments["sql"],
+        namespace=arguments.get("namespace"),
+        actor=actor,
+        start=int(arguments.get("start", 0)),
+        progress=heard,
+        job=job,
+    )
+    return answer(results)
 
 
 def _first_needing_spark(script: Script, namespace: str | None) -> int | None:
