@@ -8,7 +8,9 @@ names, options) runs there and fails there with its 4xx. When it reaches Spark i
 `SparkJob` instead: the request answers 202 with the job, a worker runs the same operation
 with its Spark (`run`, inside the `Executor` the refresh app registers), and the job's
 page and API URL show its state and its result, which is the answer the request would
-have given.
+have given. The operation of a kind is KINDS' (the `kind` decorator's, run by
+catalog.tasks.run_spark_job), or the one its app's own task imports and hands `run` (the
+console's: refresh.tasks.run_console_job runs refresh.console.run_job).
 
 - **Fail fast.** With no worker alive (catalog.workers), the answer is an immediate 503.
 - **Bounded.** At most `JOBS_PER_USER` jobs waiting or running per user and
@@ -58,10 +60,15 @@ from infra import broker
 
 logger = logging.getLogger(__name__)
 
-#: kind -> operation(arguments, actor, job) -> (HTTP status, JSON body). `job` is None when
-#: the operation is attempted in the request; a long one reports progress through it.
+#: operation(arguments, actor, job) -> (HTTP status, JSON body). `job` is None when the
+#: operation is attempted in the request; a long one reports progress through it.
 Operation = Callable[[dict[str, Any], Any, "SparkJob | None"], tuple[int, dict[str, Any]]]
+#: kind -> the operation `RUN_TASK` runs for it (the `kind` decorator's). A kind whose app
+#: runs its jobs with a task of its own (the console's: refresh.tasks.run_console_job)
+#: is only declared (`declare`): that task hands `run` the operation, imported.
 KINDS: dict[str, Operation] = {}
+#: The task that runs the jobs of the kinds in KINDS (catalog.tasks.run_spark_job).
+RUN_TASK = "catalog.run_spark_job"
 #: kind -> the URL name of the page of the object it makes or changes (its `namespace` and
 #: `name` arguments fill it in): where a job's page goes once the job succeeded.
 DONE_PAGES: dict[str, str] = {}
@@ -84,14 +91,22 @@ def kind(
 ) -> Callable[[Operation], Operation]:
     def register(operation: Operation) -> Operation:
         KINDS[name] = operation
-        ROLES[name] = role
-        if done_page:
-            DONE_PAGES[name] = done_page
-        if script:
-            SCRIPTS.add(name)
+        declare(name, done_page=done_page, role=role, script=script)
         return operation
 
     return register
+
+
+def declare(
+    name: str, *, done_page: str | None = None, role: str = EDITOR, script: bool = False
+) -> None:
+    """A kind's rules (its role, done page, whether its answer is a script's), for a kind
+    whose jobs a task of its app's own runs (`submit(..., task=...)`, `run(operation=...)`)."""
+    ROLES[name] = role
+    if done_page:
+        DONE_PAGES[name] = done_page
+    if script:
+        SCRIPTS.add(name)
 
 
 def _role_lost(job: SparkJob) -> str | None:
@@ -414,13 +429,15 @@ def submit(
     key: str = "",
     bound: Callable[[Any], None] | None = None,
     recorded: Callable[[SparkJob], None] | None = None,
+    task: str = RUN_TASK,
 ) -> SparkJob:
-    """A QUEUED job, sent to the workers; Unavailable (503) when no worker is alive,
-    TooManyJobs (429) past the bounds. `bound(user)` is a bound of the caller's own (a
-    user's queries at a time), checked with the others while the user's submissions wait
-    their turn, so that its count is exact too; `recorded(job)` writes the caller's own
-    rows about the job in the job's transaction, before any worker may take it."""
-    if kind_name not in KINDS:
+    """A QUEUED job, sent to the workers as `task` (the one that runs its kind); Unavailable
+    (503) when no worker is alive, TooManyJobs (429) past the bounds. `bound(user)` is a
+    bound of the caller's own (a user's queries at a time), checked with the others while
+    the user's submissions wait their turn, so that its count is exact too; `recorded(job)`
+    writes the caller's own rows about the job in the job's transaction, before any worker
+    may take it."""
+    if kind_name not in ROLES:
         raise ValueError(f"Unknown job kind {kind_name!r}")
     user = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
@@ -439,8 +456,8 @@ def submit(
         )
         if recorded is not None:
             recorded(job)
-    try:  # by name: the task (catalog.tasks) sits above this module and calls it
-        broker.send_task("catalog.run_spark_job", args=[job.pk])
+    try:  # by name: the task (catalog.tasks, or the kind's app's) sits above this module
+        broker.send_task(task, args=[job.pk])
     except Exception as error:  # the broker is down: the job says why it never ran
         _finish(job, SparkJob.State.FAILED, status=503, error={"message": str(error)})
         raise Unavailable(f"The task queue cannot be reached: {error}") from error
@@ -480,28 +497,32 @@ def progress(job: SparkJob | None, body: dict[str, Any]) -> None:
         SparkJob.objects.filter(pk=job.pk, state=SparkJob.State.RUNNING).update(result=body)
 
 
-def run(job_id: int, *, hops: int = 0) -> str:
+def run(
+    job_id: int, *, hops: int = 0, operation: Operation | None = None, task: str = RUN_TASK
+) -> str:
     """Claim the job and run its operation with this worker's Spark; or, when this worker
-    is busy and another idle, put it back on the queue for that one (catalog.workers)."""
-    if workers.hand_over(hops) and _hand_on(job_id, hops + 1):
+    is busy and another idle, put it back on the queue for that one (catalog.workers), as
+    `task`, the task running this. `operation`: what the job's kind does, handed by its
+    app's own task (None: KINDS' entry for its kind)."""
+    if workers.hand_over(hops) and _hand_on(job_id, hops + 1, task):
         return "handed to an idle worker"
     with workers.occupied():  # from the claim on: a job arriving meanwhile goes elsewhere
         job = claim(job_id)
         if job is None:
             return "not claimed"
-        return _run(job)
+        return _run(job, operation)
 
 
-def _hand_on(job_id: int, hops: int) -> bool:
+def _hand_on(job_id: int, hops: int, task: str) -> bool:
     try:
-        broker.send_task("catalog.run_spark_job", args=[job_id], kwargs={"hops": hops})
+        broker.send_task(task, args=[job_id], kwargs={"hops": hops})
     except Exception:  # noqa: BLE001 - the broker is down: run it here instead
         logger.warning("Spark job %s could not be handed on; running it here", job_id)
         return False
     return True
 
 
-def _run(job: SparkJob) -> str:
+def _run(job: SparkJob, operation: Operation | None = None) -> str:
     lost = _role_lost(job)
     if lost is not None:
         _finish(
@@ -522,7 +543,7 @@ def _run(job: SparkJob) -> str:
     watch.start()
     try:
         with _executor.running(group, job.summary or group):
-            status, body = KINDS[job.kind](job.arguments, job.requested_by, job)
+            status, body = (operation or KINDS[job.kind])(job.arguments, job.requested_by, job)
     except CatalogError as error:
         _end(job, watch, SparkJob.State.FAILED, status=http_status(error), error=error_body(error))
     except Exception as error:  # noqa: BLE001 - recorded on the job, shown to its user

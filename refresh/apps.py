@@ -56,8 +56,9 @@ class RefreshConfig(AppConfig):
         signals.run_started.connect(lineage_events.run_started, dispatch_uid="openlineage")
         signals.run_finished.connect(lineage_events.run_finished, dispatch_uid="openlineage")
 
-        # This app's job kinds (catalog.jobs.KINDS).
-        from refresh import operations  # noqa: F401
+        # This app's job kinds (catalog.jobs.KINDS), and the console's (declared: its jobs
+        # run through refresh.tasks.run_console_job).
+        from refresh import console, operations  # noqa: F401
 
         # A namespace's count of materialized tables follows them (catalog.counts).
         post_save.connect(_counted, sender=MaterializedTable, dispatch_uid="count-mt")

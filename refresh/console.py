@@ -13,10 +13,19 @@ asks (refresh.console_grants).
 
 The request never waits for Spark: `run` executes statements until one needs a worker's
 Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE, a query), and hands it and the rest
-of the script to a job (kind "statements", or "query" when a query is among them:
-refresh.operations) that a worker runs with the same `execute`, its results growing on the
-job as each statement finishes. A query keeps its rows apart (refresh.queries): its result
-says where to read them."""
+of the script to a job (kind "statements", or "query" when a query is among them) that a
+worker runs with the same `execute`, its results growing on the job as each statement
+finishes. A query keeps its rows apart (refresh.queries): its result says where to read
+them.
+
+The request reads its script once (`Script`: tokenized once, each statement parsed at
+most once), and its path can be followed by imports, registry-free:
+refresh.api.views.StatementsView -> `run` -> `execute` (a query: refresh.queries.run,
+NeedsWorker) -> catalog.jobs.submit(..., task=TASK); on a worker, the task
+refresh.tasks.run_console_job -> catalog.jobs.run(..., operation=run_job) -> `run_job` ->
+`execute` -> refresh.queries.run -> refresh.analysis -> refresh.spark.query. catalog.jobs
+keeps the generic machinery (admission, claim, watch, record) and knows nothing of the
+console but its kinds' rules (`jobs.declare` below)."""
 
 from __future__ import annotations
 
@@ -27,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog import access
+from catalog import access, jobs
 from catalog.core.access import MANAGE, READ_METADATA
 from catalog.core.errors import (
     CatalogError,
@@ -36,6 +45,7 @@ from catalog.core.errors import (
     SqlError,
     http_status,
 )
+from catalog.roles import VIEWER
 from refresh import (
     checks,
     console_grants,
@@ -54,6 +64,16 @@ from refresh.models import MaterializedTable, RefreshRun
 
 #: Statements one script may hold.
 MAX_STATEMENTS = 100
+
+#: The task a worker runs a console job with (refresh.tasks.run_console_job).
+TASK = "refresh.run_console_job"
+#: A console job's kind: "query" when a query is among the statements its worker runs
+#: (refresh.queries bounds how many a user runs at a time), else "statements". Each
+#: statement checks its own role, so a viewer's suffices; the answer is a script's, withheld
+#: after a revoke (catalog.jobs.withheld).
+STATEMENTS_KIND = "statements"
+jobs.declare(queries.JOB_KIND, role=VIEWER, script=True)
+jobs.declare(STATEMENTS_KIND, role=VIEWER, script=True)
 
 
 @dataclass
@@ -86,8 +106,36 @@ class StatementResult:
         return asdict(self)
 
 
+class Script:
+    """A script read once (st.read_script: tokenized once), each statement parsed on first
+    use and kept, error and all: a web request asks which statement needs Spark, then runs
+    them, and parses none twice. `sql` is the text, kept for what needs it (a job's
+    arguments, a worker reading the script again in its own process)."""
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.error: SqlError | None = None
+        try:
+            self.parts = st.read_script(sql)
+        except SqlError as error:
+            self.parts, self.error = [], error
+        self._parsed: dict[int, st.Statement | CatalogError] = {}
+
+    def statement(self, index: int) -> st.Statement:
+        """The `index`-th statement parsed (its CatalogError raised, every time asked)."""
+        if index not in self._parsed:
+            try:
+                self._parsed[index] = self.parts[index].parse(threshold=table_state.threshold())
+            except CatalogError as error:
+                self._parsed[index] = error
+        found = self._parsed[index]
+        if isinstance(found, CatalogError):
+            raise found
+        return found
+
+
 def execute(
-    sql: str,
+    sql: str | Script,
     *,
     namespace: str | None = None,
     actor: Any = None,
@@ -96,8 +144,9 @@ def execute(
     defer: Callable[[int, st.Statement], Any] | None = None,
     job: Any = None,
 ) -> list[StatementResult]:
-    """Every statement of `sql` from the `start`-th (0-based) in order, stopping at the
-    first error; `progress` hears of each result as it comes.
+    """Every statement of `sql` (its text, or the Script a caller read it into) from the
+    `start`-th (0-based) in order, stopping at the first error; `progress` hears of each
+    result as it comes.
 
     A statement that needs a worker's Spark (a CREATE's or ALTER ... AS's schema, a data
     change, a query), met where none runs, is handed with the rest of the script to
@@ -105,35 +154,33 @@ def execute(
     statement's result then says which job runs it, and the script stops here. Without
     `defer`, NeedsWorker propagates. `job`: the Spark job running the script on a worker
     (a query's time limit cancels its Spark jobs)."""
-    if not isinstance(sql, str) or not sql.strip():
+    text = sql.sql if isinstance(sql, Script) else sql
+    if not isinstance(text, str) or not text.strip():
         raise InvalidInput("Write at least one statement", field="sql")
+    script = sql if isinstance(sql, Script) else Script(text)
     results: list[StatementResult] = []
-    try:
-        located = st.located_statements(sql)
-    except SqlError as error:
-        return [_failed(sql.strip()[:200], 1, 1, error)]
-    if not located:
+    if script.error is not None:
+        return [_failed(text.strip()[:200], 1, 1, script.error)]
+    if not script.parts:
         raise InvalidInput("Write at least one statement", field="sql")
-    if len(located) > MAX_STATEMENTS:
+    if len(script.parts) > MAX_STATEMENTS:
         raise InvalidInput(
-            f"A script runs at most {MAX_STATEMENTS} statements; this one has {len(located)}",
+            f"A script runs at most {MAX_STATEMENTS} statements; this one has {len(script.parts)}",
             field="sql",
         )
-    for index, (offset, padded) in enumerate(located):
+    for index, part in enumerate(script.parts):
         if index < start:
             continue
-        text = padded[offset:].strip()
-        line, column = st.position(
-            sql, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
-        )
+        text = part.text
+        line, column = part.position()
         try:
-            statement = st.parse_statement(padded, threshold=table_state.threshold())
+            statement = script.statement(index)
             _viewer(actor, statement)
             try:
                 if isinstance(statement, st.Query):
                     result = _query(statement, namespace, actor, job, index)
                 else:
-                    result = _run(statement, padded, namespace=namespace, actor=actor)
+                    result = _run(statement, part.padded, namespace=namespace, actor=actor)
             except NeedsWorker:
                 if defer is None:
                     raise
@@ -166,29 +213,32 @@ def run(
     sql: str, *, namespace: str | None = None, actor: Any = None
 ) -> tuple[list[StatementResult], Any]:
     """`execute` for a web request: the results so far, and the job (catalog.models.SparkJob)
-    that runs the rest of the script on a worker, or None when nothing needed Spark."""
-    from catalog import jobs
-
+    that runs the rest of the script on a worker, or None when nothing needed Spark. The
+    script is read once here (`Script`) and handed down read: which statement needs Spark,
+    the admission, and running them share its tokens and parses."""
+    script = Script(sql) if isinstance(sql, str) else None
     # A script that will need a worker is refused before anything runs when none can take
     # it (503) or its user has too many jobs (429): cheaply, and all or nothing.
-    needing = _first_needing_spark(sql, namespace) if isinstance(sql, str) else None
-    asking = [i for i in st.query_indexes(sql) if i >= needing] if needing is not None else []
+    needing = _first_needing_spark(script, namespace) if script is not None else None
+    asking = (
+        [i for i, part in enumerate(script.parts) if i >= needing and part.query_kind]
+        if script is not None and needing is not None
+        else []
+    )
     with contextlib.ExitStack() as admission:
-        if needing is not None:
+        if script is not None and needing is not None:
             try:
                 admission.enter_context(jobs.admitted(actor, summary="a console script"))
                 if asking:
                     queries.check_bound(actor)
             except CatalogError as error:
-                offset, padded = st.located_statements(sql)[needing]
-                text = padded[offset:].strip()
-                start = offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
-                return [_failed(text, *st.position(sql, start), error)], None
+                part = script.parts[needing]
+                return [_failed(part.text, *part.position(), error)], None
         started: list[Any] = []
 
         def defer(index: int, statement: st.Statement) -> Any:
             holds_query = any(i >= index for i in asking)
-            if holds_query and index == 0 and len(st.located_statements(sql)) == 1:
+            if holds_query and index == 0 and script is not None and len(script.parts) == 1:
                 summary = "Console query"
             else:
                 summary = f"Console script, from statement {index + 1}"
@@ -201,43 +251,59 @@ def run(
                     )
 
             job = jobs.submit(
-                queries.JOB_KIND if holds_query else "statements",
+                queries.JOB_KIND if holds_query else STATEMENTS_KIND,
                 {"sql": sql, "namespace": namespace, "start": index},
                 actor=actor,
                 summary=summary,
                 bound=queries.check_bound if holds_query else None,
                 recorded=recorded,
+                task=TASK,
             )
             started.append(job)
             return job
 
-        results = execute(sql, namespace=namespace, actor=actor, defer=defer)
+        results = execute(script or sql, namespace=namespace, actor=actor, defer=defer)
     return results, started[0] if started else None
 
 
-def _first_needing_spark(sql: str, namespace: str | None) -> int | None:
+def run_job(arguments: dict[str, Any], actor: Any, job: Any) -> tuple[int, dict[str, Any]]:
+    """A console job on a worker (refresh.tasks.run_console_job hands it to catalog.jobs.run):
+    the rest of the script from statement `start`, read again from its text in this
+    process, the results on the job as each statement finishes; the script's answer."""
+    done: list[dict[str, Any]] = []
+
+    def heard(result: StatementResult) -> None:
+        done.append(result.as_dict())
+        jobs.progress(job, {"results": done})
+
+    results = execute(
+        arguments["sql"],
+        namespace=arguments.get("namespace"),
+        actor=actor,
+        start=int(arguments.get("start", 0)),
+        progress=heard,
+        job=job,
+    )
+    return answer(results)
+
+
+def _first_needing_spark(script: Script, namespace: str | None) -> int | None:
     """The index of the first statement that needs a worker's Spark, from its keywords
-    (st.first_needing_spark), except a CREATE OR ALTER of an existing table with the same
+    (st.Located.needs_spark), except a CREATE OR ALTER of an existing table with the same
     query: applying a folder's unchanged definitions needs no worker."""
-    try:
-        located = st.located_statements(sql)
-    except SqlError:
-        return None
-    for index, (offset, padded) in enumerate(located):
-        if st.first_needing_spark(padded[offset:]) is None:
-            continue
-        if not _same_query_as_the_table(padded, offset, namespace):
+    for index, part in enumerate(script.parts):
+        if part.needs_spark and not _same_query_as_the_table(script, index, namespace):
             return index
     return None
 
 
-def _same_query_as_the_table(padded: str, offset: int, namespace: str | None) -> bool:
+def _same_query_as_the_table(script: Script, index: int, namespace: str | None) -> bool:
     # Only a CREATE OR ALTER can be unchanged; its keywords say so without a parse, which
     # is most of the cost of a console request that ends in a job.
-    if st.leading_words(padded[offset:], 3) != ["CREATE", "OR", "ALTER"]:
+    if script.parts[index].leading_words(3) != ["CREATE", "OR", "ALTER"]:
         return False
     try:
-        statement = st.parse_statement(padded, threshold=table_state.threshold())
+        statement = script.statement(index)  # kept: `execute` does not parse it again
         if not isinstance(statement, st.CreateMaterializedTable) or not statement.or_alter:
             return False
         ns, name = _resolve(statement.name, namespace)

@@ -1,5 +1,6 @@
 """Materialized tables' operations that may need a worker's Spark, registered as job kinds
-(catalog.jobs.KINDS; the catalog's own are in catalog/operations.py). Each takes JSON
+(catalog.jobs.KINDS; the catalog's own are in catalog/operations.py; the console's jobs
+are refresh.console's, run by their own task, refresh.tasks.run_console_job). Each takes JSON
 arguments and the acting user and returns what the web request would have answered (an
 HTTP status and a JSON body); each calls the same service function the API and pages
 call. In a web request they run until they need Spark (NeedsWorker, before any write); on
@@ -9,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from catalog.jobs import kind, progress
+from catalog.jobs import kind
 from catalog.models import SparkJob
 from catalog.operations import as_json
-from catalog.roles import VIEWER
-from refresh import console, definitions, queries, selectors, services, verification
+from refresh import definitions, selectors, services, verification
 from refresh.core import expectations as ex
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
@@ -24,28 +24,6 @@ def _mt_detail(namespace: str, name: str) -> dict[str, Any]:
     return as_json(
         MaterializedTableDetailSerializer(selectors.get_materialized_table(namespace, name)).data
     )
-
-
-@kind(queries.JOB_KIND, role=VIEWER, script=True)
-@kind("statements", role=VIEWER, script=True)  # each statement checks its own role
-def statements(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> tuple[int, dict]:
-    """The rest of a console script, from statement `start` (kind "query" when a query is
-    among them: refresh.queries bounds how many a user runs at a time)."""
-    done: list[dict[str, Any]] = []
-
-    def heard(result: console.StatementResult) -> None:
-        done.append(result.as_dict())
-        progress(job, {"results": done})
-
-    results = console.execute(
-        arguments["sql"],
-        namespace=arguments.get("namespace"),
-        actor=actor,
-        start=int(arguments.get("start", 0)),
-        progress=heard,
-        job=job,
-    )
-    return console.answer(results)
 
 
 @kind("create_materialized_table", done_page="refresh:mt-detail")

@@ -3,7 +3,7 @@ worker, and their kept results.
 
 A query (a SELECT, DESCRIBE, SHOW COLUMNS or EXPLAIN) needs a worker's Spark, so a web
 request meets it as NeedsWorker and makes it (with the rest of its script) a Spark job of
-kind "query" (refresh.operations); the Query row is written then, QUEUED. On the worker,
+kind "query" (refresh.console); the Query row is written then, QUEUED. On the worker,
 `run` parses, analyzes and checks it through the sandbox (refresh.spark.query), asks
 `catalog.roles.may_read` whether its user may read what the analyzed plan reads, fetches
 its first QUERY_RESULT_MAX_ROWS + 1 rows, keeps what fits both bounds

@@ -1,5 +1,6 @@
 """Celery tasks of materialized tables: thin, they take ids and plain values and call one
-function each (refresh.runner on the worker side, refresh.services for housekeeping)."""
+function each (refresh.runner on the worker side, refresh.services for housekeeping; a
+console job: catalog.jobs.run with refresh.console's operation, imported here)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from refresh import runs
+from refresh import console, runs
 
 
 @shared_task(name="refresh.run_refresh")
@@ -19,6 +20,15 @@ def run_refresh(run_id: int, hops: int = 0) -> str:
     from refresh import runner
 
     return runner.execute(run_id, hops=hops)
+
+
+@shared_task(name=console.TASK)
+def run_console_job(job_id: int, hops: int = 0) -> str:
+    """A console script's job (refresh.console.run sent it): claim it and run the rest of
+    the script with this worker's Spark (`hops`: how many busy workers handed it on)."""
+    from catalog import jobs
+
+    return jobs.run(job_id, hops=hops, operation=console.run_job, task=console.TASK)
 
 
 @shared_task(name="refresh.scheduled_refresh", bind=True)

@@ -13,7 +13,6 @@ into SQL builds a literal with sqlglot (`partition_predicate`).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -249,23 +248,6 @@ _UNCLOSED = {"'": "string literal", '"': "string literal", "`": "quoted name", "
 
 
 def _tokenize(text: str) -> list[Token]:
-    # A long script is read again rather than kept: eight of them would hold their tokens.
-    return list(_tokens(text)) if len(text) <= _REMEMBERED_CHARS else _read_tokens(text)
-
-
-_REMEMBERED_CHARS = 64 * 1024
-
-
-@functools.lru_cache(maxsize=8)
-def _tokens(text: str) -> tuple[Token, ...]:
-    """The tokens of `text`, remembered for the few texts read last: a console request reads
-    its script's tokens three or four times (which statement needs Spark, where each one
-    starts, its first keywords) before it parses, and tokenizing was a third of the CPU of a
-    request refused with 429. Nothing changes a token once read."""
-    return tuple(_read_tokens(text))
-
-
-def _read_tokens(text: str) -> list[Token]:
     tokenizer = _Tokenizer(dialect=_DIALECT)
     try:
         return tokenizer.tokenize(text)
@@ -302,21 +284,74 @@ def _spans(script: str, tokens: list[Token]) -> list[tuple[int, int, list[Token]
 def split_statements(script: str) -> list[ScriptStatement]:
     """The statements of a script, each with the line and column it starts at (a comment
     before a statement belongs to it)."""
-    statements = []
-    for start, end, _ in _spans(script, _tokenize(script)):
-        text = script[start:end]
-        first = start + len(text) - len(text.lstrip())
-        statements.append(ScriptStatement(text.strip(), *_position(script, first)))
-    return statements
+    return [ScriptStatement(part.text, *part.position()) for part in read_script(script)]
+
+
+@dataclass(frozen=True)
+class Located:
+    """One statement of a script as `read_script` found it: its place and its tokens, read
+    once, so that whoever asks about it (does it need Spark, where does it start, what does
+    it say: `parse`) reads no SQL again. A console request reads its script this way once
+    and parses each statement at most once (refresh.console)."""
+
+    #: Where its span starts in the script: just after the semicolon before it.
+    offset: int
+    #: The script up to the statement's end, what comes before `offset` blanked (lines
+    #: kept): a parse of it reports the script's own lines and columns.
+    padded: str
+    #: Its tokens, at their places in `padded` (and in the script), semicolons left out.
+    tokens: tuple[Token, ...] = field(repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        return self.padded[self.offset :].strip()
+
+    @property
+    def start(self) -> int:
+        """Where its text starts in the script (a comment before it is part of it)."""
+        rest = self.padded[self.offset :]
+        return self.offset + len(rest) - len(rest.lstrip())
+
+    def position(self) -> tuple[int, int]:
+        """The 1-based line and column it starts at in the script."""
+        return _position(self.padded, self.start)
+
+    @property
+    def query_kind(self) -> str | None:
+        """The kind of query it is, from its first keywords (None: not a query)."""
+        return _query_kind(list(self.tokens))
+
+    @property
+    def needs_spark(self) -> bool:
+        """Whether its work needs a worker's Spark (CREATE, ALTER ... AS, UPDATE, DELETE,
+        MERGE, a query), judged from its keywords alone (cheap: nothing is parsed)."""
+        first = set(_words(self.tokens[0])[:1])
+        if first in _SPARK_STATEMENTS or self.query_kind is not None:
+            return True
+        return first == {"ALTER"} and any(_words(token) == ["AS"] for token in self.tokens)
+
+    def leading_words(self, count: int) -> list[str]:
+        """Its first `count` keywords, upper-cased (see `leading_words`)."""
+        return _leading_words(self.tokens, count)
+
+    def parse(self, *, threshold: timedelta = DEFAULT_THRESHOLD) -> Statement:
+        """What it says (`parse_statement`), from the tokens already read."""
+        return _parse(self.padded, list(self.tokens), threshold)
+
+
+def read_script(script: str) -> list[Located]:
+    """The statements of a script, tokenized once (a SqlError at the place a token cannot
+    be read, such as an unclosed quote)."""
+    return [
+        Located(start, _blank(script[:start]) + script[start:end], tuple(tokens))
+        for start, end, tokens in _spans(script, _tokenize(script))
+    ]
 
 
 def located_statements(script: str) -> list[tuple[int, str]]:
     """(offset, text) of each statement of a script, the text padded so that a parse of
     it reports the script's own lines and columns (what comes before is blanked)."""
-    return [
-        (start, _blank(script[:start]) + script[start:end])
-        for start, end, _ in _spans(script, _tokenize(script))
-    ]
+    return [(part.offset, part.padded) for part in read_script(script)]
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
@@ -348,34 +383,6 @@ def _query_kind(tokens: list[Token]) -> str | None:
     return None
 
 
-def first_needing_spark(script: str) -> int | None:
-    """The index of the script's first statement that needs a worker's Spark (CREATE, ALTER
-    ... AS, UPDATE, DELETE, MERGE, a query), judged from its keywords alone (cheap: nothing
-    is parsed); None when none does. A script that does not tokenize gives None (its error
-    is reported when it runs)."""
-    try:
-        spans = _spans(script, _tokenize(script))
-    except SqlError:
-        return None
-    for index, (_, _, tokens) in enumerate(spans):
-        first = set(_words(tokens[0])[:1])
-        if first in _SPARK_STATEMENTS or _query_kind(tokens) is not None:
-            return index
-        if first == {"ALTER"} and any(_words(token) == ["AS"] for token in tokens):
-            return index
-    return None
-
-
-def query_indexes(script: str) -> list[int]:
-    """The indexes of the script's queries, from their keywords (cheap); [] when it does
-    not tokenize."""
-    try:
-        spans = _spans(script, _tokenize(script))
-    except SqlError:
-        return []
-    return [index for index, (_, _, tokens) in enumerate(spans) if _query_kind(tokens)]
-
-
 def leading_words(statement: str, count: int) -> list[str]:
     """The first `count` keywords of a statement, upper-cased (cheap: tokens only, nothing
     parsed); fewer when a name, a string or the end comes first; [] when it does not
@@ -384,6 +391,10 @@ def leading_words(statement: str, count: int) -> list[str]:
         tokens = _tokenize(statement)
     except SqlError:
         return []
+    return _leading_words(tokens, count)
+
+
+def _leading_words(tokens: Sequence[Token], count: int) -> list[str]:
     words: list[str] = []
     for token in tokens:
         read = _words(token)
@@ -646,7 +657,10 @@ def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> S
     """One statement (a trailing semicolon is fine). `threshold` is Flink's
     `materialized-table.refresh-mode.freshness-threshold`: a CREATE whose mode comes out
     FULL must have a freshness a cron can express, as Flink checks at CREATE."""
-    tokens = _tokenize(text)
+    return _parse(text, _tokenize(text), threshold)
+
+
+def _parse(text: str, tokens: list[Token], threshold: timedelta) -> Statement:
     end = _statement_end(text, tokens)
     tokens = [token for token in tokens if token.start < end]
     if tokens:  # a trailing comment is not part of a query someone may wrap in SQL
@@ -681,10 +695,7 @@ def parse_statement(text: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> S
 
 def parse_script(script: str, *, threshold: timedelta = DEFAULT_THRESHOLD) -> list[Statement]:
     """Every statement of a script, errors placed in the script's own lines and columns."""
-    return [
-        parse_statement(_blank(script[:start]) + script[start:end], threshold=threshold)
-        for start, end, _ in _spans(script, _tokenize(script))
-    ]
+    return [part.parse(threshold=threshold) for part in read_script(script)]
 
 
 def _statement_end(text: str, tokens: list[Token]) -> int:

@@ -29,6 +29,7 @@ from infra import broker
 from refresh import analysis, queries
 from refresh.models import Query
 from refresh.spark.query import Prepared
+from refresh.tasks import run_console_job
 
 pytestmark = pytest.mark.django_db
 
@@ -107,7 +108,7 @@ def test_a_viewers_select_is_a_job_whose_url_gives_its_rows_with_their_types(vie
     waiting = client.get(f"{job['url']}rows").json()
     assert (waiting["state"], waiting["complete"], waiting["rows"]) == ("QUEUED", False, [])
 
-    assert jobs.run(job["id"]) == "SUCCEEDED"
+    assert run_console_job(job["id"]) == "SUCCEEDED"
     assert spark.prepared == [("SELECT * FROM orders", "sales")]
     page = client.get(f"{job['url']}rows", {"offset": 1, "limit": 5}).json()
     assert page["rows"] == [[1, "row-1"], [2, "row-2"]]
@@ -143,7 +144,7 @@ def test_the_first_page_is_readable_while_the_rest_is_still_being_stored(
         return write_part(folder, index, table)
 
     monkeypatch.setattr(queries.results, "write_part", watched)
-    assert jobs.run(job["id"]) == "SUCCEEDED"
+    assert run_console_job(job["id"]) == "SUCCEEDED"
     [early] = seen
     assert (early["state"], early["complete"], len(early["rows"])) == ("RUNNING", False, 100)
     assert early["columns"][0] == {"name": "id", "type": "bigint"}
@@ -156,7 +157,7 @@ def test_a_result_past_its_rows_or_bytes_is_cut_and_says_so(viewer, alive, spark
     spark.table = rows(8)
     client = api_for(viewer)
     job = submitted(client)["job"]
-    jobs.run(job["id"])
+    run_console_job(job["id"])
     page = client.get(f"{job['url']}rows").json()
     assert (page["row_count"], len(page["rows"]), page["cut"]) == (5, 5, "rows")
     assert "Cut at 5 rows (QUERY_RESULT_MAX_ROWS)" in page["cut_message"]
@@ -164,7 +165,7 @@ def test_a_result_past_its_rows_or_bytes_is_cut_and_says_so(viewer, alive, spark
     settings.QUERY_RESULT_MAX_ROWS = 1000
     settings.QUERY_RESULT_MAX_BYTES = rows(8).slice(0, 3).nbytes
     job = submitted(client)["job"]
-    jobs.run(job["id"])
+    run_console_job(job["id"])
     page = client.get(f"{job['url']}rows").json()
     assert (page["row_count"], page["cut"], page["state"]) == (3, "bytes", "SUCCEEDED")
     assert "QUERY_RESULT_MAX_BYTES" in page["cut_message"]
@@ -177,7 +178,7 @@ def test_results_and_history_are_their_users_own_and_a_superusers(
 ):
     mine = api_for(viewer)
     job = submitted(mine)["job"]
-    jobs.run(job["id"])
+    run_console_job(job["id"])
     query = Query.objects.get()
     other = api_for(editor)
     for url in (
@@ -204,7 +205,7 @@ def test_a_kept_result_downloads_as_csv_and_as_parquet(viewer, alive, spark):
     spark.table = rows(150)
     client = api_for(viewer)
     job = submitted(client)["job"]
-    jobs.run(job["id"])
+    run_console_job(job["id"])
     query = Query.objects.get()
     csv = client.get(f"/api/queries/{query.pk}/result.csv")
     assert csv.status_code == 200 and csv["Content-Type"].startswith("text/csv")
@@ -268,7 +269,7 @@ def test_a_query_past_its_timeout_is_stopped_and_fails_with_a_400_that_says_so(
     job = submitted(client)["job"]
     cancels = cancellable(spark)
     started = time.monotonic()
-    assert jobs.run(job["id"]) == "FAILED", SparkJob.objects.get(pk=job["id"]).error
+    assert run_console_job(job["id"]) == "FAILED", SparkJob.objects.get(pk=job["id"]).error
     assert time.monotonic() - started < 10
     assert cancels and set(cancels) == {f"lakeview-job-{job['id']}"}
     finished = client.get(job["url"]).json()
@@ -288,7 +289,7 @@ def test_a_cancelled_query_stops_its_spark_job_group_and_says_cancelled(
 
     def work() -> None:
         try:
-            outcome.append(jobs.run(job["id"]))
+            outcome.append(run_console_job(job["id"]))
         finally:
             connection.close()  # the thread's own; the test database is dropped after
 
@@ -321,7 +322,7 @@ def test_a_query_spark_refuses_fails_at_its_line_and_column_with_nothing_stored(
     spark.refuse = SqlError("reflect() is not allowed", line=2, column=8)
     client = api_for(viewer)
     job = submitted(client, "SHOW MATERIALIZED TABLES;\nSELECT reflect('a', 'b')")["job"]
-    assert jobs.run(job["id"]) == "FAILED"
+    assert run_console_job(job["id"]) == "FAILED"
     finished = client.get(job["url"]).json()
     assert finished["status"] == 400
     assert (finished["error"]["line"], finished["error"]["column"]) == (2, 8)
@@ -345,7 +346,7 @@ def test_what_the_plan_reads_is_asked_of_the_one_read_decision_before_any_row(
     spark.reads = [("sales", "orders"), ("sales", "secret")]
     client = api_for(viewer)
     job = submitted(client)["job"]
-    assert jobs.run(job["id"]) == "FAILED"
+    assert run_console_job(job["id"]) == "FAILED"
     assert asked == [[("sales", "orders"), ("sales", "secret")]]
     assert not spark.fetch_started.is_set()
     finished = client.get(job["url"]).json()
@@ -373,13 +374,13 @@ def test_a_non_superusers_select_of_a_table_they_may_not_see_fails_as_a_missing_
     spark.places = {("hidden", "secret"): (1, 15, "`hidden`.`secret`")}
 
     unseen = submitted(client, sql)["job"]
-    assert jobs.run(unseen["id"]) == "FAILED"
+    assert run_console_job(unseen["id"]) == "FAILED"
     refused = client.get(unseen["url"]).json()
 
     # The same statement, the table not there: Spark's own error, as its analysis raises it.
     spark.refuse = not_found(Prepared("SELECT", [], [], places=spark.places), ("hidden", "secret"))
     missing = submitted(client, sql)["job"]
-    assert jobs.run(missing["id"]) == "FAILED"
+    assert run_console_job(missing["id"]) == "FAILED"
     absent = client.get(missing["url"]).json()
 
     assert not spark.fetch_started.is_set()
@@ -399,7 +400,7 @@ def test_a_mixed_script_runs_in_order_with_the_query_in_its_place(editor, alive,
     shown, pending = body["results"]
     assert shown["ok"] and pending["line"] == 2 and pending["query"]["state"] == "QUEUED"
     assert SparkJob.objects.get().arguments["start"] == 1
-    assert jobs.run(body["job"]["id"]) == "SUCCEEDED"
+    assert run_console_job(body["job"]["id"]) == "SUCCEEDED"
     selected, listed = client.get(body["job"]["url"]).json()["result"]["results"]
     assert selected["query"]["row_count"] == 3 and selected["line"] == 2
     assert listed["kind"] == "ShowMaterializedTables"
@@ -408,7 +409,7 @@ def test_a_mixed_script_runs_in_order_with_the_query_in_its_place(editor, alive,
 def test_a_query_is_run_again_from_its_history(viewer, alive, spark):
     client = api_for(viewer)
     job = submitted(client)["job"]
-    jobs.run(job["id"])
+    run_console_job(job["id"])
     first = Query.objects.get()
     again = client.post(f"/api/queries/{first.pk}/run")
     assert again.status_code == 202
@@ -437,7 +438,7 @@ def test_results_are_pruned_after_their_hours_and_beyond_a_users_newest(
     settings.QUERIES_PER_USER = 10
     client = api_for(viewer)
     for _ in range(3):
-        jobs.run(submitted(client)["job"]["id"])
+        run_console_job(submitted(client)["job"]["id"])
     settings.QUERY_RESULTS_PER_USER = 2
     oldest, middle, newest = Query.objects.order_by("id")
     orphan = query_results / ("ab" * 16)
@@ -495,7 +496,7 @@ def test_the_console_shows_a_querys_grid_then_its_history_and_runs_it_again(
     assert f'data-rows-url="/api/queries/{query.pk}/rows"' in html
     assert f'data-cancel-url="/api/jobs/{query.job_id}/cancel"' in html
     assert "js/query_results.js" in html and "js/jobs.js" in html
-    jobs.run(query.job_id)
+    run_console_job(query.job_id)
 
     console = client.get("/console/").content.decode()
     assert f'id="history-{query.pk}"' in console and "SELECT * FROM orders" in console
@@ -557,7 +558,7 @@ def test_a_plain_read_of_one_table_is_answered_without_spark(
     monkeypatch.setattr("refresh.analysis.prepare_query", no_spark)
     client = api_for(viewer)
     job = submitted(client, "SELECT id, price FROM items WHERE price >= 1.0 AND name IS NOT NULL")
-    outcome = jobs.run(job["job"]["id"])
+    outcome = run_console_job(job["job"]["id"])
     assert outcome == "SUCCEEDED", SparkJob.objects.get(pk=job["job"]["id"]).error
     page = client.get(f"{job['job']['url']}rows").json()
     assert page["columns"] == [
@@ -566,7 +567,7 @@ def test_a_plain_read_of_one_table_is_answered_without_spark(
     ]
     assert sorted(page["rows"]) == [[4, "1.00"], [5, "1.25"], [6, "1.50"], [7, "1.75"]]
     limited = submitted(client, "SELECT * FROM sales.items LIMIT 3")
-    jobs.run(limited["job"]["id"])
+    run_console_job(limited["job"]["id"])
     page = client.get(f"{limited['job']['url']}rows").json()
     assert (len(page["rows"]), page["cut"]) == (3, None)
 
@@ -581,21 +582,21 @@ def test_what_the_in_process_reader_cannot_answer_exactly_goes_to_spark(
         "SELECT * FROM nosuch",  # Spark names what is missing
     ):
         spark.prepared.clear()
-        jobs.run(submitted(client, sql)["job"]["id"])
+        run_console_job(submitted(client, sql)["job"]["id"])
         assert spark.prepared == [(sql, "sales")], sql
     # A filter over more data than one thread should scan: Spark reads it in parallel.
     monkeypatch.setattr("refresh.queries.PLAIN_READ_MAX_BYTES", 100)
     spark.prepared.clear()
-    jobs.run(submitted(client, "SELECT * FROM items WHERE id = 1")["job"]["id"])
+    run_console_job(submitted(client, "SELECT * FROM items WHERE id = 1")["job"]["id"])
     assert spark.prepared == [("SELECT * FROM items WHERE id = 1", "sales")]
     # More matching rows than one in-process read gives (without a LIMIT): Spark reads them.
     monkeypatch.setattr("catalog.core.preview.MAX_LIMIT", 5)
     spark.prepared.clear()
-    jobs.run(submitted(client, "SELECT * FROM items")["job"]["id"])
+    run_console_job(submitted(client, "SELECT * FROM items")["job"]["id"])
     assert spark.prepared == [("SELECT * FROM items", "sales")]
     settings.QUERY_PLAIN_READS = False
     spark.prepared.clear()
-    jobs.run(submitted(client, "SELECT * FROM items LIMIT 1")["job"]["id"])
+    run_console_job(submitted(client, "SELECT * FROM items LIMIT 1")["job"]["id"])
     assert spark.prepared == [("SELECT * FROM items LIMIT 1", "sales")]
 
 
@@ -619,7 +620,7 @@ def test_rows_asked_with_wait_come_as_soon_as_the_worker_stores_them(
 
     def work() -> None:
         try:
-            jobs.run(job["id"])
+            run_console_job(job["id"])
         finally:
             connection.close()
 

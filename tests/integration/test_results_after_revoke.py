@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from catalog import jobs, services
+from catalog import services
 from catalog.core.access import READ_DATA, READ_METADATA
 from catalog.models import SparkJob
 from refresh.models import Query
+from refresh.tasks import run_console_job
 from tests.integration.grant_fixtures import admin, alice, api_as, bob, give, take  # noqa: F401
 from tests.integration.test_owner_rights import ORDERS
 from tests.integration.test_queries import alive, items, spark  # noqa: F401 - fixtures
@@ -49,7 +50,7 @@ def kept(sales, alice, alive, spark):
         format="json",
     )
     assert response.status_code == 202, response.content
-    assert jobs.run(response.json()["job"]["id"]) == "SUCCEEDED"
+    assert run_console_job(response.json()["job"]["id"]) == "SUCCEEDED"
     query = Query.objects.get()
     assert query.reads == [["sales", "orders"], ["sales", "customers"]]
     return client, query
@@ -95,7 +96,7 @@ def test_the_refusal_is_the_one_a_query_of_that_table_gets(
     fresh = client.post(
         "/api/statements/", {"sql": "SELECT * FROM customers", "namespace": "sales"}, format="json"
     ).json()
-    assert jobs.run(fresh["job"]["id"]) == "FAILED"
+    assert run_console_job(fresh["job"]["id"]) == "FAILED"
     answer = client.get(fresh["job"]["url"]).json()
     assert (answer["status"], answer["error"]["message"]) == (403, REFUSED)
 
@@ -162,7 +163,7 @@ def test_a_plain_read_answered_without_spark_keeps_the_table_it_read(
     body = client.post(
         "/api/statements/", {"sql": "SELECT id FROM items", "namespace": "sales"}, format="json"
     ).json()
-    assert jobs.run(body["job"]["id"]) == "SUCCEEDED"
+    assert run_console_job(body["job"]["id"]) == "SUCCEEDED"
     query = Query.objects.get()
     assert query.reads == [["sales", "items"]]
     assert client.get(readers(query)["rows"]).json()["row_count"] == 8

@@ -73,6 +73,28 @@ def test_a_spark_job_reaching_a_busy_worker_goes_back_to_the_queue_unclaimed(sen
     assert (job.state, job.worker) == (SparkJob.State.QUEUED, "")
 
 
+def test_a_console_query_is_sent_to_the_consoles_task_and_handed_on_as_it(sent, viewer):
+    """The console's jobs run through refresh's own task, which imports the console's
+    operation (refresh.tasks.run_console_job): a busy worker hands one on to that task."""
+    from rest_framework.test import APIClient
+
+    from refresh.tasks import run_console_job
+
+    workers.beat()
+    workers.beat(OTHER)
+    client = APIClient()
+    client.force_authenticate(viewer)
+    response = client.post("/api/statements/", {"sql": "SELECT 1"}, format="json")
+    assert response.status_code == 202, response.content
+    job_id = response.json()["job"]["id"]
+    with workers.occupied():
+        assert run_console_job(job_id) == "handed to an idle worker"
+    assert sent == [
+        ("refresh.run_console_job", [job_id], {}),
+        ("refresh.run_console_job", [job_id], {"hops": 1}),
+    ]
+
+
 def test_a_refresh_reaching_a_busy_worker_goes_back_to_the_queue_unless_already_taken(sent):
     workers.beat()
     workers.beat(OTHER)

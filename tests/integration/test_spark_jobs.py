@@ -16,8 +16,9 @@ from rest_framework.test import APIClient
 
 from catalog import jobs, services, workers
 from catalog.models import SparkJob
-from refresh import runner
+from refresh import console, runner
 from refresh.models import RefreshRun
+from refresh.tasks import run_console_job
 
 pytestmark = pytest.mark.django_db
 
@@ -207,7 +208,7 @@ def test_a_console_script_runs_until_a_statement_needs_spark_then_hands_the_rest
     monkeypatch.setattr("refresh.analysis.query_schema", lambda query, *, namespace: SCHEMA)
     monkeypatch.setattr("refresh.runs.dispatch", lambda run, **kw: None)
     monkeypatch.setattr("runtime.engine.job_group", lambda group, description: nullcontext())
-    assert jobs.run(job.pk) == "SUCCEEDED"
+    assert run_console_job(job.pk) == "SUCCEEDED"
     job.refresh_from_db()
     created, listed = job.result["results"]
     assert created["ok"] and created["table"] == "sales.daily" and created["line"] == 2
@@ -226,10 +227,11 @@ def test_a_failed_statement_fails_the_job_with_its_position(sales, editor, alive
         {"sql": CREATE, "namespace": "sales", "start": 0},
         actor=editor,
         summary="a script",
+        task=console.TASK,
     )
     monkeypatch.setattr("refresh.analysis.query_schema", refused)
     monkeypatch.setattr("runtime.engine.job_group", lambda group, description: nullcontext())
-    assert jobs.run(job.pk) == "FAILED"
+    assert run_console_job(job.pk) == "FAILED"
     job.refresh_from_db()
     assert job.status == 400 and "no such column x" in job.error["message"]
     assert job.error["line"] == 1
