@@ -22,7 +22,7 @@ on its pointer query (`may_read_condition`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -133,36 +133,26 @@ class Principal:
 
     def holds_anything(self) -> bool:
         """Whether the principal holds any privilege anywhere (owning counts)."""
-        if not self.active:
-            return False
-        if self.superuser and not self.narrowed_superuser():
-            return True
-        mine, narrowing = self.held()
-        if self.superuser:
-            return narrowing is None or not narrowing.is_empty()
-        return not mine.is_empty() and (narrowing is None or not narrowing.is_empty())
+        return self._answers(lambda held: not held.is_empty())
 
     def holds_any(self, privileges: tuple[str, ...]) -> bool:
         """Whether the principal holds one of `privileges` anywhere (owning counts)."""
-        if not self.active:
-            return False
-        if self.superuser and not self.narrowed_superuser():
-            return True
-        mine, narrowing = self.held()
-        return (self.superuser or mine.holds_any(privileges)) and (
-            narrowing is None or narrowing.holds_any(privileges)
-        )
+        return self._answers(lambda held: held.holds_any(privileges))
 
     def sees_namespace(self, name: str) -> bool:
         """A namespace is visible to whoever holds anything on it, above it or under it."""
+        return self._answers(lambda held: held.sees_namespace(name))
+
+    def _answers(self, question: Callable[[Held], bool]) -> bool:
+        """`question` asked of what the principal holds (a superuser holds everything) and
+        of what its credential narrows it to, when it is narrowed: yes only if both say
+        yes. An inactive principal holds nothing."""
         if not self.active:
             return False
         if self.superuser and not self.narrowed_superuser():
             return True
         mine, narrowing = self.held()
-        if self.superuser:
-            return narrowing is None or narrowing.sees_namespace(name)
-        return mine.sees_namespace(name) and (narrowing is None or narrowing.sees_namespace(name))
+        return (self.superuser or question(mine)) and (narrowing is None or question(narrowing))
 
 
 def _privileges(held: Held, securable: Securable) -> frozenset[str]:

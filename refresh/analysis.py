@@ -189,18 +189,18 @@ def preview_with_spark(
     from refresh.spark import preview
     from runtime import engine
 
-    return preview.answer(
+    frame = preview.read(
         # A session of its own (not the worker's root one): a view an engine made may name
         # the catalog by the engine's own name, which only run sessions register.
         engine.run_session(namespace=[]),
-        catalog=settings.CATALOG_NAME,
-        identifier=identifier,
+        identifier=[settings.CATALOG_NAME, *identifier],
         snapshot_id=snapshot_id,
         timestamp_ms=timestamp_ms,
         columns=columns,
         row_filter=row_filter,
         limit=limit,
     )
+    return preview.answer(frame, limit=limit)
 
 
 def prepare_query(sql: str, *, namespace: str | None) -> Any:

@@ -10,20 +10,31 @@ from contextlib import contextmanager
 
 @contextmanager
 def parses() -> Iterator[Counter]:
-    """Every SQL text sqlglot's parser reads inside the block (any entry: sqlglot.parse,
-    parse_one, a dialect's parse), counted by text."""
+    """Every SQL text sqlglot's parser reads inside the block, counted by text.
+
+    sqlglot's parser has two entries: `Parser.parse` (sqlglot.parse, parse_one, a dialect's
+    parse) and `Parser.parse_into` (parse_one(..., into=...), exp.DataType.build and the other
+    builders that name the expression they want). Both are counted; a text read through either
+    counts once per call."""
     from sqlglot.parser import Parser
 
     seen: Counter = Counter()
-    original = Parser.parse
+    parse, parse_into = Parser.parse, Parser.parse_into
 
     def counted(self, raw_tokens, sql=None):  # type: ignore[no-untyped-def]
         if sql:
             seen[sql] += 1
-        return original(self, raw_tokens, sql)
+        return parse(self, raw_tokens, sql)
+
+    def counted_into(self, expression_types, raw_tokens, sql=None):  # type: ignore[no-untyped-def]
+        if sql:
+            seen[sql] += 1
+        return parse_into(self, expression_types, raw_tokens, sql)
 
     Parser.parse = counted  # type: ignore[method-assign]
+    Parser.parse_into = counted_into  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        Parser.parse = original  # type: ignore[method-assign]
+        Parser.parse = parse  # type: ignore[method-assign]
+        Parser.parse_into = parse_into  # type: ignore[method-assign]

@@ -291,18 +291,20 @@ class LogEntrySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ViewSummarySerializer(serializers.ModelSerializer):
+# What a list says of each view or table first: where it is and which metadata is its. (A
+# comment, not a docstring: drf-spectacular would describe every subclass with it.)
+class ObjectSummarySerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(source="namespace.name")
     uuid = serializers.UUIDField()
 
+    FIELDS = ["namespace", "name", "uuid", "location", "metadata_location"]
+
+
+class ViewSummarySerializer(ObjectSummarySerializer):
     class Meta:
         model = View
         fields = [
-            "namespace",
-            "name",
-            "uuid",
-            "location",
-            "metadata_location",
+            *ObjectSummarySerializer.FIELDS,
             "current_version_id",
             "comment",
             "updated_at",
@@ -423,9 +425,7 @@ class RestoreSerializer(serializers.Serializer):
 # -- tables -------------------------------------------------------------------------------
 
 
-class TableSummarySerializer(serializers.ModelSerializer):
-    namespace = serializers.CharField(source="namespace.name")
-    uuid = serializers.UUIDField()
+class TableSummarySerializer(ObjectSummarySerializer):
     materialized = serializers.SerializerMethodField(
         help_text="Whether this table holds a materialized table's data."
     )
@@ -433,11 +433,7 @@ class TableSummarySerializer(serializers.ModelSerializer):
     class Meta:
         model = Table
         fields = [
-            "namespace",
-            "name",
-            "uuid",
-            "location",
-            "metadata_location",
+            *ObjectSummarySerializer.FIELDS,
             "format_version",
             "current_snapshot_id",
             "materialized",
@@ -451,13 +447,9 @@ class TableSummarySerializer(serializers.ModelSerializer):
         return hasattr(table, "materialized")
 
 
-class TableSchemaFieldSerializer(serializers.ModelSerializer):
-    id = serializers.IntegerField(source="field_id")
-
-    class Meta:
+class TableSchemaFieldSerializer(SchemaFieldSerializer):
+    class Meta(SchemaFieldSerializer.Meta):
         model = TableSchemaField
-        fields = ["id", "name", "type", "required", "doc"]
-        read_only_fields = fields
 
 
 class SnapshotSerializer(serializers.ModelSerializer):

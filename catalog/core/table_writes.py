@@ -169,18 +169,10 @@ class CommitCatalog(Catalog):
         )
         return CreateTableTransaction(staged)
 
-    def create_table(
-        self,
-        identifier: str | Identifier,
-        schema: Schema | pa.Schema,
-        location: str | None = None,
-        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
-        sort_order: SortOrder = UNSORTED_SORT_ORDER,
-        properties: Properties = EMPTY_DICT,
-    ) -> Table:
-        return self.create_table_transaction(
-            identifier, schema, location, partition_spec, sort_order, properties
-        ).commit_transaction()
+    def create_table(self, *args: Any, **kwargs: Any) -> Table:
+        """The table `create_table_transaction` (the same arguments) makes, committed at
+        once, with no rows."""
+        return self.create_table_transaction(*args, **kwargs).commit_transaction()
 
     def commit_table(
         self,

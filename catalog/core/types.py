@@ -60,8 +60,9 @@ _FROM_ICEBERG: dict[str, str] = {
     "uuid": "UUID",
     "binary": "BINARY",
 }
-_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
-_FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
+#: Iceberg's parameterized primitives as type texts: decimal(P, S) and fixed[L].
+DECIMAL_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+FIXED_TYPE = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
 
 
 #: Iceberg's (and Spark's) largest decimal precision.
@@ -111,8 +112,8 @@ def sqlglot_type_from_iceberg(iceberg_type: str) -> str:
     text = iceberg_type.strip().lower()
     if text in _FROM_ICEBERG:
         return _FROM_ICEBERG[text]
-    if match := _DECIMAL.match(text):
+    if match := DECIMAL_TYPE.match(text):
         return f"DECIMAL({match.group(1)}, {match.group(2)})"
-    if _FIXED.match(text):
+    if FIXED_TYPE.match(text):
         return "BINARY"
     return "UNKNOWN"

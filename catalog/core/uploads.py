@@ -15,7 +15,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -306,15 +306,7 @@ class Rows:
     # CSV
 
     def _csv(self) -> Iterator[pa.RecordBatch]:
-        reader = _open_csv(self.upload, self._csv_types)
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                return
-            except pa.ArrowInvalid as error:
-                raise self._csv_error(str(error)) from None
-            yield _cast(batch.select(self.schema.names), self.schema, self.count)
+        return self._streamed(_open_csv(self.upload, self._csv_types), self._csv_error)
 
     def _csv_error(self, message: str) -> BadFile:
         ragged = re.search(r"Row #(\d+): Expected (\d+) columns, got (\d+)", message)
@@ -343,14 +335,21 @@ class Rows:
     # JSON lines
 
     def _json(self) -> Iterator[pa.RecordBatch]:
-        reader = _open_json(self.upload, self.schema)
+        return self._streamed(
+            _open_json(self.upload, self.schema),
+            lambda message: _json_error(self.upload, self.schema, message, self.count),
+        )
+
+    def _streamed(self, reader: Any, error: Callable[[str], BadFile]) -> Iterator[pa.RecordBatch]:
+        """The batches of a CSV or JSON reader (Arrow's streaming readers), with the
+        table's columns in its order; Arrow's refusal becomes `error(message)`."""
         while True:
             try:
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            except pa.ArrowInvalid as error:
-                raise _json_error(self.upload, self.schema, str(error), self.count) from None
+            except pa.ArrowInvalid as failure:
+                raise error(str(failure)) from None
             yield _cast(batch.select(self.schema.names), self.schema, self.count)
 
 

@@ -17,7 +17,8 @@ or fails cleanly; no reader ever sees half of either)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +101,8 @@ def run(
     actions = _actions(spark)
     outcome = Outcome()
     if action is Action.EXPIRE_SNAPSHOTS:
-        _expire(spark, actions, table, table_location, policy, now_ms, outcome)
+        with _deleting_here(spark, table_location, outcome) as collector:
+            _expire(actions, table, policy, now_ms, delete_with=collector, outcome=outcome)
     elif action is Action.REWRITE_DATA_FILES:
         result = (
             actions.rewriteDataFiles(table)
@@ -127,30 +129,34 @@ def run(
         outcome.rewritten_files = sum(1 for _ in result.rewrittenManifests())
         outcome.added_files = sum(1 for _ in result.addedManifests())
     elif action is Action.REMOVE_ORPHAN_FILES:
-        _remove_orphans(spark, actions, table, table_location, policy, now_ms, outcome)
+        with _deleting_here(spark, table_location, outcome) as collector:
+            _remove_orphans(actions, table, policy, now_ms, delete_with=collector, outcome=outcome)
     else:  # pragma: no cover - the enum is closed
         raise ValueError(action)
     return outcome
 
 
+@contextmanager
+def _deleting_here(spark: SparkSession, table_location: str, outcome: Outcome) -> Iterator[Any]:
+    """A delete function for an Iceberg action that deletes nothing and collects the paths
+    (lakeview.actions.CollectPaths); once the action is done they are deleted here, those
+    strictly inside the table's location only (`_delete`)."""
+    collector = spark._jvm.lakeview.actions.CollectPaths()  # type: ignore[attr-defined]
+    yield collector
+    _delete(list(collector.drain()), table_location, outcome)
+
+
 def _expire(
-    spark: SparkSession,
-    actions: Any,
-    table: Any,
-    table_location: str,
-    policy: Policy,
-    now_ms: int,
-    outcome: Outcome,
+    actions: Any, table: Any, policy: Policy, now_ms: int, *, delete_with: Any, outcome: Outcome
 ) -> None:
     """Expire snapshots older than the retention, keeping at least min-snapshots-to-keep
     and every snapshot a branch or tag still needs (Iceberg's own rules, per ref)."""
-    collector = spark._jvm.lakeview.actions.CollectPaths()  # type: ignore[attr-defined]
     before = _snapshot_ids(table)
     result = (
         actions.expireSnapshots(table)
         .expireOlderThan(now_ms - policy.max_snapshot_age_ms)
         .retainLast(policy.min_snapshots_to_keep)
-        .deleteWith(collector)
+        .deleteWith(delete_with)
         .execute()
     )
     outcome.snapshots_expired = len(before - _snapshot_ids(table))
@@ -161,28 +167,19 @@ def _expire(
         "manifests": int(result.deletedManifestsCount()),
         "manifest_lists": int(result.deletedManifestListsCount()),
     }
-    _delete(list(collector.drain()), table_location, outcome)
 
 
 def _remove_orphans(
-    spark: SparkSession,
-    actions: Any,
-    table: Any,
-    table_location: str,
-    policy: Policy,
-    now_ms: int,
-    outcome: Outcome,
+    actions: Any, table: Any, policy: Policy, now_ms: int, *, delete_with: Any, outcome: Outcome
 ) -> None:
     """Files under the table's location that no metadata names and older than the policy's
     orphan age (a commit in flight writes younger files), listed by Iceberg's action over
     the table's own location only."""
-    collector = spark._jvm.lakeview.actions.CollectPaths()  # type: ignore[attr-defined]
     result = (
         actions.deleteOrphanFiles(table)
         .location(table.location())
         .olderThan(now_ms - policy.orphan_age_ms)
-        .deleteWith(collector)
+        .deleteWith(delete_with)
         .execute()
     )
     outcome.orphans_found = sum(1 for _ in result.orphanFileLocations())
-    _delete(list(collector.drain()), table_location, outcome)

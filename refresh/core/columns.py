@@ -11,7 +11,6 @@ declares exactly the table's schema. The refusals are Flink's words
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,7 +21,13 @@ from sqlglot.errors import SqlglotError, TokenError
 from sqlglot.tokens import TokenType
 
 from catalog.core.errors import InvalidInput
-from catalog.core.types import TO_ICEBERG, decimal_parameters
+from catalog.core.types import (
+    DECIMAL_TYPE,
+    FIXED_TYPE,
+    TO_ICEBERG,
+    decimal_parameters,
+    sqlglot_type_from_iceberg,
+)
 
 _T = exp.DataType.Type
 
@@ -37,22 +42,26 @@ _PRIMITIVES: dict[exp.DataType.Type, str] = {
     _T.TIMESTAMP: "timestamptz",
 }
 
-#: Iceberg primitives -> Spark SQL, as SHOW CREATE writes them.
+#: The Iceberg primitives Spark 3.5 has a type for (it has no TIME nor nanosecond timestamps).
+_SPARK_PRIMITIVES = (
+    "boolean",
+    "int",
+    "long",
+    "float",
+    "double",
+    "date",
+    "timestamptz",
+    "timestamp",
+    "string",
+    "uuid",
+    "binary",
+)
+#: Iceberg primitives -> Spark SQL, as SHOW CREATE writes them: Spark's text for the type
+#: the catalog reads each as (catalog.core.types), so that the two agree by construction.
 _RENDERED: dict[str, str] = {
-    "boolean": "BOOLEAN",
-    "int": "INT",
-    "long": "BIGINT",
-    "float": "FLOAT",
-    "double": "DOUBLE",
-    "date": "DATE",
-    "timestamptz": "TIMESTAMP",
-    "timestamp": "TIMESTAMP_NTZ",
-    "string": "STRING",
-    "uuid": "STRING",
-    "binary": "BINARY",
+    name: exp.DataType.build(sqlglot_type_from_iceberg(name)).sql(dialect="spark")
+    for name in _SPARK_PRIMITIVES
 }
-_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
-_FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
 
 
 @dataclass(frozen=True)
@@ -162,10 +171,10 @@ def canonical(iceberg_type: object) -> object:
     type is compared with."""
     if isinstance(iceberg_type, str):
         text = iceberg_type.strip().lower()
-        match = _DECIMAL.match(text)
+        match = DECIMAL_TYPE.match(text)
         if match:
             return f"decimal({int(match[1])}, {int(match[2])})"
-        return "binary" if _FIXED.match(text) else text
+        return "binary" if FIXED_TYPE.match(text) else text
     if not isinstance(iceberg_type, Mapping):
         return iceberg_type
     kind = iceberg_type.get("type")
@@ -184,10 +193,10 @@ def render_type(iceberg_type: object) -> str:
     canonical type."""
     if isinstance(iceberg_type, str):
         text = iceberg_type.strip().lower()
-        match = _DECIMAL.match(text)
+        match = DECIMAL_TYPE.match(text)
         if match:
             return f"DECIMAL({int(match[1])}, {int(match[2])})"
-        if _FIXED.match(text):
+        if FIXED_TYPE.match(text):
             return "BINARY"
         if text not in _RENDERED:
             raise InvalidInput(f"Iceberg type {iceberg_type!r} has no Spark SQL type")

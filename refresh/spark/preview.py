@@ -131,32 +131,13 @@ def arrow_rows(frame: DataFrame) -> Any:
     return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
 
 
-def answer(
-    spark: SparkSession,
-    *,
-    catalog: str,
-    identifier: Sequence[str],
-    snapshot_id: int | None = None,
-    timestamp_ms: int | None = None,
-    columns: Sequence[str] | None = None,
-    row_filter: str | None = None,
-    limit: int = 100,
-) -> dict:
-    """The preview as a value a Celery result carries: {"columns": [[name, Iceberg type]],
-    "rows": [[JSON-safe values]]}, the values converted as pyiceberg's reads are
-    (`catalog.core.preview.json_value`)."""
+def answer(frame: DataFrame, *, limit: int) -> dict:
+    """The preview `read` gives as a value a Celery result carries: {"columns": [[name,
+    Iceberg type]], "rows": [[JSON-safe values]]}, at most `limit` rows, the values
+    converted as pyiceberg's reads are (`catalog.core.preview.json_value`)."""
     from catalog.core.preview import json_value, typed_rows
     from refresh.spark.schema import iceberg_schema, simple_type
 
-    frame = read(
-        spark,
-        identifier=[catalog, *identifier],
-        snapshot_id=snapshot_id,
-        timestamp_ms=timestamp_ms,
-        columns=columns,
-        row_filter=row_filter,
-        limit=limit,
-    )
     table = arrow_rows(frame)
     fields = iceberg_schema(frame.schema.json())["fields"]
     return {

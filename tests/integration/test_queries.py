@@ -30,6 +30,7 @@ from refresh import analysis, queries
 from refresh.models import Query
 from refresh.spark.query import Prepared
 from refresh.tasks import run_console_job
+from tests.waiting import PATIENCE, eventually
 
 pytestmark = pytest.mark.django_db
 
@@ -600,6 +601,14 @@ def test_what_the_in_process_reader_cannot_answer_exactly_goes_to_spark(
     assert spark.prepared == [("SELECT * FROM items LIMIT 1", "sales")]
 
 
+def waiting_requests(user) -> int:
+    """How many of `user`'s requests are waiting for a job's news (catalog.jobs counts them
+    in Redis to bound them)."""
+    from django.conf import settings
+
+    return int(broker.redis_client().get(f"{settings.WORKERS_KEY}:waiting:{user.pk}") or 0)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_rows_asked_with_wait_come_as_soon_as_the_worker_stores_them(
     viewer, alive, spark, monkeypatch
@@ -610,11 +619,14 @@ def test_rows_asked_with_wait_come_as_soon_as_the_worker_stores_them(
     fetch = analysis.fetch_query
 
     def slow_fetch(prepared, *, max_rows):
-        assert release.wait(20)
+        assert release.wait(PATIENCE)
         return fetch(prepared, max_rows=max_rows)
 
     monkeypatch.setattr("refresh.analysis.fetch_query", slow_fetch)
-    monkeypatch.setattr(jobs, "LOOK_AGAIN_SECONDS", 30)  # only the worker's news wakes it
+    # A wait long enough that answering at its end cannot pass for answering on the news,
+    # and no look without news: only the worker's news wakes the waiter.
+    monkeypatch.setattr(jobs, "MAX_WAIT_SECONDS", PATIENCE)
+    monkeypatch.setattr(jobs, "LOOK_AGAIN_SECONDS", PATIENCE)
     nothing_yet = client.get(f"{job['url']}rows", {"wait": "0.3"}).json()
     assert (nothing_yet["rows"], nothing_yet["complete"]) == ([], False)
 
@@ -630,7 +642,7 @@ def test_rows_asked_with_wait_come_as_soon_as_the_worker_stores_them(
         try:
             waiter = api_for(viewer)
             started = time.monotonic()
-            page = waiter.get(f"{job['url']}rows", {"wait": "5"}).json()
+            page = waiter.get(f"{job['url']}rows", {"wait": f"{PATIENCE:g}"}).json()
             answers.append((time.monotonic() - started, page))
         finally:
             connection.close()
@@ -638,14 +650,14 @@ def test_rows_asked_with_wait_come_as_soon_as_the_worker_stores_them(
     threads = [threading.Thread(target=work), threading.Thread(target=wait)]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)  # the waiter is waiting: no rows yet
-    assert answers == []
+    eventually(lambda: waiting_requests(viewer) == 1, what="the request to wait for news")
+    assert answers == []  # waiting: the worker holds the rows back
     release.set()
     for thread in threads:
-        thread.join(20)
+        thread.join(PATIENCE + 30)
     [(seconds, page)] = answers
     assert page["rows"] == [[0, "row-0"], [1, "row-1"], [2, "row-2"]]
-    assert seconds < 4, "answered at the wait's end, not when the rows came"
+    assert seconds < PATIENCE, "answered at the wait's end, not when the rows came"
 
 
 @pytest.mark.parametrize("wait", ["-1", "6", "nan", "soon"])
@@ -658,33 +670,41 @@ def test_a_wait_out_of_bounds_is_a_400_naming_it(viewer, alive, spark, wait):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_user_waits_in_at_most_queries_per_user_plus_one_requests_the_next_answers_at_once(
-    viewer, alive, spark, settings
+    viewer, alive, spark, settings, monkeypatch
 ):
     settings.QUERIES_PER_USER = 1
+    # Without news a waiter waits the whole (long) wait: one that answered early was not
+    # made to wait, and the two holding their places answer only on the job's news.
+    monkeypatch.setattr(jobs, "MAX_WAIT_SECONDS", PATIENCE)
+    monkeypatch.setattr(jobs, "LOOK_AGAIN_SECONDS", PATIENCE)
     job = submitted(api_for(viewer))["job"]  # no worker runs it: it stays QUEUED
-    answers: list[float] = []
+    answers: list[dict] = []
 
-    def wait(seconds: str) -> None:
+    def wait(seconds: str, job: dict = job) -> None:
         try:
-            started = time.monotonic()
             response = api_for(viewer).get(f"{job['url']}rows", {"wait": seconds})
             assert response.status_code == 200, response.content
-            assert response.json()["state"] == "QUEUED"
-            answers.append(time.monotonic() - started)
+            answers.append(response.json())
         finally:
             connection.close()
 
-    holding = [threading.Thread(target=wait, args=("5",)) for _ in range(2)]
+    holding = [threading.Thread(target=wait, args=(f"{PATIENCE:g}",)) for _ in range(2)]
     for thread in holding:
         thread.start()
-    waiting = f"{settings.WORKERS_KEY}:waiting:{viewer.pk}"
-    deadline = time.monotonic() + 10
-    while int(broker.redis_client().get(waiting) or 0) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)  # until both hold a web thread each, waiting for news
-    wait("5")
-    assert answers[0] < 2.5, "a third waiting request of the same user answers at once"
+    eventually(lambda: waiting_requests(viewer) == 2, what="two requests to wait for news")
+    wait(f"{PATIENCE:g}")
+    assert [page["state"] for page in answers] == ["QUEUED"], "the third answers at once"
+    assert all(thread.is_alive() for thread in holding), "while the first two still wait"
+
+    run_console_job(job["id"])  # its rows: news that wakes the two
     for thread in holding:
-        thread.join(15)
-    assert len(answers) == 3 and min(answers[1:]) > 4, "the first two waited for news"
-    wait("0.5")
-    assert answers[-1] >= 0.5, "their places are given back once they answered"
+        thread.join(PATIENCE + 30)
+    assert len(answers) == 3 and all(page["rows"] for page in answers[1:]), (
+        "the first two waited for the news"
+    )
+    assert waiting_requests(viewer) == 0, "their places are given back once they answered"
+    started = time.monotonic()
+    wait("0.5", submitted(api_for(viewer))["job"])
+    assert time.monotonic() - started >= 0.5 and answers[-1]["state"] == "QUEUED", (
+        "so the next request waits again"
+    )

@@ -18,11 +18,13 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from tests.refresh_stack import RefreshStack, refresh_stack
+from tests.waiting import PATIENCE
 
 NS = "qs"
 ROWS = 300
-#: Hours of Spark's time on two cores: the query nobody meant.
-LONG = "SELECT sum(id % 7) AS spun FROM range(1000000000000)"
+#: Days of Spark's time on two cores: the query nobody meant. Not stopped in Spark, it would
+#: hold the worker's cores far longer than any test waits.
+LONG = "SELECT sum(id % 7) AS spun FROM range(1000000000000000)"
 
 
 @pytest.fixture(scope="module")
@@ -109,34 +111,35 @@ def test_describe_explain_time_travel_and_a_cut_answer_through_the_worker(stack:
     assert (cut["row_count"], cut["cut"]) == (1000, "rows")
 
 
-def quick_query_answers_at_once(stack: RefreshStack) -> float:
-    """How long a small query takes end to end: only seconds when no Spark job of an
-    earlier query still holds the worker's two cores (Spark's scheduler is FIFO)."""
-    started = time.monotonic()
-    page = finished(stack, post(stack, "SELECT count(*) AS n FROM t")["job"], timeout=60)
+def assert_a_quick_query_answers(stack: RefreshStack) -> None:
+    """A small query gives its rows, which it cannot while a Spark job of an earlier query
+    still holds the worker's two cores: Spark's scheduler is FIFO, so its tasks would wait
+    behind LONG's (for days), and it would end in its statement timeout instead."""
+    page = finished(stack, post(stack, "SELECT count(*) AS n FROM t")["job"], timeout=PATIENCE)
     assert page["rows"] == [[ROWS + 1]], page
-    return time.monotonic() - started
 
 
 def test_a_cancelled_query_is_stopped_in_spark_not_only_on_its_job(stack: RefreshStack):
     base = stack.server.base_url
     job = post(stack, LONG)["job"]
-    stack.wait_for(lambda: rows_of(stack, job)["state"] == "RUNNING", timeout=120, what="RUNNING")
-    time.sleep(3)  # its Spark tasks hold both cores now
-    asked = time.monotonic()
+    stack.wait_for(
+        lambda: rows_of(stack, job)["state"] == "RUNNING", timeout=PATIENCE, what="RUNNING"
+    )
+    # Most likely its Spark tasks hold both cores by now. Nothing is asserted on that: a
+    # cancel that came before them is made again at each of the watch's looks.
+    time.sleep(3)
     assert stack.api.post(f"{base}{job['cancel_url']}", timeout=30).status_code == 200
-    page = finished(stack, job, timeout=30)
+    page = finished(stack, job, timeout=PATIENCE)
     assert page["state"] == "CANCELLED", page
-    assert time.monotonic() - asked < 15
-    assert quick_query_answers_at_once(stack) < 20
+    assert_a_quick_query_answers(stack)
     assert "cancelled" in stack.log("worker", 400).lower()
 
 
 def test_a_query_past_the_statement_timeout_is_stopped_with_a_400(stack: RefreshStack):
     job = post(stack, LONG)["job"]
-    page = finished(stack, job, timeout=120)
+    page = finished(stack, job, timeout=PATIENCE)
     assert page["state"] == "FAILED" and page["error"]["type"] == "StatementTimeout", page
     # The query's row ends first, its job a moment later: the job once it has finished.
-    answer = stack.job(job["url"], timeout=60)
+    answer = stack.job(job["url"], timeout=PATIENCE)
     assert answer["status"] == 400 and "QUERY_TIMEOUT_SECONDS" in answer["error"]["message"]
-    assert quick_query_answers_at_once(stack) < 20
+    assert_a_quick_query_answers(stack)

@@ -37,13 +37,18 @@ def test_a_namespace_thousands_of_levels_deep_is_answered_like_any_other():
     assert not held.on_namespace(".".join(["b"] * 20_000))
 
 
-def test_privileges_imply_the_weaker_ones_and_create_implies_nothing_more():
+def test_privileges_imply_the_weaker_ones_manage_all_but_own_and_create_nothing_more():
     held = Held.from_rows([(WRITE_DATA, None, 1, "a"), (CREATE, "b", None, None)])
+    manager = Held.from_rows([(MANAGE, None, None, None)])
 
     assert held.on_object(1, "a") == {WRITE_DATA, READ_DATA, READ_METADATA}
     assert held.on_namespace("b") == {CREATE}
-    assert MANAGE not in Held.from_rows([(MANAGE, None, None, None)]).on_catalog() - {MANAGE}
-    assert OWN not in Held.from_rows([(MANAGE, None, None, None)]).on_catalog()
+    # Managing the catalog gives every privilege but owning (which is transferred, not
+    # granted), on the catalog and on everything under it.
+    everything_but_own = {MANAGE, CREATE, WRITE_DATA, READ_DATA, READ_METADATA}
+    assert manager.on_catalog() == everything_but_own
+    assert manager.on_object(3, "sales.eu") == everything_but_own
+    assert OWN not in manager.on_namespace("sales")
 
 
 def test_a_grant_below_a_namespace_makes_it_visible_but_gives_nothing_there():
