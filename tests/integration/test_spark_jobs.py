@@ -237,6 +237,22 @@ def test_a_failed_statement_fails_the_job_with_its_position(sales, editor, alive
     assert job.error["line"] == 1
 
 
+def test_a_console_job_that_reached_the_generic_task_fails_saying_so_and_runs_nothing(
+    sales, editor, alive
+):
+    job = jobs.submit(
+        "statements",
+        {"sql": CREATE, "namespace": "sales", "start": 0},
+        actor=editor,
+        summary="a script",
+        task=console.TASK,
+    )
+    assert jobs.run(job.pk) == "FAILED"  # as a message queued before an upgrade would
+    job.refresh_from_db()
+    assert job.status == 409 and "run it again" in job.error["message"]
+    assert not RefreshRun.objects.filter(table_name="sales.daily").exists()
+
+
 def test_with_no_worker_a_console_create_is_a_503_statement_and_creates_nothing(sales, editor):
     response = api_for(editor).post(
         "/api/statements/", {"sql": CREATE, "namespace": "sales"}, format="json"
