@@ -21,7 +21,7 @@ from alerts import services
 from alerts.models import Delivery, Subscription
 from catalog import access
 from catalog.api.permissions import HoldsAPrivilege
-from catalog.api.views import CatalogPagination, _validated
+from catalog.api.shared import CatalogPagination, validated
 from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import Forbidden, NotFound
 from catalog.models import Namespace
@@ -201,7 +201,7 @@ class SubscriptionListView(APIView):
         tags=["notifications"],
     )
     def post(self, request: Request) -> Response:
-        data = _validated(SubscriptionRequestSerializer, request)
+        data = validated(SubscriptionRequestSerializer, request)
         _may_subscribe(request, data)
         subscription = services.create_subscription(actor=request.user, **data)
         return Response(

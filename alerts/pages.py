@@ -20,7 +20,7 @@ from catalog.core.access import MANAGE, READ_DATA
 from catalog.core.errors import CatalogError
 from catalog.models import Table
 from catalog.pages import access as page_access
-from catalog.pages.views import catalog_page
+from catalog.pages.access import catalog_page
 
 DELIVERIES_SHOWN = 10
 

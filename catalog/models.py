@@ -12,11 +12,15 @@ from operator import or_
 
 from django.conf import settings
 from django.db import models
-from django.db.models.functions import Coalesce, Concat
+from django.db.models.functions import Concat
 from django.utils import timezone
 
-from catalog.core import access as core_access
 from catalog.core.sql import ENGINE_CATALOG_PATTERN, SESSION_CATALOG
+
+# Every model of the app is importable from here (Django's convention): engine credentials
+# and grants are written in modules of their own.
+from catalog.credential_models import AccessToken, CatalogClient, IdempotencyKey  # noqa: F401
+from catalog.grant_models import Grant, GrantChange  # noqa: F401
 
 
 class Namespace(models.Model):
@@ -423,77 +427,6 @@ class TableMetricsReport(models.Model):
         return f"{self.report_type} {self.table_name}"
 
 
-class CatalogClient(models.Model):
-    """Credentials for the Iceberg REST protocol's client-credentials flow.
-
-    Engines are configured with `credential=<client_id>:<secret>`; they exchange it at
-    /iceberg/v1/oauth/tokens for a bearer token. The secret is stored hashed."""
-
-    name = models.CharField(max_length=255)
-    client_id = models.CharField(max_length=64, unique=True)
-    secret_hash = models.CharField(max_length=255)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    #: A narrowed client holds only what its own grants allow of its user's privileges; an
-    #: unnarrowed one acts with all of them (catalog.access).
-    narrowed = models.BooleanField(default=False)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.client_id})"
-
-
-class AccessToken(models.Model):
-    """A bearer token issued to a client; only its SHA-256 digest is stored."""
-
-    client = models.ForeignKey(CatalogClient, on_delete=models.CASCADE, related_name="tokens")
-    digest = models.CharField(max_length=64, unique=True)
-    expires_at = models.DateTimeField(db_index=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"token for {self.client}"
-
-
-class IdempotencyKey(models.Model):
-    """One `Idempotency-Key` of the Iceberg REST protocol, per principal (a user through one
-    client): the request it was first sent with (a digest) and, once that request finished,
-    its answer, which a retry with the key gets instead of doing the work again
-    (catalog/iceberg_rest/idempotency.py). A row without a status is a request still in
-    progress; `claim` says which one, so that only its holder may finish it. The answer is
-    written in the transaction of the work it answers: a change committed always has it."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    client = models.ForeignKey(CatalogClient, on_delete=models.CASCADE, related_name="+")
-    key = models.UUIDField()
-    #: SHA-256 of the method, path, query and canonical body the key was first sent with.
-    fingerprint = models.CharField(max_length=64)
-    claim = models.UUIDField()
-    claimed_at = models.DateTimeField()
-    #: The end of the key's lifetime (from its first use); the hourly sweep deletes it then.
-    expires_at = models.DateTimeField(db_index=True)
-    status = models.PositiveSmallIntegerField(null=True, blank=True)
-    #: The answer's headers that matter to a client (Content-Type, ETag).
-    headers = models.JSONField(default=dict)
-    body = models.BinaryField(default=b"")
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["user", "client", "key"], name="catalog_idempotency_key_per_principal"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"Idempotency-Key {self.key}"
-
-
 class CatalogEventQuerySet(models.QuerySet):
     def for_object(self, obj: CatalogObject) -> CatalogEventQuerySet:
         """The object's history by identity: it survives renames, and a new object given a
@@ -633,140 +566,3 @@ class SparkJob(models.Model):
     @property
     def finished(self) -> bool:
         return self.state not in self.ACTIVE
-
-
-class Grant(models.Model):
-    """A privilege held by one principal on one securable (catalog.access decides with it).
-
-    The principal is a user, a Django group (every member holds it), or an engine
-    credential that is narrowed (it then holds what both its own grants and its user's
-    allow). The securable is the catalog (no namespace, no object), a namespace (and
-    everything under it) or one object. Written by catalog.services.grants alone."""
-
-    class Privilege(models.TextChoices):
-        READ_METADATA = core_access.READ_METADATA
-        READ_DATA = core_access.READ_DATA
-        WRITE_DATA = core_access.WRITE_DATA
-        CREATE = core_access.CREATE
-        MANAGE = core_access.MANAGE
-
-    privilege = models.CharField(max_length=16, choices=Privilege.choices)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
-    group = models.ForeignKey(
-        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
-    client = models.ForeignKey(
-        CatalogClient, null=True, blank=True, on_delete=models.CASCADE, related_name="grants"
-    )
-    namespace = models.ForeignKey(
-        Namespace, null=True, blank=True, on_delete=models.CASCADE, related_name="grants"
-    )
-    object = models.ForeignKey(
-        CatalogObject, null=True, blank=True, on_delete=models.CASCADE, related_name="grants"
-    )
-    granted_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    granted_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["granted_at", "id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=(
-                    models.Q(user__isnull=False, group__isnull=True, client__isnull=True)
-                    | models.Q(user__isnull=True, group__isnull=False, client__isnull=True)
-                    | models.Q(user__isnull=True, group__isnull=True, client__isnull=False)
-                ),
-                name="grant_one_principal",
-            ),
-            models.CheckConstraint(
-                condition=models.Q(namespace__isnull=True) | models.Q(object__isnull=True),
-                name="grant_one_securable",
-            ),
-            # One row per privilege, principal and securable. NULLs are distinct in a plain
-            # unique constraint, so the nullable columns are compared as 0 when absent.
-            models.UniqueConstraint(
-                "privilege",
-                Coalesce("user", 0),
-                Coalesce("group", 0),
-                Coalesce("client", 0),
-                Coalesce("namespace", 0),
-                Coalesce("object", 0),
-                name="one_grant_per_privilege",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.privilege} to {self.principal_label} on {self.securable_label}"
-
-    @property
-    def principal_type(self) -> str:
-        return "user" if self.user_id else "group" if self.group_id else "client"
-
-    @property
-    def principal_label(self) -> str:
-        if self.user_id:
-            return self.user.get_username()
-        if self.group_id:
-            return self.group.name
-        return self.client.client_id
-
-    @property
-    def securable_type(self) -> str:
-        return "object" if self.object_id else "namespace" if self.namespace_id else "catalog"
-
-    @property
-    def securable_label(self) -> str:
-        if self.object_id:
-            return str(self.object)
-        if self.namespace_id:
-            return self.namespace.name
-        return "catalog"
-
-
-class GrantChange(models.Model):
-    """One grant, revoke or change of owner: who did it, when, and what, in words that
-    outlive the rows (a dropped object, a deleted group)."""
-
-    class Action(models.TextChoices):
-        GRANT = "grant"
-        REVOKE = "revoke"
-        TRANSFER = "transfer_owner"
-
-    occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    #: The actor's name at the time (the account may be deleted later).
-    actor_name = models.CharField(max_length=150, blank=True, default="")
-    action = models.CharField(max_length=16, choices=Action.choices)
-    #: The privilege granted or revoked ("own" for a change of owner).
-    privilege = models.CharField(max_length=16)
-    #: "user", "group" or "client", and its name (the new owner for a transfer).
-    principal_type = models.CharField(max_length=8)
-    principal_name = models.CharField(max_length=255)
-    #: "catalog", "namespace" or "object", and its name ("sales.eu", "sales.eu.orders").
-    securable_type = models.CharField(max_length=16)
-    securable_name = models.TextField()
-    #: An object's identity (its metadata UUID), as history keeps it.
-    object_uuid = models.UUIDField(null=True, blank=True)
-    #: A transfer's previous owner ("" when there was none).
-    previous_owner = models.CharField(max_length=150, blank=True, default="")
-
-    class Meta:
-        ordering = ["-occurred_at", "-id"]
-        # The audit by actor (catalog.audit); by name, migration 0018's own index.
-        indexes = [
-            models.Index(
-                fields=["actor_name", "-occurred_at", "-id"], name="catalog_grant_change_actor"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return (
-            f"{self.actor_name or '?'} {self.action} {self.privilege} "
-            f"{self.principal_type} {self.principal_name} on {self.securable_name}"
-        )

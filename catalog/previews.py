@@ -1,15 +1,16 @@
 """Browsing a table's data for pages and the API: previews, files and schemas at a snapshot.
 
 Tables (ours, materialized tables' and attached ones alike) are read in the web process by
-`catalog.core.preview` (pyiceberg), through one process-wide metadata cache
-(`catalog.core.metadata_cache`, METADATA_CACHE_BYTES) whose entries belong to the exact
-metadata file they came from. These are reads: the caller (a page, an API view) has already
-followed an attached table to its newest metadata file (`services.follow_attached`), once
-per request. Two reads go to a refresh worker's Spark instead
-(`refresh.analysis.preview_with_spark`): a table whose read meets equality deletes, which
-pyiceberg cannot apply, and a view, whose rows must be exactly the rows Spark gives. Inputs
-(columns, filter, snapshot or timestamp) are checked here first, in the same words either
-way, so Spark only ever gets a read that is known to be valid."""
+`catalog.core.preview`, `catalog.core.table_files` and `catalog.core.read_state`
+(pyiceberg), through one process-wide metadata cache (`catalog.core.metadata_cache`,
+METADATA_CACHE_BYTES) whose entries belong to the exact metadata file they came from. These
+are reads: the caller (a page, an API view) has already followed an attached table to its
+newest metadata file (`services.follow_attached`), once per request. Two reads go to a
+refresh worker's Spark instead (`refresh.analysis.preview_with_spark`): a table whose read
+meets equality deletes, which pyiceberg cannot apply, and a view, whose rows must be exactly
+the rows Spark gives. Inputs (columns, filter, snapshot or timestamp) are checked here
+first, in the same words either way, so Spark only ever gets a read that is known to be
+valid."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from catalog.core import preview as core
 from catalog.core.attached import state_at
 from catalog.core.errors import InvalidInput, NeedsWorker
 from catalog.core.metadata_cache import CachedTable, CacheStats, MetadataCache
+from catalog.core.read_state import SchemaAt, schema_at
+from catalog.core.row_filters import choose_columns, parse_row_filter
+from catalog.core.table_files import FileListing, files_at
 from catalog.core.view_metadata import current_version, read_view_metadata
 from catalog.models import Table, View
 
@@ -158,8 +162,8 @@ def preview_view(
     metadata = read_view_metadata(view.metadata_location)
     version = current_version(metadata)
     schema = next(s for s in metadata.schemas if s.schema_id == version.schema_id)
-    core.choose_columns(columns or None, schema)
-    core.parse_row_filter(row_filter or None, schema)
+    choose_columns(columns or None, schema)
+    parse_row_filter(row_filter or None, schema)
     return _spark(
         [*view.namespace.name.split("."), view.name],
         snapshot_id=None,
@@ -208,20 +212,20 @@ def _spark(
     )
 
 
-def files_of(table: Table, *, snapshot_id: Any = None, limit: int = 200) -> core.FileListing:
+def files_of(table: Table, *, snapshot_id: Any = None, limit: int = 200) -> FileListing:
     """The data and delete files of the table's current snapshot, or of `snapshot_id`."""
     snapshot_id = _checked_int(snapshot_id, "snapshot_id")
     state = load(table)
-    return core.files_at(
+    return files_at(
         state.metadata, io=state.io, table_path=table.location, snapshot_id=snapshot_id, limit=limit
     )
 
 
-def schema_of(table: Table, *, snapshot_id: Any = None) -> core.SchemaAt:
+def schema_of(table: Table, *, snapshot_id: Any = None) -> SchemaAt:
     """The schema a read at `snapshot_id` uses (the snapshot's own), or the current one."""
     snapshot_id = _checked_int(snapshot_id, "snapshot_id")
     state = load(table)
-    return core.schema_at(state.metadata, table_path=table.location, snapshot_id=snapshot_id)
+    return schema_at(state.metadata, table_path=table.location, snapshot_id=snapshot_id)
 
 
 def body(result: Result) -> dict[str, Any]:

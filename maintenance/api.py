@@ -21,7 +21,11 @@ from rest_framework.views import APIView
 
 from catalog import access, checks
 from catalog.api.permissions import HoldsAPrivilege
-from catalog.api.views import _NAMESPACE, _TABLE, CatalogPagination, _errors, _validated
+from catalog.api.shared import NAMESPACE_PARAM as _NAMESPACE
+from catalog.api.shared import TABLE_PARAM as _TABLE
+from catalog.api.shared import CatalogPagination
+from catalog.api.shared import error_responses as _errors
+from catalog.api.shared import validated as _validated
 from catalog.core.access import MANAGE, READ_METADATA
 from catalog.core.errors import NotFound
 from catalog.services.kernel import TABLE

@@ -23,8 +23,8 @@ from catalog.core.access import MANAGE, READ_METADATA
 from catalog.core.errors import CatalogError
 from catalog.models import Table
 from catalog.pages import access as page_access
+from catalog.pages.access import catalog_page
 from catalog.pages.formatting import moment, text
-from catalog.pages.views import catalog_page
 from maintenance import selectors, services
 from maintenance.models import MaintenanceRun
 

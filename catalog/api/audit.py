@@ -1,24 +1,28 @@
 """GET /api/audit/: every change to the catalog, newest first, filtered and paged by keyset
-(catalog.audit); GET /api/audit/export: the same as CSV, streamed. For superusers and those
-who manage the whole catalog. A filter that cannot be read is a 400 naming it."""
+(catalog.audit); GET /api/audit/export: the same as CSV, streamed; GET /api/history/: the
+catalog events alone, paged. For superusers and those who manage the whole catalog. A filter
+that cannot be read is a 400 naming it."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog import audit
+from catalog.api import serializers as s
 from catalog.api.permissions import SeesTheAudit
-from catalog.api.views import _errors
+from catalog.api.shared import CatalogPagination, error_responses
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
+from catalog.models import CatalogEvent
 
 FILTERS = [
     OpenApiParameter("actor", OpenApiTypes.STR, description="Who made the change (username)."),
@@ -84,7 +88,7 @@ class AuditView(APIView):
             OpenApiParameter("cursor", OpenApiTypes.STR, description="From a page's `next`."),
             OpenApiParameter("page_size", OpenApiTypes.INT, description="Up to 500."),
         ],
-        responses={200: AuditPageSerializer, **_errors(400, 403)},
+        responses={200: AuditPageSerializer, **error_responses(400, 403)},
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
@@ -114,7 +118,7 @@ class AuditExportView(APIView):
         parameters=FILTERS,
         responses={
             (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV"),
-            **_errors(400, 403),
+            **error_responses(400, 403),
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:
@@ -122,3 +126,17 @@ class AuditExportView(APIView):
         response = StreamingHttpResponse(audit.csv_lines(filters), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{audit.export_name()}"'
         return response
+
+
+class HistoryView(generics.ListAPIView):
+    """What was done to the catalog, newest first: the catalog events of the audit, so for
+    those who see the audit (superusers and those who manage the whole catalog)."""
+
+    permission_classes = [SeesTheAudit]
+    serializer_class = s.CatalogEventSerializer
+    pagination_class = CatalogPagination
+    queryset = CatalogEvent.objects.select_related("actor")
+
+    @extend_schema(operation_id="history_list", tags=["history"])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)

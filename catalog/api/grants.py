@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from catalog import access
 from catalog.api import serializers as s
 from catalog.api.permissions import HoldsAPrivilege
-from catalog.api.views import CatalogPagination, _errors, _validated
+from catalog.api.shared import CatalogPagination, error_responses, validated
 from catalog.core.access import PRIVILEGES
 from catalog.models import Grant
 from catalog.services import grants
@@ -107,7 +107,7 @@ class GrantListView(ListAPIView):
         responses={
             201: s.GrantSerializer,
             200: OpenApiResponse(s.GrantSerializer, description="Held already: unchanged."),
-            **_errors(400, 403, 404),
+            **error_responses(400, 403, 404),
         },
         description="Grant a privilege. Needs manage on the securable (its owner holds it); "
         "a grant to an engine credential narrows it to what its grants allow of its "
@@ -115,7 +115,7 @@ class GrantListView(ListAPIView):
         tags=["grants"],
     )
     def post(self, request: Request) -> Response:
-        data = _validated(s.GrantRequestSerializer, request)
+        data = validated(s.GrantRequestSerializer, request)
         grant, created = grants.grant(actor=request.user, **data)
         grant = (
             self.get_queryset()
@@ -132,7 +132,7 @@ class GrantListView(ListAPIView):
     @extend_schema(
         operation_id="grants_destroy",
         parameters=_REVOKE,
-        responses={204: None, **_errors(400, 403, 404)},
+        responses={204: None, **error_responses(400, 403, 404)},
         description="Revoke a grant made on exactly this securable (one inherited from a "
         "namespace above is revoked there), named by the query's parameters or by a JSON "
         "body with the same fields as a grant's. It takes effect at the principal's next "
@@ -154,13 +154,13 @@ class OwnerView(APIView):
     @extend_schema(
         operation_id="grants_owner_transfer",
         request=s.OwnerTransferSerializer,
-        responses={200: s.OwnerSerializer, **_errors(400, 403, 404)},
+        responses={200: s.OwnerSerializer, **error_responses(400, 403, 404)},
         description="Make a user the owner of a namespace or an object (an administrator's "
         "to do). The owner holds every privilege on it, and on everything under a namespace.",
         tags=["grants"],
     )
     def post(self, request: Request) -> Response:
-        data = _validated(s.OwnerTransferSerializer, request)
+        data = validated(s.OwnerTransferSerializer, request)
         target = grants.transfer_owner(actor=request.user, **data)
         return Response(
             {"securable_type": target.type, "securable": target.label, "owner": data["owner"]}

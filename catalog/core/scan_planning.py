@@ -2,11 +2,12 @@
 which data files a scan of a table reads, with their delete files and residual filters, in
 the protocol's JSON shapes. Django-free: it reads Iceberg metadata only.
 
-Planning is `catalog.core.preview`'s, over the same cached manifests (`CachingFileIO`) and
-with pyiceberg's own evaluators: data manifests ruled out by their partition summaries are
-not read, files are kept or dropped by partition and by column statistics, and each kept
-file gets its residual (what of the filter its partition does not decide). What differs
-from a preview:
+Planning is the preview's (`catalog.core.preview`), with the same pieces: the cached
+manifests (`catalog.core.manifests`), the filter per partition spec (`catalog.core.pruning`,
+pyiceberg's own evaluators) and the delete files (`catalog.core.deletes`): data manifests
+ruled out by their partition summaries are not read, files are kept or dropped by partition
+and by column statistics, and each kept file gets its residual (what of the filter its
+partition does not decide). What differs from a preview:
 - equality deletes are planned, not refused: the client applies them (Java does; pyiceberg
   0.12 refuses them itself, in `FileScanTask.from_rest_response`);
 - the filter arrives as the protocol's JSON expression, parsed by pyiceberg's own models
@@ -78,9 +79,11 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+from catalog.core.deletes import Deletes
 from catalog.core.errors import InvalidInput, NotFound
+from catalog.core.manifests import all_entries, manifest_list
 from catalog.core.metadata_cache import content_offset, referenced_data_file
-from catalog.core.preview import Deletes, _all_entries, _manifest_list, _SpecFilters
+from catalog.core.pruning import SpecFilters
 
 #: A plan of at most this many live data files (by the manifest list's counts, before any
 #: file is looked at) is answered at once with its file scan tasks; a larger one with plan
@@ -358,13 +361,13 @@ def _data_manifests(io: FileIO, scope: Scope) -> tuple[list[ManifestFile], list[
     rows only)."""
     if scope.snapshot is None:
         return [], []
-    manifests = _manifest_list(io, scope.snapshot)
+    manifests = manifest_list(io, scope.snapshot)
     data = [m for m in manifests if m.content == ManifestContent.DATA]
     deletes = [m for m in manifests if m.content == ManifestContent.DELETES]
     return data, ([] if scope.appended_by is not None else deletes)
 
 
-def _manifest_wanted(scope: Scope, filters: _SpecFilters, manifest: ManifestFile) -> bool:
+def _manifest_wanted(scope: Scope, filters: SpecFilters, manifest: ManifestFile) -> bool:
     if scope.appended_by is not None and manifest.added_snapshot_id not in scope.appended_by:
         return False
     return filters.manifest_may_match(manifest)
@@ -395,7 +398,7 @@ def outline(metadata: TableMetadata, io: FileIO, scope: Scope) -> Outline:
     """Counts the live files of the manifests the filter may match (from the manifest
     list alone) and cuts them into ranges of about FILES_PER_TASK files."""
     data, _ = _data_manifests(io, scope)
-    filters = _SpecFilters(metadata, scope.schema, scope.row_filter)
+    filters = SpecFilters(metadata, scope.schema, scope.row_filter)
     ranges: list[tuple[int, int]] = []
     total = 0
     start: int | None = None
@@ -431,7 +434,7 @@ def plan_range(
     data, delete_manifests = _data_manifests(io, scope)
     if not 0 <= start <= stop <= len(data):
         raise NotFound(f"No such range of manifests: {start}-{stop}")
-    filters = _SpecFilters(metadata, scope.schema, scope.row_filter)
+    filters = SpecFilters(metadata, scope.schema, scope.row_filter)
     kept = [m for m in data[start:stop] if _manifest_wanted(scope, filters, m)]
     metrics = (
         _InclusiveMetricsEvaluator(scope.schema, scope.row_filter).eval
@@ -439,7 +442,7 @@ def plan_range(
         else None
     )
     scanned: list[ManifestEntry] = []
-    for entries in _all_entries(io, kept):
+    for entries in all_entries(io, kept):
         for entry in entries:
             data_file = entry.data_file
             if data_file.content != DataFileContent.DATA:

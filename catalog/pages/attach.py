@@ -14,9 +14,8 @@ from catalog import services
 from catalog.core.access import CREATE, MANAGE
 from catalog.core.errors import CatalogError
 from catalog.models import Attachment, Table
-from catalog.pages.access import check, namespace_for
+from catalog.pages.access import catalog_page, check, namespace_for
 from catalog.pages.forms import AttachForm
-from catalog.pages.views import catalog_page
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 from catalog import audit
 from catalog.core.errors import InvalidInput
 from catalog.pages import access as page_access
-from catalog.pages.views import catalog_page
+from catalog.pages.access import catalog_page
 
 REFUSED = "The audit is for administrators and those who manage the whole catalog."
 

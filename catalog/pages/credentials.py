@@ -12,8 +12,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog.core.errors import CatalogError
 from catalog.models import CatalogClient
+from catalog.pages.access import catalog_page
 from catalog.pages.forms import ClientForm
-from catalog.pages.views import catalog_page
 from catalog.services import credentials as auth
 
 

@@ -12,16 +12,16 @@ from django.views.decorators.http import require_http_methods
 from catalog import checks, services
 from catalog.core.access import CREATE, MANAGE
 from catalog.core.errors import CatalogError
-from catalog.pages.access import namespace_for
+from catalog.pages.access import catalog_page, namespace_for
 from catalog.pages.forms import AddDialectForm, RegisterForm, RenameForm
-from catalog.pages.views import _get_view, catalog_page
+from catalog.pages.sql_views import get_view
 from catalog.services.kernel import VIEW
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_rename(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(request, namespace, name, MANAGE)
+    view = get_view(request, namespace, name, MANAGE)
     form = RenameForm(
         request.POST or None,
         initial={"new_namespace": view.namespace.name, "new_name": view.name},
@@ -57,7 +57,7 @@ def view_rename(request: HttpRequest, namespace: str, name: str) -> HttpResponse
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_add_dialect(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(request, namespace, name, MANAGE)
+    view = get_view(request, namespace, name, MANAGE)
     current = view.current_version()
     present = sorted(r.dialect for r in current.representations.all()) if current else []
     form = AddDialectForm(request.POST or None)

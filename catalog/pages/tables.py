@@ -40,10 +40,11 @@ from catalog.models import (
 )
 from catalog.pages import access as page_access
 from catalog.pages import permissions
-from catalog.pages.formatting import moment, time_of
+from catalog.pages.access import catalog_page
+from catalog.pages.formatting import linker, moment, time_of
 from catalog.pages.forms import SnapshotChoiceForm, TablePreviewForm
+from catalog.pages.paging import HISTORY_LENGTH
 from catalog.pages.previewing import job_preview, shown_preview
-from catalog.pages.views import HISTORY_LENGTH, catalog_page, linker
 from catalog.prepared import Prepared
 
 

@@ -20,9 +20,8 @@ from catalog import services, uploads
 from catalog.core.access import CREATE, READ_METADATA, WRITE_DATA
 from catalog.core.errors import CatalogError, http_status
 from catalog.models import Namespace, Table
-from catalog.pages.access import check, namespace_for
+from catalog.pages.access import catalog_page, check, namespace_for
 from catalog.pages.forms import UploadForm, UploadTargetForm
-from catalog.pages.views import catalog_page
 
 
 def _upload_page(

@@ -12,9 +12,10 @@ from catalog.pages import (
     manage,
     namespaces,
     permissions,
+    search,
+    sql_views,
     tables,
     uploads,
-    views,
 )
 
 app_name = "catalog"
@@ -22,24 +23,26 @@ app_name = "catalog"
 view_prefix = "namespaces/<str:namespace>/views/<str:name>/"
 
 urlpatterns = [
-    path("", views.namespace_list, name="namespace-list"),
-    path("search/", views.search, name="search"),
+    path("", namespaces.namespace_list, name="namespace-list"),
+    path("search/", search.search, name="search"),
     # every change to the catalog (catalog/pages/audit.py)
     path("audit/", audit.audit_page, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit-export"),
     # Spark jobs: what a request that needed a worker's Spark became (catalog/jobs.py)
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/cancel", jobs.job_cancel, name="job-cancel"),
-    path("namespaces/<str:namespace>/", views.namespace_detail, name="namespace-detail"),
-    path("namespaces/<str:namespace>/views/new", views.view_create, name="view-create"),
-    path(view_prefix, views.view_detail, name="view-detail"),
-    path(f"{view_prefix}diff", views.view_diff, name="view-diff"),
-    path(f"{view_prefix}replace", views.view_replace, name="view-replace"),
+    path("namespaces/<str:namespace>/", namespaces.namespace_detail, name="namespace-detail"),
+    path("namespaces/<str:namespace>/views/new", sql_views.view_create, name="view-create"),
+    path(view_prefix, sql_views.view_detail, name="view-detail"),
+    path(f"{view_prefix}diff", sql_views.view_diff, name="view-diff"),
+    path(f"{view_prefix}replace", sql_views.view_replace, name="view-replace"),
     path(
-        f"{view_prefix}rollback/<version_id:version_id>", views.view_rollback, name="view-rollback"
+        f"{view_prefix}rollback/<version_id:version_id>",
+        sql_views.view_rollback,
+        name="view-rollback",
     ),
-    path(f"{view_prefix}properties", views.view_properties, name="view-properties"),
-    path(f"{view_prefix}drop", views.view_drop, name="view-drop"),
+    path(f"{view_prefix}properties", sql_views.view_properties, name="view-properties"),
+    path(f"{view_prefix}drop", sql_views.view_drop, name="view-drop"),
     # the Permissions panel, filled in once a page has loaded (catalog/pages/permissions.py)
     path(
         "namespaces/<str:namespace>/permissions",

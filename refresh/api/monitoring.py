@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from catalog import access
 from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer
-from catalog.api.views import CatalogPagination
+from catalog.api.shared import CatalogPagination
 from refresh import monitoring
 from refresh.api.serializers import FreshnessSerializer
 from refresh.models import MaterializedTable

@@ -7,7 +7,7 @@ readable) a moment after Spark answers, however many rows follow; the others hol
 groups rather than a whole part. Each part is written under a temporary name and renamed
 into place: a reader sees whole parts only. Parquet keeps Spark's types as they were
 (decimals, timestamps, nested values) for the Parquet download; pages and CSV turn them
-into text the way previews do (`catalog.core.preview.json_value`)."""
+into text the way previews do (`catalog.core.row_values.json_value`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from catalog.core.preview import json_value, typed_rows
+from catalog.core.row_values import json_value, typed_rows
 
 FIRST_PART_ROWS = 100
 PART_ROWS = 50_000

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_http_methods
 from catalog import access
 from catalog.core.errors import InvalidInput
 from catalog.pages import access as page_access
-from catalog.pages.formatting import moment, places, text
-from catalog.pages.views import catalog_page, linker
+from catalog.pages.access import catalog_page
+from catalog.pages.formatting import linker, moment, places, text
 from refresh import monitoring
 from refresh.pages.views import duration_text
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from catalog.core.errors import CatalogError, Forbidden, NotFound
 from catalog.core.inputs import whole_number
-from catalog.pages.views import catalog_page
+from catalog.pages.access import catalog_page
 from refresh import queries
 from refresh.models import Query
 

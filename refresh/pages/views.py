@@ -28,11 +28,11 @@ from catalog.core.sql import qualify_table_names, transpile
 from catalog.models import CatalogObject, Namespace, SparkJob
 from catalog.pages import access as page_access
 from catalog.pages import permissions
+from catalog.pages.access import catalog_page
 from catalog.pages.diff import side_by_side
-from catalog.pages.formatting import moment, places, text
+from catalog.pages.formatting import linker, moment, places, text
 from catalog.pages.jobs import job_context
 from catalog.pages.tables import Panel
-from catalog.pages.views import catalog_page, linker
 from maintenance import pages as maintenance_pages
 from refresh import console, lineage, rights, selectors, services, table_state
 from refresh import definitions as refresh_definitions

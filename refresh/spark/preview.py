@@ -2,7 +2,7 @@
 preview must never show deleted rows) and views (whose rows must be exactly Spark's).
 
 The row filter arrives as the text a user typed, already checked against the schema by the
-web side (`catalog.core.preview`); it is parsed again here with pyiceberg's parser and
+web side (`catalog.core.row_filters`); it is parsed again here with pyiceberg's parser and
 turned into a Spark Column expression, never into SQL text, so that no value a user typed
 is ever spliced into a statement. Django-free."""
 
@@ -134,8 +134,8 @@ def arrow_rows(frame: DataFrame) -> Any:
 def answer(frame: DataFrame, *, limit: int) -> dict:
     """The preview `read` gives as a value a Celery result carries: {"columns": [[name,
     Iceberg type]], "rows": [[JSON-safe values]]}, at most `limit` rows, the values
-    converted as pyiceberg's reads are (`catalog.core.preview.json_value`)."""
-    from catalog.core.preview import json_value, typed_rows
+    converted as pyiceberg's reads are (`catalog.core.row_values.json_value`)."""
+    from catalog.core.row_values import json_value, typed_rows
     from refresh.spark.schema import iceberg_schema, simple_type
 
     table = arrow_rows(frame)

@@ -27,8 +27,9 @@ from bench.pages import (
     write_shared_metadata,
 )
 from bench.pages import _pages as bench_pages
+from catalog import selectors
 from catalog.models import CatalogEvent, CatalogObject, Namespace, Table, View
-from catalog.pages import views
+from catalog.pages import search as search_pages
 from maintenance.models import HealthSample, MaintenanceRun
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -200,7 +201,7 @@ def test_a_search_reads_its_first_matches_and_says_more_exist_beyond(
     """Beyond `SEARCH_READ` matches (100 here) a search (of views' SQL, or of names) says
     "more than" and links to the next page, not to a last one; the page after the read
     ones reads further, and the last page counts exactly."""
-    monkeypatch.setattr(views, "SEARCH_READ", 100)
+    monkeypatch.setattr(search_pages, "SEARCH_READ", 100)
     client.force_login(viewer)
     search = reverse("catalog:search")
     first = client.get(search, {"q": "view_", "sql": "1"}).content.decode()
@@ -244,7 +245,7 @@ def test_a_search_of_a_text_in_many_names_reads_only_its_page_and_shows_the_same
 ):
     """A text the names' index finds in more than `SEARCH_READ` names (SQLite): the first
     pages read only their own ids, and show what reading every id up to the limit shows."""
-    monkeypatch.setattr(views, "SEARCH_READ", 100)
+    monkeypatch.setattr(search_pages, "SEARCH_READ", 100)
     client.force_login(viewer)
     search = reverse("catalog:search")
     queries = [
@@ -262,9 +263,9 @@ def test_a_search_of_a_text_in_many_names_reads_only_its_page_and_shows_the_same
 
     shown = [results(query) for query in queries]
     if connection.vendor == "sqlite":
-        assert views.selectors.names_beyond("vIEW_", 100)
-        assert not views.selectors.names_beyond("ns_1.view_0", 100)
-    monkeypatch.setattr(views.selectors, "names_beyond", lambda text, count: False)
+        assert selectors.names_beyond("vIEW_", 100)
+        assert not selectors.names_beyond("ns_1.view_0", 100)
+    monkeypatch.setattr(selectors, "names_beyond", lambda text, count: False)
     assert shown == [results(query) for query in queries]
     assert "(more than 100)" in shown[0] and "page 2 of more than 2" in shown[1]
     assert "ns_0.view_099<" in shown[1] and "(100)" in shown[5]
@@ -277,7 +278,7 @@ def test_a_page_far_down_a_text_in_many_names_shows_what_the_walk_of_every_name_
     catalog large enough (SQLite): the matches are counted namespace by namespace and the
     page is walked from where it starts; it shows what walking every name shows, the
     last page included, and past the end the last page."""
-    monkeypatch.setattr(views, "SEARCH_READ", 100)
+    monkeypatch.setattr(search_pages, "SEARCH_READ", 100)
     client.force_login(viewer)
     search = reverse("catalog:search")
     queries = [{"q": "view_", "page": page} for page in (6, 7, 8, 100)]
@@ -288,12 +289,12 @@ def test_a_page_far_down_a_text_in_many_names_shows_what_the_walk_of_every_name_
         return re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", html)
 
     walked = [results(query) for query in queries]
-    monkeypatch.setattr(views.selectors, "DEEP_WALK_OBJECTS", 0)  # as if it were large
-    monkeypatch.setattr(views.selectors, "CANDIDATE_COST", 1)
+    monkeypatch.setattr(selectors, "DEEP_WALK_OBJECTS", 0)  # as if it were large
+    monkeypatch.setattr(selectors, "CANDIDATE_COST", 1)
     with CaptureQueriesContext(connection) as read:
         shown = [results(query) for query in queries]
     if connection.vendor == "sqlite":
-        assert any(views.selectors._DEEP in q["sql"] for q in read.captured_queries)
+        assert any(selectors._DEEP in q["sql"] for q in read.captured_queries)
     assert shown == walked
     assert "page 6 of 6" in shown[0] and "ns_2.view_099<" in shown[0]
     assert "page 6 of 6" in shown[3] and 'rel="next"' not in shown[3]

@@ -15,7 +15,7 @@ def test_the_entry_point_loads_every_view_and_freezes_what_start_up_built():
     try:
         wsgi = importlib.import_module("webapp.wsgi")
         assert callable(wsgi.application)
-        assert "catalog.pages.views" in sys.modules and "catalog.api.views" in sys.modules
+        assert "catalog.pages.sql_views" in sys.modules and "catalog.api.sql_views" in sys.modules
         assert gc.get_freeze_count() > 10_000
     finally:
         gc.unfreeze()

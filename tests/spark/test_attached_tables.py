@@ -28,6 +28,7 @@ from catalog import services
 from catalog.core import preview as core_preview
 from catalog.core.errors import InvalidInput, NotFound
 from catalog.core.metadata_cache import MetadataCache
+from catalog.core.row_values import typed_rows
 from catalog.models import Table
 from tests.spark import iceberg_tables as built_tables
 from tests.spark.iceberg_tables import BuiltTable, sort_key, spark_frame
@@ -500,7 +501,7 @@ def test_the_spark_fallback_reads_a_table_with_equality_deletes_as_spark_does(
     )
     for reading in readings:
         frame = spark_preview.read(spark, identifier=identifier, **reading)
-        rows = core_preview.typed_rows(spark_preview.arrow_rows(frame), core_preview.MAX_LIMIT)
+        rows = typed_rows(spark_preview.arrow_rows(frame), core_preview.MAX_LIMIT)
 
         expected = spark_frame(spark, built.identifier, **reading).collect()
         assert rows_of(rows) == rows_of(expected), reading
@@ -521,7 +522,7 @@ def test_the_spark_fallback_reads_an_old_snapshot_with_that_snapshots_schema(
     assert frame.columns == expected.columns == [
         "id", "name", "price", "amount", "gone", "note", "tag"
     ]  # fmt: skip
-    rows = core_preview.typed_rows(spark_preview.arrow_rows(frame), core_preview.MAX_LIMIT)
+    rows = typed_rows(spark_preview.arrow_rows(frame), core_preview.MAX_LIMIT)
     assert rows_of(rows) == rows_of(expected.collect())
 
 

@@ -38,16 +38,15 @@ from pyiceberg.types import (
 )
 
 from catalog.core.errors import InvalidInput, NotFound
-from catalog.core.preview import (
+from catalog.core.preview import NeedsSpark, preview
+from catalog.core.read_state import schema_at
+from catalog.core.row_filters import parse_row_filter
+from catalog.core.table_files import (
     DATA,
     DELETION_VECTOR,
     EQUALITY_DELETES,
     POSITION_DELETES,
-    NeedsSpark,
     files_at,
-    parse_row_filter,
-    preview,
-    schema_at,
 )
 from tests.unit.test_preview_tables import (
     IO,
@@ -670,7 +669,7 @@ def test_values_are_typed_for_pages_and_json_safe_for_the_api(tmp_path: Path):
 def test_nanosecond_timestamps_keep_their_nanoseconds_in_json():
     import pyarrow as pa
 
-    from catalog.core.preview import _typed_values, json_value
+    from catalog.core.row_values import _typed_values, json_value
 
     nanos = 1_700_000_000_123_456_789
     local, zoned = (

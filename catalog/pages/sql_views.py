@@ -1,37 +1,25 @@
-"""The catalog's web pages. Reads go through the ORM; every change calls a service function
-and shows its `CatalogError` on the form that caused it."""
+"""The pages of views: create one (Spark types its columns, as a job, when sqlglot cannot),
+its page (definition, versions, version log, history, properties, a preview of its rows),
+the diff of two versions, replace (a conflict shows the newer version beside the user's
+SQL), roll back, properties, drop. A view's SQL is its data: its page needs read_data.
+Reads go through the ORM; every change calls a service function and shows its
+`CatalogError` on the form that caused it."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from django.contrib import messages
-from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.utils import timezone
-from django.utils.http import RFC3986_SUBDELIMS
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog import access, checks, selectors, services
-from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
+from catalog import services
+from catalog.core.access import CREATE, MANAGE, READ_DATA
 from catalog.core.errors import CatalogError, CommitConflict, NeedsWorker
 from catalog.core.inputs import whole_number
-from catalog.models import (
-    CatalogEvent,
-    CatalogObject,
-    Namespace,
-    View,
-    ViewSchemaField,
-    ViewVersion,
-    ViewVersionLogEntry,
-)
+from catalog.models import CatalogEvent, View, ViewSchemaField, ViewVersion, ViewVersionLogEntry
 from catalog.pages import access as page_access
 from catalog.pages import permissions, view_facts
 from catalog.pages.access import catalog_page
@@ -39,19 +27,14 @@ from catalog.pages.diff import side_by_side
 from catalog.pages.formatting import time_of
 from catalog.pages.forms import (
     DiffForm,
-    NamespaceForm,
     PropertyForm,
     ViewCreateForm,
     ViewReplaceForm,
     view_dialects,
 )
+from catalog.pages.paging import HISTORY_LENGTH
 from catalog.pages.view_preview import preview_context
 from catalog.prepared import Prepared
-
-HISTORY_LENGTH = 20
-
-
-# -- helpers --------------------------------------------------------------------------------
 
 
 def _spark_job(kind: str, arguments: dict[str, Any], request: HttpRequest, summary: str) -> Any:
@@ -93,7 +76,7 @@ _FIELDS = Prepared(
 )
 
 
-def _get_view(request: HttpRequest, namespace: str, name: str, privilege: str) -> View:
+def get_view(request: HttpRequest, namespace: str, name: str, privilege: str) -> View:
     """The view, when the user may see it (else the missing view's 404) and holds
     `privilege` on it (else 403). Its SQL is its data: the page needs read_data."""
     found = _VIEW.objects(namespace=namespace, name=name)
@@ -205,331 +188,6 @@ def _view_page(
     return render(request, "catalog/view_detail.html", context)
 
 
-# -- namespaces -----------------------------------------------------------------------------
-
-
-PAGE_SIZE = 50
-
-
-def _page(request: HttpRequest, items: Any, parameter: str = "page") -> Any:
-    """One page of `items` (Django's Paginator, PAGE_SIZE a page), from `?<parameter>=`; a
-    number out of range gives the last page. `page.parameter` names the query parameter
-    for the links (templates/catalog/_pagination.html)."""
-    page = Paginator(items, PAGE_SIZE).get_page(request.GET.get(parameter))
-    page.parameter = parameter
-    page.other_parameters = request.GET.copy()
-    page.other_parameters.pop(parameter, None)
-    return page
-
-
-#: A search reads its matches up to this many, or up to the page asked for when that is
-#: further: beyond, it says that more exist without counting them (a count would read every
-#: match, and grow with the catalog).
-SEARCH_READ = 200
-#: Up to this row, a page further down reads the ids before it too (`_capped_page`).
-WALK_READ = 10_000
-#: No page number beyond this one is read (a number is a LIMIT: it must stay an integer
-#: the database takes).
-LAST_PAGE_READ = 100_000
-
-
-def _page_number(request: HttpRequest) -> int:
-    try:
-        return min(max(int(request.GET.get("page") or 1), 1), LAST_PAGE_READ)
-    except ValueError:
-        return 1
-
-
-def _capped_page(request: HttpRequest, ids: Any, *, known_more: bool = False) -> Any:
-    """`_page` of a search's query of ids, in one query: the ids up to `SEARCH_READ`, plus
-    one to know whether more exist (`page.more`; the count is then "more than"); a page past
-    those, or any page when more than `SEARCH_READ` are `known_more` to match
-    (`selectors.names_beyond`), only its own ids (plus one), or, a walk in order down to
-    `WALK_READ`, every id up to its own. A page past the end reads up to it, and shows the
-    last page as Django's paginator does."""
-    number = _page_number(request)
-    start, upto = (number - 1) * PAGE_SIZE, number * PAGE_SIZE
-    if known_more and upto <= SEARCH_READ:
-        window = selectors.all_ids(ids[start:upto])
-        # The same page and count ("more than SEARCH_READ") as reading them all shows (a
-        # number the paginator reads otherwise, "-4", is left to the reading of them all).
-        page = _page(request, _Window(start, window, length=SEARCH_READ))
-        if len(window) == upto - start and page.number == number:
-            page.more = True
-            return page
-    if upto > SEARCH_READ and upto <= WALK_READ and not isinstance(ids, selectors.NamePositions):
-        # A query walking the list in order passes every row before the page (its OFFSET)
-        # whatever it returns: returning them as well costs little more, and a page past the
-        # end (a shorter list than the link's, a reader who sees part of the catalog) then
-        # has the last page's ids without a second walk.
-        found = selectors.all_ids(ids[: upto + 1])
-        if len(found) > start:
-            page = _page(request, _Window(start, found[start:upto]))
-            page.more = len(found) > upto
-            return page
-        page = _page(request, found)
-        page.more = False
-        return page
-    if upto > SEARCH_READ:
-        window = selectors.all_ids(ids[start : upto + 1])
-        if window:
-            page = _page(request, _Window(start, window[:PAGE_SIZE]))
-            page.more = len(window) > PAGE_SIZE
-            return page
-    upto = max(SEARCH_READ, upto)
-    found = selectors.all_ids(ids[: upto + 1])
-    page = _page(request, found[:upto])
-    page.more = len(found) > upto
-    return page
-
-
-class _Window(Sequence):
-    """Ids `start` to `start + len(items)` of a longer list, for a paginator that slices
-    only the page it shows (the ids before `start` are not read)."""
-
-    def __init__(self, start: int, items: list[int], *, length: int | None = None) -> None:
-        self.start, self.items = start, items
-        self.length = self.start + len(self.items) if length is None else length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            begin = max(index.start or 0, self.start) - self.start
-            end = (len(self) if index.stop is None else index.stop) - self.start
-            return self.items[begin : max(end, 0)]
-        return self.items[index - self.start]
-
-
-def linker() -> Callable[..., str]:
-    """`link(url_name, namespace, name=None)`: the address of a namespace's page (no
-    `name`) or of an object's page, what `reverse` gives, reversed once per page kind and
-    then filled in with each namespace and name, quoted as `reverse` quotes them: for lists
-    of many rows (a search's rows are in as many namespaces as rows)."""
-    # Letters only: reverse() leaves them as they are. Neither contains the other.
-    ns_marker, name_marker = "LAKEVIEWNAMESPACE", "LAKEVIEWOBJECTNAME"
-    pieces: dict[tuple[str, bool], tuple[str, str, str]] = {}
-
-    def link(url_name: str, namespace: str, name: str | None = None) -> str:
-        key = (url_name, name is None)
-        if key not in pieces:
-            arguments = {"namespace": ns_marker}
-            if name is not None:
-                arguments["name"] = name_marker
-            head, _, rest = reverse(url_name, kwargs=arguments).partition(ns_marker)
-            middle, _, tail = rest.partition(name_marker) if name is not None else (rest, "", "")
-            pieces[key] = (head, middle, tail)
-        head, middle, tail = pieces[key]
-        address = f"{head}{quote(namespace, safe=_URL_SAFE)}{middle}"
-        if name is not None:
-            address += f"{quote(name, safe=_URL_SAFE)}{tail}"
-        return address
-
-    return link
-
-
-#: What `reverse` leaves unquoted in a path argument (django.urls.resolvers).
-_URL_SAFE = RFC3986_SUBDELIMS + "/~:@"
-
-
-def _when(moment: datetime | None) -> str:
-    """A list's "Updated" column: what `|date:"Y-m-d H:i"` shows, in the current timezone."""
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else ""
-
-
-#: The longest search text: a name or a line of SQL, not a file.
-SEARCH_TEXT_LENGTH = 1000
-
-
-def _search_page(request: HttpRequest, query: str) -> HttpResponse:
-    """Views, tables and materialized tables matching `query`, by qualified name first
-    ("sales.region" finds sales.region_revenue); views by their SQL too when asked
-    (`?sql=1`, "names and view SQL" in the form), or when no name matches.
-
-    Either way one query returns the ids in order up to the 200th match (`_capped_page`;
-    by name through the names' trigram index or walking the (namespace, name) index, see
-    `selectors.search_ids`): counting, then reading a page, would run it twice, and a text
-    in half the names or half the views' SQL would have thousands of ids counted or
-    listed. Then only the page's rows are read, as plain values."""
-    with_sql = request.GET.get("sql") == "1"
-    problem = None
-    if "\x00" in query:
-        problem = "The search text holds a NUL character, which no name or SQL can hold."
-    elif len(query) > SEARCH_TEXT_LENGTH:
-        problem = f"The search text is longer than {SEARCH_TEXT_LENGTH:,} characters."
-    if problem:
-        context = {"query": "", "page": None, "with_sql": with_sql, "problem": problem}
-        return render(request, "catalog/search.html", context, status=400)
-    by_sql_alone = False
-    page = None
-    if query:
-        number = _page_number(request)
-        upto = number * PAGE_SIZE + 1
-        # Names of what the user may see (read_metadata); SQL of the views whose SQL they
-        # may read (read_data): both conditions of the search's one query.
-        seen = {
-            "visible": page_access.visible(request),
-            "readable": page_access.visible(request, READ_DATA),
-        }
-        # A text in many names is found by walking the list in order (`in_many`); a page
-        # among the first ones then reads only its own ids, when the index's count of
-        # names is the user's (every name visible to them).
-        in_many = number * PAGE_SIZE <= SEARCH_READ and selectors.names_beyond(query, SEARCH_READ)
-        known_more = in_many and seen["visible"] is None
-        if with_sql:
-            ids = selectors.search_ids(query, sql=True, in_many_names=in_many, **seen)
-            page = _capped_page(request, ids, known_more=known_more)
-        else:
-            # A page past the first read ones: the names' index may be the shorter way there.
-            deep = upto if upto > SEARCH_READ else None
-            ids = selectors.search_ids(query, upto=deep, in_many_names=in_many, **seen)
-            page = _capped_page(request, ids, known_more=known_more)
-            if not page.paginator.count:
-                # Names first: when none matches, the text may be part of a view's SQL.
-                by_sql_alone = True
-                ids = selectors.search_ids(query, names=False, sql=True, **seen)
-                page = _capped_page(request, ids)
-        link = linker()
-        rows = selectors.object_rows(list(page.object_list))
-        for row in rows:
-            if row["kind"] == CatalogObject.Kind.VIEW:
-                row["label"], url_name = "view", "catalog:view-detail"
-            elif row["materialized"]:
-                row["label"], url_name = "materialized table", "refresh:mt-detail"
-            else:
-                row["label"], url_name = "table", "catalog:table-detail"
-            row["url"] = link(url_name, row["namespace"], row["name"])
-            row["updated"] = _when(row["updated_at"])
-        page.object_list = rows
-        if not with_sql:
-            page.other_parameters.pop("sql", None)  # the form's "names first" is the default
-    context = {"query": query, "page": page, "with_sql": with_sql, "by_sql_alone": by_sql_alone}
-    return render(request, "catalog/search.html", context)
-
-
-@require_http_methods(["GET", "HEAD", "POST"])
-@catalog_page(own_nul_message=True)  # ?q= is the search page's (_search_page)
-def namespace_list(request: HttpRequest) -> HttpResponse:
-    form = NamespaceForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            checks.create_namespace(request, form.cleaned_data["name"], {})
-            namespace = services.create_namespace(
-                name=form.cleaned_data["name"], actor=request.user
-            )
-        except CatalogError as error:
-            form.add_catalog_error(error)
-        else:
-            messages.success(request, f"Namespace {namespace.name} created.")
-            return redirect("catalog:namespace-detail", namespace=namespace.name)
-    query = request.GET.get("q", "").strip()
-    if query and request.method != "POST":
-        # Old links to /?q=... keep working: they are the search page.
-        return _search_page(request, query)
-    # The counts are kept on each namespace's row (catalog.counts): nothing is counted here.
-    listed = Namespace.objects.order_by("name").only(
-        "name", "view_total", "table_total", "materialized_total"
-    )
-    shown = page_access.visible_namespaces(request)
-    if shown is not None:
-        listed = listed.filter(shown)
-    page = _page(request, listed)
-    page.object_list = list(page.object_list)
-    if shown is not None:
-        _count_visible(request, page.object_list)
-    link = linker()
-    for ns in page.object_list:
-        ns.view_count = ns.view_total
-        ns.plain_table_count = ns.table_total - ns.materialized_total
-        ns.materialized_count = ns.materialized_total
-        ns.url = link("catalog:namespace-detail", ns.name)
-        ns.mt_url = link("refresh:mt-list", ns.name)
-    # The late and failing counts come from refresh's template tag (refresh/templatetags).
-    context = {"form": form, "page": page, "sees_catalog": page_access.sees_catalog(request)}
-    return render(request, "catalog/namespace_list.html", context)
-
-
-def _count_visible(request: HttpRequest, namespaces: list[Namespace]) -> None:
-    """The kept counts of a page's namespaces, recounted where the user sees only some of
-    what a namespace holds (a grant on one object in it, say): in one query for the page,
-    of the objects they may see."""
-    who = page_access.principal(request)
-    partial = {
-        ns.pk: ns
-        for ns in namespaces
-        if READ_METADATA not in who.privileges(access.namespace(ns.name))
-    }
-    if not partial:
-        return
-    for ns in partial.values():
-        ns.view_total = ns.table_total = ns.materialized_total = 0
-    visible = page_access.visible(request) or Q()
-    rows = (
-        CatalogObject.objects.filter(visible, namespace_id__in=list(partial))
-        .order_by()
-        .values("namespace_id", "kind")
-        .annotate(total=Count("pk"), materialized=Count("table__materialized", distinct=True))
-    )
-    for row in rows:
-        ns = partial[row["namespace_id"]]
-        if row["kind"] == CatalogObject.Kind.VIEW:
-            ns.view_total = row["total"]
-        else:
-            ns.table_total, ns.materialized_total = row["total"], row["materialized"]
-
-
-@require_http_methods(["GET", "HEAD"])
-@catalog_page(own_nul_message=True)
-def search(request: HttpRequest) -> HttpResponse:
-    return _search_page(request, request.GET.get("q", "").strip())
-
-
-@require_http_methods(["GET", "HEAD"])
-@catalog_page()
-def namespace_detail(request: HttpRequest, namespace: str) -> HttpResponse:
-    ns = page_access.namespace_for(request, namespace)
-    link = linker()
-    visible = page_access.visible(request, namespace=ns.name)
-    views = _page(request, selectors.namespace_views(ns, visible), "views_page")
-    views.object_list = [
-        {
-            "name": view["name"],
-            "url": link("catalog:view-detail", ns.name, view["name"]),
-            "comment": selectors.comment_of(view["properties"]),
-            "current_version_id": view["current_version_id"],
-            "updated": _when(view["updated_at"]),
-        }
-        for view in views.object_list
-    ]
-    tables = _page(request, selectors.namespace_tables(ns, visible), "tables_page")
-    tables.object_list = [
-        {
-            **table,
-            "url": link("catalog:table-detail", ns.name, table["name"]),
-            "mt_url": (
-                link("refresh:mt-detail", ns.name, table["name"])
-                if table["materialized_id"] is not None
-                else None
-            ),
-            "updated": _when(table["updated_at"]),
-        }
-        for table in tables.object_list
-    ]
-    context = {
-        "namespace": ns,
-        "views": views,
-        "tables": tables,
-        "properties": sorted(ns.properties.items()),
-        "can_edit": CREATE in page_access.principal(request).privileges(access.namespace(ns.name)),
-        "permissions_url": permissions.later(ns.name),
-    }
-    return render(request, "catalog/namespace_detail.html", context)
-
-
-# -- views ----------------------------------------------------------------------------------
-
-
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
@@ -556,7 +214,7 @@ def view_create(request: HttpRequest, namespace: str) -> HttpResponse:
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def view_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(request, namespace, name, READ_DATA)
+    view = get_view(request, namespace, name, READ_DATA)
     preview, status = preview_context(request, view)
     response = _view_page(request, view, extra_context=preview)
     response.status_code = status
@@ -566,7 +224,7 @@ def view_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def view_diff(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(request, namespace, name, READ_DATA)
+    view = get_view(request, namespace, name, READ_DATA)
     versions = _versions(view)
     form = _diff_form(view, versions, data=request.GET)
     context: dict[str, Any] = {"view": view, "namespace": view.namespace, "form": form}
@@ -617,7 +275,7 @@ def _expired_in_request(view: View, versions: list[ViewVersion], params: Any) ->
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(request, namespace, name, MANAGE)
+    view = get_view(request, namespace, name, MANAGE)
     newer = None
     if request.method == "POST":
         form = ViewReplaceForm(request.POST)
@@ -642,7 +300,7 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
             except CommitConflict as error:
                 # Someone changed the view since the form was opened: show their version
                 # beside the user's text, and let the next submit build on it.
-                view = _get_view(request, namespace, name, MANAGE)
+                view = get_view(request, namespace, name, MANAGE)
                 current = view.current_version()
                 newer_sql, newer_dialect = view_facts.as_written(current)
                 newer = {
@@ -696,7 +354,7 @@ def view_replace(request: HttpRequest, namespace: str, name: str) -> HttpRespons
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_rollback(request: HttpRequest, namespace: str, name: str, version_id: int) -> HttpResponse:
-    view = _get_view(request, namespace, name, MANAGE)
+    view = get_view(request, namespace, name, MANAGE)
     version = view.versions.with_sql().filter(version_id=version_id).first()
     if version is None:
         raise Http404(f"View {view} has no retained version {version_id}")
@@ -732,7 +390,7 @@ def view_rollback(request: HttpRequest, namespace: str, name: str, version_id: i
 @require_POST
 @catalog_page(editors_only=True)
 def view_properties(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(request, namespace, name, MANAGE)
+    view = get_view(request, namespace, name, MANAGE)
     if request.POST.get("action") == "remove":
         key = request.POST.get("key", "")
         try:
@@ -766,7 +424,7 @@ def view_properties(request: HttpRequest, namespace: str, name: str) -> HttpResp
 @require_http_methods(["GET", "HEAD", "POST"])
 @catalog_page(editors_only=True)
 def view_drop(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    view = _get_view(request, namespace, name, MANAGE)
+    view = get_view(request, namespace, name, MANAGE)
     error_message = None
     if request.method == "POST":
         try:
