@@ -1,7 +1,7 @@
 """Every write of maintenance: a table's policy (its properties, through the one commit
 path), runs (queued, claimed, finished), health samples, and the sweep that queues what
-is due. Runs are rows claimed with a conditional update, as refresh runs are: two never run
-on one table at once."""
+is due. Runs are rows claimed with a conditional update (infra.runs, as refresh runs are),
+under a lock of their table: two never run on one table at once."""
 
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ again, and NO_DATA ticks are folded per hour.
 
 refresh.runner calls this module at a run's start (claim), while it runs (heartbeat) and
 at its end (finish, which ends a rebuild run with `apply_rebuild` or `fail_rebuild`); the
-table's lifecycle (refresh.services, refresh.definitions) calls it to queue runs."""
+table's lifecycle (refresh.services, refresh.definitions) calls it to queue runs. The row's
+own steps (the conditional claim, the beat, the cancel request, the one finish) are every
+run's (infra.runs); this module adds the table's: its lock, its busy check, its failures."""
 
 from __future__ import annotations
 
