@@ -56,7 +56,7 @@ from catalog.core.errors import (
 from catalog.models import CatalogObject, GrantChange, SparkJob
 from catalog.roles import EDITOR, VIEWER, refused_reads
 from catalog.watch import Watch, warehouse_floor
-from infra import broker
+from infra import broker, runs
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def _scripts_withheld(scripts: list[SparkJob], user: Any) -> dict[int, str]:
         principal_type="group", principal_name__in=groups
     )
     last = (
-        GrantChange.objects.filter(occurred_at__gt=min(job.created_at for job in scripts))
+        GrantChange.objects.filter(occurred_at__gt=min(job.queued_at for job in scripts))
         .filter(
             Q(principal, action=GrantChange.Action.REVOKE)
             | Q(action=GrantChange.Action.TRANSFER, previous_owner=name)
@@ -199,7 +199,7 @@ def _scripts_withheld(scripts: list[SparkJob], user: Any) -> dict[int, str]:
         job.pk: "Withheld: a privilege of yours was revoked after this script ran; run it "
         "again to see what it shows now"
         for job in scripts
-        if job.created_at < last
+        if job.queued_at < last
     }
 
 
@@ -334,8 +334,8 @@ def _reusable(key: str) -> SparkJob | None:
     found = list(
         SparkJob.objects.filter(key=key)
         .exclude(state=SparkJob.State.CANCELLED)
-        .filter(Q(state__in=SparkJob.ACTIVE) | Q(created_at__gte=fresh))
-        .order_by("-created_at")[:8]
+        .filter(Q(state__in=SparkJob.ACTIVE) | Q(queued_at__gte=fresh))
+        .order_by("-queued_at")[:8]
     )
     return next((job for job in found if job.state in SparkJob.ACTIVE), None) or (
         found[0] if found else None
@@ -474,8 +474,7 @@ def cancel(job: SparkJob, *, actor: Any = None) -> SparkJob:
         if job.state == SparkJob.State.QUEUED:
             _finish(job, SparkJob.State.CANCELLED, error={"message": "Cancelled before it ran"})
         else:
-            job.cancel_requested = True
-            job.save(update_fields=["cancel_requested"])
+            runs.request_cancel(SparkJob, pk=job.pk, by=actor)
     job.refresh_from_db()
     return job
 
@@ -484,11 +483,9 @@ def cancel(job: SparkJob, *, actor: Any = None) -> SparkJob:
 
 
 def claim(job_id: int) -> SparkJob | None:
-    now = timezone.now()
-    taken = SparkJob.objects.filter(pk=job_id, state=SparkJob.State.QUEUED).update(
-        state=SparkJob.State.RUNNING, started_at=now, heartbeat_at=now, worker=workers.name()
-    )
-    return SparkJob.objects.select_related("requested_by").get(pk=job_id) if taken else None
+    if not runs.claim(SparkJob, pk=job_id, worker=workers.name()):
+        return None
+    return SparkJob.objects.select_related("requested_by").get(pk=job_id)
 
 
 def progress(job: SparkJob | None, body: dict[str, Any]) -> None:
@@ -514,12 +511,12 @@ def run(
 
 
 def _hand_on(job_id: int, hops: int, task: str) -> bool:
-    try:
-        broker.send_task(task, args=[job_id], kwargs={"hops": hops})
-    except Exception:  # noqa: BLE001 - the broker is down: run it here instead
-        logger.warning("Spark job %s could not be handed on; running it here", job_id)
-        return False
-    return True
+    return runs.hand_on(
+        SparkJob,
+        pk=job_id,
+        send=lambda: broker.send_task(task, args=[job_id], kwargs={"hops": hops}),
+        what=f"Spark job {job_id}",
+    )
 
 
 def _run(job: SparkJob, operation: Operation | None = None) -> str:
@@ -538,11 +535,10 @@ def _run(job: SparkJob, operation: Operation | None = None) -> str:
                 error={"message": f"{message}; run it again", "type": "Conflict"})  # fmt: skip
         return SparkJob.State.FAILED
     group = spark_group(job)
-    jobs = SparkJob.objects.filter(pk=job.pk)
     watch = Watch(
         f"job-{job.pk}",
-        beat=lambda: jobs.update(heartbeat_at=timezone.now()),
-        asked=lambda: jobs.filter(cancel_requested=True).exists(),
+        beat=lambda: runs.beat(SparkJob, pk=job.pk),
+        asked=lambda: runs.cancel_asked(SparkJob, pk=job.pk),
         cancel=lambda: _executor.cancel(group),
         limit=float(settings.JOBS_TIMEOUT_SECONDS) or None,
         room=warehouse_floor,
@@ -604,9 +600,7 @@ def _end(job: SparkJob, watch: Watch, state: str, **fields: Any) -> None:
 
 
 def _finish(job: SparkJob, state: str, **fields: Any) -> None:
-    SparkJob.objects.filter(pk=job.pk, state__in=SparkJob.ACTIVE).update(
-        state=state, finished_at=timezone.now(), **fields
-    )
+    runs.finish(SparkJob, pk=job.pk, state=state, **fields)
     announce(job.pk)
 
 
@@ -686,9 +680,9 @@ def fail_abandoned() -> int:
     """Fail running jobs whose worker went silent, and waiting jobs no worker took in
     `JOBS_QUEUED_TIMEOUT_SECONDS`."""
     now = timezone.now()
-    silent = now - timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS)
+    silent = timedelta(seconds=settings.MT_ABANDONED_AFTER_SECONDS)
     count = 0
-    for job in SparkJob.objects.filter(state=SparkJob.State.RUNNING, heartbeat_at__lt=silent):
+    for job in runs.abandoned(SparkJob, silent_for=silent, now=now):
         _finish(
             job,
             SparkJob.State.FAILED,
@@ -701,7 +695,7 @@ def fail_abandoned() -> int:
         )
         count += 1
     waited = now - timedelta(seconds=settings.JOBS_QUEUED_TIMEOUT_SECONDS)
-    for job in SparkJob.objects.filter(state=SparkJob.State.QUEUED, created_at__lt=waited):
+    for job in SparkJob.objects.filter(state=SparkJob.State.QUEUED, queued_at__lt=waited):
         _finish(
             job,
             SparkJob.State.FAILED,
@@ -719,7 +713,5 @@ def fail_abandoned() -> int:
 def prune() -> int:
     """Forget finished jobs older than `JOBS_KEEP_DAYS` (previews make many)."""
     before = timezone.now() - timedelta(days=settings.JOBS_KEEP_DAYS)
-    deleted, _ = SparkJob.objects.filter(
-        created_at__lt=before, state__in=SparkJob.FINISHED
-    ).delete()
+    deleted, _ = SparkJob.objects.filter(queued_at__lt=before, state__in=SparkJob.FINISHED).delete()
     return deleted

@@ -7,6 +7,7 @@ queryable mirror of what that file says, kept in the same transaction as the swa
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from functools import reduce
 from operator import or_
 
@@ -21,6 +22,7 @@ from catalog.core.sql import ENGINE_CATALOG_PATTERN, SESSION_CATALOG
 # and grants are written in modules of their own.
 from catalog.credential_models import AccessToken, CatalogClient, IdempotencyKey  # noqa: F401
 from catalog.grant_models import Grant, GrantChange  # noqa: F401
+from infra.runs import Run
 
 
 class Namespace(models.Model):
@@ -512,22 +514,12 @@ class FailedLogin(models.Model):
         return f"{self.scope} {self.account[:8]} {self.address[:8]} {self.at:%Y-%m-%d %H:%M:%S}"
 
 
-class SparkJob(models.Model):
+class SparkJob(Run):
     """An operation that needs a worker's Spark (a schema to derive, a preview to read, a
     console data change), asked for by a web request that does not wait for it: the request
     answers with the job at once, and the job's page or API URL shows its state and result.
-    Claimed by one worker with a conditional update (QUEUED -> RUNNING), as refresh runs
-    are; a worker that goes silent fails its jobs."""
-
-    class State(models.TextChoices):
-        QUEUED = "QUEUED"
-        RUNNING = "RUNNING"
-        SUCCEEDED = "SUCCEEDED"
-        FAILED = "FAILED"
-        CANCELLED = "CANCELLED"
-
-    ACTIVE = (State.QUEUED, State.RUNNING)
-    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+    A run (infra.runs: claimed by one worker with a conditional update, as refresh runs
+    are; a worker that goes silent fails its jobs)."""
 
     #: What to do (catalog.jobs.KINDS) and with what (JSON keyword arguments).
     kind = models.CharField(max_length=40)
@@ -536,16 +528,8 @@ class SparkJob(models.Model):
     summary = models.TextField(blank=True, default="")
     #: Same kind, same arguments, same user: a repeated preview reuses the job.
     key = models.CharField(max_length=64, db_index=True, blank=True, default="")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    worker = models.TextField(blank=True, default="")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    cancel_requested = models.BooleanField(default=False)
+    #: When it was asked for: its column is the one it had before it was a Run.
+    queued_at = models.DateTimeField(default=timezone.now, db_index=True, db_column="created_at")
     #: The answer the request would have given (its HTTP status and body); a console
     #: script's results grow here as its statements finish.
     status = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -557,12 +541,18 @@ class SparkJob(models.Model):
         # Born in the refresh app; moved here (state only) when the job queue became the
         # catalog's, below materialized tables.
         db_table = "refresh_sparkjob"
-        ordering = ["-created_at", "-id"]
+        ordering = ["-queued_at", "-id"]
         indexes = [models.Index(fields=["state", "requested_by"])]
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.kind}): {self.state}"
 
+    # The job's API and page say "created_at" and "cancel_requested", as they did before
+    # jobs were runs.
     @property
-    def finished(self) -> bool:
-        return self.state not in self.ACTIVE
+    def created_at(self) -> datetime:
+        return self.queued_at
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_requested_at is not None

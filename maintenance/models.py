@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from catalog.models import Table
+from infra.runs import Run
 from maintenance.core.policy import Action
 
 
-class MaintenanceRun(models.Model):
-    """One maintenance action on one table: queued, claimed by one worker (a conditional
-    update, never while another run of the table is running), finished with its figures."""
+class MaintenanceRun(Run):
+    """One maintenance action on one table: a run (infra.runs: queued, claimed by one worker
+    with a conditional update, never while another run of the table is running), finished
+    with its figures."""
 
     class Trigger(models.TextChoices):
         SCHEDULED = "SCHEDULED"
         MANUAL = "MANUAL"
         API = "API"
-
-    class State(models.TextChoices):
-        QUEUED = "QUEUED"
-        RUNNING = "RUNNING"
-        SUCCEEDED = "SUCCEEDED"
-        FAILED = "FAILED"
-        CANCELLED = "CANCELLED"
-
-    ACTIVE = (State.QUEUED, State.RUNNING)
-    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
     table = models.ForeignKey(
         Table, null=True, blank=True, on_delete=models.SET_NULL, related_name="maintenance_runs"
@@ -36,12 +27,6 @@ class MaintenanceRun(models.Model):
     table_name = models.TextField()
     action = models.CharField(max_length=40, choices=[(a.value, a.value) for a in Action])
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
-    queued_at = models.DateTimeField(default=timezone.now, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    worker = models.TextField(blank=True, default="")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     #: Live data and delete files, and their bytes, in the current snapshot before and after.
     files_before = models.BigIntegerField(null=True, blank=True)
     files_after = models.BigIntegerField(null=True, blank=True)
@@ -58,16 +43,6 @@ class MaintenanceRun(models.Model):
     orphans_removed = models.IntegerField(null=True, blank=True)
     files_outside = models.JSONField(default=list, blank=True)
     details = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True, default="")
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    #: A cancel asked while the run was RUNNING (services.cancel_run): its worker cancels
-    #: the run's Spark jobs at its next look (about a second).
-    cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    cancel_requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
 
     class Meta:
         ordering = ["-queued_at", "-id"]
@@ -80,12 +55,6 @@ class MaintenanceRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} of {self.table_name}: {self.state}"
-
-    @property
-    def duration_seconds(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
 
 
 class HealthSample(models.Model):

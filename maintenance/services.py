@@ -1,7 +1,7 @@
 """Every write of maintenance: a table's policy (its properties, through the one commit
 path), runs (queued, claimed, finished), health samples, and the sweep that queues what
-is due. Runs are rows claimed with a conditional update, as refresh runs are: two never run
-on one table at once."""
+is due. Runs are rows claimed with a conditional update (infra.runs, as refresh runs are),
+under a lock of their table: two never run on one table at once."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from catalog import history
 from catalog.core.errors import CommitConflict, InvalidInput, NotFound, ReadOnly, Unavailable
 from catalog.models import Table
 from catalog.services import tables as table_services
+from infra import runs as run_rows
 from maintenance import selectors, signals
 from maintenance.core import policy as policies
 from maintenance.core.policy import Action, PolicyError
@@ -139,20 +140,14 @@ def claim(run_id: int, *, worker: str) -> MaintenanceRun | None:
             table_id=run.table_id, state=MaintenanceRun.State.RUNNING
         ).exists():
             return None
-        now = timezone.now()
-        taken = MaintenanceRun.objects.filter(pk=run_id, state=MaintenanceRun.State.QUEUED).update(
-            state=MaintenanceRun.State.RUNNING, started_at=now, heartbeat_at=now, worker=worker
-        )
-        if taken != 1:
+        if not run_rows.claim(MaintenanceRun, pk=run_id, worker=worker):
             return None
     run.refresh_from_db()
     return run
 
 
 def heartbeat(run: MaintenanceRun) -> None:
-    MaintenanceRun.objects.filter(pk=run.pk, state=MaintenanceRun.State.RUNNING).update(
-        heartbeat_at=timezone.now()
-    )
+    run_rows.beat(MaintenanceRun, pk=run.pk)
 
 
 def cancel_run(run: MaintenanceRun, *, actor: Any = None) -> MaintenanceRun:
@@ -174,11 +169,8 @@ def cancel_run(run: MaintenanceRun, *, actor: Any = None) -> MaintenanceRun:
                 state=MaintenanceRun.State.CANCELLED,
                 error=f"Cancelled{by} before it started",
             )
-        elif locked.cancel_requested_at is None:
-            MaintenanceRun.objects.filter(pk=run.pk).update(
-                cancel_requested_at=timezone.now(), cancel_requested_by=who
-            )
-        else:  # asked before: nothing changes, and the history says it once
+        elif not run_rows.request_cancel(MaintenanceRun, pk=run.pk, by=who):
+            # Asked before: nothing changes, and the history says it once.
             run.refresh_from_db()
             return run
         history.record(
@@ -194,28 +186,25 @@ def cancel_run(run: MaintenanceRun, *, actor: Any = None) -> MaintenanceRun:
 
 def cancel_asked(run: MaintenanceRun) -> bool:
     """Whether someone asked the running `run` to stop (cancel_run)."""
-    return MaintenanceRun.objects.filter(pk=run.pk, cancel_requested_at__isnull=False).exists()
+    return run_rows.cancel_asked(MaintenanceRun, pk=run.pk)
 
 
 def finish(run: MaintenanceRun, *, state: str, error: str = "", **results: Any) -> MaintenanceRun:
     """An active run -> a finished state; its end is announced (signals.run_finished:
     notifications) in the same transaction."""
     with transaction.atomic():
-        done = MaintenanceRun.objects.filter(pk=run.pk, state__in=MaintenanceRun.ACTIVE).update(
-            state=state, finished_at=timezone.now(), error=error[:10_000], **results
+        done = run_rows.finish(
+            MaintenanceRun, pk=run.pk, state=state, error=error[:10_000], **results
         )
         run.refresh_from_db()
-        if done == 1:
+        if done:
             signals.run_finished.send(MaintenanceRun, run=run)
     return run
 
 
 def fail_abandoned(*, silent_for: timedelta) -> int:
     """Runs whose worker stopped beating (killed mid-action) are failed, freeing the table."""
-    cutoff = timezone.now() - silent_for
-    abandoned = MaintenanceRun.objects.filter(
-        state=MaintenanceRun.State.RUNNING, heartbeat_at__lt=cutoff
-    )
+    abandoned = list(run_rows.abandoned(MaintenanceRun, silent_for=silent_for))
     for run in abandoned:
         finish(
             run,

@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from infra.runs import Run
 from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
 
@@ -188,9 +189,10 @@ class MaterializedTableVersionLogEntry(models.Model):
         return f"{self.operation}: version {self.version_id} at {self.timestamp:%Y-%m-%d %H:%M:%S}"
 
 
-class RefreshRun(models.Model):
-    """One refresh: queued, claimed by one worker (a conditional update), finished. The
-    history of a materialized table, as Snowflake's refresh history shows it."""
+class RefreshRun(Run):
+    """One refresh: a run (infra.runs: queued, claimed by one worker with a conditional
+    update, finished). The history of a materialized table, as Snowflake's refresh history
+    shows it."""
 
     class Trigger(models.TextChoices):
         CREATE = "CREATE"
@@ -215,11 +217,11 @@ class RefreshRun(models.Model):
         RUNNING = "RUNNING"
         SUCCEEDED = "SUCCEEDED"
         FAILED = "FAILED"
+        #: A scheduled tick with nothing to do (NO_DATA), or whose predecessor still ran.
         SKIPPED = "SKIPPED"
         CANCELLED = "CANCELLED"
 
     FINISHED = (State.SUCCEEDED, State.FAILED, State.SKIPPED, State.CANCELLED)
-    ACTIVE = (State.QUEUED, State.RUNNING)
 
     materialized_table = models.ForeignKey(
         MaterializedTable, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
@@ -228,6 +230,7 @@ class RefreshRun(models.Model):
     table_name = models.TextField()
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
     action = models.CharField(max_length=16, choices=Action.choices, blank=True, default="")
+    #: Its own states: the run's, and SKIPPED.
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     #: The scheduler's planned tick (not the start): it decides the partition refreshed.
     schedule_time = models.DateTimeField(null=True, blank=True)
@@ -242,12 +245,6 @@ class RefreshRun(models.Model):
     #: Why the run refreshed as it did (refresh.core.incremental): "incremental: 3 source
     #: snapshots appended 12,000 rows ...", "full: source s.orders had a delete ...".
     reason = models.TextField(blank=True, default="")
-    queued_at = models.DateTimeField(default=timezone.now, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    #: Who runs it ("host:pid") and when it last said so; a silent worker's run is failed.
-    worker = models.TextField(blank=True, default="")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     rows_written = models.BigIntegerField(null=True, blank=True)
     bytes_written = models.BigIntegerField(null=True, blank=True)
     snapshot_id = models.BigIntegerField(null=True, blank=True)
@@ -268,17 +265,6 @@ class RefreshRun(models.Model):
     #: The moment the data is as of: when the run read its sources (a skip confirms that the
     #: data is still current then). Lag is measured from it.
     data_timestamp = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True, default="")
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    #: A cancel asked while the run was RUNNING (runs.cancel_run): its worker stops the
-    #: run's Spark jobs at its next look (about a second) and ends it CANCELLED, unless the
-    #: commit had already landed.
-    cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    cancel_requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
 
     class Meta:
         ordering = ["-queued_at", "-id"]
@@ -309,12 +295,6 @@ class RefreshRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.table_name}: {self.state}"
-
-    @property
-    def duration_seconds(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
 
 
 class Verification(models.Model):

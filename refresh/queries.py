@@ -345,7 +345,7 @@ def _deadline(job: SparkJob | None) -> Any:
 def _failed(query: Query, error: Exception, *, job: SparkJob | None, deadline: Any) -> Exception:
     """Record why the query ended early; the error its job reports."""
     cancelled = job is not None and (
-        SparkJob.objects.filter(pk=job.pk, cancel_requested=True).exists()
+        SparkJob.objects.filter(pk=job.pk, cancel_requested_at__isnull=False).exists()
     )
     if cancelled:
         state, raised = Query.State.CANCELLED, error

@@ -44,6 +44,7 @@ from catalog import workers
 from catalog.core.errors import CatalogError
 from catalog.watch import Watch, warehouse_floor
 from infra import broker
+from infra import runs as run_rows
 from refresh import definitions, rights, runs, selectors, services, sources
 from refresh.core.freshness import RefreshMode, planned_tick
 from refresh.core.incremental import Kind, incremental_reason, max_change_ratio, policy
@@ -156,14 +157,12 @@ MAX_HOPS_DONE = workers.MAX_HOPS
 
 
 def _hand_on(run_id: int, hops: int) -> bool:
-    if not RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).exists():
-        return False  # taken or finished: the claim below says so
-    try:
-        broker.send_task("refresh.run_refresh", args=[run_id], kwargs={"hops": hops})
-    except Exception:  # noqa: BLE001 - the broker is down: run it here instead
-        logger.warning("Refresh run %s could not be handed on; running it here", run_id)
-        return False
-    return True
+    return run_rows.hand_on(
+        RefreshRun,
+        pk=run_id,
+        send=lambda: broker.send_task("refresh.run_refresh", args=[run_id], kwargs={"hops": hops}),
+        what=f"Refresh run {run_id}",
+    )
 
 
 def _execute(run_id: int) -> str:
@@ -177,17 +176,13 @@ def _execute(run_id: int) -> str:
         # The streaming process rebuilds and refreshes continuous tables by hand: it stops
         # their query between micro-batches first (refresh.streams), so that the stream and
         # a batch job never write the table at once.
-        RefreshRun.objects.filter(pk=run.pk).update(
-            state=RefreshRun.State.QUEUED, worker="", started_at=None, heartbeat_at=None
-        )
+        run_rows.release(RefreshRun, pk=run.pk)
         return "left to the streaming process"
     if _stream_stopping(mt):
         # Just switched from CONTINUOUS: its last micro-batch may still commit. A refresh
         # waits until the streaming process stopped the stream, so that no append of the
         # stream lands after (and on top of) this refresh's rows.
-        RefreshRun.objects.filter(pk=run.pk).update(
-            state=RefreshRun.State.QUEUED, worker="", started_at=None, heartbeat_at=None
-        )
+        run_rows.release(RefreshRun, pk=run.pk)
         runs.dispatch(run, countdown=BUSY_RETRY_SECONDS)
         return "waiting for the stream to stop"
     clock = {"claimed": time.perf_counter()}
@@ -604,17 +599,11 @@ def _stopped(run: RefreshRun, beating: Heartbeat) -> tuple[str, str] | None:
 
 
 def stopped(run: Any, beating: Heartbeat, *, limit_from: str) -> tuple[str, str] | None:
-    """For a refresh or maintenance run (`run`'s model has cancel_requested_by): CANCELLED
-    with who asked and after how long, FAILED "Timed out" naming where the limit comes
-    from, or FAILED for the warehouse's disk at its floor; None when its heartbeat did not
-    stop it."""
+    """For a refresh or maintenance run (an infra.runs.Run): CANCELLED with who asked and
+    after how long, FAILED "Timed out" naming where the limit comes from, or FAILED for the
+    warehouse's disk at its floor; None when its heartbeat did not stop it."""
     if beating.ended_by == "cancel":
-        who = (
-            type(run)
-            .objects.filter(pk=run.pk)
-            .values_list("cancel_requested_by__username", flat=True)
-            .first()
-        )
+        who = run_rows.cancelled_by(type(run), pk=run.pk)
         by = f" by {who}" if who else ""
         return "CANCELLED", (
             f"Cancelled{by} after {beating.seconds():.0f} s; the table is unchanged"

@@ -9,7 +9,9 @@ again, and NO_DATA ticks are folded per hour.
 
 refresh.runner calls this module at a run's start (claim), while it runs (heartbeat) and
 at its end (finish, which ends a rebuild run with `apply_rebuild` or `fail_rebuild`); the
-table's lifecycle (refresh.services, refresh.definitions) calls it to queue runs."""
+table's lifecycle (refresh.services, refresh.definitions) calls it to queue runs. The row's
+own steps (the conditional claim, the beat, the cancel request, the one finish) are every
+run's (infra.runs); this module adds the table's: its lock, its busy check, its failures."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from django.utils import timezone
 from catalog import history
 from catalog.core.errors import AlreadyExists, InvalidInput, NotFound, Unavailable
 from infra import broker, metrics
+from infra import runs as run_rows
 from infra.broker import redis_client
 from refresh import signals, table_state
 from refresh.core import definition as defs
@@ -99,14 +102,15 @@ def fail_rebuild(
     change did not take effect. Not counted toward the automatic suspension: the table's
     refreshes are not failing."""
     with transaction.atomic():
-        done = RefreshRun.objects.filter(pk=run.pk, state__in=RefreshRun.ACTIVE).update(
+        done = run_rows.finish(
+            RefreshRun,
+            pk=run.pk,
             state=state,
-            finished_at=timezone.now(),
             error=error[:10_000],
             expectations=dict(expectations or {}),
         )
         run.refresh_from_db()
-        if done == 1:
+        if done:
             observe_finished(run)
         entry = MaterializedTableVersionLogEntry.objects.filter(run=run).first()
         if entry is not None and run.materialized_table_id is not None:
@@ -228,29 +232,15 @@ def claim(run_id: int, *, worker: str) -> RefreshRun | None:
         busy = RefreshRun.objects.filter(
             materialized_table_id=run.materialized_table_id, state=RefreshRun.State.RUNNING
         ).exists()
-        if busy:
+        if busy or not run_rows.claim(RefreshRun, pk=run_id, worker=worker):
             return None
-        now = timezone.now()
-        taken = RefreshRun.objects.filter(pk=run_id, state=RefreshRun.State.QUEUED).update(
-            state=RefreshRun.State.RUNNING, started_at=now, heartbeat_at=now, worker=worker
-        )
-        if taken != 1:
-            return None
-        run.state, run.started_at, run.heartbeat_at, run.worker = (
-            RefreshRun.State.RUNNING,
-            now,
-            now,
-            worker,
-        )
+        run.refresh_from_db()
         signals.run_started.send(RefreshRun, run=run)
-    run.refresh_from_db()
     return run
 
 
 def heartbeat(run: RefreshRun) -> None:
-    RefreshRun.objects.filter(pk=run.pk, state=RefreshRun.State.RUNNING).update(
-        heartbeat_at=timezone.now()
-    )
+    run_rows.beat(RefreshRun, pk=run.pk)
 
 
 def cancel_run(run: RefreshRun, *, actor: Any = None) -> RefreshRun:
@@ -291,12 +281,8 @@ def cancel_run(run: RefreshRun, *, actor: Any = None) -> RefreshRun:
                 fail_rebuild(locked, error=message, state=RefreshRun.State.CANCELLED)
             else:
                 finish(locked, state=RefreshRun.State.CANCELLED, error=message)
-        elif locked.cancel_requested_at is None:
-            RefreshRun.objects.filter(pk=run.pk).update(
-                cancel_requested_at=timezone.now(), cancel_requested_by=who
-            )
-        else:  # asked before: nothing changes, and the history says it once
-            mt = None
+        elif not run_rows.request_cancel(RefreshRun, pk=run.pk, by=who):
+            mt = None  # asked before: nothing changes, and the history says it once
         if mt is not None:
             table_state.record(
                 mt, actor=actor, action="cancel_refresh_run", message=f"run {run.pk}"
@@ -307,7 +293,7 @@ def cancel_run(run: RefreshRun, *, actor: Any = None) -> RefreshRun:
 
 def cancel_asked(run: RefreshRun) -> bool:
     """Whether someone asked the running `run` to stop (cancel_run)."""
-    return RefreshRun.objects.filter(pk=run.pk, cancel_requested_at__isnull=False).exists()
+    return run_rows.cancel_asked(RefreshRun, pk=run.pk)
 
 
 def finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> RefreshRun:
@@ -330,13 +316,11 @@ def _finish(run: RefreshRun, *, state: str, error: str = "", **results: Any) -> 
             MaterializedTable.objects.select_for_update().filter(
                 pk=run.materialized_table_id
             ).first()
-        done = RefreshRun.objects.filter(
-            pk=run.pk, state__in=[RefreshRun.State.RUNNING, RefreshRun.State.QUEUED]
-        ).update(state=state, finished_at=timezone.now(), error=error[:10_000], **results)
+        done = run_rows.finish(RefreshRun, pk=run.pk, state=state, error=error[:10_000], **results)
         run.refresh_from_db()
-        if done == 1 and run.materialized_table_id is not None:
+        if done and run.materialized_table_id is not None:
             _count(run)
-        if done == 1:
+        if done:
             observe_finished(run)
     return run
 
@@ -418,10 +402,8 @@ def _count(run: RefreshRun) -> None:
 def fail_abandoned(*, silent_for: timedelta) -> int:
     """Fail the RUNNING runs whose worker has not said it is alive for `silent_for` (it was
     killed); their tables stay at their last good snapshot, since a run commits once."""
-    cutoff = timezone.now() - silent_for
-    abandoned = RefreshRun.objects.filter(state=RefreshRun.State.RUNNING, heartbeat_at__lt=cutoff)
     count = 0
-    for run in abandoned:
+    for run in run_rows.abandoned(RefreshRun, silent_for=silent_for):
         if run.trigger == RefreshRun.Trigger.REBUILD:
             _settle_abandoned_rebuild(run)
             count += 1

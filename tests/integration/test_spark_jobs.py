@@ -176,7 +176,7 @@ def test_a_job_whose_worker_went_silent_is_failed_with_the_reason(sales, viewer,
 def test_a_job_no_worker_took_is_failed_after_its_timeout(sales, viewer, alive, settings):
     job = preview(api_for(viewer)).json()["job"]
     SparkJob.objects.filter(pk=job["id"]).update(
-        created_at=timezone.now() - timedelta(seconds=settings.JOBS_QUEUED_TIMEOUT_SECONDS + 1)
+        queued_at=timezone.now() - timedelta(seconds=settings.JOBS_QUEUED_TIMEOUT_SECONDS + 1)
     )
     jobs.fail_abandoned()
     assert "No worker took the job" in SparkJob.objects.get(pk=job["id"]).error["message"]
@@ -185,7 +185,7 @@ def test_a_job_no_worker_took_is_failed_after_its_timeout(sales, viewer, alive, 
 def test_finished_jobs_are_forgotten_after_the_days_kept(sales, viewer, alive, settings):
     job = preview(api_for(viewer)).json()["job"]
     old = timezone.now() - timedelta(days=settings.JOBS_KEEP_DAYS + 1)
-    SparkJob.objects.filter(pk=job["id"]).update(state="SUCCEEDED", created_at=old)
+    SparkJob.objects.filter(pk=job["id"]).update(state="SUCCEEDED", queued_at=old)
     assert jobs.prune() == 1
 
 
@@ -370,7 +370,8 @@ def test_a_cancel_asked_stops_the_jobs_spark_work_and_keeps_stopping_what_starts
 ):
     job = _queued_preview(viewer)
     cancels = spark_job_until_cancelled()
-    SparkJob.objects.filter(pk=job.pk).update(cancel_requested=True)  # asked as it starts
+    # Asked as it starts.
+    SparkJob.objects.filter(pk=job.pk).update(cancel_requested_at=timezone.now())
     outcome = jobs._run(jobs.claim(job.pk))
     job.refresh_from_db()
     assert outcome == "CANCELLED", (job.error, job.status)

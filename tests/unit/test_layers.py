@@ -6,7 +6,8 @@ into it; the table page's maintenance section, maintenance registers). No circle
 anywhere in catalog/, maintenance/, alerts/, webapp/ or refresh/; refresh/ and maintenance/
 import nothing of alerts/ (they announce outcomes with signals it connects to). Read from
 the source with `ast`, so a new module is covered without editing this test; one outside
-every layer fails it."""
+every layer fails it. infra/ sits below every app and the project, and imports none of
+them."""
 
 from __future__ import annotations
 
@@ -201,5 +202,15 @@ def test_refresh_and_maintenance_import_nothing_of_alerts_even_inside_functions(
         for module, path in modules(package).items()
         for name in sorted(imported(path))
         if name.split(".")[0] == "alerts"
+    ]
+    assert reaching_up == []
+
+
+def test_infra_imports_no_app_nor_the_project_even_inside_functions():
+    reaching_up = [
+        f"{module} imports {name}"
+        for module, path in modules("infra").items()
+        for name in sorted(imported(path))
+        if name.split(".")[0] in APPLICATION and name.split(".")[0] != "infra"
     ]
     assert reaching_up == []
