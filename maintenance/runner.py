@@ -17,8 +17,7 @@ from maintenance import selectors, services
 from maintenance.core.policy import Action, Policy
 from maintenance.models import MaintenanceRun
 from maintenance.spark import actions
-from refresh import runner
-from runtime import engine, leases
+from runtime import engine, leases, running
 from runtime.spark.errors import is_commit_conflict
 
 logger = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ BUSY_RETRY_SECONDS = 5.0
 
 def execute(run_ids: list[int]) -> list[str]:
     """Run each queued run in order; returns each one's final state (or why not)."""
-    slots = runner.refresh_slots()
+    slots = running.refresh_slots()
     if not slots.acquire(blocking=False):
         services.dispatch(run_ids, countdown=BUSY_RETRY_SECONDS)
         return ["waiting for a worker thread"]
@@ -43,7 +42,7 @@ def execute(run_ids: list[int]) -> list[str]:
 def _execute(run_ids: list[int]) -> list[str]:
     outcomes: list[str] = []
     for index, run_id in enumerate(run_ids):
-        run = services.claim(run_id, worker=runner.worker_name())
+        run = services.claim(run_id, worker=running.worker_name())
         if run is None:
             still_queued = MaintenanceRun.objects.filter(
                 pk=run_id, state=MaintenanceRun.State.QUEUED
@@ -104,7 +103,7 @@ def _run(run: MaintenanceRun) -> str:
         services.finish(run, state=MaintenanceRun.State.CANCELLED, error="The table was dropped")
         return MaintenanceRun.State.CANCELLED
     group = f"lakeview-maintenance-{run.pk}"
-    beating = runner.Heartbeat(
+    beating = running.Heartbeat(
         run,
         beat=lambda: services.heartbeat(run),
         watch=group,
@@ -121,9 +120,9 @@ def _run(run: MaintenanceRun) -> str:
         after = services.record_sample(table, run=run)
     except Exception as error:  # noqa: BLE001 - any failure is the run's, recorded
         beating.stop()
-        ended, message = runner.stopped(
+        ended, message = running.stopped(
             run, beating, limit_from="the deployment's REFRESH_TIMEOUT_SECONDS"
-        ) or (MaintenanceRun.State.FAILED, runner.describe(error))
+        ) or (MaintenanceRun.State.FAILED, running.describe(error))
         logger.warning("Maintenance run %s ended %s", run.pk, ended, exc_info=True)
         services.finish(run, state=ended, error=message)
         return ended

@@ -27,12 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import socket
-import threading
 import time
-import traceback
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,7 +37,6 @@ from sqlglot import exp
 
 from catalog import workers
 from catalog.core.errors import CatalogError
-from catalog.watch import Watch, warehouse_floor
 from infra import broker
 from infra import runs as run_rows
 from refresh import definitions, rights, runs, selectors, services, sources
@@ -57,15 +51,12 @@ from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark import batch, changes
 from refresh.spark.source_changes import ChangesTooLarge
 from runtime import engine, leases
+from runtime.running import Heartbeat, describe, refresh_slots, stopped, worker_name
 
 logger = logging.getLogger(__name__)
 
 #: A manual run waiting for a running one is sent again after this many seconds.
 BUSY_RETRY_SECONDS = 2.0
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
 
 
 def run_scheduled(
@@ -113,23 +104,6 @@ def run_scheduled(
         return None  # this tick has its run already (a redelivered or doubled tick)
     execute(run.pk, hops=MAX_HOPS_DONE)
     return run.pk
-
-
-def refresh_slots() -> threading.BoundedSemaphore:
-    """The worker threads refreshes may hold at once: all but WORKER_INTERACTIVE_THREADS,
-    which stay free for Spark jobs (catalog.jobs)."""
-    global _slots
-    with _slots_lock:
-        if _slots is None:
-            threads = int(settings.CELERY_WORKER_CONCURRENCY)
-            _slots = threading.BoundedSemaphore(
-                max(1, threads - int(settings.WORKER_INTERACTIVE_THREADS))
-            )
-        return _slots
-
-
-_slots: threading.BoundedSemaphore | None = None
-_slots_lock = threading.Lock()
 
 
 def execute(run_id: int, *, hops: int = 0) -> str:
@@ -529,53 +503,6 @@ def _stream_stopping(mt: MaterializedTable) -> bool:
     return waited.total_seconds() < settings.MT_ABANDONED_AFTER_SECONDS
 
 
-def describe(error: Exception) -> str:
-    """The error as a user reads it: the message first (a Spark job's root cause), then
-    where it came from."""
-    if getattr(error, "java_exception", None) is not None:
-        from runtime.spark.errors import failure_message
-
-        return failure_message(error)
-    message = getattr(error, "message", None) or str(error) or type(error).__name__
-    detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-    lost = engine.lost_jvm_message(error)
-    if lost is not None:
-        return f"{lost}\n{detail}"
-    return message if message in detail else f"{message}\n{detail}"
-
-
-class Heartbeat(Watch):
-    """A run's watch (catalog.watch): says every few seconds that the run's worker is alive
-    (runs.heartbeat), and with a Spark job group (`watch`, cancelled through the
-    worker's session; or `cancel`, for another session's) stops the run's Spark jobs once
-    someone asks the run to stop (runs.cancel_run), the run passes its time limit or
-    the warehouse's disk its floor; `ended_by` then says why."""
-
-    def __init__(
-        self,
-        run: Any,
-        beat: Callable[[], None] | None = None,
-        *,
-        watch: str | None = None,
-        limit: float | None = None,
-        asked: Callable[[], bool] | None = None,
-        cancel: Callable[[], object] | None = None,
-    ) -> None:
-        if cancel is None and watch is not None:
-            # Looked up at each cancel: engine's session may be a new one by then.
-            cancel = lambda: engine.cancel_group(watch)  # noqa: E731
-        super().__init__(
-            f"heartbeat-{run.pk}",
-            beat=beat or (lambda: runs.heartbeat(run)),
-            asked=asked or (lambda: runs.cancel_asked(run)),
-            cancel=cancel,
-            limit=limit,
-            room=warehouse_floor,
-            what=str(run),
-        )
-        self.run_row = run
-
-
 def _watched(run: RefreshRun, mt: MaterializedTable) -> Heartbeat:
     """The heartbeat of a batch run, which also stops its Spark jobs (job group
     `lakeview-run-<id>`) on a cancel or at the table's time limit."""
@@ -596,26 +523,3 @@ def _stopped(run: RefreshRun, beating: Heartbeat) -> tuple[str, str] | None:
         limit_from=f"table option {TIMEOUT_OPTION}, at most the deployment's "
         "REFRESH_TIMEOUT_SECONDS",
     )
-
-
-def stopped(run: Any, beating: Heartbeat, *, limit_from: str) -> tuple[str, str] | None:
-    """For a refresh or maintenance run (an infra.runs.Run): CANCELLED with who asked and
-    after how long, FAILED "Timed out" naming where the limit comes from, or FAILED for the
-    warehouse's disk at its floor; None when its heartbeat did not stop it."""
-    if beating.ended_by == "cancel":
-        who = run_rows.cancelled_by(type(run), pk=run.pk)
-        by = f" by {who}" if who else ""
-        return "CANCELLED", (
-            f"Cancelled{by} after {beating.seconds():.0f} s; the table is unchanged"
-        )
-    if beating.ended_by == "timeout":
-        return "FAILED", (
-            f"Timed out: stopped after {beating.limit:.0f} s, the longest such a run may "
-            f"take ({limit_from}); the table is unchanged"
-        )
-    if beating.ended_by == "disk":
-        return "FAILED", (
-            f"Stopped after {beating.seconds():.0f} s: {beating.why}. Spark aborted the "
-            "write; the table is unchanged"
-        )
-    return None

@@ -669,10 +669,10 @@ class Supervisor:
 
     @contextlib.contextmanager
     def _watched(self, run: RefreshRun) -> Iterator[Any]:
-        """The run's heartbeat (refresh.runner.Heartbeat), which also stops the run's Spark
+        """The run's heartbeat (runtime.running.Heartbeat), which also stops the run's Spark
         jobs, tagged with the job group `lakeview-run-<id>` on this host's session, at
         REFRESH_TIMEOUT_SECONDS or at the warehouse disk's floor."""
-        from refresh.runner import Heartbeat
+        from runtime.running import Heartbeat
 
         group = f"lakeview-run-{run.pk}"
         context = self.spark.sparkContext
@@ -1087,8 +1087,8 @@ class Supervisor:
 
 
 def _why_stopped(run: RefreshRun, beating: Any) -> str | None:
-    """What a run its heartbeat stopped says (refresh.runner.stopped), else None."""
-    from refresh.runner import stopped
+    """What a run its heartbeat stopped says (runtime.running.stopped), else None."""
+    from runtime.running import stopped
 
     said = stopped(run, beating, limit_from="the deployment's REFRESH_TIMEOUT_SECONDS")
     return said[1] if said else None

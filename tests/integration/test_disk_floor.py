@@ -16,6 +16,7 @@ from catalog.models import SparkJob
 from catalog.watch import warehouse_floor
 from refresh import runner, streams
 from refresh.models import MaterializedTable, RefreshRun
+from runtime.running import Heartbeat
 from tests.integration.test_run_cancel import mt, queued, running, wait_for  # noqa: F401
 from tests.integration.test_spark_jobs import (  # noqa: F401 - fixtures
     _queued_preview,
@@ -61,7 +62,7 @@ def test_a_refresh_writing_when_the_disk_reaches_its_floor_is_stopped_and_fails_
     cancelled: list[str] = []
     monkeypatch.setattr("runtime.engine.cancel_group", cancelled.append)
     run = running(mt)
-    beating = runner.Heartbeat(run, watch="lakeview-run-d", limit=None)
+    beating = Heartbeat(run, watch="lakeview-run-d", limit=None)
     beating.start()
     try:
         time.sleep(1.5)

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from catalog.core.errors import Unavailable
-from refresh import analysis, runner
-from runtime import engine
+from refresh import analysis
+from runtime import engine, running
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def jvm_exited(monkeypatch):
 
 
 def test_a_run_whose_jvm_exited_says_so_instead_of_connection_refused(jvm_exited):
-    said = runner.describe(ConnectionRefusedError(111, "Connection refused"))
+    said = running.describe(ConnectionRefusedError(111, "Connection refused"))
     assert said.startswith("The worker's Spark stopped during this run (its JVM exited")
     assert "a new one starts with the next job" in said
 
@@ -38,7 +38,7 @@ def test_a_run_that_failed_with_its_jvm_alive_keeps_its_own_error(monkeypatch):
     monkeypatch.setattr(engine, "jvm_gone", lambda: False)
     ticks = iter(range(0, 10_000, 1))  # a clock a second on at each look: no real wait
     monkeypatch.setattr(engine, "time", SimpleNamespace(monotonic=lambda: next(ticks), sleep=print))
-    said = runner.describe(ConnectionRefusedError(111, "Connection refused"))
+    said = running.describe(ConnectionRefusedError(111, "Connection refused"))
     assert "Connection refused" in said and "JVM" not in said
 
 

@@ -19,6 +19,7 @@ from refresh import definitions, runner, runs, table_state
 from refresh import services as mts
 from refresh.core.options import run_time_limit
 from refresh.models import MaterializedTable, MaterializedTableVersionLogEntry, RefreshRun
+from runtime.running import Heartbeat
 from tests.integration.test_refresh_decisions import DAILY, ORDERS
 
 pytestmark = pytest.mark.django_db
@@ -196,7 +197,7 @@ def test_the_heartbeat_stops_the_runs_spark_jobs_on_a_cancel_and_again_at_every_
     cancelled: list[str] = []
     monkeypatch.setattr("runtime.engine.cancel_group", cancelled.append)
     run = running(mt)
-    beating = runner.Heartbeat(run, watch="lakeview-run-x", limit=None)
+    beating = Heartbeat(run, watch="lakeview-run-x", limit=None)
     beating.start()
     try:
         time.sleep(1.5)
@@ -215,7 +216,7 @@ def test_the_heartbeat_stops_a_run_past_its_time_limit_and_fails_it_saying_so(mt
     cancelled: list[str] = []
     monkeypatch.setattr("runtime.engine.cancel_group", cancelled.append)
     run = running(mt)
-    beating = runner.Heartbeat(run, watch="lakeview-run-y", limit=1.0)
+    beating = Heartbeat(run, watch="lakeview-run-y", limit=1.0)
     beating.start()
     try:
         wait_for(lambda: cancelled)
@@ -234,7 +235,7 @@ def test_the_heartbeat_stops_a_run_past_its_time_limit_and_fails_it_saying_so(mt
 
 
 def test_a_run_that_failed_on_its_own_is_not_reported_as_stopped(mt):
-    beating = runner.Heartbeat(running(mt), watch="g", limit=None)
+    beating = Heartbeat(running(mt), watch="g", limit=None)
     assert runner._stopped(beating.run_row, beating) is None
 
 

@@ -19,6 +19,7 @@ from catalog.models import SparkJob
 from refresh import console, runner
 from refresh.models import RefreshRun
 from refresh.tasks import run_console_job
+from runtime import running
 
 pytestmark = pytest.mark.django_db
 
@@ -281,7 +282,7 @@ def test_the_pages_show_the_job_and_say_when_no_worker_runs(sales, client, viewe
 def test_refreshes_leave_a_worker_thread_free_for_jobs(sales, editor, settings, monkeypatch):
     settings.CELERY_WORKER_CONCURRENCY = 2
     settings.WORKER_INTERACTIVE_THREADS = 1
-    monkeypatch.setattr(runner, "_slots", None)
+    monkeypatch.setattr(running, "_slots", None)
     sent: list[tuple[int, float | None]] = []
     monkeypatch.setattr(
         "refresh.runs.dispatch", lambda run, countdown=None: sent.append((run.pk, countdown))
@@ -298,7 +299,7 @@ def test_refreshes_leave_a_worker_thread_free_for_jobs(sales, editor, settings, 
         actor=editor,
     )
     run = mt.runs.get()
-    slots = runner.refresh_slots()
+    slots = running.refresh_slots()
     assert slots.acquire(blocking=False)  # the one refresh thread is busy
     try:
         assert runner.execute(run.pk) == "waiting for a refresh thread"

@@ -1,13 +1,11 @@
-"""refresh/ reads top-down: each module imports only modules of its own layer or the ones
-below, and no two modules import each other, even inside functions (a function-level import
-is still a dependency; it only hides the circle). catalog/ sits below refresh/ and
-maintenance/ and imports nothing of them (what the catalog needs of Spark, refresh registers
-into it; the table page's maintenance section, maintenance registers). No circle of imports
-anywhere in catalog/, maintenance/, alerts/, webapp/ or refresh/; refresh/ and maintenance/
-import nothing of alerts/ (they announce outcomes with signals it connects to). Read from
-the source with `ast`, so a new module is covered without editing this test; one outside
-every layer fails it. infra/ sits below every app and the project, and imports none of
-them."""
+"""The apps' directions, top first (ARCHITECTURE.md's diagram): webapp (the project shell:
+settings, URLs, WSGI, Celery) -> alerts -> refresh -> maintenance -> runtime (the worker's
+Spark) -> catalog -> infra (imports no app). Each imports only what is below it, even
+inside functions (a function-level import is still a dependency; it only hides a circle);
+what a lower app needs of a higher one it gets by registration or a signal. Inside
+refresh/, modules read top-down by layers (LAYERS), and no two modules import each other.
+Read from the source with `ast`, so a new module is covered without editing this test; a
+refresh module outside every layer fails it."""
 
 from __future__ import annotations
 
@@ -189,6 +187,10 @@ def test_infra_imports_no_app_and_no_app_imports_the_project_shell():
         )
         == []
     )
+
+
+def test_refresh_may_import_maintenance_and_maintenance_imports_nothing_of_refresh():
+    assert reaching_up(("maintenance",), ("refresh", "alerts", "webapp")) == []
 
 
 def test_the_runtime_sits_below_refresh_and_maintenance():
