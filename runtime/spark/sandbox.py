@@ -379,8 +379,16 @@ def policy_for(
 
 
 def facts_of(spark: SparkSession, plan: Any) -> list[dict[str, Any]]:
-    """The analyzed plan described by the JVM helper."""
-    return json.loads(_helper(spark).describe(plan))
+    """The analyzed plan described by the JVM helper. A view named through one of the
+    session's names for the catalog (`lake.shop.v`, ALIASES_SETTING) is marked
+    `catalog_alias`: `read_places` reads it as the catalog's own, as Spark resolved it."""
+    facts = json.loads(_helper(spark).describe(plan))
+    aliases = set(filter(None, spark.conf.get(ALIASES_SETTING, "").split(",")))
+    for fact in facts if aliases else ():
+        if fact.get("kind") == "plan" and "view" in fact:
+            parts = _identifier_parts(str(fact["view"]))
+            fact["catalog_alias"] = len(parts) > 1 and parts[0] in aliases
+    return facts
 
 
 def _analyzed(session: SparkSession, sql: str) -> Any:
@@ -460,7 +468,7 @@ def read_places(
             continue
         if "view" in fact:
             parts = _identifier_parts(str(fact["view"]))
-            if parts and parts[0] == catalog and len(parts) > 1:
+            if len(parts) > 1 and (parts[0] == catalog or fact.get("catalog_alias")):
                 parts = parts[1:]
             if len(parts) == 1:
                 parts = [*namespace, *parts]

@@ -105,6 +105,8 @@ def test_the_console_reads_views_that_name_the_catalog_by_an_engines_name(stack,
     orders = "SELECT id, k, v FROM lake.shop.orders"
     expected = rows(made, f"{orders} WHERE v > 0.3")
     assert console_rows(stack, "SELECT id, k, v FROM shop.big_orders") == expected
+    # Named through the engine's name itself, as a user who copies it from Spark would.
+    assert console_rows(stack, "SELECT id, k, v FROM lake.shop.big_orders") == expected
     assert console_rows(stack, "SELECT * FROM small_orders") == rows(
         made, "SELECT id, k FROM lake.shop.orders WHERE v <= 0.3"
     )

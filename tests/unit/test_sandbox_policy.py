@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from catalog.core.errors import SqlError
+from runtime.spark import sandbox
 from runtime.spark.sandbox import Policy, SandboxRefused, check
 
 EXPR = "org.apache.spark.sql.catalyst.expressions."
@@ -185,3 +186,15 @@ def test_an_engines_name_for_the_catalog_is_read_only_where_the_session_register
             [*project(), relation(catalog="lake", catalog_class="evil.Catalog")],
             replace(POLICY, aliases=frozenset({"lake"})),
         )
+
+
+def test_a_view_named_through_an_engines_name_for_the_catalog_is_read_as_the_catalogs_own():
+    facts = [
+        {"kind": "plan", "view": "lake.shop.v", "view_line": 1, "view_position": 14,
+         "catalog_alias": True},
+        {"kind": "plan", "view": "other.shop.w", "view_line": 1, "view_position": 40},
+    ]  # fmt: skip
+    assert sandbox.reads(facts, "lakeview", namespace=["ns"]) == [
+        ("shop", "v"),
+        ("other", "shop", "w"),  # not a name of this catalog: read as a nested namespace
+    ]
