@@ -8,7 +8,7 @@ append plan (a filter), an append plan over both sources with a primary key (UNI
 a merge plan (a GROUP BY with a primary key over a stream-static join: the static side is
 read at the load's snapshot). A delete, update, merge or overwrite stops the stream
 (Iceberg's stream source refuses it), and so does, for the join, its static side moving on;
-as the streaming process does (Supervisor._catch_up), a table with a primary key then
+as the streaming process does (refresh.streams.catch_up), a table with a primary key then
 catches up incrementally (refresh.spark.streaming.plan_catch_up and catch_up: the rows the
 sources deleted and inserted since the snapshots the table holds, applied by key in one
 commit) and its stream resumes just after; the one without is recomputed. Each history
@@ -250,7 +250,7 @@ class Stream:
         )
 
     def catch_up(self, stopped: str) -> None:
-        """The stopped stream catches up, as Supervisor._catch_up does: incrementally by the
+        """The stopped stream catches up, as refresh.streams.catch_up does: incrementally by the
         table's key from the snapshots it holds, then streams on from a new checkpoint just
         after the snapshots it read; or, where it cannot, the table is recomputed."""
         caught = streaming.plan_catch_up(
@@ -293,7 +293,8 @@ class Stream:
             self.catch_up("rewrite")
             self.running.processAllAvailable()
         # A static source that moved on: the batches above read it at the load's snapshot;
-        # the table catches up, as the streaming process does (Supervisor._follow_static).
+        # the table catches up, as the streaming process does
+        # (refresh.streams.catch_up.follow_static).
         static = [(CATALOG, *source) for source in self.plan.static]
         current = {
             name: (pin[0] if pin else None)

@@ -42,6 +42,7 @@ PACKAGES = {
     "refresh.api",
     "refresh.pages",
     "refresh.templatetags",
+    "refresh.streams",
 }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from refresh import engine
-from refresh.streams import Supervisor
+from refresh.streams.supervisor import Supervisor
 
 
 class Command(BaseCommand):
