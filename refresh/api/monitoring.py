@@ -23,7 +23,7 @@ from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer
 from catalog.api.views import CatalogPagination
 from refresh import monitoring
-from refresh.api.serializers import FreshnessSerializer
+from refresh.api.serializers.common import FreshnessSerializer
 from refresh.models import MaterializedTable
 
 _TAGS = ["monitoring"]

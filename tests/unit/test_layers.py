@@ -43,6 +43,7 @@ PACKAGES = {
     "refresh.pages",
     "refresh.templatetags",
     "refresh.streams",
+    "refresh.api.serializers",
 }
 
 
