@@ -22,7 +22,7 @@ from catalog.pages import access as page_access
 from catalog.pages.formatting import moment, places, text
 from catalog.pages.views import catalog_page, linker
 from refresh import monitoring
-from refresh.pages.views import duration_text
+from refresh.pages.common import duration_text
 
 
 def _page(request: HttpRequest, items: Any, parameter: str) -> Page:
