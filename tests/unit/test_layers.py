@@ -44,6 +44,7 @@ PACKAGES = {
     "refresh.templatetags",
     "refresh.streams",
     "refresh.api.serializers",
+    "refresh.monitoring",
 }
 
 
