@@ -15,7 +15,7 @@ from django.utils import timezone
 from catalog import history
 from refresh import runs, selectors
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.spark import streaming
+from refresh.spark import stream_queries
 from refresh.streams.state import Running
 
 #: Micro-batch rows older than this are aggregated per hour.
@@ -25,7 +25,7 @@ COMPACT_EVERY_SECONDS = 300.0
 
 
 def record_batch(
-    mt_id: int, version: int, result: streaming.BatchResult, *, worker: str = ""
+    mt_id: int, version: int, result: stream_queries.BatchResult, *, worker: str = ""
 ) -> None:
     """A micro-batch's row in the history (called on Spark's foreachBatch thread)."""
     if result.replayed:

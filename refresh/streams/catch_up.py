@@ -29,7 +29,7 @@ from refresh.core.incremental import (
 from refresh.core.streaming import static_moved, trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.sources import read_twice, source_snapshots, view_versions
-from refresh.spark import streaming
+from refresh.spark import stream_catch_up, stream_queries
 from refresh.spark.source_changes import UnreadableChanges
 from refresh.streams import loads
 from refresh.streams.checkpoints import delete_checkpoint, new_checkpoint
@@ -64,7 +64,7 @@ def follow_views(state: HostState, running: Running, mt: MaterializedTable) -> b
     ]
     if not changed:
         return False
-    streaming.stop_between_batches(running.query)
+    stream_queries.stop_between_batches(running.query)
     del state.running[mt.pk]
     state.restarting = True
     recompute_instead(
@@ -92,7 +92,7 @@ def follow_static(state: HostState, running: Running, mt: MaterializedTable) -> 
     moved = static_moved(running.plan, mt.stream_start or {}, current)
     if not moved:
         return
-    streaming.stop_between_batches(running.query)
+    stream_queries.stop_between_batches(running.query)
     del state.running[mt.pk]
     changes = ", ".join(f"{name} {was} -> {now}" for name, (was, now) in moved.items())
     catch_up(
@@ -104,7 +104,7 @@ def catch_up(state: HostState, mt: MaterializedTable, checkpoint: str, *, stoppe
     """The table's stream stopped at `checkpoint` (`stopped` says why). When the table is
     kept by a primary key and its sources' changes since the snapshots it holds read as
     row changes (refresh.core.incremental.catch_up), they are applied in one commit
-    (`streaming.catch_up`; then a run in the history, INCREMENTAL, its reason what
+    (`stream_catch_up.catch_up`; then a run in the history, INCREMENTAL, its reason what
     changed and that the stream resumed after it), and the stream starts again just
     after the snapshots the catch-up read, from a new checkpoint, as after a load.
     Otherwise the table is recomputed (`recompute_next`), the history and the load's
@@ -122,7 +122,7 @@ def catch_up(state: HostState, mt: MaterializedTable, checkpoint: str, *, stoppe
     try:
         plan, session = loads.plan_and_session(state, mt)
         key = tuple(plan.key or mt.primary_key or ())
-        caught = streaming.plan_catch_up(
+        caught = stream_catch_up.plan_catch_up(
             session,
             plan=plan,
             key=key,
@@ -153,7 +153,7 @@ def catch_up(state: HostState, mt: MaterializedTable, checkpoint: str, *, stoppe
     try:
         if decision.kind is Kind.INCREMENTAL:
             before, _ = selectors.current_snapshot(mt.table_id)
-            applied = streaming.catch_up(
+            applied = stream_catch_up.catch_up(
                 session,
                 caught,
                 plan=plan,

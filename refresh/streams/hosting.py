@@ -14,7 +14,7 @@ from django.db import close_old_connections, connection
 
 from refresh import stream_hosts
 from refresh.models import MaterializedTable, StreamHost
-from refresh.spark import streaming
+from refresh.spark import stream_queries
 from refresh.streams.state import HostState
 from refresh.streams.stops import stop, stopped
 
@@ -106,7 +106,7 @@ def assign(state: HostState, host: StreamHost, desired: dict[int, MaterializedTa
         ([m for m in giving_up if m in desired], stream_hosts.lease_seconds() / 3),
     ):
         try:
-            streaming.stop_all_between_batches(
+            stream_queries.stop_all_between_batches(
                 [giving_up[m].query for m in ending], timeout=timeout
             )
         except Exception:  # noqa: BLE001 - a query that fails to stop is gone anyway

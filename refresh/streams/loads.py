@@ -19,7 +19,7 @@ from refresh.core import expectations as ex
 from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.sources import check_streamable, state_of
-from refresh.spark import jobs, streaming
+from refresh.spark import jobs, stream_loads
 from refresh.streams.checkpoints import new_checkpoint
 from refresh.streams.state import HostState, levels, target
 
@@ -152,8 +152,8 @@ def pinned_load(
     the stream they start next begins just after what the load read. `expectations` are
     applied to the load's rows (their counts into `violations`)."""
     sources = [(settings.CATALOG_NAME, *s) for s in (*plan.streams, *plan.static)]
-    pins = streaming.pinned_snapshots(session, sources)
-    result = streaming.load(
+    pins = stream_loads.pinned_snapshots(session, sources)
+    result = stream_loads.load(
         session,
         query=query,
         target=target(mt),
@@ -176,7 +176,7 @@ def pinned_ids(pins: dict[str, Any]) -> dict[str, int | None]:
 
 def load_state(version: int, pins: dict[str, Any], started: datetime) -> dict[str, str]:
     """The snapshot-summary entry of a load at `pins` ("ns.table" -> (snapshot id, ms) or
-    None, streaming.pinned_snapshots): the load reads every source at exactly its pin."""
+    None, stream_loads.pinned_snapshots): the load reads every source at exactly its pin."""
     return state_of(
         version=version,
         snapshots=pinned_ids(pins),

@@ -19,7 +19,7 @@ from refresh.core import expectations as ex
 from refresh.core.streaming import trigger_seconds
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.sources import source_uuids
-from refresh.spark import streaming
+from refresh.spark import stream_queries
 from refresh.spark.session import activate
 from refresh.streams import loads
 from refresh.streams.batches import record_batch
@@ -83,7 +83,7 @@ def start(state: HostState, mt: MaterializedTable) -> None:
         # Read once per start: a source dropped and made again under its name (another
         # UUID) fails the stream, and the next start reads them again.
         uuids = source_uuids(".".join(s) for s in (*plan.streams, *plan.static))
-        query = streaming.start(
+        query = stream_queries.start(
             session,
             plan=plan,
             query=plan.sql(mt.query),

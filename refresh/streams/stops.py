@@ -10,7 +10,7 @@ import time
 
 from refresh import rights, runs
 from refresh.models import MaterializedTable
-from refresh.spark import streaming
+from refresh.spark import stream_queries
 from refresh.streams.catch_up import catch_up
 from refresh.streams.checkpoints import delete_table_checkpoints
 from refresh.streams.starts import refused
@@ -35,7 +35,7 @@ _REWRITTEN_SOURCE = (
 def stop(running: Running) -> None:
     """Stop the query between micro-batches, keeping its checkpoint."""
     try:
-        streaming.stop_between_batches(running.query)
+        stream_queries.stop_between_batches(running.query)
     except Exception:  # noqa: BLE001 - a query that fails to stop is gone anyway
         logger.exception("Stopping stream %s", running.mt_id)
 

@@ -14,7 +14,7 @@ from django.db import close_old_connections
 
 from catalog.watch import warehouse_floor
 from refresh import stream_hosts
-from refresh.spark import streaming
+from refresh.spark import stream_queries
 from refresh.spark.session import forget_jvm, jvm_gone
 from refresh.streams import batches, catch_up, hosting, rebuilds, starts, stops
 from refresh.streams.state import HostState, desired_tables, set_status, signature
@@ -66,7 +66,7 @@ class Supervisor(HostState):
             return False
         if self.running:
             logger.error("Stopping the streams of %s: %s", sorted(self.running), full)
-            streaming.stop_all_between_batches(
+            stream_queries.stop_all_between_batches(
                 [running.query for running in self.running.values()], timeout=5.0
             )
             for mt_id in list(self.running):

@@ -21,7 +21,7 @@ from catalog import services
 from catalog.models import Table
 from refresh import definitions, lineage_events, runner, runs, signals
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.spark.streaming import BatchResult
+from refresh.spark.stream_queries import BatchResult
 from refresh.streams import batches
 from tests.integration.snapshots import commit_snapshot
 from tests.integration.test_refresh_decisions import DAILY, ORDERS

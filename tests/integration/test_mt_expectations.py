@@ -317,7 +317,7 @@ def test_a_micro_batchs_counts_are_on_its_run_and_a_fail_update_batch_is_the_str
 
     from refresh import stream_hosts
     from refresh.core.streaming import StreamPlan
-    from refresh.spark.streaming import BatchResult
+    from refresh.spark.stream_queries import BatchResult
     from refresh.streams import starts, stops
     from refresh.streams.batches import record_batch
     from refresh.streams.state import Running

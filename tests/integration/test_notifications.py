@@ -484,7 +484,7 @@ def test_a_stream_failing_on_its_own_is_one_failed_run_and_its_next_micro_batch_
 
     from refresh import stream_hosts
     from refresh.core.streaming import StreamPlan
-    from refresh.spark.streaming import BatchResult
+    from refresh.spark.stream_queries import BatchResult
     from refresh.streams import stops
     from refresh.streams.batches import record_batch
     from refresh.streams.state import Running

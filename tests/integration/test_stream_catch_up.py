@@ -25,7 +25,7 @@ from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark.changes import Applied
 from refresh.spark.source_changes import UnreadableChanges
-from refresh.spark.streaming import CatchUp
+from refresh.spark.stream_catch_up import CatchUp
 from refresh.streams import catch_up as catching_up
 from refresh.streams import loads, stops
 from refresh.streams.state import Running
@@ -90,10 +90,10 @@ def spark(monkeypatch) -> dict[str, Any]:
         return Applied(counted={"sales.orders": (2, 4)}, keys=3)
 
     monkeypatch.setattr(loads, "plan_and_session", plan_and_session)
-    monkeypatch.setattr("refresh.streams.catch_up.streaming.plan_catch_up", plan_catch_up)
-    monkeypatch.setattr("refresh.streams.catch_up.streaming.catch_up", catch_up)
+    monkeypatch.setattr("refresh.streams.catch_up.stream_catch_up.plan_catch_up", plan_catch_up)
+    monkeypatch.setattr("refresh.streams.catch_up.stream_catch_up.catch_up", catch_up)
     monkeypatch.setattr(
-        "refresh.streams.catch_up.streaming.stop_between_batches", lambda query: None
+        "refresh.streams.catch_up.stream_queries.stop_between_batches", lambda query: None
     )
     return seen
 
