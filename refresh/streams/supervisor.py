@@ -26,6 +26,7 @@ class Supervisor(HostState):
     """One streaming host: its state, and the loop over its passes."""
 
     def run_forever(self) -> None:
+        """Pass after pass until `stopping` is set; then stop the streams and leave."""
         hosting.join(self)
         logger.info("Streaming host %s (%s) started", self.host, self.host.token)
         try:
@@ -77,11 +78,15 @@ class Supervisor(HostState):
         return True
 
     def stop_all(self) -> None:
+        """Stop every query of this host between micro-batches (a clean stop)."""
         for running in list(self.running.values()):
             stops.stop(running)
         self.running.clear()
 
     def sync_once(self) -> None:
+        """One pass: settle the leases, do the pending rebuilds and manual refreshes, check
+        each running query (ended, changed, its progress, a view or static source moved),
+        start the missing ones, fold the history now and then."""
         host = hosting.join(self)
         self._recover_lost_jvm()
         active = desired_tables()
