@@ -22,8 +22,8 @@ class AlertsConfig(AppConfig):
         # The materialized table's page shows this app's section; refresh imports nothing of it.
         from alerts import pages
         from catalog.pages.tables import Panel
-        from refresh.pages import views
+        from refresh.pages import table
 
         panel = Panel("notifications", "alerts/_section.html", pages.later)
-        if panel not in views.PANELS:
-            views.PANELS.append(panel)
+        if panel not in table.PANELS:
+            table.PANELS.append(panel)

@@ -8,7 +8,7 @@ catalog's services, and one simulated day of their rows written through the path
 writes them with (commit events by `catalog.history.record_change`, as the kernel records
 a commit; refresh runs with the fields the streaming process and the worker give them),
 back-dated so that the whole day is past both folding ages. Then the folds run as
-celery-beat and the streaming process run them (`refresh.streams.compact_history`,
+celery-beat and the streaming process run them (`refresh.streams.batches.compact_history`,
 `refresh.runs.fold_skipped_runs`, `catalog.history.fold_commits`) and the rows and
 bytes are counted again, after VACUUM (SQLite's `dbstat`: each table with its indexes).
 
@@ -112,7 +112,7 @@ def write_day(start: Any, refresher: Any, live: Any, idle: Any) -> None:
                 live.table, actor=refresher, action="commit_table", metadata_location=location
             )
             first_event = first_event or event.pk
-            # ... and its row in the refresh history (refresh.streams._record_batch).
+            # ... and its row in the refresh history (refresh.streams.batches.record_batch).
             RefreshRun.objects.create(
                 materialized_table=live,
                 table_name="bench.live",
@@ -196,7 +196,7 @@ def census(db: Path, live: Any, idle: Any) -> dict[str, Any]:
 def fold_all() -> dict[str, float]:
     from catalog import history
     from refresh import services
-    from refresh.streams import compact_history
+    from refresh.streams.batches import compact_history
 
     took = {}
     for name, fold in (
@@ -250,7 +250,7 @@ def main() -> None:
                     census(root / "db.sqlite3", live, idle),
                     1,
                 )
-                from refresh.streams import compact_history
+                from refresh.streams.batches import compact_history
 
                 compact_history()
                 show(

@@ -256,7 +256,7 @@ class RefreshRun(Run):
     #: A micro-batch's id in its streaming query, and the source offsets it read up to.
     batch_id = models.BigIntegerField(null=True, blank=True)
     source_offsets = models.JSONField(default=dict, blank=True)
-    #: Runs this row stands for: micro-batches (refresh.streams.compact_history) and
+    #: Runs this row stands for: micro-batches (refresh.streams.batches.compact_history) and
     #: scheduled NO_DATA skips (runs.fold_skipped_runs) older than an hour are folded
     #: per table and hour, the first's start and the last's finish kept.
     batches = models.PositiveIntegerField(default=1)

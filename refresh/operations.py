@@ -19,7 +19,7 @@ from refresh.core.freshness import Freshness, RefreshMode, TimeUnit
 
 
 def _mt_detail(namespace: str, name: str) -> dict[str, Any]:
-    from refresh.api.serializers import MaterializedTableDetailSerializer
+    from refresh.api.serializers.tables import MaterializedTableDetailSerializer
 
     return as_json(
         MaterializedTableDetailSerializer(selectors.get_materialized_table(namespace, name)).data
@@ -55,7 +55,7 @@ def alter_query(arguments: dict[str, Any], actor: Any, job: SparkJob | None) -> 
 def verify_materialized_table(
     arguments: dict[str, Any], actor: Any, job: SparkJob | None
 ) -> tuple[int, dict]:
-    from refresh.api.serializers import VerificationSerializer
+    from refresh.api.serializers.verifications import VerificationSerializer
 
     mt = selectors.get_materialized_table(arguments["namespace"], arguments["name"])
     done = verification.verify(mt, snapshots=int(arguments.get("snapshots") or 1), actor=actor)

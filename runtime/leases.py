@@ -1,7 +1,7 @@
 """Turns between a table's row-level writers that Iceberg's optimistic commits cannot
 reconcile: a continuous table's MERGE micro-batch (it adds delete files naming the table's
 data files) and a compaction of the same table (it replaces those data files). Whichever
-commits second fails; a MERGE that loses is run again (refresh.spark.streaming), but a
+commits second fails; a MERGE that loses is run again (refresh.spark.stream_queries), but a
 compaction that loses to a micro-batch every few seconds would never win. So both take a
 short lease on the table in Redis and take turns: a micro-batch waits out a compaction
 (its lag grows by the compaction's few seconds), never the other way round for long.

@@ -22,15 +22,17 @@ from catalog import access
 from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer
 from catalog.api.shared import CatalogPagination
-from refresh import monitoring
-from refresh.api.serializers import FreshnessSerializer
+from refresh.api.serializers.common import FreshnessSerializer
 from refresh.models import MaterializedTable
+from refresh.monitoring import filters as monitoring_filters
+from refresh.monitoring import history as run_history
+from refresh.monitoring import tables as table_status
 
 _TAGS = ["monitoring"]
 # (Inside the views' bodies `list` is the method.)
-_STATUSES = list(monitoring.STATUSES)
-_KINDS = list(monitoring.KINDS)
-_RUN_STATES = list(monitoring.RUN_STATES)
+_STATUSES = list(monitoring_filters.STATUSES)
+_KINDS = list(monitoring_filters.KINDS)
+_RUN_STATES = list(monitoring_filters.RUN_STATES)
 
 
 def _query(name: str, description: str, **kwargs: Any) -> OpenApiParameter:
@@ -97,21 +99,21 @@ class MonitoredTablesView(generics.ListAPIView):
 
     def get_queryset(self) -> Any:
         self.now = timezone.now()
-        filters = monitoring.table_filters(self.request.query_params)
+        filters = monitoring_filters.table_filters(self.request.query_params)
         who = access.principal_of(self.request)
         condition = access.objects_condition(who, namespace=filters.namespace, prefix="table__")
         if condition is None:
-            return monitoring.TableList(filters, now=self.now)
+            return table_status.TableList(filters, now=self.now)
         visibility = access.visibility(who)
         if visibility is not None:
-            return monitoring.TableList(filters, now=self.now, visibility=visibility)
-        return monitoring.tables(filters, now=self.now).filter(condition)
+            return table_status.TableList(filters, now=self.now, visibility=visibility)
+        return table_status.tables(filters, now=self.now).filter(condition)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         rows = []
         for mt in page:
-            row = monitoring.table_row(mt, self.now)
+            row = table_status.table_row(mt, self.now)
             row["url"] = reverse(
                 "api:mt-detail", kwargs={"namespace": row["namespace"], "name": row["name"]}
             )
@@ -152,7 +154,7 @@ class HistoryEntrySerializer(serializers.Serializer):
     name = serializers.CharField(allow_null=True, help_text="The table's name now.")
     action = serializers.CharField(allow_blank=True)
     trigger = serializers.CharField()
-    state = serializers.CharField(help_text=", ".join(monitoring.RUN_STATES))
+    state = serializers.CharField(help_text=", ".join(monitoring_filters.RUN_STATES))
     queued_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -173,7 +175,7 @@ class MonitoringHistoryView(generics.ListAPIView):
     permission_classes = [HoldsAPrivilege]
 
     def get_queryset(self) -> Any:
-        filters = monitoring.history_filters(self.request.query_params)
+        filters = monitoring_filters.history_filters(self.request.query_params)
         who = access.principal_of(self.request)
         refreshes = access.objects_condition(who, prefix="materialized_table__table__")
         visibility = access.visibility(who) if refreshes is not None else None
@@ -182,13 +184,13 @@ class MonitoringHistoryView(generics.ListAPIView):
         elif refreshes is not None:
             maintenance = access.objects_condition(who, prefix="table__")
             filters = dataclasses.replace(filters, refreshes=refreshes, maintenance=maintenance)
-        return monitoring.HistoryList(filters)
+        return run_history.HistoryList(filters)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         rows = []
-        for entry in map(monitoring.history_row, page):
-            if entry["kind"] == monitoring.REFRESH:
+        for entry in map(run_history.history_row, page):
+            if entry["kind"] == monitoring_filters.REFRESH:
                 entry["url"] = _url("api:run-detail", run_id=entry["id"])
             else:
                 entry["url"] = _url("api:maintenance-run", run_id=entry["id"])
@@ -202,7 +204,7 @@ class MonitoringHistoryView(generics.ListAPIView):
             _query("state", "Only runs in this state.", enum=_RUN_STATES),
             _query("namespace", "Only runs of tables in this namespace (at the time)."),
             _query("table", "Only runs of tables whose name contains this text."),
-            _query("since", monitoring.SINCE_HELP),
+            _query("since", monitoring_filters.SINCE_HELP),
         ],
         responses={200: HistoryEntrySerializer(many=True), **_ERRORS},
         description=(

@@ -1,7 +1,7 @@
 """Queries over the API: a user's history (GET /api/queries/), a query's kept rows in pages
 (through its own URL or its job's: GET /api/jobs/<id>/rows), its result as CSV or Parquet
 (streamed), and running it again. Users see their own queries; superusers see everyone's.
-A query itself is run by POST /api/statements/ (refresh.api.views.StatementsView)."""
+A query itself is run by POST /api/statements/ (refresh.api.statements.StatementsView)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ from catalog.api.permissions import HoldsAPrivilege
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
 from refresh import queries
-from refresh.api import serializers as s
-from refresh.api.views import Pagination, statements_response
+from refresh.api.common import Pagination
+from refresh.api.serializers.queries import QueryRowsSerializer, QuerySerializer
+from refresh.api.serializers.statements import StatementsResponseSerializer
+from refresh.api.statements import statements_response
 
 _QUERY = OpenApiParameter("query_id", OpenApiTypes.INT, OpenApiParameter.PATH)
 _JOB = OpenApiParameter("job_id", OpenApiTypes.INT, OpenApiParameter.PATH)
@@ -97,7 +99,7 @@ def _waited(request: Request, job_id: int | None, look: Any) -> Response:
 
 
 class QueryListView(generics.ListAPIView):
-    serializer_class = s.QuerySerializer
+    serializer_class = QuerySerializer
     permission_classes = [HoldsAPrivilege]
     pagination_class = Pagination
 
@@ -106,7 +108,7 @@ class QueryListView(generics.ListAPIView):
 
     @extend_schema(
         operation_id="queries_list",
-        responses={200: s.QuerySerializer(many=True)},
+        responses={200: QuerySerializer(many=True)},
         description="Your query history, newest first (a superuser's: everyone's): each "
         "query's text, namespace, times, duration, rows, outcome, and the links to its "
         "result while it is kept.",
@@ -122,11 +124,11 @@ class QueryDetailView(APIView):
     @extend_schema(
         operation_id="queries_retrieve",
         parameters=[_QUERY],
-        responses={200: s.QuerySerializer},
+        responses={200: QuerySerializer},
         tags=_TAGS,
     )
     def get(self, request: Request, query_id: int) -> Response:
-        return Response(s.QuerySerializer(queries.get(query_id, user=request.user)).data)
+        return Response(QuerySerializer(queries.get(query_id, user=request.user)).data)
 
 
 class QueryRowsView(APIView):
@@ -135,7 +137,7 @@ class QueryRowsView(APIView):
     @extend_schema(
         operation_id="queries_rows",
         parameters=[_QUERY, *_PAGE, _WAIT],
-        responses={200: s.QueryRowsSerializer},
+        responses={200: QueryRowsSerializer},
         description=ROWS_HELP,
         tags=_TAGS,
     )
@@ -171,7 +173,7 @@ class JobRowsView(APIView):
                 description="Which of the job's queries (a script's); its first by default.",
             ),
         ],
-        responses={200: s.QueryRowsSerializer},
+        responses={200: QueryRowsSerializer},
         description=ROWS_HELP + " Before the worker starts the query (a script's statements "
         "before it), `query` is null and `state` is the job's.",
         tags=["jobs"],
@@ -239,7 +241,7 @@ class QueryRunView(APIView):
         operation_id="queries_run",
         parameters=[_QUERY],
         request=None,
-        responses={202: s.StatementsResponseSerializer},
+        responses={202: StatementsResponseSerializer},
         description="Run the query again, in its namespace: answered as POST /api/statements/ "
         "answers its text (202 with the new job and query); 403 when you may no longer read "
         "a table or view it read.",

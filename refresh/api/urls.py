@@ -6,14 +6,14 @@ from __future__ import annotations
 from django.urls import path, re_path
 
 from catalog import converters  # noqa: F401 - registers <dotted:...>
+from refresh.api import lineage, runs, statements, tables, verifications, versions
 from refresh.api import monitoring as mt_monitoring
 from refresh.api import queries as query_views
-from refresh.api import views as mt_views
 
 MT = "namespaces/<dotted:namespace>/materialized-tables/<str:name>"
 
 urlpatterns = [
-    path("statements/", mt_views.StatementsView.as_view(), name="statements"),
+    path("statements/", statements.StatementsView.as_view(), name="statements"),
     path("queries/", query_views.QueryListView.as_view(), name="query-list"),
     path("queries/<int:query_id>/", query_views.QueryDetailView.as_view(), name="query-detail"),
     path("queries/<int:query_id>/rows", query_views.QueryRowsView.as_view(), name="query-rows"),
@@ -26,19 +26,23 @@ urlpatterns = [
     path("jobs/<int:job_id>/rows", query_views.JobRowsView.as_view(), name="job-rows"),
     path(
         "namespaces/<dotted:namespace>/materialized-tables/",
-        mt_views.MaterializedTableListView.as_view(),
+        tables.MaterializedTableListView.as_view(),
         name="mt-list",
     ),
-    path(f"{MT}/", mt_views.MaterializedTableDetailView.as_view(), name="mt-detail"),
-    path(f"{MT}/suspend", mt_views.SuspendView.as_view(), name="mt-suspend"),
-    path(f"{MT}/resume", mt_views.ResumeView.as_view(), name="mt-resume"),
-    path(f"{MT}/refresh", mt_views.RefreshView.as_view(), name="mt-refresh"),
-    path(f"{MT}/runs/", mt_views.RunListView.as_view(), name="mt-runs"),
-    path(f"{MT}/versions/", mt_views.VersionListView.as_view(), name="mt-versions"),
-    path(f"{MT}/definition", mt_views.DefinitionView.as_view(), name="mt-definition"),
-    path(f"{MT}/rollback", mt_views.DefinitionRollbackView.as_view(), name="mt-rollback"),
-    path(f"{MT}/verify", mt_views.VerifyView.as_view(), name="mt-verify"),
-    path(f"{MT}/verifications/", mt_views.VerificationListView.as_view(), name="mt-verifications"),
+    path(f"{MT}/", tables.MaterializedTableDetailView.as_view(), name="mt-detail"),
+    path(f"{MT}/suspend", tables.SuspendView.as_view(), name="mt-suspend"),
+    path(f"{MT}/resume", tables.ResumeView.as_view(), name="mt-resume"),
+    path(f"{MT}/refresh", runs.RefreshView.as_view(), name="mt-refresh"),
+    path(f"{MT}/runs/", runs.RunListView.as_view(), name="mt-runs"),
+    path(f"{MT}/versions/", versions.VersionListView.as_view(), name="mt-versions"),
+    path(f"{MT}/definition", versions.DefinitionView.as_view(), name="mt-definition"),
+    path(f"{MT}/rollback", versions.DefinitionRollbackView.as_view(), name="mt-rollback"),
+    path(f"{MT}/verify", verifications.VerifyView.as_view(), name="mt-verify"),
+    path(
+        f"{MT}/verifications/",
+        verifications.VerificationListView.as_view(),
+        name="mt-verifications",
+    ),
     path(
         "monitoring/tables/",
         mt_monitoring.MonitoredTablesView.as_view(),
@@ -49,7 +53,7 @@ urlpatterns = [
         mt_monitoring.MonitoringHistoryView.as_view(),
         name="monitoring-history",
     ),
-    path("lineage/", mt_views.LineageView.as_view(), name="lineage"),
-    path("refresh-runs/<int:run_id>/", mt_views.RunDetailView.as_view(), name="run-detail"),
-    path("refresh-runs/<int:run_id>/cancel", mt_views.RunCancelView.as_view(), name="run-cancel"),
+    path("lineage/", lineage.LineageView.as_view(), name="lineage"),
+    path("refresh-runs/<int:run_id>/", runs.RunDetailView.as_view(), name="run-detail"),
+    path("refresh-runs/<int:run_id>/cancel", runs.RunCancelView.as_view(), name="run-cancel"),
 ]

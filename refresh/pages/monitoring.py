@@ -21,14 +21,17 @@ from catalog.core.errors import InvalidInput
 from catalog.pages import access as page_access
 from catalog.pages.access import catalog_page
 from catalog.pages.formatting import linker, moment, places, text
-from refresh import monitoring
-from refresh.pages.views import duration_text
+from refresh.monitoring import filters
+from refresh.monitoring import history as run_history
+from refresh.monitoring import tables as table_status
+from refresh.monitoring.hosts import streaming_hosts
+from refresh.pages.common import duration_text
 
 
 def _page(request: HttpRequest, items: Any, parameter: str) -> Page:
     """One page of `items` from `?<parameter>=`, with what templates/catalog/_pagination.html
     reads to build its links (the other parameters, filters included, are kept)."""
-    page = Paginator(items, monitoring.PAGE_SIZE).get_page(request.GET.get(parameter))
+    page = Paginator(items, filters.PAGE_SIZE).get_page(request.GET.get(parameter))
     page.parameter = parameter
     page.other_parameters = request.GET.copy()
     page.other_parameters.pop(parameter, None)
@@ -39,9 +42,9 @@ def _page(request: HttpRequest, items: Any, parameter: str) -> Page:
 # template engine took most of the page. The markup is the template's, every value escaped.
 
 _STATUS_BADGES = {
-    monitoring.FAILING: '<span class="badge err">failing</span>',
-    monitoring.LATE: '<span class="badge late">late</span>',
-    monitoring.OK: '<span class="badge ok">ok</span>',
+    filters.FAILING: '<span class="badge err">failing</span>',
+    filters.LATE: '<span class="badge late">late</span>',
+    filters.OK: '<span class="badge ok">ok</span>',
 }
 
 
@@ -75,7 +78,7 @@ def table_rows_html(rows: list[dict[str, Any]]) -> SafeString:
             last_html = '<span class="muted">never</span>'
         out.append(
             f'<tr id="mt-{qualified}" class="monitored status-{text(status)}'
-            f'{" late" if status != monitoring.OK else ""}" data-status="{text(status)}">'
+            f'{" late" if status != filters.OK else ""}" data-status="{text(status)}">'
             f"<td>{_STATUS_BADGES[status]}</td>"
             f'<td><a href="{text(row["url"])}">{qualified}</a></td>'
             f'<td><span class="badge state state-{text(row["state"].lower())}">{state}</span>'
@@ -150,20 +153,20 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     errors: dict[str, str] = {}
 
     try:
-        table_filters = monitoring.table_filters({"status": request.GET.get("status")})
+        table_filters = filters.table_filters({"status": request.GET.get("status")})
     except InvalidInput as error:
         errors[error.field or "status"] = error.message
-        table_filters = monitoring.TableFilters()
+        table_filters = filters.TableFilters()
     if condition is None:
-        listed: Any = monitoring.TableList(table_filters, now=now, visibility=visibility)
+        listed: Any = table_status.TableList(table_filters, now=now, visibility=visibility)
         by_status = listed.by_status
     else:
-        listed = monitoring.tables(table_filters, now=now).filter(condition)
-        by_status = monitoring.counts_by_status(now=now, condition=condition)
+        listed = table_status.tables(table_filters, now=now).filter(condition)
+        by_status = table_status.counts_by_status(now=now, condition=condition)
     tables = _page(request, listed, "page")
     rows = []
     for mt in tables.object_list:
-        row = monitoring.table_row(mt, now)
+        row = table_status.table_row(mt, now)
         lag = row["lag_seconds"]
         row["lag_text"] = duration_text(lag) if lag is not None else ""
         row["url"] = link("refresh:mt-detail", row["namespace"], row["name"])
@@ -172,7 +175,7 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
     history = None
     entries: list[dict[str, Any]] = []
     try:
-        history_filters = monitoring.history_filters(request.GET, now=now)
+        history_filters = filters.history_filters(request.GET, now=now)
     except InvalidInput as error:
         errors[error.field or "history"] = error.message
     else:
@@ -185,14 +188,14 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
                 maintenance=condition,
             )
         # Counted up to HISTORY_COUNTED rows, or up to the page asked for: "more than".
-        asked = _number(request, "history_page") * monitoring.PAGE_SIZE
-        upto = max(monitoring.HISTORY_COUNTED, asked)
-        runs = monitoring.HistoryList(history_filters, upto=upto)
+        asked = _number(request, "history_page") * filters.PAGE_SIZE
+        upto = max(run_history.HISTORY_COUNTED, asked)
+        runs = run_history.HistoryList(history_filters, upto=upto)
         history = _page(request, runs, "history_page")
         history.more = runs.more
-        for entry in map(monitoring.history_row, history.object_list):
+        for entry in map(run_history.history_row, history.object_list):
             if entry["namespace"] is not None and entry["name"] is not None:
-                detail = "refresh:mt-detail" if entry["kind"] == monitoring.REFRESH else None
+                detail = "refresh:mt-detail" if entry["kind"] == filters.REFRESH else None
                 entry["url"] = link(
                     detail or "catalog:table-detail", entry["namespace"], entry["name"]
                 )
@@ -203,9 +206,9 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
         "table_rows": table_rows_html(rows),
         "page": tables,
         "status": table_filters.status or "",
-        "statuses": monitoring.STATUSES,
+        "statuses": filters.STATUSES,
         # The list counted every table by status already.
-        "counts": {key: by_status[key] for key in (monitoring.LATE, monitoring.FAILING)},
+        "counts": {key: by_status[key] for key in (filters.LATE, filters.FAILING)},
         "history": history,
         "entries": entries,
         "history_rows": history_rows_html(entries),
@@ -213,11 +216,11 @@ def monitoring_page(request: HttpRequest) -> HttpResponse:
             name: request.GET.get(name, "")
             for name in ("kind", "state", "namespace", "table", "since")
         },
-        "kinds": monitoring.KINDS,
-        "run_states": monitoring.RUN_STATES,
+        "kinds": filters.KINDS,
+        "run_states": filters.RUN_STATES,
         "errors": errors,
-        "since_help": monitoring.SINCE_HELP,
+        "since_help": filters.SINCE_HELP,
         "whole_catalog": whole,
-        "stream_hosts": monitoring.streaming_hosts(now=now) if whole else [],
+        "stream_hosts": streaming_hosts(now=now) if whole else [],
     }
     return render(request, "refresh/monitoring.html", context, status=400 if errors else 200)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from django import template
 
-from refresh import monitoring
+from refresh.monitoring import tables as table_status
 
 register = template.Library()
 
 
 @register.simple_tag
 def monitoring_counts() -> dict[str, int]:
-    return monitoring.counts()
+    return table_status.counts()

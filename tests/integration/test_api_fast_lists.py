@@ -1,5 +1,5 @@
 """The list of a table's runs is written from values, not through RefreshRunSerializer
-(refresh.api.serializers.run_data: fifty runs through the serializer took most of the
+(refresh.api.serializers.runs.run_data: fifty runs through the serializer took most of the
 answer). What it writes must be what the serializer writes for the same run, field for
 field: the OpenAPI schema documents the serializer. (The list of materialized tables,
 written by summary_data, is held to its serializer by tests/integration/test_mt_api.py.)"""

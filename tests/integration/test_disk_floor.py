@@ -14,8 +14,10 @@ import pytest
 from catalog import jobs
 from catalog.models import SparkJob
 from catalog.watch import warehouse_floor
-from refresh import runner, streams
+from refresh import runner
 from refresh.models import MaterializedTable, RefreshRun
+from refresh.streams import loads, rebuilds
+from refresh.streams import supervisor as streams
 from runtime.running import Heartbeat
 from tests.integration.test_run_cancel import mt, queued, running, wait_for  # noqa: F401
 from tests.integration.test_spark_jobs import (  # noqa: F401 - fixtures
@@ -154,14 +156,14 @@ def test_a_manual_refresh_run_by_a_streaming_host_is_stopped_at_the_floor_saying
     context = _Context()
     host._spark = SimpleNamespace(sparkContext=context)
 
-    def load_until_cancelled(table):
+    def load_until_cancelled(state, table):
         settings.WAREHOUSE_MIN_FREE_BYTES = FULL  # the load fills the disk
         wait_for(lambda: context.cancelled)
         raise RuntimeError("Job 3 cancelled part of cancelled job group")
 
-    monkeypatch.setattr(host, "_plan_and_session", load_until_cancelled)
+    monkeypatch.setattr(loads, "plan_and_session", load_until_cancelled)
     run = queued(mt)
-    host._recompute(run.pk)
+    rebuilds.recompute(host, run.pk)
     run = RefreshRun.objects.get(pk=run.pk)
     group = f"lakeview-run-{run.pk}"
     assert context.groups == [group, None] and set(context.cancelled) == {group}

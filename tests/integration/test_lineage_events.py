@@ -20,9 +20,10 @@ from django.test.utils import CaptureQueriesContext
 from catalog import services
 from catalog.models import Table
 from infra import metrics
-from refresh import definitions, lineage_events, runner, runs, signals, streams
+from refresh import definitions, lineage_events, runner, runs, signals
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.spark.streaming import BatchResult
+from refresh.spark.stream_queries import BatchResult
+from refresh.streams import batches
 from tests.integration.snapshots import commit_snapshot
 from tests.integration.test_refresh_decisions import DAILY, ORDERS
 from tests.unit.test_lineage_events import validate
@@ -142,7 +143,7 @@ def test_a_micro_batch_commit_sends_a_streaming_start_and_complete(mt, events_fi
     now = time.time()
     result = BatchResult(7, 4, daily, 100, now - 1, now, sources={"sales.orders": orders})
 
-    streams._record_batch(mt.pk, 1, result, worker="streams:test")
+    batches.record_batch(mt.pk, 1, result, worker="streams:test")
 
     start, complete = sent(events_file)
     assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
@@ -185,7 +186,7 @@ def test_with_lineage_off_nothing_is_written_and_no_query_is_added(mt, spark, tm
         now = time.time()
         result = BatchResult(batch_id, 1, daily, 10, now - 1, now, sources={})
         with CaptureQueriesContext(connection) as queries:
-            streams._record_batch(mt.pk, 1, result)
+            batches.record_batch(mt.pk, 1, result)
         return len(queries)
 
     connected = batch(1)

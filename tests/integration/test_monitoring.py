@@ -18,8 +18,10 @@ from rest_framework.test import APIClient
 from catalog import services
 from catalog.models import Namespace
 from maintenance.models import MaintenanceRun
-from refresh import monitoring
 from refresh.models import MaterializedTable, RefreshRun
+from refresh.monitoring import filters
+from refresh.monitoring import history as run_history
+from refresh.monitoring import tables as table_status
 
 pytestmark = pytest.mark.django_db
 
@@ -173,7 +175,7 @@ STATUS = {
 
 def test_failing_tables_come_first_then_late_ones_then_the_rest_by_name(fleet):
     now = timezone.now()
-    rows = [monitoring.table_row(mt, now) for mt in monitoring.tables(now=now)]
+    rows = [table_status.table_row(mt, now) for mt in table_status.tables(now=now)]
     assert [(row["namespace"], row["name"]) for row in rows] == ORDER
     assert {row["name"]: row["status"] for row in rows} == STATUS
 
@@ -221,7 +223,7 @@ def test_the_api_filters_tables_by_status_and_namespace(viewer_api, fleet):
 
 
 def test_counts_are_the_number_of_late_and_failing_tables(fleet):
-    assert monitoring.counts() == {"late": 2, "failing": 3}
+    assert table_status.counts() == {"late": 2, "failing": 3}
 
 
 def test_the_home_page_links_to_monitoring_with_the_number_of_late_and_failing_tables(
@@ -437,8 +439,8 @@ def test_the_page_counts_the_history_up_to_a_bound_and_pages_on_beyond_it(
 ):
     """Refresh runs are kept for good: past HISTORY_COUNTED rows (or the page asked for)
     the page says "more than" instead of counting every run, and still pages on."""
-    monkeypatch.setattr(monitoring, "PAGE_SIZE", 2)
-    monkeypatch.setattr(monitoring, "HISTORY_COUNTED", 3)
+    monkeypatch.setattr(filters, "PAGE_SIZE", 2)
+    monkeypatch.setattr(run_history, "HISTORY_COUNTED", 3)
     total = RefreshRun.objects.count() + MaintenanceRun.objects.count()
     assert total > 6
     client.force_login(viewer)

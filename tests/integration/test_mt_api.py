@@ -417,7 +417,7 @@ def test_the_materialized_tables_list_writes_each_table_as_its_serializer_does(e
     from django.utils import timezone
 
     from refresh import selectors
-    from refresh.api.serializers import MaterializedTableSummarySerializer
+    from refresh.api.serializers.tables import MaterializedTableSummarySerializer
 
     created_daily(editor_api)
     run_sql(editor_api, CREATE_DAILY.replace("daily", "hourly").replace("'1' DAY", "'1' HOUR"))

@@ -317,27 +317,28 @@ def test_a_micro_batchs_counts_are_on_its_run_and_a_fail_update_batch_is_the_str
 
     from refresh import stream_hosts
     from refresh.core.streaming import StreamPlan
-    from refresh.spark.streaming import BatchResult
-    from refresh.streams import Running, Supervisor, _record_batch
+    from refresh.spark.stream_queries import BatchResult
+    from refresh.streams import starts, stops
+    from refresh.streams.batches import record_batch
+    from refresh.streams.state import Running
+    from refresh.streams.supervisor import Supervisor
 
-    monkeypatch.setattr("refresh.streams.close_old_connections", lambda: None)
+    monkeypatch.setattr("refresh.streams.batches.close_old_connections", lambda: None)
     ok(api, PLAIN.format(freshness="'30' SECOND"))
     mt = MaterializedTable.objects.get()
     now = time.time()
-    _record_batch(
-        mt.pk, 1, BatchResult(0, -1, None, None, now - 1, now, expectations={"has_id": 2})
-    )
+    record_batch(mt.pk, 1, BatchResult(0, -1, None, None, now - 1, now, expectations={"has_id": 2}))
     batch = mt.runs.get(trigger="CONTINUOUS", batch_id=0)
     assert batch.expectations == {"has_id": 2}
 
     supervisor = Supervisor(config=None, host_name="h:1")  # type: ignore[arg-type]
     supervisor.host = stream_hosts.register("h:1")
     failure = ExpectationFailed("has_id", 3)
-    supervisor._expectation_failed(mt.pk, failure, {"has_id": 3})
+    starts.expectation_failed(supervisor, mt.pk, failure, {"has_id": 3})
     wrapped = RuntimeError("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in ...")
     query = SimpleNamespace(isActive=False, exception=lambda: wrapped)
     supervisor.running[mt.pk] = Running(mt.pk, query, (), "", StreamPlan("append", (), ()))
-    supervisor._ended(supervisor.running[mt.pk], mt, held=True)
+    stops.ended(supervisor, supervisor.running[mt.pk], mt, held=True)
 
     failed = mt.runs.get(state="FAILED")
     assert failed.error == failure.message

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from catalog import services
 from refresh.models import MaterializedTable, RefreshRun
-from refresh.streams import compact_history
+from refresh.streams.batches import compact_history
 
 pytestmark = pytest.mark.django_db
 

@@ -484,10 +484,13 @@ def test_a_stream_failing_on_its_own_is_one_failed_run_and_its_next_micro_batch_
 
     from refresh import stream_hosts
     from refresh.core.streaming import StreamPlan
-    from refresh.spark.streaming import BatchResult
-    from refresh.streams import Running, Supervisor, _record_batch
+    from refresh.spark.stream_queries import BatchResult
+    from refresh.streams import stops
+    from refresh.streams.batches import record_batch
+    from refresh.streams.state import Running
+    from refresh.streams.supervisor import Supervisor
 
-    monkeypatch.setattr("refresh.streams.close_old_connections", lambda: None)
+    monkeypatch.setattr("refresh.streams.batches.close_old_connections", lambda: None)
     mt = materialized("ns", "live", freshness=(5, "SECOND"), mode="CONTINUOUS")
     subscription = alerts.create_subscription(namespace="ns", webhook_url=receiver.url)
     supervisor = Supervisor(config=None, host_name="h:1")  # type: ignore[arg-type]
@@ -497,7 +500,7 @@ def test_a_stream_failing_on_its_own_is_one_failed_run_and_its_next_micro_batch_
         query = SimpleNamespace(isActive=False, exception=lambda: RuntimeError(message))
         supervisor.running[mt.pk] = Running(mt.pk, query, (), "", StreamPlan("append", (), ()))
         with django_capture_on_commit_callbacks(execute=True):
-            supervisor._ended(supervisor.running[mt.pk], mt, held=True)
+            stops.ended(supervisor, supervisor.running[mt.pk], mt, held=True)
 
     fails("Cannot cast 'x' to INT")
     fails("Cannot cast 'x' to INT")  # the retry fails the same way: the same spell
@@ -513,6 +516,6 @@ def test_a_stream_failing_on_its_own_is_one_failed_run_and_its_next_micro_batch_
     MaterializedTable.objects.filter(pk=mt.pk).update(stream_status="RUNNING", stream_error="")
     now = time.time()
     with django_capture_on_commit_callbacks(execute=True):
-        _record_batch(mt.pk, 1, BatchResult(0, 1, None, None, now - 1, now))
+        record_batch(mt.pk, 1, BatchResult(0, 1, None, None, now - 1, now))
     assert deliver_all() == ["DELIVERED"]
     assert receiver.events(subscription.secret) == ["FAILED", "RECOVERED"]

@@ -21,7 +21,9 @@ from refresh.core.freshness import Freshness
 from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.rights import DEFINITION_HIDDEN, OwnerLacksPrivilege
-from refresh.streams import Running, Supervisor
+from refresh.streams import starts, stops
+from refresh.streams.state import Running
+from refresh.streams.supervisor import Supervisor
 from tests.integration.grant_fixtures import admin, alice, api_as, bob, give, take  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -222,7 +224,9 @@ LIVE_LACKS = "The owner alice lacks read_data on sales.orders, a source of sales
 def test_a_stream_whose_owner_may_not_read_a_source_does_not_start_and_counts_a_failure(live):
     supervisor = host()
 
-    supervisor._start(MaterializedTable.objects.select_related("table__namespace").get(pk=live.pk))
+    starts.start(
+        supervisor, MaterializedTable.objects.select_related("table__namespace").get(pk=live.pk)
+    )
 
     mt = MaterializedTable.objects.get(pk=live.pk)
     assert supervisor.running == {} and supervisor._spark is None  # no Spark was started
@@ -237,18 +241,18 @@ def test_a_micro_batch_after_a_revoke_fails_the_stream_with_the_reason(
     live, admin, alice, monkeypatch
 ):
     # Spark's thread closes its stale connection first; the test's one is in a transaction.
-    monkeypatch.setattr("refresh.streams.close_old_connections", lambda: None)
+    monkeypatch.setattr("refresh.streams.starts.close_old_connections", lambda: None)
     give(admin, READ_DATA, alice, namespace="sales", name="orders")
     supervisor = host()
-    supervisor._may_read(live.pk)  # alice may read: the batch goes on
+    starts.may_read(supervisor, live.pk)  # alice may read: the batch goes on
 
     take(admin, READ_DATA, alice, namespace="sales", name="orders")
     with pytest.raises(OwnerLacksPrivilege, match=LIVE_LACKS):
-        supervisor._may_read(live.pk)
+        starts.may_read(supervisor, live.pk)
     # Spark ends the query with its own words for the failed batch function.
     query = SimpleNamespace(isActive=False, exception=lambda: RuntimeError("foreachBatch failed"))
     supervisor.running[live.pk] = Running(live.pk, query, (), "", StreamPlan("append", (), ()))
-    supervisor._ended(supervisor.running[live.pk], live, held=True)
+    stops.ended(supervisor, supervisor.running[live.pk], live, held=True)
 
     mt = MaterializedTable.objects.get(pk=live.pk)
     assert mt.stream_status == "FAILED" and mt.stream_error.startswith(LIVE_LACKS)

@@ -535,10 +535,10 @@ def test_the_materialized_tables_list_pages_its_tables_in_name_order(
 ):
     """The list's pages (read through a compiled query) are the query's, in name order,
     with each table's last refresh."""
-    from refresh.pages import views as mt_views
+    from refresh.pages import listing
     from refresh.selectors import materialized_tables
 
-    monkeypatch.setattr(mt_views, "LIST_PAGE_SIZE", 4)
+    monkeypatch.setattr(listing, "LIST_PAGE_SIZE", 4)
     ns = Namespace.objects.create(name="sales")
     ids = seed_tables(ns, [f"mt_{i:02d}" for i in range(10)], files[1])
     seed_materialized(ids)

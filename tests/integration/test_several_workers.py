@@ -17,7 +17,7 @@ from catalog import jobs, services, workers
 from catalog.models import SparkJob
 from refresh import runner
 from refresh import services as mts
-from refresh.api.serializers import RefreshRunSerializer
+from refresh.api.serializers.runs import RefreshRunSerializer
 from refresh.core.freshness import Freshness, RefreshMode
 from refresh.models import RefreshRun
 from webapp.celery import _stamp_ticks

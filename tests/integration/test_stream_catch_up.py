@@ -1,5 +1,5 @@
 """A continuous table whose stream stopped catches up, as the streaming process records it
-(refresh.streams.Supervisor._catch_up): a source's MERGE that the stream cannot read, or a
+(refresh.streams.catch_up): a source's MERGE that the stream cannot read, or a
 static source of its join that moved on, is one INCREMENTAL run in the history (its reason
 what changed, and that the stream resumed after it), the table's checkpoint and pins are new
 and the old checkpoint goes; a table that cannot catch up (no primary key, changes that
@@ -25,8 +25,11 @@ from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, RefreshRun
 from refresh.spark.changes import Applied
 from refresh.spark.source_changes import UnreadableChanges
-from refresh.spark.streaming import CatchUp
-from refresh.streams import Running, Supervisor
+from refresh.spark.stream_catch_up import CatchUp
+from refresh.streams import catch_up as catching_up
+from refresh.streams import loads, stops
+from refresh.streams.state import Running
+from refresh.streams.supervisor import Supervisor
 from tests.integration.test_mt_pipelines import api, dispatched, ok, sales  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -86,10 +89,12 @@ def spark(monkeypatch) -> dict[str, Any]:
         violations.update({"positive": 1})
         return Applied(counted={"sales.orders": (2, 4)}, keys=3)
 
-    monkeypatch.setattr(Supervisor, "_plan_and_session", plan_and_session)
-    monkeypatch.setattr("refresh.streams.streaming.plan_catch_up", plan_catch_up)
-    monkeypatch.setattr("refresh.streams.streaming.catch_up", catch_up)
-    monkeypatch.setattr("refresh.streams.streaming.stop_between_batches", lambda query: None)
+    monkeypatch.setattr(loads, "plan_and_session", plan_and_session)
+    monkeypatch.setattr("refresh.streams.catch_up.stream_catch_up.plan_catch_up", plan_catch_up)
+    monkeypatch.setattr("refresh.streams.catch_up.stream_catch_up.catch_up", catch_up)
+    monkeypatch.setattr(
+        "refresh.streams.catch_up.stream_queries.stop_between_batches", lambda query: None
+    )
     return seen
 
 
@@ -114,7 +119,7 @@ def stopped(supervisor: Supervisor, mt: MaterializedTable, error: str = REFUSED)
     query = SimpleNamespace(isActive=False, exception=lambda: RuntimeError(error))
     plan = StreamPlan("merge", (("sales", "orders"),), (), ("id",))
     supervisor.running[mt.pk] = Running(mt.pk, query, (), mt.stream_checkpoint, plan)
-    supervisor._ended(supervisor.running[mt.pk], mt, held=True)
+    stops.ended(supervisor, supervisor.running[mt.pk], mt, held=True)
 
 
 @pytest.fixture
@@ -175,13 +180,15 @@ def test_a_static_source_that_moved_on_is_caught_up_by_key_and_the_stream_goes_o
     plan = StreamPlan("merge", (("sales", "orders"),), (("sales", "customers"),), ("id",))
     query = SimpleNamespace(isActive=True)
     supervisor.running[mt.pk] = Running(mt.pk, query, (), str(checkpoint), plan, started=-1e9)
-    monkeypatch.setattr("refresh.streams.source_snapshots", lambda s: ({"sales.customers": 21}, []))
+    monkeypatch.setattr(
+        "refresh.streams.catch_up.source_snapshots", lambda s: ({"sales.customers": 21}, [])
+    )
     MaterializedTable.objects.filter(pk=mt.pk).update(
         stream_start={"sales.orders": [5, 1], "sales.customers": [20, 2]}
     )
     mt.refresh_from_db()
 
-    supervisor._follow_static(supervisor.running[mt.pk], mt)
+    catching_up.follow_static(supervisor, supervisor.running[mt.pk], mt)
 
     assert mt.pk not in supervisor.running
     [run] = mt.runs.filter(trigger="CONTINUOUS")
@@ -218,9 +225,9 @@ def test_a_table_without_a_primary_key_is_recomputed_and_its_load_says_why(
     # The next pass loads the table; its run says why it was recomputed.
     loaded = SimpleNamespace(rows_written=3, bytes_written=30, snapshot_id=None)
     monkeypatch.setattr(
-        Supervisor, "_pinned_load", lambda self, *a, **kw: ({"sales.orders": (5, 9)}, loaded)
+        loads, "pinned_load", lambda state, *a, **kw: ({"sales.orders": (5, 9)}, loaded)
     )
-    supervisor._load(None, mt, StreamPlan("append", (("sales", "orders"),), ()))
+    loads.load(supervisor, None, mt, StreamPlan("append", (("sales", "orders"),), ()))
     [load] = mt.runs.filter(action="FULL", reason__startswith="full: ")
     assert load.reason.startswith("full: source sales.orders had an overwrite in snapshot 4")
     assert load.reason.endswith("the stream restarted after them")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from catalog.models import Namespace, Table
-from refresh.streams import _delete_checkpoint, _delete_checkpoints
+from refresh.streams.checkpoints import delete_checkpoint, delete_table_checkpoints
 
 pytestmark = pytest.mark.django_db
 
@@ -26,12 +26,12 @@ def warehouse(tmp_path: Path, settings) -> Path:
 
 def test_a_manual_refresh_removes_its_old_checkpoint_and_keeps_the_new_one(warehouse):
     folder = warehouse / "sales" / "daily.checkpoints"
-    _delete_checkpoint(str(folder / "v1-1"))
+    delete_checkpoint(str(folder / "v1-1"))
     assert not (folder / "v1-1").exists() and (folder / "v1-2" / "offsets").is_dir()
 
 
 def test_a_dropped_tables_checkpoints_go_together(warehouse):
-    _delete_checkpoints(str(warehouse / "sales" / "daily.checkpoints" / "v1-2"))
+    delete_table_checkpoints(str(warehouse / "sales" / "daily.checkpoints" / "v1-2"))
     assert not (warehouse / "sales" / "daily.checkpoints").exists()
     assert (warehouse / "sales").is_dir()
 
@@ -47,14 +47,14 @@ def test_a_dropped_tables_checkpoints_go_together(warehouse):
 )
 def test_anything_else_is_left_alone(warehouse, path):
     target = path if path.startswith("relative") else str(warehouse / path)
-    _delete_checkpoint(target)
+    delete_checkpoint(target)
     assert (warehouse / "sales" / "daily.checkpoints" / "v1-1" / "offsets").is_dir()
 
 
 def test_a_checkpoints_folder_outside_the_warehouse_is_left_alone(warehouse, tmp_path):
     outside = tmp_path / "elsewhere" / "t.checkpoints" / "v1-1"
     outside.mkdir(parents=True)
-    _delete_checkpoint(str(outside))
+    delete_checkpoint(str(outside))
     assert outside.is_dir()
 
 
@@ -74,11 +74,11 @@ def test_a_checkpoints_folder_another_object_lives_in_is_kept(warehouse):
         metadata_location=f"{squatter}/metadata/00000-a.metadata.json",
     )
 
-    _delete_checkpoints(str(folder / "v1-2"))
+    delete_table_checkpoints(str(folder / "v1-2"))
 
     assert (squatter / "metadata").is_dir() and (folder / "v1-1" / "offsets").is_dir()
     # The neighbour of an object named alike is no one's: its folder still goes.
     other = warehouse / "sales" / "ear.checkpoints" / "v1-1"
     other.mkdir(parents=True)
-    _delete_checkpoints(str(other))
+    delete_table_checkpoints(str(other))
     assert not other.parent.exists()

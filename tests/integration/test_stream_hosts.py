@@ -17,7 +17,9 @@ from catalog.core.errors import CommitConflict
 from refresh import stream_hosts
 from refresh.core.streaming import StreamPlan
 from refresh.models import MaterializedTable, StreamHost
-from refresh.streams import Supervisor, _desired
+from refresh.streams import hosting, rebuilds, starts
+from refresh.streams.state import Running, desired_tables
+from refresh.streams.supervisor import Supervisor
 from tests.integration.snapshots import commit_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +58,7 @@ def supervisor(name: str) -> Supervisor:
 
 
 def lease_pass(host: Supervisor) -> set[int]:
-    return host._assign(host.host, _desired())
+    return hosting.assign(host, host.host, desired_tables())
 
 
 def silence(host: StreamHost, *, seconds: float = 3600) -> None:
@@ -161,7 +163,9 @@ def test_the_tables_of_a_host_that_died_are_taken_over_once_its_leases_expire():
     assert set(holders().values()) == {"b:2"}
 
 
-def test_a_host_looks_again_as_another_host_s_lease_ends_rather_than_at_its_next_pass(settings):
+def test_a_host_looks_again_as_another_host_s_lease_ends_rather_than_at_its_next_pass(
+    settings, monkeypatch
+):
     settings.STREAM_LEASE_SECONDS = 6
     ids = continuous_tables(2)
     a, b = supervisor("a:1"), supervisor("b:2")
@@ -175,13 +179,14 @@ def test_a_host_looks_again_as_another_host_s_lease_ends_rather_than_at_its_next
     MaterializedTable.objects.filter(stream_host=a.host).update(
         stream_lease_until=timezone.now() + timedelta(seconds=1)
     )
-    b._start_all = lambda tables: None  # the pass's leases only: no Spark here
+    # The pass's leases only: no Spark here.
+    monkeypatch.setattr(starts, "start_all", lambda state, tables: None)
     b.sync_once()
-    assert 0.5 < b._pause() < 1.2
+    assert 0.5 < hosting.pause(b) < 1.2
     silence(a.host)
     assert stream_hosts.next_expiry(b.host, ids) is None, "an ended lease is the pass's to take"
     b.sync_once()
-    assert b._pause() == b.poll_seconds
+    assert hosting.pause(b) == b.poll_seconds
     assert set(holders().values()) == {"b:2"}
 
 
@@ -189,7 +194,7 @@ def test_a_host_that_stops_cleanly_frees_its_tables_at_once():
     ids = continuous_tables(4)
     a, b = supervisor("a:1"), supervisor("b:2")
     lease_pass(a), lease_pass(b), lease_pass(a), lease_pass(b)
-    a.leave()
+    hosting.leave(a)
     assert not StreamHost.objects.filter(pk=a.host.pk).exists()
     assert lease_pass(b) == set(ids)
 
@@ -291,8 +296,6 @@ class FakeQuery:
 
 
 def test_a_host_that_comes_back_after_a_takeover_stops_the_stream_it_lost_at_once():
-    from refresh.streams import Running
-
     ids = continuous_tables(2)
     a, b = supervisor("a:1"), supervisor("b:2")
     lease_pass(a)
@@ -312,8 +315,6 @@ def test_a_host_that_comes_back_after_a_takeover_stops_the_stream_it_lost_at_onc
 
 
 def test_a_host_above_its_share_stops_the_surplus_streams_before_releasing_them():
-    from refresh.streams import Running
-
     ids = continuous_tables(4)
     a = supervisor("a:1")
     lease_pass(a)
@@ -331,8 +332,6 @@ def test_a_host_above_its_share_stops_the_surplus_streams_before_releasing_them(
 
 
 def test_the_stream_of_a_dropped_table_stops_and_its_checkpoints_go(warehouse):
-    from refresh.streams import Running
-
     [mt_id] = continuous_tables(1)
     a = supervisor("a:1")
     lease_pass(a)
@@ -371,12 +370,14 @@ def test_a_stream_restarts_from_the_checkpoint_its_manual_refresh_just_made(monk
     a = supervisor("a:1")
     started: list[str] = []
 
-    def recompute(run_id: int) -> None:  # what _recompute leaves: a new checkpoint
+    def recompute(state: Supervisor, run_id: int) -> None:  # what it leaves: a new checkpoint
         RefreshRun.objects.filter(pk=run_id).update(state=RefreshRun.State.SUCCEEDED)
         MaterializedTable.objects.filter(pk=mt_id).update(stream_checkpoint="/warehouse/new")
 
-    monkeypatch.setattr(a, "_recompute", recompute)
-    monkeypatch.setattr(a, "_start", lambda table: started.append(table.stream_checkpoint))
+    monkeypatch.setattr(rebuilds, "recompute", recompute)
+    monkeypatch.setattr(
+        starts, "start", lambda state, table: started.append(table.stream_checkpoint)
+    )
     a.sync_once()
     assert started == ["/warehouse/new"]
 
@@ -406,8 +407,8 @@ def test_the_heartbeat_thread_closes_its_database_connection_when_the_host_stops
 
     monkeypatch.setattr(stream_hosts, "beat", beat)
     monkeypatch.setattr(stream_hosts, "forget_dead", lambda: 0)
-    host.join()
-    host._beating.join(timeout=10)
+    hosting.join(host)
+    host.beating.join(timeout=10)
 
-    assert not host._beating.is_alive()
+    assert not host.beating.is_alive()
     assert closed == [True], "the thread ended with its connection still open"

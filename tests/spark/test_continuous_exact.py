@@ -8,8 +8,8 @@ append plan (a filter), an append plan over both sources with a primary key (UNI
 a merge plan (a GROUP BY with a primary key over a stream-static join: the static side is
 read at the load's snapshot). A delete, update, merge or overwrite stops the stream
 (Iceberg's stream source refuses it), and so does, for the join, its static side moving on;
-as the streaming process does (Supervisor._catch_up), a table with a primary key then
-catches up incrementally (refresh.spark.streaming.plan_catch_up and catch_up: the rows the
+as the streaming process does (refresh.streams.catch_up), a table with a primary key then
+catches up incrementally (refresh.spark.stream_catch_up.plan_catch_up and catch_up: the rows the
 sources deleted and inserted since the snapshots the table holds, applied by key in one
 commit) and its stream resumes just after; the one without is recomputed. Each history
 asserts which happened: a keyed table is never recomputed. Afterwards each snapshot of the
@@ -22,7 +22,7 @@ refresh.core.incremental decides, INCREMENTAL when the continuous table only app
 its last refresh, FULL otherwise), while the stream keeps writing; each of its snapshots
 verifies against the snapshot of the first it read.
 
-The stream runs with the streaming process's Django-free code (refresh.spark.streaming) in
+The stream runs with the streaming process's Django-free code (refresh.spark.stream_queries) in
 this test's Spark session; micro-batches are waited for with `processAllAvailable`."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from refresh.core.definition import MERGE_ON_READ
 from refresh.core.incremental import Kind, has_full_outer_join, null_supplied_key
 from refresh.core.refresh_state import read, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream, static_moved
-from refresh.spark import streaming, verify
+from refresh.spark import stream_catch_up, stream_loads, stream_queries, verify
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 from tests.spark.test_incremental_refresh import History, Shape
@@ -215,8 +215,8 @@ class Stream:
         """A load at the source's snapshot now, then the stream just after it (a start
         without a checkpoint, a manual refresh, a recompute)."""
         sources = [(CATALOG, *source) for source in (*self.plan.streams, *self.plan.static)]
-        pins = streaming.pinned_snapshots(self.spark, sources)
-        streaming.load(
+        pins = stream_loads.pinned_snapshots(self.spark, sources)
+        stream_loads.load(
             self.spark,
             query=self.query,
             target=[CATALOG, self.namespace, "mt"],
@@ -233,7 +233,7 @@ class Stream:
         self.pins = pins
         checkpoint = self.folder / f"checkpoint-{next(self.checkpoints)}"
         self.checkpoint = str(checkpoint)
-        self.running = streaming.start(
+        self.running = stream_queries.start(
             self.spark,
             plan=self.plan,
             query=self.query,
@@ -250,10 +250,10 @@ class Stream:
         )
 
     def catch_up(self, stopped: str) -> None:
-        """The stopped stream catches up, as Supervisor._catch_up does: incrementally by the
+        """The stopped stream catches up, as refresh.streams.catch_up does: incrementally by the
         table's key from the snapshots it holds, then streams on from a new checkpoint just
         after the snapshots it read; or, where it cannot, the table is recomputed."""
-        caught = streaming.plan_catch_up(
+        caught = stream_catch_up.plan_catch_up(
             self.spark,
             plan=self.plan,
             key=self.key,
@@ -268,7 +268,7 @@ class Stream:
             self.load_and_start()
             return
         if caught.decision.kind is Kind.INCREMENTAL:
-            streaming.catch_up(
+            stream_catch_up.catch_up(
                 self.spark,
                 caught,
                 plan=self.plan,
@@ -293,18 +293,19 @@ class Stream:
             self.catch_up("rewrite")
             self.running.processAllAvailable()
         # A static source that moved on: the batches above read it at the load's snapshot;
-        # the table catches up, as the streaming process does (Supervisor._follow_static).
+        # the table catches up, as the streaming process does
+        # (refresh.streams.catch_up.follow_static).
         static = [(CATALOG, *source) for source in self.plan.static]
         current = {
             name: (pin[0] if pin else None)
-            for name, pin in streaming.pinned_snapshots(self.spark, static).items()
+            for name, pin in stream_loads.pinned_snapshots(self.spark, static).items()
         }
         if static_moved(self.plan, self.pins, current):
-            streaming.stop_between_batches(self.running)
+            stream_queries.stop_between_batches(self.running)
             self.catch_up("static")
 
     def manual_refresh(self) -> None:
-        streaming.stop_between_batches(self.running)
+        stream_queries.stop_between_batches(self.running)
         self.load_and_start()
 
     def stop(self) -> None:

@@ -1,5 +1,5 @@
 """Expectations applied by incremental refreshes and by a continuous table's micro-batches
-(refresh.spark.changes and refresh.spark.streaming, as the worker and the streaming process
+(refresh.spark.changes and refresh.spark.stream_queries, as the worker and the streaming process
 call them): only the rows each plan computes are checked and counted (an append plan's new
 rows, a merge plan's touched keys), DROP ROW leaves rows out (a key whose row now violates
 it is deleted), FAIL UPDATE aborts before any commit, and every snapshot the table gets
@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from refresh.core.expectations import DROP_ROW, FAIL_UPDATE, Expectation, ExpectationFailed
 from refresh.core.refresh_state import read, refresh_state
 from refresh.core.streaming import plan_stream
-from refresh.spark import changes, streaming, verify
+from refresh.spark import changes, stream_loads, stream_queries, verify
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 
@@ -113,13 +113,13 @@ class Tables:
         *,
         loaded: dict[str, int] | None = None,
         on_failed: Callable[[ExpectationFailed, dict[str, int]], None] | None = None,
-    ) -> tuple[Any, list[streaming.BatchResult]]:
+    ) -> tuple[Any, list[stream_queries.BatchResult]]:
         """A continuous table's start, as the streaming process makes it: a load at the
         source's snapshot now (its counts into `loaded`), then the stream just after it.
         The running query and the list its micro-batches' results go to."""
         sources = [(CATALOG, *self.source)]
-        pins = streaming.pinned_snapshots(self.spark, sources)
-        streaming.load(
+        pins = stream_loads.pinned_snapshots(self.spark, sources)
+        stream_loads.load(
             self.spark,
             query=self.query,
             target=self.target,
@@ -131,8 +131,8 @@ class Tables:
             expectations=expectations,
             violations=loaded,
         )
-        batches: list[streaming.BatchResult] = []
-        running = streaming.start(
+        batches: list[stream_queries.BatchResult] = []
+        running = stream_queries.start(
             self.spark,
             plan=self.plan,
             query=self.query,

@@ -51,7 +51,7 @@ from refresh.core.incremental import (
 from refresh.core.refresh_state import partition_entry, read, read_partition, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream
 from refresh.spark import changes, source_changes, verify
-from refresh.spark.streaming import source_lineage
+from refresh.spark.stream_offsets import source_lineage
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 

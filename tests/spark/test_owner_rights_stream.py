@@ -1,5 +1,5 @@
 """A continuous table's micro-batch asks whether its owner may still read its sources before
-it reads their new rows (refresh.spark.streaming's `may_read`, which the streaming process
+it reads their new rows (refresh.spark.stream_queries' `may_read`, which the streaming process
 answers from grants): once it refuses, the batch fails, the query ends with it, and nothing
 of the source's new rows reaches the table."""
 
@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from refresh.core.streaming import plan_stream
-from refresh.spark import streaming
+from refresh.spark import stream_queries
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
 
@@ -47,7 +47,7 @@ def test_a_micro_batch_refused_by_the_owners_rights_fails_the_stream_and_writes_
         if revoked:
             raise Revoked("The owner alice lacks read_data on owned.orders")
 
-    running = streaming.start(
+    running = stream_queries.start(
         session,
         plan=plan_stream(QUERY, namespace=["owned"], catalog=CATALOG, primary_key=()),
         query=QUERY,

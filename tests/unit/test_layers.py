@@ -41,6 +41,9 @@ PACKAGES = {
     "refresh.api",
     "refresh.pages",
     "refresh.templatetags",
+    "refresh.streams",
+    "refresh.api.serializers",
+    "refresh.monitoring",
 }
 
 

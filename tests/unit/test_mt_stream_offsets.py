@@ -1,5 +1,5 @@
 """What a continuous table's micro-batch read, from the end offsets Spark logged for it
-(refresh.spark.streaming): the snapshot each streamed source is read through, or nothing
+(refresh.spark.stream_offsets): the snapshot each streamed source is read through, or nothing
 when that is not exactly known, so that a commit never records a wrong refresh state."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from refresh.core.streaming import StreamPlan
-from refresh.spark import streaming
-from refresh.spark.streaming import StreamOffset, parse_offset, read_through
+from refresh.spark import stream_offsets
+from refresh.spark.stream_offsets import StreamOffset, parse_offset, read_through
 
 EVENTS = ("live", "events")
 CLICKS = ("live", "clicks")
@@ -153,9 +153,9 @@ def reads(
             raise logged
         return logged
 
-    monkeypatch.setattr(streaming, "logged_offsets", offsets)
-    monkeypatch.setattr(streaming, "_Tables", FakeTables)
-    return streaming.batch_reads(
+    monkeypatch.setattr(stream_offsets, "logged_offsets", offsets)
+    monkeypatch.setattr(stream_offsets, "_Tables", FakeTables)
+    return stream_offsets.batch_reads(
         object(),
         plan=MERGE,
         catalog="lv",

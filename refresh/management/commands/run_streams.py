@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from refresh.streams import Supervisor
+from refresh.streams.supervisor import Supervisor
 from runtime import engine
 
 
