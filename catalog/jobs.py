@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -43,7 +43,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from catalog import access, workers
+from catalog import access, job_news, workers
 from catalog.core.access import CREATE, MANAGE, READ_DATA
 from catalog.core.errors import (
     CatalogError,
@@ -601,76 +601,7 @@ def _end(job: SparkJob, watch: Watch, state: str, **fields: Any) -> None:
 
 def _finish(job: SparkJob, state: str, **fields: Any) -> None:
     runs.finish(SparkJob, pk=job.pk, state=state, **fields)
-    announce(job.pk)
-
-
-# -- waiting for a job's news -------------------------------------------------------------
-#
-# A client that asks for a job's rows with `wait` is answered when there is news (its query
-# stored its first rows, or it ended) instead of asking again and again: the worker
-# publishes on the job's channel, and the waiting request, subscribed, wakes.
-
-T = TypeVar("T")
-
-#: The longest a request waits for a job's news, in seconds: it holds a web thread.
-MAX_WAIT_SECONDS = 5.0
-#: A waiting request looks again this often without news (a news lost with Redis).
-LOOK_AGAIN_SECONDS = 0.5
-
-
-def _news_channel(job_id: int) -> str:
-    return f"{settings.WORKERS_KEY}:job-news:{job_id}"
-
-
-def announce(job_id: int) -> None:
-    """Wake the requests waiting on the job (`wait_for_news`). Best effort: a waiter looks
-    again on its own every LOOK_AGAIN_SECONDS."""
-    import redis
-
-    try:
-        broker.redis_client().publish(_news_channel(job_id), b"1")
-    except redis.RedisError as error:
-        logger.debug("Job %s's news not published: %s", job_id, error)
-
-
-def wait_for_news(
-    job_id: int, *, user: Any, seconds: float, look: Callable[[], tuple[T, bool]]
-) -> T:
-    """What `look()` answers once it says it is done (its second value), or when `seconds`
-    (at most MAX_WAIT_SECONDS) have passed: `look` runs first, then each time the job has
-    news. A user waits in at most QUERIES_PER_USER + 1 requests at a time (each holds a web
-    thread); beyond, and when Redis cannot be reached, the answer is `look()`'s at once."""
-    import redis
-
-    value, done = look()
-    if done or seconds <= 0:
-        return value
-    client = broker.redis_client()
-    waiting = f"{settings.WORKERS_KEY}:waiting:{getattr(user, 'pk', None)}"
-    try:
-        with client.pipeline() as pipe:
-            count, _ = pipe.incr(waiting).expire(waiting, 60).execute()
-    except redis.RedisError:
-        return value
-    pubsub = None
-    try:
-        if count > settings.QUERIES_PER_USER + 1:
-            return value
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(_news_channel(job_id))
-        deadline = time.monotonic() + min(seconds, MAX_WAIT_SECONDS)
-        value, done = look()  # news sent from the subscription on wakes this request
-        while not done and (left := deadline - time.monotonic()) > 0:
-            pubsub.get_message(timeout=min(left, LOOK_AGAIN_SECONDS))
-            value, done = look()
-        return value
-    except redis.RedisError:
-        return value
-    finally:
-        with contextlib.suppress(redis.RedisError):
-            if pubsub is not None:
-                pubsub.close()
-            client.decr(waiting)
+    job_news.announce(job.pk)
 
 
 # -- housekeeping (celery-beat) ----------------------------------------------------------

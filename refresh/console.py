@@ -160,7 +160,7 @@ def execute(
     script = sql if isinstance(sql, Script) else Script(text)
     results: list[StatementResult] = []
     if script.error is not None:
-        return [_failed(text.strip()[:200], 1, 1, script.error)]
+        return [failed(text.strip()[:200], 1, 1, script.error)]
     if not script.parts:
         raise InvalidInput("Write at least one statement", field="sql")
     if len(script.parts) > MAX_STATEMENTS:
@@ -175,7 +175,7 @@ def execute(
         line, column = part.position()
         try:
             statement = script.statement(index)
-            _viewer(actor, statement)
+            check_viewer(actor, statement)
             try:
                 if isinstance(statement, st.Query):
                     result = _query(statement, namespace, actor, job, index)
@@ -197,7 +197,7 @@ def execute(
                     progress(result)
                 break
         except CatalogError as error:
-            results.append(_failed(text, line, column, error))
+            results.append(failed(text, line, column, error))
             results[-1].query = getattr(error, "query", None)  # a query's own record
             if progress is not None:
                 progress(results[-1])
@@ -233,7 +233,7 @@ def run(
                     queries.check_bound(actor)
             except CatalogError as error:
                 part = script.parts[needing]
-                return [_failed(part.text, *part.position(), error)], None
+                return [failed(part.text, *part.position(), error)], None
         started: list[Any] = []
 
         def defer(index: int, statement: st.Statement) -> Any:
@@ -306,7 +306,7 @@ def _same_query_as_the_table(script: Script, index: int, namespace: str | None) 
         statement = script.statement(index)  # kept: `execute` does not parse it again
         if not isinstance(statement, st.CreateMaterializedTable) or not statement.or_alter:
             return False
-        ns, name = _resolve(statement.name, namespace)
+        ns, name = resolve(statement.name, namespace)
         mt = MaterializedTable.objects.filter(table__namespace__name=ns, table__name=name).first()
         return mt is not None and (pipelines.difference(mt, statement, namespace=ns).query is None)
     except CatalogError:
@@ -323,7 +323,7 @@ def answer(results: list[StatementResult]) -> tuple[int, dict[str, Any]]:
     return 200, body
 
 
-def _failed(
+def failed(
     text: str, line: int, column: int, error: CatalogError, *, refused: bool = False
 ) -> StatementResult:
     where = {"line": getattr(error, "line", None), "column": getattr(error, "column", None)}
@@ -344,26 +344,26 @@ def _failed(
     return result
 
 
-def _resolve(name: st.Name, namespace: str | None) -> tuple[str, str]:
+def resolve(name: st.Name, namespace: str | None) -> tuple[str, str]:
     return pipelines.resolve(name, namespace)
 
 
 #: The statements that ask only catalog.services.grants.
-_GRANT_STATEMENTS = (
+GRANT_STATEMENTS = (
     grant_statements.GrantPrivileges,
     grant_statements.RevokePrivileges,
     grant_statements.ShowGrants,
 )
 
 
-def _viewer(actor: Any, statement: st.Statement) -> None:
+def check_viewer(actor: Any, statement: st.Statement) -> None:
     """Every statement but the grant statements (which ask what catalog.services.grants
     asks) needs a privilege somewhere; each then asks about what it touches."""
-    if not isinstance(statement, _GRANT_STATEMENTS):
+    if not isinstance(statement, GRANT_STATEMENTS):
         checks.holds_anything(actor)
 
 
-def _in_script(error: SqlError, text: str, part: str) -> SqlError:
+def in_script(error: SqlError, text: str, part: str) -> SqlError:
     """An error placed in `part` (a query inside the statement), moved to the script."""
     offset = text.find(part)
     if offset < 0 or error.line is None:
@@ -396,14 +396,14 @@ def _run(
     statement: st.Statement, text: str, *, namespace: str | None, actor: Any
 ) -> StatementResult:
     result = StatementResult("", 0, 0, kind=type(statement).__name__)
-    if isinstance(statement, _GRANT_STATEMENTS):
+    if isinstance(statement, GRANT_STATEMENTS):
         return console_grants.run(statement, namespace=namespace, actor=actor, result=result)
     if isinstance(statement, st.ShowMaterializedTables):
         return _show(statement, namespace, result, actor)
     if isinstance(statement, st.DescribeJob):
         return _describe(checks.run(actor, statement.job_id), result)
     if isinstance(statement, st.ShowCreateMaterializedTable):
-        ns, name = _resolve(statement.name, namespace)
+        ns, name = resolve(statement.name, namespace)
         mt = checks.materialized_table(actor, ns, name, READ_METADATA)
         result.table, result.columns = f"{ns}.{name}", ["statement"]
         # The definition only to those who may read every source (refresh.rights).
@@ -413,7 +413,7 @@ def _run(
         return result
     if isinstance(statement, st.CreateMaterializedTable):
         what = "CREATE OR ALTER" if statement.or_alter else "CREATE"
-        ns, name = _resolve(statement.name, namespace)
+        ns, name = resolve(statement.name, namespace)
         existing = pipelines.existing_for(actor, ns, name, or_alter=statement.or_alter)
         if existing is not None:
             return _create_or_alter(existing, statement, text, ns, actor, result)
@@ -442,7 +442,7 @@ def _run(
         except SqlError as error:
             if error.field != "query":
                 raise
-            raise _in_script(error, text, statement.query) from None
+            raise in_script(error, text, statement.query) from None
         run = mt.runs.order_by("id").first()
         result.table, result.run_id = f"{ns}.{name}", run.pk if run else None
         result.message = (
@@ -453,7 +453,7 @@ def _run(
         return result
     if isinstance(statement, st.DataChange):
         return _data_change(statement, text, namespace, actor, result)
-    ns, name = _resolve(statement.name, namespace)
+    ns, name = resolve(statement.name, namespace)
     if isinstance(statement, st.DropMaterializedTable):
         try:
             mt = checks.materialized_table(actor, ns, name, MANAGE)
@@ -492,7 +492,7 @@ def _run(
         except SqlError as error:
             if error.field != "query":
                 raise
-            raise _in_script(error, text, statement.query) from None
+            raise in_script(error, text, statement.query) from None
         result.run_id = run.pk
         result.message = (
             f"{ns}.{name}: definition version {run.definition_version} is being built by job "
@@ -532,96 +532,13 @@ def _create_or_alter(
     except SqlError as error:
         if error.field != "query":
             raise
-        raise _in_script(error, text, statement.query) from None
+        raise in_script(error, text, statement.query) from None
     result.run_id = run.pk if run is not None else None
     result.plan = pipelines.Plan("alter", qualified, changes).as_dict()
     result.message = f"{qualified} altered: " + "; ".join(changes)
     if run is not None:
         result.message += f" (the rebuild is job {run.pk})"
     return result
-
-
-def plan(sql: str, *, namespace: str | None = None, actor: Any = None) -> list[StatementResult]:
-    """A dry run of a script: what each statement would do (refresh.pipelines.plan), every
-    statement planned even after a refusal, nothing written and no Spark asked. A statement
-    counts the tables the statements before it would create as there."""
-    if not isinstance(sql, str) or not sql.strip():
-        raise InvalidInput("Write at least one statement", field="sql")
-    try:
-        located = st.located_statements(sql)
-    except SqlError as error:
-        return [_failed(sql.strip()[:200], 1, 1, error, refused=True)]
-    if not located:
-        raise InvalidInput("Write at least one statement", field="sql")
-    if len(located) > MAX_STATEMENTS:
-        raise InvalidInput(
-            f"A script runs at most {MAX_STATEMENTS} statements; this one has {len(located)}",
-            field="sql",
-        )
-    planned: set[str] = set()
-    return [
-        plan_statement(sql, offset, padded, namespace=namespace, actor=actor, planned=planned)
-        for offset, padded in located
-    ]
-
-
-def plan_statement(
-    script: str,
-    offset: int,
-    padded: str,
-    *,
-    namespace: str | None,
-    actor: Any,
-    planned: set[str],
-) -> StatementResult:
-    """The plan of the statement at `offset` of `script` (`padded`: the statement with what
-    precedes it blanked, as `st.located_statements` gives it), a refusal at its line and
-    column in the script; `planned` is shared by the statements of one plan."""
-    text = padded[offset:].strip()
-    line, column = st.position(
-        script, offset + (len(padded[offset:]) - len(padded[offset:].lstrip()))
-    )
-    try:
-        statement = st.parse_statement(padded, threshold=table_state.threshold())
-        _viewer(actor, statement)
-        if isinstance(statement, _GRANT_STATEMENTS):
-            planned_one = _plan_grant(statement, namespace, actor, planned)
-        else:
-            try:
-                planned_one = pipelines.plan(
-                    statement, namespace=namespace, actor=actor, planned=planned
-                )
-            except SqlError as error:
-                query = getattr(statement, "query", None)
-                if error.field != "query" or not query:
-                    raise
-                raise _in_script(error, padded, query) from None
-    except CatalogError as error:
-        return _failed(text, line, column, error, refused=True)
-    result = StatementResult(text, line, column, kind=type(statement).__name__)
-    result.table, result.plan = planned_one.table, planned_one.as_dict()
-    shown = "; ".join(change for change in planned_one.changes if change)
-    result.message = planned_one.action + (f": {shown}" if shown else "")
-    return result
-
-
-def _plan_grant(
-    statement: Any, namespace: str | None, actor: Any, planned: set[str]
-) -> pipelines.Plan:
-    """A grant statement's plan: its own verb and what it would do, checked as it would be
-    (console_grants.plan rolls its writes back); on a table an earlier statement of the
-    plan makes, only that it comes after it."""
-    verb = {
-        grant_statements.GrantPrivileges: "grant",
-        grant_statements.RevokePrivileges: "revoke",
-    }.get(type(statement), "read")
-    securable = statement.securable
-    if securable is not None and securable.kind not in ("catalog", "namespace"):
-        qualified = ".".join(_resolve(securable.name, namespace))
-        if qualified in planned:
-            return pipelines.Plan(verb, qualified, ["after an earlier statement makes it"])
-    changes = console_grants.plan(statement, namespace=namespace, actor=actor)
-    return pipelines.Plan(verb, None, changes)
 
 
 def _show(
@@ -683,7 +600,7 @@ def _data_change(
 ) -> StatementResult:
     from refresh import analysis
 
-    ns, name = _resolve(statement.target, namespace)
+    ns, name = resolve(statement.target, namespace)
     mt: MaterializedTable = checks.data_change_target(actor, ns, name)
     try:
         analysis.run_data_change(
@@ -695,7 +612,7 @@ def _data_change(
             may_read=lambda prepared: queries.check_reads(actor, prepared),
         )
     except SqlError as error:
-        raise _in_script(error, text, statement.sql) from None
+        raise in_script(error, text, statement.sql) from None
     services.record_data_change(mt, kind=statement.kind, actor=actor)
     result.table = f"{ns}.{name}"
     result.message = (

@@ -176,10 +176,10 @@ def run(
 
 def _announce(query: Query) -> None:
     """Wake the requests waiting for the query's rows at its job's URL or its own."""
-    from catalog import jobs
+    from catalog import job_news
 
     if query.job_id is not None:
-        jobs.announce(query.job_id)
+        job_news.announce(query.job_id)
 
 
 def _log_phases(query: Query, clock: dict[str, float]) -> None:

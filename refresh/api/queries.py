@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import jobs
+from catalog import job_news
 from catalog import selectors as catalog_selectors
 from catalog.api.permissions import HoldsAPrivilege
 from catalog.core.errors import InvalidInput
@@ -76,9 +76,9 @@ def _wait(request: Request) -> float:
         seconds = float(text)
     except ValueError:
         seconds = -1.0
-    if not 0 <= seconds <= jobs.MAX_WAIT_SECONDS:  # NaN fails too
+    if not 0 <= seconds <= job_news.MAX_WAIT_SECONDS:  # NaN fails too
         raise InvalidInput(
-            f"wait must be a number of seconds from 0 to {jobs.MAX_WAIT_SECONDS:g}, "
+            f"wait must be a number of seconds from 0 to {job_news.MAX_WAIT_SECONDS:g}, "
             f"not {text[:40]!r}",
             field="wait",
         )
@@ -95,7 +95,7 @@ def _waited(request: Request, job_id: int | None, look: Any) -> Response:
     seconds = _wait(request)
     if job_id is None:
         return Response(look())
-    return Response(jobs.wait_for_news(job_id, user=request.user, seconds=seconds, look=looked))
+    return Response(job_news.wait_for_news(job_id, user=request.user, seconds=seconds, look=looked))
 
 
 class QueryListView(generics.ListAPIView):

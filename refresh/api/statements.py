@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import SparkJobSerializer
-from refresh import console
+from refresh import console, console_plan
 from refresh.api.common import validated
 from refresh.api.serializers.statements import (
     StatementRequestSerializer,
@@ -64,7 +64,7 @@ class StatementsView(APIView):
     def post(self, request: Request) -> Response:
         data = validated(StatementRequestSerializer, request)
         if data["dry_run"]:
-            results = console.plan(
+            results = console_plan.plan(
                 data["sql"], namespace=data["namespace"] or None, actor=request.user
             )
             refused = sum(1 for result in results if not result.ok)

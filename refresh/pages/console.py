@@ -16,7 +16,7 @@ from catalog.core.errors import CatalogError
 from catalog.models import Namespace, SparkJob
 from catalog.pages import access as page_access
 from catalog.pages.jobs import job_context
-from refresh import console
+from refresh import console, console_plan
 from refresh.models import (
     MaterializedTable,
 )
@@ -59,14 +59,14 @@ def console_page(request: HttpRequest) -> HttpResponse:
     namespaces = list(listed.values_list("name", flat=True))
     results: list[dict[str, Any]] = []
     query_part = console_context(request)  # the history, a query to run again
-    # "Plan": what each statement would do, nothing changed (refresh.console.plan).
+    # "Plan": what each statement would do, nothing changed (refresh.console_plan.plan).
     planning = request.method == "POST" and request.POST.get("action") == "plan"
     if request.method == "POST":
         form = ConsoleForm(request.POST, namespaces=namespaces)
         if form.is_valid():
             try:
                 if planning:
-                    ran = console.plan(
+                    ran = console_plan.plan(
                         form.cleaned_data["sql"],
                         namespace=form.cleaned_data["namespace"] or None,
                         actor=request.user,

@@ -22,7 +22,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog import jobs, workers
+from catalog import job_news, jobs, workers
 from catalog.core.errors import Forbidden, SqlError
 from catalog.models import SparkJob
 from infra import broker
@@ -625,8 +625,8 @@ def test_rows_asked_with_wait_come_as_soon_as_the_worker_stores_them(
     monkeypatch.setattr("refresh.analysis.fetch_query", slow_fetch)
     # A wait long enough that answering at its end cannot pass for answering on the news,
     # and no look without news: only the worker's news wakes the waiter.
-    monkeypatch.setattr(jobs, "MAX_WAIT_SECONDS", PATIENCE)
-    monkeypatch.setattr(jobs, "LOOK_AGAIN_SECONDS", PATIENCE)
+    monkeypatch.setattr(job_news, "MAX_WAIT_SECONDS", PATIENCE)
+    monkeypatch.setattr(job_news, "LOOK_AGAIN_SECONDS", PATIENCE)
     nothing_yet = client.get(f"{job['url']}rows", {"wait": "0.3"}).json()
     assert (nothing_yet["rows"], nothing_yet["complete"]) == ([], False)
 
@@ -675,8 +675,8 @@ def test_a_user_waits_in_at_most_queries_per_user_plus_one_requests_the_next_ans
     settings.QUERIES_PER_USER = 1
     # Without news a waiter waits the whole (long) wait: one that answered early was not
     # made to wait, and the two holding their places answer only on the job's news.
-    monkeypatch.setattr(jobs, "MAX_WAIT_SECONDS", PATIENCE)
-    monkeypatch.setattr(jobs, "LOOK_AGAIN_SECONDS", PATIENCE)
+    monkeypatch.setattr(job_news, "MAX_WAIT_SECONDS", PATIENCE)
+    monkeypatch.setattr(job_news, "LOOK_AGAIN_SECONDS", PATIENCE)
     job = submitted(api_for(viewer))["job"]  # no worker runs it: it stays QUEUED
     answers: list[dict] = []
 

@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from catalog.core.errors import CatalogError, SqlError
-from refresh import analysis, console, pipelines
+from refresh import analysis, console, console_plan, pipelines
 from refresh.core import statements as st
 
 
@@ -76,7 +76,7 @@ class Command(BaseCommand):
         refusal = None
         actions: dict[str, int] = {}
         for unit in units:
-            result = console.plan_statement(
+            result = console_plan.plan_statement(
                 unit.script,
                 unit.offset,
                 unit.padded,
