@@ -90,6 +90,13 @@ def record_queued(
     statement: st.Query, *, job: SparkJob, index: int, namespace: str | None, actor: Any
 ) -> Query:
     """The history row of a query a web request handed to a job, before a worker takes it."""
+    return _created(statement, job=job, index=index, namespace=namespace, actor=actor)
+
+
+def _created(
+    statement: st.Query, *, job: Any, index: int, namespace: str | None, actor: Any, **fields: Any
+) -> Query:
+    """A new history row of `statement` (the `index`th of `job`'s script) with `fields`."""
     return Query.objects.create(
         requested_by=actor,
         job=job,
@@ -97,6 +104,7 @@ def record_queued(
         kind=statement.kind,
         sql=statement.sql,
         namespace=namespace or "",
+        **fields,
     )
 
 
@@ -229,15 +237,7 @@ def _start(
         queued = Query.objects.filter(job=job, statement_index=index, state=Query.State.QUEUED)
         if queued.update(**fields):
             return Query.objects.get(job=job, statement_index=index)
-    return Query.objects.create(
-        requested_by=actor,
-        job=job,
-        statement_index=index,
-        kind=statement.kind,
-        sql=statement.sql,
-        namespace=namespace or "",
-        **fields,
-    )
+    return _created(statement, job=job, index=index, namespace=namespace, actor=actor, **fields)
 
 
 def _plain_read(

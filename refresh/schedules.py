@@ -11,12 +11,25 @@ import json
 
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
-from refresh.core.freshness import full_refresh_schedule
+from catalog.core.errors import CatalogError
+from refresh.core.freshness import RefreshMode, Schedule, full_refresh_schedule
 from refresh.models import MaterializedTable
 
 #: The Celery task a tick sends, with the table's id (its worker side comes with the Spark
 #: refresh job).
 TASK = "refresh.scheduled_refresh"
+
+
+def shown(mt: MaterializedTable) -> tuple[Schedule, PeriodicTask | None] | None:
+    """A FULL table's schedule and its periodic task, as its page and API show them (None
+    for another mode, or a freshness no schedule expresses)."""
+    if mt.refresh_mode != RefreshMode.FULL:
+        return None
+    try:
+        schedule = full_refresh_schedule(mt.freshness)
+    except CatalogError:
+        return None
+    return schedule, mt.periodic_task
 
 
 def _name(mt: MaterializedTable) -> str:

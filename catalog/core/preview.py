@@ -33,7 +33,7 @@ carries them exactly (`catalog.core.row_values`)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,26 +212,18 @@ def _plan(
 _PLAN_BYTES_PER_TASK = 300
 
 
-def _cached_plan(
-    metadata: TableMetadata,
-    snapshot: Snapshot,
-    schema: Schema,
-    row_filter: BooleanExpression,
-    io: FileIO,
-    *,
-    table_path: str,
-) -> _Plan:
-    """`_plan`, kept in the metadata cache when `io` reads through one: a table state's
-    files never change, so the same snapshot, schema and filter plan the same files, and a
-    repeated preview (a reload, another column choice) skips evaluating every file."""
+def _cached_plan(io: FileIO, key: str, plan: Callable[[], _Plan]) -> _Plan:
+    """`plan()`, kept in the metadata cache under `key` (snapshot, schema and filter) when
+    `io` reads through one: a table state's files never change, so the same snapshot,
+    schema and filter plan the same files, and a repeated preview (a reload, another column
+    choice) skips evaluating every file."""
     if not isinstance(io, CachingFileIO):
-        return _plan(metadata, snapshot, schema, row_filter, io, table_path=table_path)
+        return plan()
 
     def produce() -> tuple[_Plan, int]:
-        plan = _plan(metadata, snapshot, schema, row_filter, io, table_path=table_path)
-        return plan, 1024 + _PLAN_BYTES_PER_TASK * len(plan.tasks)
+        made = plan()
+        return made, 1024 + _PLAN_BYTES_PER_TASK * len(made.tasks)
 
-    key = f"{snapshot.snapshot_id}/{schema.schema_id}/{row_filter!r}"
     return io.cache.cached(io.fingerprint, "plan", key, produce)
 
 
@@ -298,7 +290,11 @@ def preview(
         return Preview(
             result_columns, (), False, None, schema.schema_id, metadata_location, Pruning()
         )
-    plan = _cached_plan(parsed, snapshot, schema, expression, io, table_path=table_path)
+    plan = _cached_plan(
+        io,
+        f"{snapshot.snapshot_id}/{schema.schema_id}/{expression!r}",
+        lambda: _plan(parsed, snapshot, schema, expression, io, table_path=table_path),
+    )
     # ArrowScan reads with the metadata's current schema: for a read at an older snapshot,
     # the snapshot's own schema is made current in a copy.
     if parsed.current_schema_id != schema.schema_id:

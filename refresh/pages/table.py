@@ -25,8 +25,8 @@ from catalog.pages.access import catalog_page
 from catalog.pages.formatting import moment, places, text
 from catalog.pages.tables import Panel
 from maintenance import pages as maintenance_pages
-from refresh import selectors
-from refresh.core.freshness import RefreshMode, full_refresh_schedule
+from refresh import schedules, selectors
+from refresh.core.freshness import RefreshMode
 from refresh.models import (
     MaterializedTable,
     RefreshRun,
@@ -50,13 +50,10 @@ PANELS: list[Panel] = []
 
 
 def _schedule(mt: MaterializedTable) -> dict[str, Any] | None:
-    if mt.refresh_mode != RefreshMode.FULL:
+    found = schedules.shown(mt)
+    if found is None:
         return None
-    try:
-        schedule = full_refresh_schedule(mt.freshness)
-    except CatalogError:
-        return None
-    task = mt.periodic_task
+    schedule, task = found
     return {
         "text": str(schedule),
         "flink_cron": schedule.flink_cron,

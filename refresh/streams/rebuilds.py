@@ -91,15 +91,23 @@ def watched(state: HostState, run: RefreshRun) -> Iterator[Any]:
             beating.stop()
 
 
+def _claimed(state: HostState, run_id: int) -> tuple[Any, Any, str] | None:
+    """The run this host claimed (None: another took it), its table and the checkpoint its
+    stream had: a recompute or a rebuild deletes it once the table is past it."""
+    run = runs.claim(run_id, worker=state.worker)
+    if run is None:
+        return None
+    return run, run.materialized_table, run.materialized_table.stream_checkpoint
+
+
 def recompute(state: HostState, run_id: int) -> None:
     """A manual refresh of a continuous table, its stream stopped: the query over the
     sources pinned now replaces the rows (one commit, its refresh state those pins),
     and the stream continues just after them from a new checkpoint."""
-    run = runs.claim(run_id, worker=state.worker)
-    if run is None:
+    claimed = _claimed(state, run_id)
+    if claimed is None:
         return
-    mt = run.materialized_table
-    old_checkpoint = mt.stream_checkpoint
+    run, mt, old_checkpoint = claimed
     violations: dict[str, int] = {}
     with watched(state, run) as beating:
         try:
@@ -129,11 +137,10 @@ def recompute(state: HostState, run_id: int) -> None:
 def rebuild(state: HostState, run_id: int) -> None:
     """Replace the table with the new definition's rows over its sources pinned now:
     schema and rows in one commit; a new checkpoint and pins for the new stream."""
-    run = runs.claim(run_id, worker=state.worker)
-    if run is None:
+    claimed = _claimed(state, run_id)
+    if claimed is None:
         return
-    mt = run.materialized_table
-    old_checkpoint = mt.stream_checkpoint
+    run, mt, old_checkpoint = claimed
     violations: dict[str, int] = {}
     with watched(state, run) as beating:
         try:

@@ -11,8 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog import access
-from catalog.core.errors import CatalogError
-from refresh import rights, selectors
+from refresh import rights, schedules, selectors
 from refresh.api.serializers.common import (
     FRESHNESS_HELP,
     FreshnessField,
@@ -28,7 +27,7 @@ from refresh.api.serializers.expectations import (
 )
 from refresh.api.serializers.runs import MOMENT, RefreshRunSerializer, run_data
 from refresh.api.serializers.versions import VersionLogEntrySerializer
-from refresh.core.freshness import RefreshMode, full_refresh_schedule
+from refresh.core.freshness import RefreshMode
 from refresh.models import (
     MaterializedTable,
 )
@@ -92,13 +91,10 @@ def freshness_data(mt: MaterializedTable) -> dict[str, Any]:
 
 
 def schedule_data(mt: MaterializedTable) -> dict[str, Any] | None:
-    if mt.refresh_mode != RefreshMode.FULL:
+    found = schedules.shown(mt)
+    if found is None:
         return None
-    try:
-        schedule = full_refresh_schedule(mt.freshness)
-    except CatalogError:
-        return None
-    task = mt.periodic_task
+    schedule, task = found
     return {
         "schedule": str(schedule),
         "flink_cron": schedule.flink_cron,
