@@ -50,7 +50,7 @@ from refresh.core.incremental import (
 )
 from refresh.core.refresh_state import partition_entry, read, read_partition, refresh_state
 from refresh.core.streaming import StreamPlan, plan_stream
-from refresh.spark import changes, source_changes, verify
+from refresh.spark import changes, combined, key_merges, source_changes, verify
 from refresh.spark.stream_offsets import source_lineage
 from tests.live_server import CatalogServer
 from tests.spark.conftest import REST_CATALOG, rest_session
@@ -488,19 +488,27 @@ class History:
 
 @contextmanager
 def _failing_writes() -> Iterator[None]:
-    """Every way refresh.spark.changes commits (an append, a MERGE, an overwrite) fails."""
+    """Every way an incremental refresh commits (an append, a MERGE, an overwrite) fails."""
 
     def fail(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the refresh failed half way")
 
-    saved = {name: getattr(changes, name) for name in ("append", "merge_retrying", "full_refresh")}
+    # Where each is called from: changes appends and overwrites, key_merges and combined
+    # merge.
+    places = [
+        (changes, "append"),
+        (changes, "full_refresh"),
+        (key_merges, "merge_retrying"),
+        (combined, "merge_retrying"),
+    ]
+    saved = {(module, name): getattr(module, name) for module, name in places}
     try:
-        for name in saved:
-            setattr(changes, name, fail)
+        for module, name in saved:
+            setattr(module, name, fail)
         yield
     finally:
-        for name, value in saved.items():
-            setattr(changes, name, value)
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
 
 
 def _bag(found: list) -> Counter:
