@@ -15,7 +15,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from catalog.core.errors import SqlError
-from refresh.spark import jobs, query
+from refresh.spark import query
+from runtime.spark.session import session_with
 from tests.live_server import CatalogServer
 from tests.spark.conftest import rest_catalog_conf, rest_session
 from tests.spark.test_sandbox import REFUSED
@@ -59,7 +60,7 @@ def session(spark: SparkSession, catalog_server: CatalogServer) -> SparkSession:
         "spark.sql.catalog.other": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.other.catalog-impl": "org.apache.iceberg.inmemory.InMemoryCatalog",
     }
-    run = jobs.session_with(spark, catalog="lv", namespace=[NS], conf=conf)
+    run = session_with(spark, catalog="lv", namespace=[NS], conf=conf)
     run.sql("CREATE NAMESPACE IF NOT EXISTS other.vault")
     run.sql("CREATE TABLE IF NOT EXISTS other.vault.keys (k STRING)")
     return run
@@ -166,7 +167,7 @@ def test_a_query_reads_through_its_own_session_whatever_session_is_active_on_the
     jvm = spark._jvm  # noqa: SLF001
     was = jvm.org.apache.spark.sql.SparkSession.getActiveSession()
     conf = {**rest_catalog_conf(catalog_server), "spark.sql.defaultCatalog": "lv"}
-    run = jobs.session_with(spark, catalog="lv", namespace=[NS], conf=conf)
+    run = session_with(spark, catalog="lv", namespace=[NS], conf=conf)
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(elsewhere._jsparkSession)  # noqa: SLF001
     try:
         prepared, rows = answer(run, "SELECT id FROM big ORDER BY id")

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from catalog.core.errors import InvalidInput, SqlError
 from refresh.spark import jobs
 from runtime.spark import sandbox
+from runtime.spark.session import session_with
 from tests.live_server import CatalogServer
 from tests.spark.conftest import rest_catalog_conf
 
@@ -28,7 +29,7 @@ def secret(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def run_session(lv_spark: SparkSession, server: CatalogServer, **settings: str) -> SparkSession:
-    """A refresh run's session (refresh.spark.jobs.session_with, which run_session makes
+    """A refresh run's session (runtime.spark.session.session_with, which run_session makes
     after checking a user's settings) whose catalog `lv` is the app's REST catalog, as the
     worker's is; `settings` unchecked, to show that none undoes the sandbox's."""
     conf = {
@@ -39,7 +40,7 @@ def run_session(lv_spark: SparkSession, server: CatalogServer, **settings: str) 
         "spark.sql.catalog.other.catalog-impl": "org.apache.iceberg.inmemory.InMemoryCatalog",
         **settings,
     }
-    return jobs.session_with(lv_spark, catalog="lv", namespace=[NS], conf=conf)
+    return session_with(lv_spark, catalog="lv", namespace=[NS], conf=conf)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from refresh.spark import jobs
 from runtime.spark import sandbox
+from runtime.spark.session import session_with
 from tests.live_server import CatalogServer
 from tests.spark.conftest import rest_catalog_conf
 
@@ -24,7 +25,7 @@ def run_session(lv_spark: SparkSession, server: CatalogServer, **settings: str) 
     """A refresh run's session over the app's REST catalog (as test_sandbox's); `settings`
     unchecked, to show that none undoes the sandbox's."""
     conf = {**rest_catalog_conf(server), "spark.sql.defaultCatalog": "lv", **settings}
-    return jobs.session_with(lv_spark, catalog="lv", namespace=[NS], conf=conf)
+    return session_with(lv_spark, catalog="lv", namespace=[NS], conf=conf)
 
 
 @pytest.fixture(scope="module")
