@@ -34,7 +34,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog import access
+from catalog import access, access_events
 from catalog.core.access import READ_METADATA
 from catalog.core.errors import (
     CatalogError,
@@ -150,6 +150,7 @@ def run(
                 columns=query.columns, kind=query.kind, reads=query.reads
             )
             clock["allowed"] = time.perf_counter()
+            access_events.query_ran(actor, reads, query)
             if plain is None:
                 table = analysis.fetch_query(prepared, max_rows=settings.QUERY_RESULT_MAX_ROWS)
                 clock["fetched"] = time.perf_counter()

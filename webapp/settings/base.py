@@ -70,6 +70,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # With DEBUG on, the styled 404 page instead of Django's list of URL patterns.
     "catalog.pages.errors.NotFoundPageMiddleware",
+    # A page's refusal (a 403, a 404 hiding an object) recorded for the audit.
+    "catalog.access_events.RefusalsMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -420,6 +422,14 @@ CELERY_BEAT_SCHEDULE["fold-commit-events"] = {
 # celery-beat deletes older rows hourly, in batches. 0 keeps everything.
 AUDIT_KEEP_DAYS = int(env("AUDIT_KEEP_DAYS", "365"))
 CELERY_BEAT_SCHEDULE["prune-audit"] = {"task": "catalog.prune_audit", "schedule": 3600.0}
+# The audit of reads and refusals (catalog/access_events.py): every load through the REST
+# catalog, console query, preview, download and refused request is an access event, written
+# at once as a JSON line on the logger lakeview.access and to the database in batches every
+# AUDIT_READS_FLUSH_SECONDS (0: at once, in the request) from a queue of at most
+# AUDIT_READS_QUEUE events (the oldest dropped, and counted, past it). AUDIT_READS=0: none.
+AUDIT_READS = env("AUDIT_READS", "1") != "0"
+AUDIT_READS_FLUSH_SECONDS = float(env("AUDIT_READS_FLUSH_SECONDS", "1"))
+AUDIT_READS_QUEUE = int(env("AUDIT_READS_QUEUE", "10000"))
 
 # Notifications (alerts/): subscriptions of an email address or a webhook to a materialized
 # table's or a namespace's events. Webhooks never reach loopback, private, link-local,

@@ -15,3 +15,6 @@ WAREHOUSE_MIN_FREE_BYTES = 64 << 20
 # Lineage events only where a test turns them on (tests/integration/test_lineage_events.py),
 # whatever the machine's OPENLINEAGE_* variables say.
 OPENLINEAGE_ENABLED = False
+# Access events are written at once, in the request's own transaction: no flusher thread
+# holds a database connection past a test (tests/integration/test_access_log.py runs one).
+AUDIT_READS_FLUSH_SECONDS = 0
