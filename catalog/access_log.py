@@ -2,9 +2,10 @@
 `Recorder` per process writes each event twice.
 
 1. At once, in the caller's thread: one JSON line on the logger `lakeview.access` (the
-   SIEM's copy; infra/logs' one-line formatter puts the time, level and logger before it).
-   The line is serialized once (`json.dumps`, the C encoder) and handed to logging as it
-   is, with no further formatting of its own.
+   SIEM's copy; the settings give that logger a handler of its own that writes the line
+   alone, with no prefix: the JSON holds its time). The line is serialized once
+   (`json.dumps`, the C encoder, escaping every control character and non-ASCII one) and
+   handed to logging as it is, with no further formatting.
 2. Later, in the database: the event is queued, and a background thread (the flusher)
    writes the queue in batches, every `interval` seconds or as soon as `batch` events
    wait, with one bulk insert each. A request never waits for the database.
@@ -58,15 +59,49 @@ FIELDS = (
 Writer = Callable[[list[dict[str, Any]]], None]
 
 
+#: A JSON string of any text, every character past ASCII and every control one escaped
+#: (json's own C function): no user's text in a name or a reason can start a second line.
+_quote = json.encoder.encode_basestring_ascii
+
+
+def _text(value: Any) -> str:
+    return "null" if value is None else _quote(str(value))
+
+
 def line(event: dict[str, Any]) -> str:
-    """The event's log line: a JSON object on one line (json escapes every control
-    character, so no user's text in a name or a reason can start a second record)."""
+    """The event's log line: a JSON object with FIELDS' keys, on one line. Written key by
+    key (a third of json.dumps' time on a dict: the line is made on every load)."""
     at = event["at"]
-    return json.dumps(
-        {**event, "at": at.isoformat() if isinstance(at, datetime) else at},
-        separators=(",", ":"),
-        default=str,
+    tables = event["tables"]
+    actor_id = event["actor_id"]
+    return (
+        f'{{"at":{_quote(at.isoformat() if isinstance(at, datetime) else str(at))},'
+        f'"actor":{_quote(event["actor"])},'
+        f'"actor_id":{"null" if actor_id is None else int(actor_id)},'
+        f'"credential":{_quote(event["credential"])},'
+        f'"channel":{_quote(event["channel"])},'
+        f'"action":{_quote(event["action"])},'
+        f'"object_type":{_quote(event["object_type"])},'
+        f'"object":{_quote(event["object"])},'
+        f'"object_uuid":{_text(event["object_uuid"])},'
+        f'"tables":{"null" if tables is None else "[" + ",".join(map(_quote, tables)) + "]"},'
+        f'"outcome":{_quote(event["outcome"])},'
+        f'"status":{int(event["status"])},'
+        f'"reason":{_quote(event["reason"])}}}'
     )
+
+
+def log(text: str) -> None:
+    """Write a line on LOGGER: straight to its handlers when each one takes a line already
+    made (infra.logs.LineHandler, as the settings configure it), else as a record."""
+    if not LOGGER.isEnabledFor(logging.INFO):
+        return
+    handlers = LOGGER.handlers
+    if handlers and not LOGGER.propagate and all(hasattr(h, "write_line") for h in handlers):
+        for handler in handlers:
+            handler.write_line(text)
+    else:
+        LOGGER.info(text)
 
 
 class Recorder:
@@ -104,8 +139,7 @@ class Recorder:
 
     def record(self, event: dict[str, Any]) -> None:
         """Log the event's line, then queue its row (or write it now when `interval` is 0)."""
-        if LOGGER.isEnabledFor(logging.INFO):
-            LOGGER.info(line(event))
+        log(line(event))
         if self.interval <= 0:
             self._write([event])
             return

@@ -78,6 +78,7 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         blank=True,
                         db_constraint=False,
+                        db_index=False,
                         null=True,
                         on_delete=django.db.models.deletion.SET_NULL,
                         related_name="+",
