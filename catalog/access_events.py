@@ -52,7 +52,6 @@ _COLUMNS = {
     "status": "status",
     "reason": "reason",
 }
-_LIMITS = {"actor": 150, "credential": 100, "action": 32, "object_type": 20}
 
 
 def _insert(events: list[dict[str, Any]]) -> None:
@@ -71,20 +70,23 @@ def _insert(events: list[dict[str, Any]]) -> None:
     )
     sqlite = db.vendor == "sqlite"
     rows = []
-    for event in events:
-        values = {key: event[key] for key in _COLUMNS.values()}
-        for key, limit in _LIMITS.items():
-            values[key] = values[key][:limit]
+    for e in events:
+        at, uuid, tables = e["at"], e["object_uuid"], e["tables"]
         if sqlite:
             # As Django stores them there: the UTC time's text, a uuid's 32 hex digits.
-            values["at"] = values["at"].astimezone(UTC).replace(tzinfo=None).isoformat(" ")
-            if values["object_uuid"] is not None:
-                values["object_uuid"] = str(values["object_uuid"]).replace("-", "")
-        elif values["object_uuid"] is not None:
-            values["object_uuid"] = str(values["object_uuid"])
-        if values["tables"] is not None:
-            values["tables"] = tables_field.get_db_prep_value(values["tables"], db)
-        rows.append(tuple(values.values()))
+            at = at.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+            uuid = None if uuid is None else str(uuid).replace("-", "")
+        elif uuid is not None:
+            uuid = str(uuid)
+        if tables is not None:
+            tables = tables_field.get_db_prep_value(tables, db)
+        rows.append(
+            (
+                at, e["actor_id"], e["actor"][:150], e["credential"][:100], e["channel"],
+                e["action"][:32], e["object_type"][:20], e["object"], uuid, tables,
+                e["outcome"], e["status"], e["reason"],
+            )
+        )  # fmt: skip
     with transaction.atomic(using=DEFAULT_DB_ALIAS), db.cursor() as cursor:
         cursor.executemany(sql, rows)
 

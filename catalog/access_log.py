@@ -79,13 +79,14 @@ def line(event: dict[str, Any]) -> str:
         f'"actor":{_quote(event["actor"])},'
         f'"actor_id":{"null" if actor_id is None else int(actor_id)},'
         f'"credential":{_quote(event["credential"])},'
-        f'"channel":{_quote(event["channel"])},'
-        f'"action":{_quote(event["action"])},'
-        f'"object_type":{_quote(event["object_type"])},'
+        # channel, action, object_type and outcome are the app's own words (a-z and "-").
+        f'"channel":"{event["channel"]}",'
+        f'"action":"{event["action"]}",'
+        f'"object_type":"{event["object_type"]}",'
         f'"object":{_quote(event["object"])},'
         f'"object_uuid":{_text(event["object_uuid"])},'
         f'"tables":{"null" if tables is None else "[" + ",".join(map(_quote, tables)) + "]"},'
-        f'"outcome":{_quote(event["outcome"])},'
+        f'"outcome":"{event["outcome"]}",'
         f'"status":{int(event["status"])},'
         f'"reason":{_quote(event["reason"])}}}'
     )
