@@ -10,7 +10,7 @@ Paging is by keyset, never by offset: each record is read by its own query, orde
 (time, id) under the filters, and stops at the page's end; the three are merged in memory.
 The filters use indexes (migrations 0018 and 0023): the time, the actor with the time, the
 object's name (exact, under a namespace, or a prefix: ranges in code point order) with the
-time, the action with the time, and an access event's outcome with the time. The CSV
+time, the action with the time, and refusals by time (a partial index). The CSV
 export walks the same pages in chunks, so that no export holds more than one chunk.
 
 Retention: rows older than AUDIT_KEEP_DAYS are deleted in bounded batches by celery-beat
