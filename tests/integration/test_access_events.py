@@ -2,8 +2,9 @@
 records one access event with who, which credential, what, when, the outcome and why; the
 audit lists them to those who manage the catalog, filtered and as CSV, and prunes them.
 
-The test settings write each event at once (AUDIT_READS_FLUSH_SECONDS=0): the rows are in
-the test's transaction; tests/integration/test_access_log.py runs the background flusher."""
+The test settings record nothing unless a test turns AUDIT_READS on (these do), and then
+write each event at once (AUDIT_READS_FLUSH_SECONDS=0): the rows are in the test's
+transaction; tests/integration/test_access_log.py runs the background flusher."""
 
 # ruff: noqa: F811 - the shared fixtures are imported by name
 from __future__ import annotations
@@ -28,6 +29,11 @@ from tests.integration.test_iceberg_rest import BASE, SCHEMA
 from tests.integration.test_queries import alive, spark, submitted  # noqa: F401
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def recording(settings):
+    settings.AUDIT_READS = True
 
 
 @pytest.fixture
