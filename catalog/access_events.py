@@ -7,7 +7,8 @@ Recorded (catalog.access_log writes the log line at once and the row in batches)
   or of a view through the Iceberg REST catalog;
 - `read`: a preview of a table or a view (the API's and the pages'), a download of a
   query's result, and a console query as it runs on the worker, with the tables and views
-  its plan read (credential "console");
+  its plan read (credential "console"), and `query_refused` for one the plan's reads were
+  refused (a 403, or a table it may not see: "hidden");
 - `refused`: a refused request of the REST catalog, the API or the pages (called where each
   answers its errors: catalog.iceberg_rest.resource, catalog.api.errors and
   `RefusalsMiddleware`): every 403, and every 404 whose error was made by `hidden` (an object
@@ -207,6 +208,22 @@ def query_ran(actor: Any, reads: list, query: Any) -> None:
         object_type="query",
         name=str(query.pk),
         tables=[".".join(read) for read in reads],
+    )
+
+
+def query_refused(actor: Any, reads: list, reason: str, status: int) -> None:
+    """A console query its plan's reads refused on the worker (a 403, or a table it may not
+    see, which the query's error tells as a missing one: `status` 404, "hidden: ...")."""
+    record(
+        user=actor,
+        credential="console",
+        channel="worker",
+        action="query",
+        object_type="query",
+        tables=[".".join(read) for read in reads],
+        refused=True,
+        status=status,
+        reason=reason[:1000],
     )
 
 

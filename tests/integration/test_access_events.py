@@ -169,6 +169,21 @@ def test_a_console_query_is_recorded_on_the_worker_with_what_its_plan_read_and_i
     )  # fmt: skip
 
 
+def test_a_console_query_its_plan_refuses_is_a_refusal_with_what_it_read(world, alive, spark):
+    spark.reads = [("finance", "ledger")]
+    refused = submitted(api_as(world), "SELECT * FROM finance.ledger")["job"]
+    assert run_console_job(refused["id"]) == "FAILED"
+    spark.reads = [("hr", "people")]
+    hidden = submitted(api_as(world), "SELECT * FROM hr.people")["job"]
+    assert run_console_job(hidden["id"]) == "FAILED"
+    forbidden, unseen = events(action="query")
+    assert (forbidden.outcome, forbidden.status, forbidden.tables) == (
+        "refused", 403, ["finance.ledger"]
+    )  # fmt: skip
+    assert forbidden.credential == "console" and "read_data" in forbidden.reason
+    assert (unseen.status, unseen.reason) == (404, "hidden: hr.people")
+
+
 def test_each_event_is_one_json_line_on_the_access_logger(world):
     written = io.StringIO()
     handler = logging.StreamHandler(written)
