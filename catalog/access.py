@@ -206,6 +206,11 @@ def principal_of(request: Any) -> Principal:
     return principal
 
 
+def bound_principal(request: Any) -> Principal | None:
+    """The request's principal if one was made (the audit's refusals ask, never make one)."""
+    return getattr(getattr(request, "_request", request), _ATTRIBUTE, None)
+
+
 def bind(request: Any, principal: Principal) -> Principal:
     """Make `principal` the request's (the Iceberg REST catalog's, whose user comes with a
     credential rather than a session)."""

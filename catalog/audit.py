@@ -1,15 +1,17 @@
-"""The audit: every change to the catalog, newest first, from the two records that keep them:
-`CatalogEvent` (namespaces, objects and their definitions, engine credentials: every write
-records one) and `GrantChange` (grants, revokes, changes of owner). The audit page, its CSV
+"""The audit: every change to the catalog, and every read and refusal, newest first, from
+the three records that keep them: `CatalogEvent` (namespaces, objects and their
+definitions, engine credentials: every write records one), `GrantChange` (grants, revokes,
+changes of owner) and `AccessEvent` (loads through the REST catalog, console queries,
+previews, downloads, refused requests: catalog.access_events). The audit page, its CSV
 export and GET /api/audit/ read it here; only superusers and those who manage the catalog
 may (`may_see`).
 
 Paging is by keyset, never by offset: each record is read by its own query, ordered by
-(time, id) under the filters, and stops at the page's end; the two are merged in memory.
-The filters use indexes (migration 0018): the time, the actor with the time, the object's
-name (exact, under a namespace, or a prefix: ranges in code point order) with the time,
-and the action with the time. The CSV export walks the same pages in chunks, so that no
-export holds more than one chunk.
+(time, id) under the filters, and stops at the page's end; the three are merged in memory.
+The filters use indexes (migrations 0018 and 0023): the time, the actor with the time, the
+object's name (exact, under a namespace, or a prefix: ranges in code point order) with the
+time, the action with the time, and refusals by time (a partial index). The CSV
+export walks the same pages in chunks, so that no export holds more than one chunk.
 
 Retention: rows older than AUDIT_KEEP_DAYS are deleted in bounded batches by celery-beat
 (`prune`); 0 keeps them all."""
@@ -37,24 +39,29 @@ from django.utils.dateparse import parse_date, parse_datetime
 from catalog import access
 from catalog.core.access import MANAGE
 from catalog.core.errors import InvalidInput
-from catalog.models import CatalogEvent, GrantChange
+from catalog.models import AccessEvent, CatalogEvent, GrantChange
 
-#: What an entry is about; `kind` filters by it.
-KINDS = ("object", "namespace", "grant", "credential")
+#: What a change is about; an access event is a "read" (allowed) or a "refusal".
+CHANGE_KINDS = ("object", "namespace", "grant", "credential")
+KINDS = (*CHANGE_KINDS, "read", "refusal")
+#: What `kind` filters by: every change, every read, every refusal, or one kind of change.
+FILTER_KINDS = ("changes", "reads", "refusals", *CHANGE_KINDS)
+OUTCOMES = tuple(AccessEvent.Outcome.values)
 #: Actions that are namespaces' and engine credentials' (the others of CatalogEvent are
 #: objects'); GrantChange's are grants'.
 NAMESPACE_ACTIONS = ("create_namespace", "update_namespace", "drop_namespace")
 CREDENTIAL_ACTIONS = ("create_client", "revoke_client")
 GRANT_ACTIONS = tuple(GrantChange.Action.values)
-#: An action is a word of lower-case letters, digits and underscores (drop_table, grant).
-ACTION = re.compile(r"[a-z][a-z0-9_]{0,63}")
+#: An action is a word of lower-case letters, digits, underscores and hyphens (drop_table,
+#: grant, load-table).
+ACTION = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 #: The most entries one page holds, and one chunk of an export.
 PAGE_MAX = 500
 PAGE_SIZE = 50
 CHUNK = 1000
 #: Ties of time are broken by record (events after grant changes), then by id.
-_RANK = {"grant": 0, "event": 1}
+_RANK = {"grant": 0, "event": 1, "access": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The last code point: a prefix's range ends at the prefix followed by it.
 _LAST = "\U0010ffff"
@@ -68,6 +75,12 @@ CSV_COLUMNS = [
     "result",
     "details",
     "count",
+    "outcome",
+    "status",
+    "reason",
+    "channel",
+    "credential",
+    "tables",
 ]
 
 
@@ -91,6 +104,7 @@ class Filters:
     until: datetime | None = None
     kind: str = ""
     action: str = ""
+    outcome: str = ""
 
     def query(self) -> dict[str, str]:
         """The filters as query parameters (for links and the export)."""
@@ -101,6 +115,7 @@ class Filters:
             "to": self.until.isoformat() if self.until else "",
             "kind": self.kind,
             "action": self.action,
+            "outcome": self.outcome,
         }
         return {key: value for key, value in found.items() if value}
 
@@ -135,7 +150,8 @@ def _moment(value: str, field: str, *, end: bool) -> datetime | None:
 
 
 def parse_filters(params: Mapping[str, Any]) -> Filters:
-    """The filters from query parameters: actor, object, from, to, kind, action. A value
+    """The filters from query parameters: actor, object, from, to, kind, action, outcome
+    (an access event's: with it, changes are left out). A value
     that cannot be one is an InvalidInput naming its parameter (a 400)."""
 
     def text(name: str, limit: int) -> str:
@@ -147,12 +163,20 @@ def parse_filters(params: Mapping[str, Any]) -> Filters:
         return value
 
     kind = text("kind", 20)
-    if kind and kind not in KINDS:
-        raise InvalidInput(f"kind must be one of {', '.join(KINDS)}, not {kind!r}", field="kind")
+    if kind and kind not in FILTER_KINDS:
+        raise InvalidInput(
+            f"kind must be one of {', '.join(FILTER_KINDS)}, not {kind!r}", field="kind"
+        )
+    outcome = text("outcome", 20)
+    if outcome and outcome not in OUTCOMES:
+        raise InvalidInput(
+            f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}", field="outcome"
+        )
     action = text("action", 64)
     if action and not ACTION.fullmatch(action):
         raise InvalidInput(
-            f"action must be an action's name, such as drop_table or grant, not {action!r}",
+            f"action must be an action's name, such as drop_table, grant or load-table, "
+            f"not {action!r}",
             field="action",
         )
     since = _moment(text("from", 40), "from", end=False)
@@ -166,6 +190,7 @@ def parse_filters(params: Mapping[str, Any]) -> Filters:
         until=until,
         kind=kind,
         action=action,
+        outcome=outcome,
     )
 
 
@@ -174,7 +199,8 @@ def parse_filters(params: Mapping[str, Any]) -> Filters:
 
 @dataclass(frozen=True)
 class Entry:
-    """One change, whichever record keeps it."""
+    """One change, read or refusal, whichever record keeps it. The access event's own
+    fields (outcome, status, reason, channel, credential, tables) are empty for a change."""
 
     occurred_at: datetime
     source: str
@@ -188,6 +214,12 @@ class Entry:
     details: str
     count: int = 1
     first_occurred_at: datetime | None = None
+    outcome: str = ""
+    status: int | None = None
+    reason: str = ""
+    channel: str = ""
+    credential: str = ""
+    tables: list[str] | None = None
 
     @property
     def key(self) -> tuple[datetime, int, int]:
@@ -209,6 +241,12 @@ class Entry:
             "result": self.result,
             "details": self.details,
             "count": self.count,
+            "outcome": self.outcome,
+            "status": self.status,
+            "reason": self.reason,
+            "channel": self.channel,
+            "credential": self.credential,
+            "tables": self.tables,
         }
 
 
@@ -292,8 +330,14 @@ def _actor_ids(username: str) -> list[int]:
     return list(get_user_model().objects.filter(**{field: username}).values_list("pk", flat=True))
 
 
+def _changes_wanted(filters: Filters) -> bool:
+    return not filters.outcome and filters.kind not in ("reads", "refusals")
+
+
 def _events(filters: Filters, actor_ids: list[int] | None) -> QuerySet | None:
     if filters.kind == "grant" or (filters.action and filters.action in GRANT_ACTIONS):
+        return None
+    if not _changes_wanted(filters):
         return None
     rows = CatalogEvent.objects.all()
     if filters.kind == "namespace":
@@ -312,7 +356,9 @@ def _events(filters: Filters, actor_ids: list[int] | None) -> QuerySet | None:
 
 
 def _grant_changes(filters: Filters) -> QuerySet | None:
-    if filters.kind and filters.kind != "grant":
+    if filters.kind and filters.kind not in ("grant", "changes"):
+        return None
+    if not _changes_wanted(filters):
         return None
     if filters.action and filters.action not in GRANT_ACTIONS:
         return None
@@ -324,6 +370,28 @@ def _grant_changes(filters: Filters) -> QuerySet | None:
         rows = rows.filter(actor_name=filters.actor)
     if filters.object:
         rows = _by_name(rows, "securable_name", filters.object)
+    return rows
+
+
+def _accesses(filters: Filters) -> QuerySet | None:
+    if filters.kind and filters.kind not in ("reads", "refusals"):
+        return None
+    if filters.action and filters.action in GRANT_ACTIONS:
+        return None
+    rows = AccessEvent.objects.all()
+    if filters.kind:
+        wanted = "allowed" if filters.kind == "reads" else "refused"
+        if filters.outcome and filters.outcome != wanted:
+            return None
+        rows = rows.filter(outcome=wanted)
+    elif filters.outcome:
+        rows = rows.filter(outcome=filters.outcome)
+    if filters.action:
+        rows = rows.filter(action=filters.action)
+    if filters.actor:
+        rows = rows.filter(actor_name=filters.actor)
+    if filters.object:
+        rows = _by_name(rows, "object_name", filters.object)
     return rows
 
 
@@ -379,6 +447,44 @@ def _grant_entry(row: tuple) -> Entry:
     )
 
 
+def _access_entry(row: tuple) -> Entry:
+    at, pk, actor, action, object_type, name, outcome, status, reason = row[:9]
+    channel, credential, tables = row[9:]
+    details = f"{channel} by {credential}" + (f"; read {', '.join(tables)}" if tables else "")
+    return Entry(
+        occurred_at=at,
+        source="access",
+        id=pk,
+        actor=actor,
+        action=action,
+        kind="refusal" if outcome == "refused" else "read",
+        object_type=object_type,
+        object=name,
+        result=outcome,
+        details=details,
+        outcome=outcome,
+        status=status,
+        reason=reason,
+        channel=channel,
+        credential=credential,
+        tables=tables,
+    )
+
+
+_ACCESS_COLUMNS = (
+    "occurred_at",
+    "id",
+    "actor_name",
+    "action",
+    "object_type",
+    "object_name",
+    "outcome",
+    "status",
+    "reason",
+    "channel",
+    "credential",
+    "tables",
+)
 _EVENT_COLUMNS = (
     "occurred_at",
     "id",
@@ -409,8 +515,9 @@ def entries(
     filters: Filters, *, after: tuple[datetime, int, int] | None = None, limit: int = PAGE_SIZE
 ) -> tuple[list[Entry], str | None]:
     """Up to `limit` entries after the cursor's key, newest first, and the next page's
-    cursor (None on the last page). Two bounded queries (one per record), and one for the
-    actor's id when the filters name one (events keep the account, not its name)."""
+    cursor (None on the last page). Up to three bounded queries (one per record the filters
+    can keep), and one for the actor's id when the filters name one (events keep the
+    account, not its name)."""
     limit = max(1, min(limit, max(PAGE_MAX, CHUNK)))
     actor_ids = _actor_ids(filters.actor) if filters.actor else None
     found: list[Entry] = []
@@ -424,6 +531,11 @@ def entries(
         rows = _timed(changes, filters).filter(_after(after, "grant"))
         ordered = rows.order_by("-occurred_at", "-id").values_list(*_GRANT_COLUMNS)
         found += [_grant_entry(row) for row in ordered[: limit + 1]]
+    accesses = _accesses(filters)
+    if accesses is not None:
+        rows = _timed(accesses, filters).filter(_after(after, "access"))
+        ordered = rows.order_by("-occurred_at", "-id").values_list(*_ACCESS_COLUMNS)
+        found += [_access_entry(row) for row in ordered[: limit + 1]]
     found.sort(key=lambda entry: entry.key, reverse=True)
     page = found[:limit]
     return page, (page[-1].cursor if len(found) > limit else None)
@@ -443,6 +555,10 @@ def walk(filters: Filters, *, chunk: int = CHUNK) -> Iterator[Entry]:
 def _cell(value: Any) -> str:
     """A CSV cell a spreadsheet shows as text: names and messages are users' text, and a
     cell starting with =, +, -, @ would be read as a formula (OWASP's CSV injection)."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        value = " ".join(str(item) for item in value)
     text = value.isoformat() if isinstance(value, datetime) else str(value)
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
@@ -478,14 +594,15 @@ def retention_days() -> int:
 def prune(
     *, now: datetime | None = None, keep_days: int | None = None, batch: int = PRUNE_BATCH
 ) -> int:
-    """Delete catalog events and grant changes older than `keep_days` (AUDIT_KEEP_DAYS; 0
-    keeps everything), oldest first, `batch` rows per statement. Returns how many went."""
+    """Delete catalog events, grant changes and access events older than `keep_days`
+    (AUDIT_KEEP_DAYS; 0 keeps everything), oldest first, `batch` rows per statement.
+    Returns how many went."""
     days = retention_days() if keep_days is None else keep_days
     if days <= 0:
         return 0
     cutoff = (now or timezone.now()) - timedelta(days=days)
     deleted = 0
-    for model in (CatalogEvent, GrantChange):
+    for model in (CatalogEvent, GrantChange, AccessEvent):
         while True:
             ids = list(
                 model.objects.filter(occurred_at__lt=cutoff)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from catalog import access, selectors
+from catalog import access, access_events, selectors
 from catalog.core.access import CREATE, MANAGE, READ_METADATA
 from catalog.core.errors import Forbidden
 from catalog.core.inputs import check_namespace_name, check_property_changes
@@ -36,7 +36,7 @@ def namespace_of(who: access.Principal, name: str, privilege: str | None = None)
     is given, hold it there (inherited or its own: READ_METADATA then means reading
     everything in it, not only seeing it)."""
     if not who.sees_namespace(name):
-        raise selectors.no_such_namespace(name)
+        raise access_events.hidden(selectors.no_such_namespace(name))
     if privilege is not None and privilege not in who.privileges(access.namespace(name)):
         raise refused(who, privilege, f"namespace {name}")
 
@@ -73,7 +73,7 @@ def check(request: HttpRequest, found: CatalogObject, privilege: str, *, kind: k
     who = principal(request)
     held = who.privileges(access.of_object(found))
     if READ_METADATA not in held:
-        raise kind.missing(found.namespace.name, found.name)
+        raise access_events.hidden(kind.missing(found.namespace.name, found.name))
     if privilege not in held:
         raise refused(who, privilege, f"{kind.name} {found.namespace.name}.{found.name}")
 
@@ -86,7 +86,7 @@ def create_namespace(request: HttpRequest, levels: object, properties: object) -
     check_property_changes(properties, None)  # type: ignore[arg-type]
     parent = name.rpartition(".")[0]
     if parent and not principal(request).sees_namespace(parent):
-        raise missing_parent(name, parent)
+        raise access_events.hidden(missing_parent(name, parent))
     create_in(request, parent or None)
 
 

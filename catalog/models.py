@@ -16,10 +16,10 @@ from django.db import models
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from catalog.core.sql import ENGINE_CATALOG_PATTERN, SESSION_CATALOG
-
 # Every model of the app is importable from here (Django's convention): engine credentials
 # and grants are written in modules of their own.
+from catalog.access_event_models import AccessEvent  # noqa: F401
+from catalog.core.sql import ENGINE_CATALOG_PATTERN, SESSION_CATALOG
 from catalog.credential_models import AccessToken, CatalogClient, IdempotencyKey  # noqa: F401
 from catalog.grant_models import Grant, GrantChange  # noqa: F401
 from infra.runs import Run

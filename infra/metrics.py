@@ -248,3 +248,13 @@ def clear() -> int:
             os.remove(path)
             removed += 1
     return removed
+
+
+# -- the audit of reads and refusals -------------------------------------------------------
+
+ACCESS_EVENTS_DROPPED = Counter(
+    "lakeview_access_events_dropped",
+    "Access events (catalog.access_log) dropped before they reached the database: the "
+    "queue was full (the oldest go first) or a batch could not be written. Their log lines "
+    "were written.",
+)

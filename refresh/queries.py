@@ -34,7 +34,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog import access
+from catalog import access, access_events
 from catalog.core.access import READ_METADATA
 from catalog.core.errors import (
     CatalogError,
@@ -150,6 +150,7 @@ def run(
                 columns=query.columns, kind=query.kind, reads=query.reads
             )
             clock["allowed"] = time.perf_counter()
+            access_events.query_ran(actor, reads, query)
             if plain is None:
                 table = analysis.fetch_query(prepared, max_rows=settings.QUERY_RESULT_MAX_ROWS)
                 clock["fetched"] = time.perf_counter()
@@ -217,8 +218,18 @@ def check_reads(actor: Any, prepared: Any) -> None:
 
     hidden = _unseen(actor, prepared.reads)
     if hidden:
+        access_events.query_refused(actor, prepared.reads, f"hidden: {'.'.join(hidden[0])}", 404)
         raise not_found(prepared, hidden[0])
-    may_read(actor, prepared.reads)
+    _may_read(actor, prepared.reads)
+
+
+def _may_read(actor: Any, reads: list[tuple[str, ...]]) -> None:
+    """may_read, its refusal recorded as an access event."""
+    try:
+        may_read(actor, reads)
+    except Forbidden as error:
+        access_events.query_refused(actor, reads, error.message, 403)
+        raise
 
 
 def _start(
@@ -271,7 +282,7 @@ def _plain_read(
     reads = [(*named[0].split("."), named[1])]
     if _unseen(actor, reads):
         return None  # Spark's analysis says it is not there, in Spark's words
-    may_read(actor, reads)
+    _may_read(actor, reads)
     state = previews.load(table)
     snapshot = state.metadata.current_snapshot()
     size = snapshot.summary.get("total-files-size") if snapshot and snapshot.summary else None

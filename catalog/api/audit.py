@@ -1,7 +1,7 @@
-"""GET /api/audit/: every change to the catalog, newest first, filtered and paged by keyset
-(catalog.audit); GET /api/audit/export: the same as CSV, streamed; GET /api/history/: the
-catalog events alone, paged. For superusers and those who manage the whole catalog. A filter
-that cannot be read is a 400 naming it."""
+"""GET /api/audit/: every change to the catalog, and every read and refusal, newest first,
+filtered and paged by keyset (catalog.audit); GET /api/audit/export: the same as CSV,
+streamed; GET /api/history/: the catalog events alone, paged. For superusers and those who
+manage the whole catalog. A filter that cannot be read is a 400 naming it."""
 
 from __future__ import annotations
 
@@ -40,8 +40,21 @@ FILTERS = [
     OpenApiParameter(
         "to", OpenApiTypes.STR, description="Before this ISO time; a date includes its day."
     ),
-    OpenApiParameter("kind", OpenApiTypes.STR, enum=list(audit.KINDS)),
-    OpenApiParameter("action", OpenApiTypes.STR, description="drop_table, grant, revoke..."),
+    OpenApiParameter(
+        "kind",
+        OpenApiTypes.STR,
+        enum=list(audit.FILTER_KINDS),
+        description="changes (all of them), reads, refusals, or one kind of change.",
+    ),
+    OpenApiParameter(
+        "action", OpenApiTypes.STR, description="drop_table, grant, revoke, load-table..."
+    ),
+    OpenApiParameter(
+        "outcome",
+        OpenApiTypes.STR,
+        enum=list(audit.OUTCOMES),
+        description="Reads and refusals only (an access event's outcome).",
+    ),
 ]
 
 
@@ -67,6 +80,20 @@ class AuditEntrySerializer(serializers.Serializer):
     result = serializers.CharField()
     details = serializers.CharField()
     count = serializers.IntegerField()
+    outcome = serializers.CharField(help_text='"allowed" or "refused"; "" for a change.')
+    status = serializers.IntegerField(
+        allow_null=True, help_text="A read's or refusal's HTTP status."
+    )
+    reason = serializers.CharField(help_text='Why refused ("hidden: ..." for a hiding 404).')
+    channel = serializers.CharField(help_text="rest, api, page, console or worker.")
+    credential = serializers.CharField(
+        help_text='An engine client\'s id, "session", "token" or "console".'
+    )
+    tables = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="The tables and views a console query's plan read.",
+    )
 
 
 class AuditPageSerializer(serializers.Serializer):
@@ -76,7 +103,9 @@ class AuditPageSerializer(serializers.Serializer):
 
 class AuditView(APIView):
     """Every change to the catalog: namespaces, objects and their definitions (catalog
-    events), grants, revokes and changes of owner, engine credentials."""
+    events), grants, revokes and changes of owner, engine credentials; and every access
+    event: loads through the REST catalog, console queries, previews, downloads, and
+    refused requests (403s, and 404s that hide an object)."""
 
     permission_classes = [SeesTheAudit]
 

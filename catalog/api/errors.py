@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from catalog import access_events
 from catalog.core.errors import CatalogError, TooManyJobs, http_status
 
 
@@ -28,6 +29,13 @@ def error_body(error: CatalogError) -> dict[str, Any]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response = _answer(exc, context)
+    if response is not None:
+        access_events.refused(context["request"], exc, response.status_code, "api")
+    return response
+
+
+def _answer(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, CatalogError):
         response = Response(error_body(exc), status=http_status(exc))
         if isinstance(exc, TooManyJobs):

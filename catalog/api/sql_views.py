@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import access, checks, jobs, selectors, services
+from catalog import access, access_events, checks, jobs, selectors, services
 from catalog.api import serializers as s
 from catalog.api.jobs import ACCEPTED, respond
 from catalog.api.shared import (
@@ -171,6 +171,7 @@ class ViewPreviewView(ByGrants, APIView):
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
         view = _view(request, namespace, name, READ_DATA)
+        access_events.read(request, "preview", "api", view)
         arguments = {
             "namespace": namespace,
             "name": name,

@@ -18,7 +18,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import access, checks, jobs, previews, redaction, selectors, services, uploads
+from catalog import (
+    access,
+    access_events,
+    checks,
+    jobs,
+    previews,
+    redaction,
+    selectors,
+    services,
+    uploads,
+)
 from catalog.api import serializers as s
 from catalog.api.jobs import ACCEPTED, respond
 from catalog.api.shared import (
@@ -116,6 +126,7 @@ class TablePreviewView(ByGrants, APIView):
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
         table = _followed(request, namespace, name, READ_DATA)
+        access_events.read(request, "preview", "api", table)
         arguments = {
             "namespace": namespace,
             "name": name,

@@ -12,7 +12,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from catalog import access
+from catalog import access, access_events
 from catalog.core.errors import CatalogError
 from catalog.iceberg_rest import idempotency
 from catalog.iceberg_rest.errors import Forbidden, MethodNotAllowed, NotAuthorized, error_response
@@ -111,6 +111,7 @@ class Resource:
 
     def _error(self, request: HttpRequest, error: CatalogError) -> HttpResponse:
         response = error_response(error)
+        access_events.refused(request, error, response.status_code, "rest")
         if request.method == "HEAD":
             return HttpResponse(status=response.status_code)
         if isinstance(error, MethodNotAllowed):

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import access, checks, redaction, selectors, services
+from catalog import access, access_events, checks, redaction, selectors, services
 from catalog.core.access import (
     CREATE,
     MANAGE,
@@ -107,7 +107,7 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
         # credential, or no grant to read): they decide, with one query.
         held = who.privileges(access.object_ref(found.object_id, name, found.owner_id))
         if READ_METADATA not in held:
-            raise selectors.no_such_table(name, table)
+            raise access_events.hidden(selectors.no_such_table(name, table))
         if READ_DATA not in held:
             raise Forbidden(
                 f"Forbidden: {user.username} lacks the {READ_DATA} privilege on {name}.{table}"
@@ -122,6 +122,7 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
     # client holding it gets its 304 from the pointer row alone.
     matches = request.META.get("HTTP_IF_NONE_MATCH")
     if etags.none_match_fails(matches, tag):
+        access_events.loaded(request, "table", name, table, uuid=state.uuid, status=304)
         return etags.not_modified(tag)
     body = table_loads.body(state)
     # Properties the principal may not see (a materialized table's query, to one who may
@@ -134,11 +135,13 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
     if answer.hideable:
         tag = redaction.tag(tag, answer)
         if etags.none_match_fails(matches, tag):
+            access_events.loaded(request, "table", name, table, uuid=state.uuid, status=304)
             return etags.not_modified(tag)
     # Both modes answer every snapshot (`refs` is a subset the spec lets a server widen);
     # the tags still differ, as the spec asks, so that a client never mixes them up.
     response = HttpResponse(answer.body or body, content_type="application/json")
     response["ETag"] = tag
+    access_events.loaded(request, "table", name, table, uuid=state.uuid, status=200)
     return response
 
 

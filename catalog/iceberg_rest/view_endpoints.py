@@ -9,7 +9,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import checks, services
+from catalog import access_events, checks, services
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA
 from catalog.iceberg_rest import bodies, objects
 from catalog.models import View
@@ -53,7 +53,9 @@ def register_view(request: HttpRequest, user: Any, namespace: str) -> HttpRespon
 
 
 def load_view(request: HttpRequest, user: Any, namespace: str, view: str) -> HttpResponse:
-    found = checks.obj(request, VIEW, bodies.namespace_name(namespace), view, READ_DATA)
+    name = bodies.namespace_name(namespace)
+    found = checks.obj(request, VIEW, name, view, READ_DATA)
+    access_events.loaded(request, "view", name, view, uuid=found.uuid, status=200)
     return JsonResponse(objects.load_result(found.metadata_location, config={}))
 
 

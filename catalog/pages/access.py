@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from catalog import access
+from catalog import access, access_events
 from catalog.core.access import CREATE, MANAGE, READ_METADATA, WRITE_DATA
 from catalog.models import CatalogObject, Namespace
 from infra.middleware import has_nul
@@ -74,7 +74,9 @@ def namespace_for(request: HttpRequest, name: str, privilege: str | None = None)
     """The namespace, when the user may see it (else the missing namespace's 404) and,
     given `privilege`, holds it there (else 403)."""
     who = principal(request)
-    found = Namespace.objects.filter(name=name).first() if who.sees_namespace(name) else None
+    if not who.sees_namespace(name):
+        raise access_events.hidden(Http404(f"Namespace does not exist: {name}"))
+    found = Namespace.objects.filter(name=name).first()
     if found is None:
         raise Http404(f"Namespace does not exist: {name}")
     if privilege is not None and privilege not in who.privileges(access.namespace(name)):
@@ -87,7 +89,7 @@ def check(request: HttpRequest, obj: CatalogObject, privilege: str, *, missing: 
     gets) and hold `privilege` on it (else 403). `obj.namespace` is loaded."""
     held = principal(request).privileges(access.of_object(obj))
     if READ_METADATA not in held:
-        raise Http404(missing)
+        raise access_events.hidden(Http404(missing))
     if privilege not in held:
         raise _refused(request, privilege, f"{obj.namespace.name}.{obj.name}")
 

@@ -1,7 +1,8 @@
-"""The audit page (/audit/): every change to the catalog, newest first, filterable by actor,
-object, time and kind of change, a page at a time by keyset (catalog.audit), and its CSV
-export (/audit/export.csv, streamed a chunk at a time). For superusers and those who
-manage the whole catalog; a filter that cannot be read is a 400 page naming it."""
+"""The audit page (/audit/): every change to the catalog, read and refusal, newest first,
+filterable by actor, object, time, kind, action and outcome, a page at a time by keyset
+(catalog.audit), and its CSV export (/audit/export.csv, streamed a chunk at a time). For
+superusers and those who manage the whole catalog; a filter that cannot be read is a 400
+page naming it."""
 
 from __future__ import annotations
 
@@ -45,13 +46,15 @@ def audit_page(request: HttpRequest) -> HttpResponse:
         if cursor is not None:
             next_url = "?" + urlencode({**filters.query(), "cursor": cursor})
     asked = {
-        key: request.GET.get(key, "") for key in ("actor", "object", "from", "to", "kind", "action")
+        key: request.GET.get(key, "")
+        for key in ("actor", "object", "from", "to", "kind", "action", "outcome")
     }
     context = {
         "entries": entries,
         "errors": errors,
         "asked": asked,
-        "kinds": audit.KINDS,
+        "kinds": audit.FILTER_KINDS,
+        "outcomes": audit.OUTCOMES,
         "paged": bool(request.GET.get("cursor")),
         "first_url": "?" + urlencode(filters.query()),
         "next_url": next_url,

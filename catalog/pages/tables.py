@@ -26,7 +26,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
-from catalog import jobs, previews, redaction, services
+from catalog import access_events, jobs, previews, redaction, services
 from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.core.inputs import whole_number
@@ -604,6 +604,7 @@ def _preview_section(
     if not asked or not form.is_valid():
         return form, None
     arguments = form.arguments()
+    access_events.read(request, "preview", "page", table)
     before = previews.metadata_cache().stats()
     try:
         try:

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from catalog import access_events
 from catalog.core.errors import CatalogError, TooManyJobs, Unavailable
 from catalog.models import View, ViewSchemaField, ViewVersion
 from catalog.pages.forms import ViewPreviewForm
@@ -51,6 +52,7 @@ def preview_context(request: HttpRequest, view: View) -> tuple[dict, int]:
     if not form.is_valid():
         return context, 400
     arguments = form.arguments()
+    access_events.read(request, "preview", "page", view)
     try:
         outcome = jobs.attempt(
             "preview_view",

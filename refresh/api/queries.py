@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from catalog import job_news
+from catalog import access_events, job_news
 from catalog import selectors as catalog_selectors
 from catalog.api.permissions import HoldsAPrivilege
 from catalog.core.errors import InvalidInput
@@ -229,6 +229,7 @@ class QueryDownloadView(APIView):
     def get(self, request: Request, query_id: str, fmt: str) -> StreamingHttpResponse:
         query = queries.get(query_id, user=request.user)
         chunks, content_type, name = queries.download(query, user=request.user, fmt=fmt)
+        access_events.read(request, "download", "api", object_type="query", name=str(query.pk))
         response = StreamingHttpResponse(chunks, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response

@@ -70,6 +70,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # With DEBUG on, the styled 404 page instead of Django's list of URL patterns.
     "catalog.pages.errors.NotFoundPageMiddleware",
+    # A page's refusal (a 403, a 404 hiding an object) recorded for the audit.
+    "catalog.access_events.RefusalsMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -272,12 +274,23 @@ LOGGING = {
         "one_line": {
             "()": "infra.logs.OneLineFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
-        }
+        },
+        "message": {"format": "%(message)s"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "one_line"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "one_line"},
+        # The audit's access events: the JSON line alone (it holds its own time), for a
+        # SIEM to read as it is; json.dumps has escaped every control character already.
+        "access": {"class": "infra.logs.LineHandler", "formatter": "message"},
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     # A 404 is an answer, not a problem: Spark asks for a view of every table's name first.
-    "loggers": {"django.request": {"level": "ERROR"}},
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        # The audit's access events, one JSON line each (catalog/access_log.py), for a SIEM
+        # to collect: written whatever LOG_LEVEL is (AUDIT_READS=0 turns them off).
+        "lakeview.access": {"level": "INFO", "handlers": ["access"], "propagate": False},
+    },
 }
 
 # The sample data (namespace samples, about a million rows): the launchers (`make run`,
@@ -420,6 +433,14 @@ CELERY_BEAT_SCHEDULE["fold-commit-events"] = {
 # celery-beat deletes older rows hourly, in batches. 0 keeps everything.
 AUDIT_KEEP_DAYS = int(env("AUDIT_KEEP_DAYS", "365"))
 CELERY_BEAT_SCHEDULE["prune-audit"] = {"task": "catalog.prune_audit", "schedule": 3600.0}
+# The audit of reads and refusals (catalog/access_events.py): every load through the REST
+# catalog, console query, preview, download and refused request is an access event, written
+# at once as a JSON line on the logger lakeview.access and to the database in batches every
+# AUDIT_READS_FLUSH_SECONDS (0: at once, in the request) from a queue of at most
+# AUDIT_READS_QUEUE events (the oldest dropped, and counted, past it). AUDIT_READS=0: none.
+AUDIT_READS = env("AUDIT_READS", "1") != "0"
+AUDIT_READS_FLUSH_SECONDS = float(env("AUDIT_READS_FLUSH_SECONDS", "1"))
+AUDIT_READS_QUEUE = int(env("AUDIT_READS_QUEUE", "10000"))
 
 # Notifications (alerts/): subscriptions of an email address or a webhook to a materialized
 # table's or a namespace's events. Webhooks never reach loopback, private, link-local,

@@ -15,3 +15,10 @@ WAREHOUSE_MIN_FREE_BYTES = 64 << 20
 # Lineage events only where a test turns them on (tests/integration/test_lineage_events.py),
 # whatever the machine's OPENLINEAGE_* variables say.
 OPENLINEAGE_ENABLED = False
+# Access events are recorded where a test turns them on (tests/integration/
+# test_access_events.py): tests that count a request's queries or the rows a request
+# changes stay as they were. The hooks' own code still runs up to the recording. When on,
+# each is written at once, in the request's own transaction: no flusher thread holds a
+# database connection past a test (tests/integration/test_access_log.py runs one).
+AUDIT_READS = False
+AUDIT_READS_FLUSH_SECONDS = 0

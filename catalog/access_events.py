@@ -1,0 +1,284 @@
+"""Where the paths of the app record access events (the audit of reads and refusals): each
+hook is one line calling one of these, and changes nothing of its path's answer.
+
+Recorded (catalog.access_log writes the log line at once and the row in batches):
+
+- `loaded`: a load of a table (200 or 304: a 304 is a load whose answer the engine kept)
+  or of a view through the Iceberg REST catalog;
+- `read`: a preview of a table or a view (the API's and the pages'), a download of a
+  query's result, and a console query as it runs on the worker, with the tables and views
+  its plan read (credential "console"), and `query_refused` for one the plan's reads were
+  refused (a 403, or a table it may not see: "hidden");
+- `refused`: a refused request of the REST catalog, the API or the pages (called where each
+  answers its errors: catalog.iceberg_rest.resource, catalog.api.errors and
+  `RefusalsMiddleware`): every 403, and every 404 whose error was made by `hidden` (an object
+  or namespace that exists, answered as missing because the principal may not see it; the
+  reason says "hidden"). A 404 for what does not exist is no access event; neither is a
+  401 (no principal). The caller's answer is the same either way: the mark is an attribute
+  of the exception, never written in a body.
+
+AUDIT_READS=0 turns recording off (bench/rest_load.py's side-by-side run)."""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from datetime import UTC
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+
+from catalog import access_log
+from infra.metrics import ACCESS_EVENTS_DROPPED
+
+#: The attribute `hidden` sets on an exception.
+HIDDEN = "access_hidden"
+
+_recorder: access_log.Recorder | None = None
+
+
+#: The columns `_insert` writes, and each one's key in an event.
+_COLUMNS = {
+    "occurred_at": "at",
+    "actor_id": "actor_id",
+    "actor_name": "actor",
+    "credential": "credential",
+    "channel": "channel",
+    "action": "action",
+    "object_type": "object_type",
+    "object_name": "object",
+    "object_uuid": "object_uuid",
+    "tables": "tables",
+    "outcome": "outcome",
+    "status": "status",
+    "reason": "reason",
+}
+
+
+def _insert(events: list[dict[str, Any]]) -> None:
+    """The flusher's writer: one statement for the batch, its values adapted as the fields
+    would adapt them, without a model instance per row (which cost a load-table a tenth of
+    its time on SQLite; bench/rest_load.py's load-unrecorded)."""
+    from catalog.models import AccessEvent
+
+    db = connections[DEFAULT_DB_ALIAS]
+    meta = AccessEvent._meta
+    tables_field = meta.get_field("tables")
+    quote = db.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in _COLUMNS)}) "
+        f"VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
+    )
+    sqlite = db.vendor == "sqlite"
+    rows = []
+    for e in events:
+        at, uuid, tables = e["at"], e["object_uuid"], e["tables"]
+        if sqlite:
+            # As Django stores them there: the UTC time's text, a uuid's 32 hex digits.
+            at = at.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
+            uuid = None if uuid is None else str(uuid).replace("-", "")
+        elif uuid is not None:
+            uuid = str(uuid)
+        if tables is not None:
+            tables = tables_field.get_db_prep_value(tables, db)
+        rows.append(
+            (
+                at, e["actor_id"], e["actor"][:150], e["credential"][:100], e["channel"],
+                e["action"][:32], e["object_type"][:20], e["object"], uuid, tables,
+                e["outcome"], e["status"], e["reason"],
+            )
+        )  # fmt: skip
+    with transaction.atomic(using=DEFAULT_DB_ALIAS), db.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def recorder() -> access_log.Recorder:
+    """The process's recorder, made on first use from the settings."""
+    global _recorder
+    if _recorder is None:
+        _recorder = access_log.Recorder(
+            _insert,
+            interval=float(settings.AUDIT_READS_FLUSH_SECONDS),
+            batch=500,
+            capacity=int(settings.AUDIT_READS_QUEUE),
+            on_drop=ACCESS_EVENTS_DROPPED.inc,
+            on_thread_exit=connections.close_all,
+        )
+    return _recorder
+
+
+def record(
+    *,
+    user: Any,
+    credential: str,
+    channel: str,
+    action: str,
+    object_type: str = "",
+    name: str = "",
+    object_uuid: Any = None,
+    tables: list[str] | None = None,
+    refused: bool = False,
+    status: int = 200,
+    reason: str = "",
+) -> None:
+    """One access event (see catalog.access_log), unless AUDIT_READS is off."""
+    if not settings.AUDIT_READS:
+        return
+    if object_uuid is not None and not isinstance(object_uuid, uuid_module.UUID):
+        object_uuid = str(object_uuid)
+    recorder().record(
+        {
+            "at": access_log.now(),
+            "actor": getattr(user, "username", "") or "",
+            "actor_id": getattr(user, "pk", None),
+            "credential": credential,
+            "channel": channel,
+            "action": action,
+            "object_type": object_type,
+            "object": name,
+            "object_uuid": object_uuid,
+            "tables": tables,
+            "outcome": "refused" if refused else "allowed",
+            "status": status,
+            "reason": reason,
+        }
+    )
+
+
+# -- who asked -------------------------------------------------------------------------------
+
+
+def credential_of(request: Any) -> str:
+    """An engine's client id; "token" for the API with a token; else "session"."""
+    from catalog import access
+
+    bound = access.bound_principal(request)
+    client = getattr(bound, "client", None)
+    if client is not None:
+        return client.client_id
+    return "token" if getattr(request, "auth", None) is not None else "session"
+
+
+def user_of(request: Any) -> Any:
+    from catalog import access
+
+    bound = access.bound_principal(request)
+    if bound is not None:
+        return bound.user
+    user = getattr(request, "user", None)
+    return user if getattr(user, "is_authenticated", False) else None
+
+
+# -- the hooks -------------------------------------------------------------------------------
+
+
+def loaded(request: Any, kind: str, namespace: str, name: str, *, uuid: Any, status: int) -> None:
+    """A table's or view's load through the REST catalog (200, or 304)."""
+    record(
+        user=user_of(request),
+        credential=credential_of(request),
+        channel="rest",
+        action=f"load-{kind}",
+        object_type=kind,
+        name=f"{namespace}.{name}",
+        object_uuid=uuid,
+        status=status,
+    )
+
+
+def read(request: Any, action: str, channel: str, obj: Any = None, **extra: Any) -> None:
+    """A preview (of `obj`, a table or a view) or a download, allowed."""
+    if obj is not None:
+        extra.setdefault("object_type", obj.kind.lower() if hasattr(obj, "kind") else "")
+        extra.setdefault("name", f"{obj.namespace.name}.{obj.name}")
+        extra.setdefault("object_uuid", getattr(obj, "uuid", None))
+    record(
+        user=user_of(request), credential=credential_of(request), channel=channel,
+        action=action, **extra,
+    )  # fmt: skip
+
+
+def query_ran(actor: Any, reads: list, query: Any) -> None:
+    """A console query, as it runs on the worker: the tables and views its plan read."""
+    record(
+        user=actor,
+        credential="console",
+        channel="worker",
+        action="query",
+        object_type="query",
+        name=str(query.pk),
+        tables=[".".join(read) for read in reads],
+    )
+
+
+def query_refused(actor: Any, reads: list, reason: str, status: int) -> None:
+    """A console query its plan's reads refused on the worker (a 403, or a table it may not
+    see, which the query's error tells as a missing one: `status` 404, "hidden: ...")."""
+    record(
+        user=actor,
+        credential="console",
+        channel="worker",
+        action="query",
+        object_type="query",
+        tables=[".".join(read) for read in reads],
+        refused=True,
+        status=status,
+        reason=reason[:1000],
+    )
+
+
+def hidden(error: BaseException) -> BaseException:
+    """`error` (a missing object's), marked as hiding one that exists: `raise hidden(...)`."""
+    setattr(error, HIDDEN, True)
+    return error
+
+
+def refused(request: Any, error: BaseException, status: int, channel: str) -> None:
+    """A refused request: every 403, and a 404 `hidden` made. Anything else is not one."""
+    if status != 403 and not (status == 404 and getattr(error, HIDDEN, False)):
+        return
+    user = user_of(request)
+    if user is None:
+        return
+    message = getattr(error, "message", None) or str(getattr(error, "detail", "") or error)
+    record(
+        user=user,
+        credential=credential_of(request),
+        channel=channel,
+        action="refused",
+        object_type="",
+        name=_named(request),
+        refused=True,
+        status=status,
+        reason=("hidden: " if status == 404 else "") + message[:1000],
+    )
+
+
+def _named(request: Any) -> str:
+    """The object the request's path names ("sales.orders"), else the path."""
+    match = getattr(request, "resolver_match", None)
+    kwargs = dict(match.kwargs) if match is not None else {}
+    namespace = str(kwargs.get("namespace") or "").replace("\x1f", ".")
+    name = kwargs.get("table") or kwargs.get("view") or kwargs.get("name") or ""
+    if namespace:
+        return f"{namespace}.{name}" if name else namespace
+    return getattr(request, "path", "")[:1000]
+
+
+class RefusalsMiddleware:
+    """The pages' refusals: a PermissionDenied (403) or a `hidden` Http404 a view raised."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        return self.get_response(request)
+
+    def process_exception(self, request: Any, exception: Exception) -> None:
+        from django.core.exceptions import PermissionDenied
+        from django.http import Http404
+
+        if isinstance(exception, PermissionDenied):
+            refused(request, exception, 403, "page")
+        elif isinstance(exception, Http404):
+            refused(request, exception, 404, "page")
