@@ -11,11 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from refresh.core.streaming import rewrite_sources
-from refresh.spark.batch import (
-    partition_condition,
-    quote,
-)
+from refresh.spark.batch import partition_condition
 from runtime.spark import sandbox
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

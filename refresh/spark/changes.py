@@ -38,13 +38,10 @@ from refresh.core import expectations as ex
 from refresh.core.expectations import Expectation
 from refresh.core.incremental import combinable
 from refresh.core.streaming import StreamPlan, rewrite_sources
-from refresh.spark.batch import (
-    expected,
-    full_refresh,
-    quote,
-)
+from refresh.spark.batch import expected, full_refresh
 from refresh.spark.source_changes import row_changes
 from runtime.spark.commits import with_properties
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -10,12 +10,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from refresh.core.streaming import rewrite_sources
-from refresh.spark.batch import (
-    as_rows,
-    quote,
-    release,
-)
+from refresh.spark.batch import as_rows, release
 from runtime.spark import sandbox
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

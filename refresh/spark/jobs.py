@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refresh.core.options import check_run_options
-from runtime.spark import sandbox, session
+from runtime.spark import sandbox
+from runtime.spark.session import session_with
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,9 +32,7 @@ def run_session(
     them (core.options.check_run_options: options stored before a rule was tightened fail
     the run, naming the option, instead of reaching Spark), then `session_with`."""
     checked = check_run_options(dict(settings or {}))
-    return session.session_with(
-        spark, catalog=catalog, namespace=namespace, conf=checked, aliases=aliases
-    )
+    return session_with(spark, catalog=catalog, namespace=namespace, conf=checked, aliases=aliases)
 
 
 def query_schema(session: SparkSession, query: str, *, catalog: str) -> str:

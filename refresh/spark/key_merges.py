@@ -16,15 +16,11 @@ from typing import TYPE_CHECKING, Any
 from refresh.core import expectations as ex
 from refresh.core.expectations import Expectation
 from refresh.core.streaming import StreamPlan, having_dropped, inner_toward, rewrite_sources
-from refresh.spark.batch import (
-    as_rows,
-    expected,
-    quote,
-    release,
-)
+from refresh.spark.batch import as_rows, expected, release
 from runtime.spark import sandbox
 from runtime.spark.commits import run_sql
 from runtime.spark.errors import is_commit_conflict
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from refresh.core import expectations as ex
 from refresh.core.streaming import rewrite_sources
-from refresh.spark.batch import RefreshResult, expected, latest_snapshot, quote, replace
+from refresh.spark.batch import RefreshResult, expected, latest_snapshot, replace
 from refresh.spark.changes import pin_sources
 from runtime.spark import sandbox
 from runtime.spark.commits import with_properties
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from refresh.core.incremental import Step
 from refresh.core.streaming import StreamPlan, static_pins
-from refresh.spark.batch import quote
 from refresh.spark.change_views import Source
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -34,11 +34,12 @@ from catalog.core.sql import as_query
 from refresh.core import expectations as ex
 from refresh.core.refresh_state import refresh_state
 from refresh.core.streaming import StreamPlan, qualify_all, rewrite_sources
-from refresh.spark.batch import expected, quote
+from refresh.spark.batch import expected
 from refresh.spark.change_views import Source
 from refresh.spark.changes import append, pin_sources
 from refresh.spark.key_merges import merge_changes
 from runtime.spark import sandbox
+from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

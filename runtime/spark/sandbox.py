@@ -362,6 +362,11 @@ def harden(session: SparkSession) -> SparkSession:
     return session
 
 
+def aliases_of(spark: SparkSession) -> frozenset[str]:
+    """The names engines give this catalog that `spark` registered (ALIASES_SETTING)."""
+    return frozenset(filter(None, spark.conf.get(ALIASES_SETTING, "").split(",")))
+
+
 def policy_for(
     spark: SparkSession,
     *,
@@ -371,7 +376,7 @@ def policy_for(
 ) -> Policy:
     return Policy(
         catalog=catalog,
-        aliases=frozenset(filter(None, spark.conf.get(ALIASES_SETTING, "").split(","))),
+        aliases=aliases_of(spark),
         function_classes=function_classes(spark),
         trusted_views=frozenset(trusted_views),
         write_target=tuple(write_target) if write_target is not None else None,
@@ -383,7 +388,7 @@ def facts_of(spark: SparkSession, plan: Any) -> list[dict[str, Any]]:
     session's names for the catalog (`lake.shop.v`, ALIASES_SETTING) is marked
     `catalog_alias`: `read_places` reads it as the catalog's own, as Spark resolved it."""
     facts = json.loads(_helper(spark).describe(plan))
-    aliases = set(filter(None, spark.conf.get(ALIASES_SETTING, "").split(",")))
+    aliases = aliases_of(spark)
     for fact in facts if aliases else ():
         if fact.get("kind") == "plan" and "view" in fact:
             parts = _identifier_parts(str(fact["view"]))
