@@ -148,25 +148,21 @@ def record(
 # -- who asked -------------------------------------------------------------------------------
 
 
-def credential_of(request: Any) -> str:
-    """An engine's client id; "token" for the API with a token; else "session"."""
-    from catalog import access
-
-    bound = access.bound_principal(request)
-    client = getattr(bound, "client", None)
-    if client is not None:
-        return client.client_id
-    return "token" if getattr(request, "auth", None) is not None else "session"
-
-
-def user_of(request: Any) -> Any:
+def asker(request: Any) -> tuple[Any, str]:
+    """Who asked (their user, None when no one signed in) and with which credential: an
+    engine's client id, "token" for the API with a token, else "session"."""
     from catalog import access
 
     bound = access.bound_principal(request)
     if bound is not None:
-        return bound.user
-    user = getattr(request, "user", None)
-    return user if getattr(user, "is_authenticated", False) else None
+        user = bound.user
+    else:
+        user = getattr(request, "user", None)
+        user = user if getattr(user, "is_authenticated", False) else None
+    client = getattr(bound, "client", None)
+    if client is not None:
+        return user, client.client_id
+    return user, "token" if getattr(request, "auth", None) is not None else "session"
 
 
 # -- the hooks -------------------------------------------------------------------------------
@@ -174,9 +170,12 @@ def user_of(request: Any) -> Any:
 
 def loaded(request: Any, kind: str, namespace: str, name: str, *, uuid: Any, status: int) -> None:
     """A table's or view's load through the REST catalog (200, or 304)."""
+    if not settings.AUDIT_READS:
+        return
+    user, credential = asker(request)
     record(
-        user=user_of(request),
-        credential=credential_of(request),
+        user=user,
+        credential=credential,
         channel="rest",
         action=f"load-{kind}",
         object_type=kind,
@@ -192,10 +191,8 @@ def read(request: Any, action: str, channel: str, obj: Any = None, **extra: Any)
         extra.setdefault("object_type", obj.kind.lower() if hasattr(obj, "kind") else "")
         extra.setdefault("name", f"{obj.namespace.name}.{obj.name}")
         extra.setdefault("object_uuid", getattr(obj, "uuid", None))
-    record(
-        user=user_of(request), credential=credential_of(request), channel=channel,
-        action=action, **extra,
-    )  # fmt: skip
+    user, credential = asker(request)
+    record(user=user, credential=credential, channel=channel, action=action, **extra)
 
 
 def query_ran(actor: Any, reads: list, query: Any) -> None:
@@ -237,13 +234,13 @@ def refused(request: Any, error: BaseException, status: int, channel: str) -> No
     """A refused request: every 403, and a 404 `hidden` made. Anything else is not one."""
     if status != 403 and not (status == 404 and getattr(error, HIDDEN, False)):
         return
-    user = user_of(request)
+    user, credential = asker(request)
     if user is None:
         return
     message = getattr(error, "message", None) or str(getattr(error, "detail", "") or error)
     record(
         user=user,
-        credential=credential_of(request),
+        credential=credential,
         channel=channel,
         action="refused",
         object_type="",
