@@ -106,8 +106,6 @@ def run_session(*, namespace: list[str], conf: dict[str, str] | None = None) -> 
     """A session for runs in `namespace` with `conf` (a run's options, checked by the caller:
     refresh.core.options.check_run_options), kept for the next run alike: a new session
     makes its own catalog client, which signs in to the REST catalog again."""
-    from django.conf import settings as django_settings
-
     from catalog.selectors import engine_catalogs
 
     # The names engines' views give the catalog (`lake`), registered as this one: a view
@@ -124,7 +122,7 @@ def run_session(*, namespace: list[str], conf: dict[str, str] | None = None) -> 
         return cached
     session = session_with(
         root,
-        catalog=django_settings.CATALOG_NAME,
+        catalog=settings.CATALOG_NAME,
         namespace=namespace,
         conf=conf or {},
         aliases=aliases,
