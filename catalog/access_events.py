@@ -197,30 +197,25 @@ def read(request: Any, action: str, channel: str, obj: Any = None, **extra: Any)
 
 def query_ran(actor: Any, reads: list, query: Any) -> None:
     """A console query, as it runs on the worker: the tables and views its plan read."""
-    record(
-        user=actor,
-        credential="console",
-        channel="worker",
-        action="query",
-        object_type="query",
-        name=str(query.pk),
-        tables=[".".join(read) for read in reads],
-    )
+    _console_query(actor, reads, name=str(query.pk))
 
 
 def query_refused(actor: Any, reads: list, reason: str, status: int) -> None:
     """A console query its plan's reads refused on the worker (a 403, or a table it may not
     see, which the query's error tells as a missing one: `status` 404, "hidden: ...")."""
+    _console_query(actor, reads, refused=True, status=status, reason=reason[:1000])
+
+
+def _console_query(actor: Any, reads: list, **extra: Any) -> None:
+    tables = [".".join(read) for read in reads]
     record(
         user=actor,
         credential="console",
         channel="worker",
         action="query",
         object_type="query",
-        tables=[".".join(read) for read in reads],
-        refused=True,
-        status=status,
-        reason=reason[:1000],
+        tables=tables,
+        **extra,
     )
 
 

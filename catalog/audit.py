@@ -65,6 +65,8 @@ _RANK = {"grant": 0, "event": 1, "access": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The last code point: a prefix's range ends at the prefix followed by it.
 _LAST = "\U0010ffff"
+#: What a read (an access event) says beyond the columns every entry has.
+_READ_FIELDS = ("outcome", "status", "reason", "channel", "credential", "tables")
 CSV_COLUMNS = [
     "occurred_at",
     "actor",
@@ -75,12 +77,7 @@ CSV_COLUMNS = [
     "result",
     "details",
     "count",
-    "outcome",
-    "status",
-    "reason",
-    "channel",
-    "credential",
-    "tables",
+    *_READ_FIELDS,
 ]
 
 
@@ -334,6 +331,23 @@ def _changes_wanted(filters: Filters) -> bool:
     return not filters.outcome and filters.kind not in ("reads", "refusals")
 
 
+def _narrowed(
+    rows: QuerySet, filters: Filters, *, name_field: str, actor_ids: list[int] | None = None
+) -> QuerySet:
+    """The filters every source applies alike: the action, who acted and the object's name.
+    Catalog events find the actor by account (`actor_ids`); grant changes and reads by the
+    name kept with each row, so that a deleted account's rows are still found."""
+    if filters.action:
+        rows = rows.filter(action=filters.action)
+    if actor_ids is not None:
+        rows = rows.filter(actor_id__in=actor_ids)
+    elif filters.actor:
+        rows = rows.filter(actor_name=filters.actor)
+    if filters.object:
+        rows = _by_name(rows, name_field, filters.object)
+    return rows
+
+
 def _events(filters: Filters, actor_ids: list[int] | None) -> QuerySet | None:
     if filters.kind == "grant" or (filters.action and filters.action in GRANT_ACTIONS):
         return None
@@ -346,13 +360,7 @@ def _events(filters: Filters, actor_ids: list[int] | None) -> QuerySet | None:
         rows = rows.filter(action__in=CREDENTIAL_ACTIONS)
     elif filters.kind == "object":
         rows = rows.exclude(action__in=NAMESPACE_ACTIONS + CREDENTIAL_ACTIONS)
-    if filters.action:
-        rows = rows.filter(action=filters.action)
-    if actor_ids is not None:
-        rows = rows.filter(actor_id__in=actor_ids)
-    if filters.object:
-        rows = _by_name(rows, "object_name", filters.object)
-    return rows
+    return _narrowed(rows, filters, name_field="object_name", actor_ids=actor_ids)
 
 
 def _grant_changes(filters: Filters) -> QuerySet | None:
@@ -363,14 +371,7 @@ def _grant_changes(filters: Filters) -> QuerySet | None:
     if filters.action and filters.action not in GRANT_ACTIONS:
         return None
     rows = GrantChange.objects.all()
-    if filters.action:
-        rows = rows.filter(action=filters.action)
-    if filters.actor:
-        # By the name kept with each change: a deleted account's changes are still found.
-        rows = rows.filter(actor_name=filters.actor)
-    if filters.object:
-        rows = _by_name(rows, "securable_name", filters.object)
-    return rows
+    return _narrowed(rows, filters, name_field="securable_name")
 
 
 def _accesses(filters: Filters) -> QuerySet | None:
@@ -386,13 +387,7 @@ def _accesses(filters: Filters) -> QuerySet | None:
         rows = rows.filter(outcome=wanted)
     elif filters.outcome:
         rows = rows.filter(outcome=filters.outcome)
-    if filters.action:
-        rows = rows.filter(action=filters.action)
-    if filters.actor:
-        rows = rows.filter(actor_name=filters.actor)
-    if filters.object:
-        rows = _by_name(rows, "object_name", filters.object)
-    return rows
+    return _narrowed(rows, filters, name_field="object_name")
 
 
 def _timed(rows: QuerySet, filters: Filters) -> QuerySet:
@@ -478,12 +473,7 @@ _ACCESS_COLUMNS = (
     "action",
     "object_type",
     "object_name",
-    "outcome",
-    "status",
-    "reason",
-    "channel",
-    "credential",
-    "tables",
+    *_READ_FIELDS,
 )
 _EVENT_COLUMNS = (
     "occurred_at",

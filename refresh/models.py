@@ -343,13 +343,7 @@ class Query(models.Model):
     It runs inside a Spark job (`job`): the one a web request made when it met the query, or
     the one running the script the query is part of."""
 
-    class State(models.TextChoices):
-        QUEUED = "QUEUED"
-        RUNNING = "RUNNING"
-        SUCCEEDED = "SUCCEEDED"
-        FAILED = "FAILED"
-        CANCELLED = "CANCELLED"
-
+    State = Run.State  # a run's states, though a query is not a Run row
     ACTIVE = (State.QUEUED, State.RUNNING)
 
     requested_by = models.ForeignKey(

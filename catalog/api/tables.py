@@ -244,16 +244,16 @@ class TableUploadView(ByGrants, APIView):
         else:
             checks.namespace(request, namespace, CREATE)
         upload = data["file"]
-        arguments = {
-            "namespace": namespace,
-            "name": data["table"],
-            "path": upload.temporary_file_path(),
-            "filename": upload.name,
-            "format": data["format"],
-            "mode": data["mode"],
-        }
+        asked = services.UploadRequest(
+            namespace=namespace,
+            name=data["table"],
+            path=upload.temporary_file_path(),
+            filename=upload.name,
+            format=data["format"],
+            mode=data["mode"],
+        )
         if data["dry_run"]:
-            preview = services.inspect_upload(**arguments)
+            preview = services.inspect_upload(upload=asked)
             body = preview.as_dict()
             return Response(
                 {
@@ -266,7 +266,7 @@ class TableUploadView(ByGrants, APIView):
                     "preview_rows": body["rows"],
                 }
             )
-        done = services.upload_table(**arguments, actor=request.user)
+        done = services.upload_table(upload=asked, actor=request.user)
         table = done.table
         body = {
             "namespace": table.namespace.name,

@@ -5,10 +5,10 @@ it. Shared by the preview, the file listing and server-side scan planning. Djang
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import ManifestEntry, ManifestFile, read_manifest_list
+from pyiceberg.manifest import DataFileContent, ManifestEntry, ManifestFile, read_manifest_list
 from pyiceberg.table.snapshots import Snapshot
 
 from catalog.core import metadata_io
@@ -66,6 +66,14 @@ def all_entries(io: FileIO, manifests: Sequence[ManifestFile]) -> list[Sequence[
     from pyiceberg.utils.concurrent import ExecutorFactory
 
     return list(ExecutorFactory.get_or_create().map(lambda m: _entries(io, m), manifests))
+
+
+def data_entries(io: FileIO, manifests: Sequence[ManifestFile]) -> Iterator[ManifestEntry]:
+    """The live entries of data files (not of delete files) the manifests list."""
+    for entries in all_entries(io, manifests):
+        for entry in entries:
+            if entry.data_file.content == DataFileContent.DATA:
+                yield entry
 
 
 def live_files(io: FileIO, manifest: ManifestFile) -> int:

@@ -44,7 +44,6 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     INITIAL_SEQUENCE_NUMBER,
     DataFile,
-    DataFileContent,
     FileFormat,
     ManifestContent,
     ManifestEntry,
@@ -57,7 +56,7 @@ from pyiceberg.table.snapshots import Snapshot
 
 from catalog.core.deletes import Deletes
 from catalog.core.errors import CatalogError, InvalidInput
-from catalog.core.manifests import all_entries, check_data_file, live_files, manifest_list
+from catalog.core.manifests import check_data_file, data_entries, live_files, manifest_list
 from catalog.core.metadata_cache import CachingFileIO, content_offset
 from catalog.core.pruning import SpecFilters
 from catalog.core.read_state import resolve
@@ -163,18 +162,14 @@ def _plan(
     metrics = _InclusiveMetricsEvaluator(schema, row_filter).eval if filters.filtered else None
 
     scanned: list[ManifestEntry] = []
-    for entries in all_entries(io, kept):
-        for entry in entries:
-            data_file = entry.data_file
-            if data_file.content != DataFileContent.DATA:
-                continue
-            data_files += 1
-            if not filters.partition_may_match(data_file):
-                skipped_by_partition += 1
-            elif metrics is not None and not metrics(data_file):
-                skipped_by_stats += 1
-            else:
-                scanned.append(entry)
+    for entry in data_entries(io, kept):
+        data_files += 1
+        if not filters.partition_may_match(entry.data_file):
+            skipped_by_partition += 1
+        elif metrics is not None and not metrics(entry.data_file):
+            skipped_by_stats += 1
+        else:
+            scanned.append(entry)
 
     tasks: list[FileScanTask] = []
     # Deletion vectors of one commit share a Puffin file: each vector (path and offset) counts.

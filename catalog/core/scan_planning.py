@@ -81,7 +81,7 @@ from pyiceberg.types import (
 
 from catalog.core.deletes import Deletes
 from catalog.core.errors import InvalidInput, NotFound
-from catalog.core.manifests import all_entries, manifest_list
+from catalog.core.manifests import data_entries, manifest_list
 from catalog.core.metadata_cache import content_offset, referenced_data_file
 from catalog.core.pruning import SpecFilters
 
@@ -442,18 +442,14 @@ def plan_range(
         else None
     )
     scanned: list[ManifestEntry] = []
-    for entries in all_entries(io, kept):
-        for entry in entries:
-            data_file = entry.data_file
-            if data_file.content != DataFileContent.DATA:
-                continue
-            if scope.appended_by is not None and (
-                entry.status != ManifestEntryStatus.ADDED
-                or entry.snapshot_id not in scope.appended_by
-            ):
-                continue
-            if filters.partition_may_match(data_file) and (metrics is None or metrics(data_file)):
-                scanned.append(entry)
+    for entry in data_entries(io, kept):
+        if scope.appended_by is not None and (
+            entry.status != ManifestEntryStatus.ADDED or entry.snapshot_id not in scope.appended_by
+        ):
+            continue
+        data_file = entry.data_file
+        if filters.partition_may_match(data_file) and (metrics is None or metrics(data_file)):
+            scanned.append(entry)
     if not scanned:
         return []
     oldest = min(entry.sequence_number or INITIAL_SEQUENCE_NUMBER for entry in scanned)

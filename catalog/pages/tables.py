@@ -391,18 +391,24 @@ def _when(snapshot: dict[str, Any]) -> str:
 # -- the page -----------------------------------------------------------------------------
 
 
+def _found(namespace: str, name: str) -> tuple[Any, str]:
+    """The table (a 404 when missing) and the text a refusal shows as its missing one."""
+    found = _TABLE.objects(namespace=namespace, name=name)
+    missing = f"Table does not exist: {namespace}.{name}"
+    if not found:
+        raise Http404(missing)
+    return found[0], missing
+
+
 @require_http_methods(["GET", "HEAD"])
 @catalog_page()
 def table_snapshots(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """The table of the snapshots' summaries alone (HTML), which the table's page fetches
     once it has loaded (static/js/later.js): the newest SNAPSHOTS_LISTED snapshots, each with
     its figures and its other summary entries."""
-    found = _TABLE.objects(namespace=namespace, name=name)
-    missing = f"Table does not exist: {namespace}.{name}"
-    if not found:
-        raise Http404(missing)
-    page_access.check(request, found[0], READ_METADATA, missing=missing)
-    snapshots = _snapshot_rows(found[0])[:SNAPSHOTS_LISTED]
+    table, missing = _found(namespace, name)
+    page_access.check(request, table, READ_METADATA, missing=missing)
+    snapshots = _snapshot_rows(table)[:SNAPSHOTS_LISTED]
     context = {
         "snapshot_rows": snapshot_rows_html(snapshots),
         "summary_headings": [heading for _, heading in SUMMARY_COLUMNS],
@@ -414,11 +420,7 @@ def table_snapshots(request: HttpRequest, namespace: str, name: str) -> HttpResp
 @catalog_page()
 def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     # The attachment and the materialized table (the page names both) in the same read.
-    found = _TABLE.objects(namespace=namespace, name=name)
-    missing = f"Table does not exist: {namespace}.{name}"
-    if not found:
-        raise Http404(missing)
-    table = found[0]
+    table, missing = _found(namespace, name)
     # Its schema, snapshots and history are its metadata; its rows and files need
     # read_data, asked for only when a section wants them.
     wants_data = "preview" in request.GET or bool(request.GET.get("files"))

@@ -51,7 +51,7 @@ def upload(request: HttpRequest, namespace: str) -> HttpResponse:
     _may_write(request, ns, data["table"], data["mode"])
     uploads.discard_old()
     try:
-        preview = services.inspect_upload(
+        asked = services.UploadRequest(
             namespace=ns.name,
             name=data["table"],
             path=staged_file.temporary_file_path(),
@@ -59,6 +59,7 @@ def upload(request: HttpRequest, namespace: str) -> HttpResponse:
             format=data["format"] or None,
             mode=data["mode"],
         )
+        preview = services.inspect_upload(upload=asked)
     except CatalogError as error:
         form.add_catalog_error(error)
         return _upload_page(request, ns, form, status=http_status(error))
@@ -122,14 +123,14 @@ def upload_review(request: HttpRequest, namespace: str, token: str) -> HttpRespo
         return _review_page(request, ns, staged, form, status=400)
     _may_write(request, ns, form.cleaned_data["table"], form.cleaned_data["mode"])
     try:
-        done = services.upload_table(
+        asked = services.UploadRequest(
             namespace=ns.name,
             name=form.cleaned_data["table"],
             path=staged.path,
             format=staged.format,
             mode=form.cleaned_data["mode"],
-            actor=request.user,
         )
+        done = services.upload_table(upload=asked, actor=request.user)
     except CatalogError as error:
         form.add_catalog_error(error)
         return _review_page(request, ns, staged, form, status=http_status(error))

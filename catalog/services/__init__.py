@@ -43,7 +43,7 @@ from catalog.services.tables import (
     register_table,
     rename_table,
 )
-from catalog.services.uploads import inspect_upload, upload_table
+from catalog.services.uploads import UploadRequest, inspect_upload, upload_table
 
 __all__ = [
     "LoadedTable",
@@ -74,6 +74,7 @@ __all__ = [
     "set_view_properties",
     "update_namespace_properties",
     "update_view_properties",
+    "UploadRequest",
     "inspect_upload",
     "upload_table",
 ]

@@ -9,7 +9,7 @@ object the actor may not see is answered as a missing one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -160,23 +160,39 @@ def _record(
     )
 
 
-def grant(
-    *,
-    privilege: str,
-    principal_type: str,
-    principal: str,
-    securable_type: str,
-    namespace: str | None = None,
-    name: str | None = None,
-    actor: Any,
-) -> tuple[Grant, bool]:
+class Grantee(TypedDict):
+    """To whom and on what a grant or a revoke is: the keywords both take."""
+
+    principal_type: str
+    principal: str
+    securable_type: str
+    namespace: NotRequired[str | None]
+    name: NotRequired[str | None]
+
+
+def _resolved(
+    actor: Any, to: Grantee, privilege: str | None = None
+) -> tuple[dict[str, Any], Target]:
+    """The principal's Grant columns and the securable, once the actor may grant there
+    (and, given a privilege, once it may be granted there)."""
+    who = access.Principal(actor)
+    target = find_securable(
+        securable_type=to["securable_type"],
+        namespace=to.get("namespace"),
+        name=to.get("name"),
+        who=who,
+    )
+    if privilege is not None:
+        _check_privilege(privilege, target)
+    whom = find_principal(principal_type=to["principal_type"], principal=to["principal"])
+    _check_may_grant(who, whom, target)
+    return whom, target
+
+
+def grant(*, privilege: str, actor: Any, **to: Unpack[Grantee]) -> tuple[Grant, bool]:
     """Grant `privilege`; returns the grant and whether it is new (granting what is held
     already changes nothing)."""
-    who = access.Principal(actor)
-    target = find_securable(securable_type=securable_type, namespace=namespace, name=name, who=who)
-    _check_privilege(privilege, target)
-    whom = find_principal(principal_type=principal_type, principal=principal)
-    _check_may_grant(who, whom, target)
+    whom, target = _resolved(actor, to, privilege)
     with transaction.atomic():
         existing = Grant.objects.filter(privilege=privilege, **whom, **_exact(target)).first()
         if existing is not None:
@@ -203,22 +219,10 @@ def _exact(target: Target) -> dict[str, Any]:
     return {"namespace__isnull": True, "object__isnull": True}
 
 
-def revoke(
-    *,
-    privilege: str,
-    principal_type: str,
-    principal: str,
-    securable_type: str,
-    namespace: str | None = None,
-    name: str | None = None,
-    actor: Any,
-) -> None:
+def revoke(*, privilege: str, actor: Any, **to: Unpack[Grantee]) -> None:
     """Revoke a grant made on exactly this securable (one inherited from above is revoked
     where it was granted). It takes effect at the principal's next request."""
-    who = access.Principal(actor)
-    target = find_securable(securable_type=securable_type, namespace=namespace, name=name, who=who)
-    whom = find_principal(principal_type=principal_type, principal=principal)
-    _check_may_grant(who, whom, target)
+    whom, target = _resolved(actor, to)
     with transaction.atomic():
         deleted, _ = Grant.objects.filter(privilege=privilege, **whom, **_exact(target)).delete()
         if not deleted:

@@ -56,44 +56,40 @@ def _target(namespace: str, name: str, mode: str) -> tuple[str, str, Table | Non
     return namespace, name, table
 
 
-def _rows(path: str, filename: str | None, format: str | None, table: Table | None):
-    upload = uploads.inspect(path, format=uploads.format_for(filename, format))
+@dataclass(frozen=True)
+class UploadRequest:
+    """A file to write as a table: where it lies (`path`), the user's `filename` (it only
+    says the format, unless `format` does), the table, and create or append."""
+
+    namespace: str
+    name: str
+    path: str
+    filename: str | None = None
+    format: str | None = None
+    mode: str = "create"
+
+
+def _rows(upload: UploadRequest, table: Table | None):
+    found = uploads.inspect(upload.path, format=uploads.format_for(upload.filename, upload.format))
     if table is None:
-        return uploads.rows_for_new_table(upload)
+        return uploads.rows_for_new_table(found)
     schema = tables_core.read_table_metadata(table.metadata_location).schema()
-    return uploads.rows_for_table(upload, schema)
+    return uploads.rows_for_table(found, schema)
 
 
-def inspect_upload(
-    *,
-    namespace: str,
-    name: str,
-    path: str,
-    filename: str | None = None,
-    format: str | None = None,
-    mode: str = "create",
-) -> uploads.Preview:
+def inspect_upload(*, upload: UploadRequest) -> uploads.Preview:
     """What an upload would write, from the file's first block: its format, the columns
     (the types inferred, or the table's for an append) and the first rows. Writes nothing."""
-    namespace, name, table = _target(namespace, name, mode)
-    return uploads.preview(_rows(path, filename, format, table))
+    _, _, table = _target(upload.namespace, upload.name, upload.mode)
+    return uploads.preview(_rows(upload, table))
 
 
-def upload_table(
-    *,
-    namespace: str,
-    name: str,
-    path: str,
-    filename: str | None = None,
-    format: str | None = None,
-    mode: str = "create",
-    actor: Any = None,
-) -> Uploaded:
-    """Write the file at `path` (the user's `filename` only says its format) into a new
-    table (`mode` create) or append it to one (`mode` append)."""
-    namespace, name, table = _target(namespace, name, mode)
+def upload_table(*, upload: UploadRequest, actor: Any = None) -> Uploaded:
+    """Write the file into a new table (`mode` create) or append it to one (`mode` append)."""
+    namespace, name, table = _target(upload.namespace, upload.name, upload.mode)
+    mode = upload.mode
     try:
-        rows = _rows(path, filename, format, table)
+        rows = _rows(upload, table)
         catalog = writer(actor=actor, action=ACTION)
         summary = {"lakeview.upload.format": rows.upload.format}
         with all_or_nothing(catalog):

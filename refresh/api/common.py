@@ -17,20 +17,13 @@ from rest_framework.response import Response
 
 from catalog.api.permissions import HoldsAPrivilege
 from catalog.api.serializers import ErrorSerializer
+from catalog.api.shared import NAMESPACE_PARAM
 from catalog.core.access import MANAGE, READ_METADATA
 from refresh import checks, selectors
 from refresh.api.serializers.tables import (
     MaterializedTableDetailSerializer,
 )
 from refresh.models import MaterializedTable
-
-NAMESPACE_PARAM = OpenApiParameter(
-    "namespace",
-    OpenApiTypes.STR,
-    OpenApiParameter.PATH,
-    description='The namespace, levels joined by "." (e.g. "sales.eu").',
-)
-
 
 NAME_PARAM = OpenApiParameter(
     "name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Materialized table name."

@@ -67,6 +67,14 @@ class VersionListView(APIView):
         )
 
 
+#: A definition change answers the table, or the job that makes the change (202).
+_CHANGED_LATER = {
+    200: MaterializedTableDetailSerializer,
+    202: JobAcceptedSerializer,
+    **error_responses(400, 403, 404, 409, 429, 503),
+}
+
+
 class DefinitionView(APIView):
     permission_classes = [SeesByGrants]
 
@@ -74,11 +82,7 @@ class DefinitionView(APIView):
         operation_id="materialized_tables_definition_update",
         parameters=MT_PARAMS,
         request=DefinitionRequestSerializer,
-        responses={
-            200: MaterializedTableDetailSerializer,
-            202: JobAcceptedSerializer,
-            **error_responses(400, 403, 404, 409, 429, 503),
-        },
+        responses=_CHANGED_LATER,
         description=(
             "ALTER MATERIALIZED TABLE ... AS <query>: a new definition version. Spark "
             "derives the schema (on a refresh worker) and the definition is checked; then a "
@@ -110,11 +114,7 @@ class DefinitionRollbackView(APIView):
         operation_id="materialized_tables_definition_rollback",
         parameters=MT_PARAMS,
         request=DefinitionRollbackSerializer,
-        responses={
-            200: MaterializedTableDetailSerializer,
-            202: JobAcceptedSerializer,
-            **error_responses(400, 403, 404, 409, 429, 503),
-        },
+        responses=_CHANGED_LATER,
         description=(
             "Make an earlier definition version current again, by a rebuild run as ALTER "
             f"... AS does (one commit of the schema and rows). {ACCEPTED}"

@@ -17,17 +17,23 @@ from refresh import lineage
 from refresh.pages.common import duration_text
 
 
-@require_http_methods(["GET", "HEAD"])
-@catalog_page()
-def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    """What an object reads and what reads it, drawn as a graph (static/js/lineage.js): of
-    the objects the user may see (a hidden one, and its edges, are left out)."""
+def _seen(request: HttpRequest, namespace: str, name: str) -> CatalogObject:
+    """The table or view named, if the user may read its metadata (else a 404)."""
     missing = f"Table or view does not exist: {namespace}.{name}"
     held = CatalogObject.objects.select_related("namespace")
     found = held.filter(namespace__name=namespace, name=name).first()
     if found is None:
         raise Http404(missing)
     page_access.check(request, found, READ_METADATA, missing=missing)
+    return found
+
+
+@require_http_methods(["GET", "HEAD"])
+@catalog_page()
+def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    """What an object reads and what reads it, drawn as a graph (static/js/lineage.js): of
+    the objects the user may see (a hidden one, and its edges, are left out)."""
+    _seen(request, namespace, name)
     try:
         graph = lineage.lineage(
             namespace,
@@ -60,12 +66,7 @@ def lineage_page(request: HttpRequest, namespace: str, name: str) -> HttpRespons
 def lineage_readers_page(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     """What reads an object, a page at a time (the lineage draws lineage.FANOUT of them):
     of the objects the user may see."""
-    missing = f"Table or view does not exist: {namespace}.{name}"
-    held = CatalogObject.objects.select_related("namespace")
-    found = held.filter(namespace__name=namespace, name=name).first()
-    if found is None:
-        raise Http404(missing)
-    page_access.check(request, found, READ_METADATA, missing=missing)
+    found = _seen(request, namespace, name)
     page = whole_number(request.GET.get("page", "").strip(), digits=6) or 1
     try:
         listed = lineage.readers(

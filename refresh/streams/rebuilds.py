@@ -8,8 +8,9 @@ from a new checkpoint (or, if they failed, from the old one)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -100,6 +101,32 @@ def _claimed(state: HostState, run_id: int) -> tuple[Any, Any, str] | None:
     return run, run.materialized_table, run.materialized_table.stream_checkpoint
 
 
+@dataclasses.dataclass
+class Attempt:
+    """What a run's work under its heartbeat came to: the work's result, or the exception
+    and the error the run records (the heartbeat's reason to stop it, if it did); and the
+    expectations' violation counts either way."""
+
+    result: Any = None
+    failure: Exception | None = None
+    error: str = ""
+    violations: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def attempt(state: HostState, run: RefreshRun, work: Callable[[dict[str, int]], Any]) -> Attempt:
+    """Run `work(violations)` under the run's heartbeat (`watched`); a failure is kept,
+    not raised: the caller records it and the stream resumes from its old checkpoint."""
+    outcome = Attempt()
+    with watched(state, run) as beating:
+        try:
+            outcome.result = work(outcome.violations)
+        except Exception as error:  # noqa: BLE001 - the run's failure, recorded by the caller
+            outcome.failure = error
+    if outcome.failure is not None:
+        outcome.error = why_stopped(run, beating) or errors.failure_message(outcome.failure)
+    return outcome
+
+
 def recompute(state: HostState, run_id: int) -> None:
     """A manual refresh of a continuous table, its stream stopped: the query over the
     sources pinned now replaces the rows (one commit, its refresh state those pins),
@@ -108,26 +135,22 @@ def recompute(state: HostState, run_id: int) -> None:
     if claimed is None:
         return
     run, mt, old_checkpoint = claimed
-    violations: dict[str, int] = {}
-    with watched(state, run) as beating:
-        try:
-            rights.check_owner_reads(mt)
-            plan, session = loads.plan_and_session(state, mt)
-            loads.load(state, session, mt, plan, run=run, violations=violations)
-        except Exception as error:  # noqa: BLE001 - the run's failure, recorded below;
-            # the stream then resumes from its old checkpoint
-            failure: Exception | None = error
-        else:
-            failure = None
-    if failure is not None:
-        logger.error("The manual refresh of %s failed", mt, exc_info=failure)
+
+    def work(violations: dict[str, int]) -> None:
+        rights.check_owner_reads(mt)
+        plan, session = loads.plan_and_session(state, mt)
+        loads.load(state, session, mt, plan, run=run, violations=violations)
+
+    outcome = attempt(state, run, work)
+    if outcome.failure is not None:
+        logger.error("The manual refresh of %s failed", mt, exc_info=outcome.failure)
         runs.finish(
             run,
             state=RefreshRun.State.FAILED,
             action=RefreshRun.Action.FULL,
             reason=loads.MANUAL_REASON,
-            error=why_stopped(run, beating) or errors.failure_message(failure),
-            expectations=violations,
+            error=outcome.error,
+            expectations=outcome.violations,
         )
         return
     if old_checkpoint:
@@ -141,24 +164,18 @@ def rebuild(state: HostState, run_id: int) -> None:
     if claimed is None:
         return
     run, mt, old_checkpoint = claimed
-    violations: dict[str, int] = {}
-    with watched(state, run) as beating:
-        try:
-            pins, result = rebuilt(state, run, mt, violations)
-        except Exception as error:  # noqa: BLE001 - the change did not take effect
-            failure: Exception | None = error
-        else:
-            failure = None
-    if failure is not None:
+    outcome = attempt(state, run, lambda violations: rebuilt(state, run, mt, violations))
+    if outcome.failure is not None:
+        # The change did not take effect: the old definition's stream resumes.
         logger.error(
-            "Rebuilding %s for version %s failed", mt, run.definition_version, exc_info=failure
+            "Rebuilding %s for version %s failed",
+            mt,
+            run.definition_version,
+            exc_info=outcome.failure,
         )
-        runs.fail_rebuild(
-            run,
-            error=why_stopped(run, beating) or errors.failure_message(failure),
-            expectations=violations,
-        )
+        runs.fail_rebuild(run, error=outcome.error, expectations=outcome.violations)
         return
+    pins, result = outcome.result
     checkpoint = new_checkpoint(mt, run.definition_version)
     runs.apply_rebuild(
         run,
@@ -171,7 +188,7 @@ def rebuild(state: HostState, run_id: int) -> None:
         snapshot_id=result.snapshot_id,
         source_snapshots=loads.pinned_ids(pins),
         data_timestamp=run.started_at,
-        expectations=violations,
+        expectations=outcome.violations,
     )
     # The old definition's stream never resumes: its checkpoint would only pile up.
     if old_checkpoint:
