@@ -9,7 +9,9 @@ analyzed plan reads (refresh.queries), SHOW and DESCRIBE read_metadata, CREATE `
 the namespace (and read_data on every source), UPDATE / DELETE / MERGE write_data on the
 target, ALTER, DROP, SUSPEND, RESUME and REFRESH manage on the table; what one may not see
 answers as missing. GRANT, REVOKE and SHOW GRANTS ask only what catalog.services.grants
-asks (refresh.console_grants).
+asks (refresh.console_grants); row filters and masks (ALTER TABLE ... SET ROW FILTER / SET
+MASK, their DROPs) what catalog.services.policies asks, SHOW POLICIES read_metadata on the
+table (refresh.console_policies).
 
 The request never waits for Spark: `run` executes statements until one needs a worker's
 Spark (CREATE, ALTER ... AS, UPDATE / DELETE / MERGE, a query), and hands it and the rest
@@ -49,6 +51,7 @@ from catalog.roles import VIEWER
 from refresh import (
     checks,
     console_grants,
+    console_policies,
     definitions,
     pipelines,
     queries,
@@ -59,6 +62,7 @@ from refresh import (
     table_state,
 )
 from refresh.core import grant_statements
+from refresh.core import policy_statements as ps
 from refresh.core import statements as st
 from refresh.models import MaterializedTable, RefreshRun
 
@@ -355,6 +359,15 @@ GRANT_STATEMENTS = (
     grant_statements.ShowGrants,
 )
 
+#: The row-filter and mask statements (refresh.console_policies runs them).
+POLICY_STATEMENTS = (
+    ps.SetRowFilter,
+    ps.DropRowFilter,
+    ps.SetColumnMask,
+    ps.DropColumnMask,
+    ps.ShowPolicies,
+)
+
 
 def check_viewer(actor: Any, statement: st.Statement) -> None:
     """Every statement but the grant statements (which ask what catalog.services.grants
@@ -398,6 +411,8 @@ def _run(
     result = StatementResult("", 0, 0, kind=type(statement).__name__)
     if isinstance(statement, GRANT_STATEMENTS):
         return console_grants.run(statement, namespace=namespace, actor=actor, result=result)
+    if isinstance(statement, POLICY_STATEMENTS):
+        return console_policies.run(statement, namespace=namespace, actor=actor, result=result)
     if isinstance(statement, st.ShowMaterializedTables):
         return _show(statement, namespace, result, actor)
     if isinstance(statement, st.DescribeJob):

@@ -5,6 +5,7 @@ do what; a statement naming several privileges is one transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -71,16 +72,25 @@ def plan(statement: gs.GrantStatement, *, namespace: str | None, actor: Any) -> 
     in a transaction that is rolled back. Refusals are CatalogErrors."""
     if isinstance(statement, gs.ShowGrants):
         return ["reads only"]
+    return [rolled_back(run, statement, namespace=namespace, actor=actor)]
+
+
+def rolled_back(
+    runner: Callable[..., Any], statement: Any, *, namespace: str | None, actor: Any
+) -> str:
+    """The message of `runner(statement, ..., planning=True)`, run in a transaction that is
+    rolled back: every check met, nothing kept (the console's dry runs of grants and of
+    policies)."""
     with transaction.atomic():
-        done = run(
+        done = runner(
             statement,
             namespace=namespace,
             actor=actor,
-            result=SimpleNamespace(message=""),
+            result=SimpleNamespace(message="", table=None),
             planning=True,
         )
         transaction.set_rollback(True)
-    return [done.message]
+    return done.message
 
 
 # -- names -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """A dry run of a console script: what each statement would do (refresh.pipelines.plan for
-materialized tables and views, refresh.console_grants.plan for grants), every statement
+materialized tables and views, refresh.console_grants.plan for grants,
+refresh.console_policies.plan for row filters and masks), every statement
 planned even after a refusal, nothing written and no Spark asked. The console's Plan
 button, `POST /api/statements/` with `plan`, and `manage.py apply_sql` use it."""
 
@@ -8,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from catalog.core.errors import CatalogError, InvalidInput, SqlError
-from refresh import console, console_grants, pipelines, table_state
+from refresh import console, console_grants, console_policies, pipelines, table_state
 from refresh.core import grant_statements
+from refresh.core import policy_statements as ps
 from refresh.core import statements as st
 
 
@@ -61,6 +63,8 @@ def plan_statement(
         console.check_viewer(actor, statement)
         if isinstance(statement, console.GRANT_STATEMENTS):
             planned_one = _plan_grant(statement, namespace, actor, planned)
+        elif isinstance(statement, console.POLICY_STATEMENTS):
+            planned_one = _plan_policy(statement, namespace, actor, planned)
         else:
             try:
                 planned_one = pipelines.plan(
@@ -97,3 +101,19 @@ def _plan_grant(
             return pipelines.Plan(verb, qualified, ["after an earlier statement makes it"])
     changes = console_grants.plan(statement, namespace=namespace, actor=actor)
     return pipelines.Plan(verb, None, changes)
+
+
+def _plan_policy(
+    statement: ps.PolicyStatement, namespace: str | None, actor: Any, planned: set[str]
+) -> pipelines.Plan:
+    """A row filter's or a mask's plan, checked as it would run (console_policies.plan
+    rolls its writes back); on a table an earlier statement of the plan makes, only that it
+    comes after it."""
+    verb = "read" if isinstance(statement, ps.ShowPolicies) else (
+        "set" if isinstance(statement, ps.SetRowFilter | ps.SetColumnMask) else "drop"
+    )  # fmt: skip
+    qualified = ".".join(console_policies.table_name(statement.name, namespace))
+    if qualified in planned:
+        return pipelines.Plan(verb, qualified, ["after an earlier statement makes it"])
+    changes = console_policies.plan(statement, namespace=namespace, actor=actor)
+    return pipelines.Plan(verb, qualified, changes)

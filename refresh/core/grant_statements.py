@@ -212,7 +212,7 @@ def _securable(reader: Any) -> Securable:
     if reader.accept("CATALOG"):
         name: Name = ()
         if reader.peek() is not None and not reader.at("TO") and not reader.at("FROM"):
-            name = (_name_part(reader, "the catalog's name"),)
+            name = (name_part(reader, "the catalog's name"),)
         return Securable("catalog", name)
     for keyword, kind in (("SCHEMA", "namespace"), ("NAMESPACE", "namespace")):
         if reader.accept(keyword):
@@ -239,10 +239,10 @@ def _principal(reader: Any) -> Principal:
     for keyword, kind in (("USER", "user"), ("GROUP", "group"), ("CREDENTIAL", "client")):
         if reader.at(keyword) and reader.peek(1) is not None:
             reader.next()
-            return Principal(kind, _name_part(reader, f"a {keyword.lower()} name"))
+            return Principal(kind, name_part(reader, f"a {keyword.lower()} name"))
     if reader.peek() is None:
         raise reader.expected(f"a principal: {PRINCIPAL_CHOICES}")
-    return Principal("user", _name_part(reader, f"a principal: {PRINCIPAL_CHOICES}"), True)
+    return Principal("user", name_part(reader, f"a principal: {PRINCIPAL_CHOICES}"), True)
 
 
 #: Words that end a securable's name rather than name a level of it (quoted, they may).
@@ -250,14 +250,14 @@ _AFTER_A_NAME = (["TO"], ["FROM"])
 
 
 def _dotted(reader: Any, what: str) -> Name:
-    parts = [_name_part(reader, what, stop=True)]
+    parts = [name_part(reader, what, stop=True)]
     while reader.at_type(TokenType.DOT):
         reader.next()
-        parts.append(_name_part(reader, "a name after '.'", stop=True))
+        parts.append(name_part(reader, "a name after '.'", stop=True))
     return tuple(parts)
 
 
-def _name_part(reader: Any, what: str, *, stop: bool = False) -> str:
+def name_part(reader: Any, what: str, *, stop: bool = False) -> str:
     """A word or a `quoted` name (a 'string' too, as a principal's name may be written in
     other dialects), refused when empty, too long or holding control characters. `stop`:
     TO and FROM unquoted end the name (GRANT ... ON SCHEMA TO x lacks the schema)."""

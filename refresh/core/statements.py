@@ -26,6 +26,7 @@ from sqlglot.tokens import Token, TokenType
 
 from catalog.core.errors import InvalidInput, SqlError
 from refresh.core import grant_statements as grants
+from refresh.core import policy_statements as policies
 from refresh.core.columns import (
     ColumnDefinition,
     NamesAsWritten,
@@ -50,7 +51,8 @@ STATEMENTS = (
     "CREATE [OR ALTER] MATERIALIZED TABLE, ALTER MATERIALIZED TABLE, DROP MATERIALIZED TABLE, "
     "DESCRIBE JOB, SHOW MATERIALIZED TABLES, SHOW CREATE MATERIALIZED TABLE, UPDATE, "
     "DELETE or MERGE of a materialized table, or a query (SELECT, WITH, VALUES, DESCRIBE, "
-    "SHOW COLUMNS, EXPLAIN), GRANT, REVOKE or SHOW GRANTS"
+    "SHOW COLUMNS, EXPLAIN), GRANT, REVOKE, SHOW GRANTS, ALTER TABLE ... SET ROW FILTER, "
+    "ALTER TABLE ... ALTER COLUMN ... SET MASK (or DROP either) or SHOW POLICIES"
 )
 FRESHNESS_SYNTAX = "FRESHNESS = INTERVAL '<n>' <unit>"
 # Flink's messages (parserImpls.ftl, MaterializedTableUtils, SqlConstraintValidator).
@@ -205,6 +207,8 @@ Statement = (
     | SetOptions | ResetOptions | AlterQuery | DropMaterializedTable | DescribeJob
     | ShowMaterializedTables | ShowCreateMaterializedTable | DataChange | Query
     | grants.GrantPrivileges | grants.RevokePrivileges | grants.ShowGrants
+    | policies.SetRowFilter | policies.DropRowFilter | policies.SetColumnMask
+    | policies.DropColumnMask | policies.ShowPolicies
 )  # fmt: skip
 
 
@@ -328,7 +332,7 @@ class Located:
         first = set(_words(self.tokens[0])[:1])
         if first in _SPARK_STATEMENTS or self.query_kind is not None:
             return True
-        return first == {"ALTER"} and any(_words(token) == ["AS"] for token in self.tokens)
+        return first == {"ALTER"} and _alters_the_query(self.tokens)
 
     def leading_words(self, count: int) -> list[str]:
         """Its first `count` keywords, upper-cased (see `leading_words`)."""
@@ -381,6 +385,18 @@ def _query_kind(tokens: list[Token]) -> str | None:
     if first == ["SHOW"] and tokens[1:2] and tokens[1].text.upper() == "COLUMNS":
         return "SHOW COLUMNS"
     return None
+
+
+def _alters_the_query(tokens: Sequence[Token]) -> bool:
+    """ALTER MATERIALIZED TABLE name AS ...: AS right after the name. An AS further on is
+    inside a policy's expression (CAST(x AS STRING)), which needs no Spark."""
+    index = 1
+    while index < len(tokens) and _words(tokens[index])[:1] in (["MATERIALIZED"], ["TABLE"]):
+        index += 1
+    index += 1  # the name's first part
+    while index + 1 < len(tokens) and tokens[index].token_type == TokenType.DOT:
+        index += 2
+    return index < len(tokens) and _words(tokens[index]) == ["AS"]
 
 
 def leading_words(statement: str, count: int) -> list[str]:
@@ -492,6 +508,20 @@ class _Reader:
     def finish(self) -> None:
         if self.peek() is not None:
             raise self.fail(f"Unexpected {self.shown(self.peek())} after the statement")
+
+    def place(self, token: Token) -> tuple[int, int]:
+        """The 1-based line and column of `token` in the script."""
+        return _position(self.text, token.start)
+
+    def expression(self, first: Token, last: Token) -> str:
+        """The text from `first` to `last`, as written, once sqlglot has read it as one Spark
+        expression (a policy's: refresh.core.policy_statements); a refusal at its place."""
+        node = _parse_spark(self, first, last.end + 1, (exp.Expression,), "an expression")
+        if isinstance(node, exp.Alias):
+            raise self.error("Expected one expression, found two side by side (an alias)", first)
+        if not isinstance(node, exp.Condition | exp.Subquery | exp.Interval):
+            raise self.error(f"Expected an expression, found {node.key.upper()}", first)
+        return self.text[first.start : last.end + 1]
 
     # values
 
@@ -674,8 +704,11 @@ def _parse(text: str, tokens: list[Token], threshold: timedelta) -> Statement:
     if kind is not None:
         return Query(kind, text[first.start : end].strip(), text[:end])
     second = reader.peek(1)
-    if grants.starts_a_grant_statement(_words(first) + (_words(second) if second else [])):
+    leading = _words(first) + (_words(second) if second else [])
+    if grants.starts_a_grant_statement(leading):
         return grants.parse(reader)
+    if policies.starts_a_policy_statement(leading):
+        return policies.parse(reader)
     if keyword == ["CREATE"]:
         return _create(reader, end, threshold)
     if keyword == ["ALTER"]:
@@ -1044,6 +1077,8 @@ def _alter(reader: _Reader, end: int) -> Statement:
     reader.next()
     reader.expect("MATERIALIZED TABLE", "MATERIALIZED TABLE after ALTER")
     name = reader.name()
+    if policies.at_clause(reader):  # a materialized table's row filter and masks
+        return policies.clause(reader, name)
     statement: Statement
     if reader.accept("AS"):
         return AlterQuery(name, _query(reader, end))
