@@ -66,12 +66,13 @@
     "trim true truncate try_cast type unarchive unbounded uncache union unique unknown " +
     "unlock unpivot unset update use user using values version view views week weeks when " +
     "where window with within year years zone";
-  // FLIP-435's statements, as refresh/core/statements.py reads them, and the grant
-  // statements' own words (refresh/core/grant_statements.py).
+  // FLIP-435's statements, as refresh/core/statements.py reads them, the grant
+  // statements' own words (refresh/core/grant_statements.py) and the row filters' and
+  // masks' (refresh/core/policy_statements.py).
   const MATERIALIZED_KEYWORDS =
     "materialized freshness refresh_mode suspend resume continuous full job distributed " +
     "hash enforced grants privileges modify browse credential read_metadata read_data " +
-    "write_data manage";
+    "write_data manage filter mask exempt groups policies";
   const SPARK_TYPES =
     "boolean tinyint byte smallint short int integer bigint long float real double decimal " +
     "dec numeric string char varchar binary date timestamp timestamp_ntz timestamp_ltz " +
@@ -333,6 +334,19 @@
     ),
     template("SHOW GRANTS ON SCHEMA ${namespace}", "SHOW GRANTS ON", "who holds what"),
     template("SHOW GRANTS TO USER ${name}", "SHOW GRANTS TO", "what one holds"),
+    template(
+      "ALTER TABLE ${name} SET ROW FILTER ${condition} EXEMPT GROUPS ${group}",
+      "ALTER TABLE … SET ROW FILTER",
+      "the rows readers see"
+    ),
+    template("ALTER TABLE ${name} DROP ROW FILTER", "ALTER TABLE … DROP ROW FILTER"),
+    template(
+      "ALTER TABLE ${name} ALTER COLUMN ${column} SET MASK ${expression} EXEMPT GROUPS ${group}",
+      "ALTER TABLE … SET MASK",
+      "what readers see of a column"
+    ),
+    template("ALTER TABLE ${name} ALTER COLUMN ${column} DROP MASK", "ALTER TABLE … DROP MASK"),
+    template("SHOW POLICIES ON ${name}", "SHOW POLICIES ON", "row filter and masks"),
   ];
   // The statements whose first word alone is not the keyword.
   const OPENERS = ["DELETE FROM", "MERGE INTO"].map((word) => keyword(word, 3));
@@ -351,6 +365,10 @@
   const SECURABLES = ["CATALOG", "SCHEMA", "NAMESPACE", "TABLE", "VIEW", "MATERIALIZED TABLE"];
   const PRINCIPALS = ["USER", "GROUP", "CREDENTIAL"];
   const MODES = ["FULL", "CONTINUOUS"];
+  // Row filters and masks, as refresh/core/policy_statements.py reads them: after
+  // ALTER TABLE name (and ALTER MATERIALIZED TABLE name), and after a column.
+  const POLICY_ACTIONS = ["SET ROW FILTER", "DROP ROW FILTER", "ALTER COLUMN"];
+  const MASK_ACTIONS = ["SET MASK", "DROP MASK"];
 
   function expected(words) {
     const n = words.length;
@@ -382,14 +400,38 @@
     if (joined === "CREATE OR") {
       return only(["ALTER MATERIALIZED TABLE"]);
     }
-    if (joined === "ALTER" || joined === "CREATE OR ALTER" || joined === "SHOW CREATE") {
+    if (joined === "ALTER") {
+      return only(["MATERIALIZED TABLE", "TABLE"]);
+    }
+    if (joined === "CREATE OR ALTER" || joined === "SHOW CREATE") {
       return only(["MATERIALIZED TABLE"]);
     }
     if (joined === "DROP") {
       return only(["MATERIALIZED TABLE", "MATERIALIZED TABLE IF EXISTS"]);
     }
     if (joined === "SHOW") {
-      return also(["MATERIALIZED TABLES", "CREATE MATERIALIZED TABLE", "GRANTS"]);
+      return also(["MATERIALIZED TABLES", "CREATE MATERIALIZED TABLE", "GRANTS",
+        "POLICIES ON"]);
+    }
+    if (joined === "SHOW POLICIES") {
+      return only(["ON"]);
+    }
+    if (/^ALTER TABLE \S+$/.test(joined)) {
+      return only(POLICY_ACTIONS);
+    }
+    if (/^ALTER TABLE \S+ (?:SET|DROP)$/.test(joined)) {
+      return only(["ROW FILTER"]);
+    }
+    if (/^ALTER (?:MATERIALIZED )?TABLE \S+ (?:ALTER|CHANGE)(?: COLUMN)? \S+$/.test(joined) &&
+        last !== "COLUMN") {
+      return only(MASK_ACTIONS);
+    }
+    if (last === "EXEMPT") {
+      return only(["GROUPS"]);
+    }
+    const policy = /^ALTER (?:MATERIALIZED )?TABLE \S+ .*(?:SET ROW FILTER|SET MASK) \S/;
+    if (policy.test(joined) && !words.includes("EXEMPT")) {
+      return also(["EXEMPT GROUPS"]);
     }
     if (joined === "SHOW GRANTS" || joined === "SHOW GRANT") {
       return only(["ON", "TO"]);
@@ -424,10 +466,10 @@
       return also(["JOB"]);
     }
     if (/^ALTER MATERIALIZED TABLE \S+$/.test(joined)) {
-      return only(ALTER_ACTIONS);
+      return only(ALTER_ACTIONS.concat(POLICY_ACTIONS));
     }
     if (/^ALTER MATERIALIZED TABLE \S+ SET$/.test(joined)) {
-      return only(["FRESHNESS = INTERVAL", "REFRESH_MODE ="]);
+      return only(["FRESHNESS = INTERVAL", "REFRESH_MODE =", "ROW FILTER"]);
     }
     const create = /^CREATE (?:OR ALTER )?MATERIALIZED TABLE \S+/.exec(joined);
     if (create && !words.slice(4).includes("AS")) {

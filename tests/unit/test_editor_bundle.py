@@ -115,3 +115,13 @@ def test_the_editor_completes_the_grant_statements_privileges_securables_and_pri
     words += ["USER", "GROUP", "CREDENTIAL"]
     missing = [word for word in words if f'"{word}"' not in script]
     assert not missing, f"static/js/editor.js does not offer {missing}"
+
+
+def test_the_editor_completes_the_row_filter_and_mask_statements():
+    """Their grammar is refresh/core/policy_statements.py; the words are offered as written."""
+    script = EDITOR_JS.read_text()
+    words = ["SET ROW FILTER", "DROP ROW FILTER", "ALTER COLUMN", "SET MASK", "DROP MASK"]
+    words += ["EXEMPT GROUPS", "POLICIES ON", "ROW FILTER", "GROUPS"]
+    missing = [word for word in words if f'"{word}"' not in script]
+    assert not missing, f"static/js/editor.js does not offer {missing}"
+    assert "filter mask exempt groups policies" in script, "the keywords are highlighted"
