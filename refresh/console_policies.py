@@ -114,7 +114,8 @@ def placed(statement: ps.PolicyStatement) -> Iterator[None]:
             raise
         line, column = at
         if isinstance(error, SqlError) and error.line is not None:
-            moved = error.column + column - 1 if error.line == 1 and error.column else column
+            # Its first line starts where the expression does; the next ones are the script's.
+            moved = error.column + column - 1 if error.line == 1 and error.column else error.column
             raise SqlError(
                 error.base_message, line=error.line + line - 1, column=moved, field=error.field
             ) from None

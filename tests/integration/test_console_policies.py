@@ -28,7 +28,7 @@ from rest_framework.test import APIClient
 from catalog import access
 from catalog import services as catalog_services
 from catalog.core.access import MANAGE, READ_METADATA
-from catalog.core.errors import Forbidden, InvalidInput, NotFound
+from catalog.core.errors import Forbidden, InvalidInput, NotFound, SqlError
 from catalog.models import CatalogObject
 from refresh import console_policies
 from tests.integration.grant_fixtures import admin, alice, give  # noqa: F401
@@ -59,8 +59,13 @@ class FakePolicies:
     def _set(self, kind: str, marker: str, arguments: dict[str, Any]) -> None:
         self.calls.append((kind, arguments))
         self._table(arguments["namespace"], arguments["name"], arguments["actor"])
-        if "no_such_column" in arguments["expression"]:
-            raise InvalidInput("Unknown column no_such_column", field="expression")
+        expression = arguments["expression"]
+        if "no_such_column" in expression:  # placed in the expression, as the service does
+            before = expression[: expression.index("no_such_column")]
+            line, column = before.count("\n") + 1, len(before) - before.rfind("\n")
+            raise SqlError("Unknown column", line=line, column=column, field="expression")
+        if "unplaced" in expression:
+            raise InvalidInput("The expression is not boolean", field="expression")
         Group.objects.get_or_create(name=marker)
 
     def _drop(self, kind: str, marker: str, arguments: dict[str, Any]) -> None:
@@ -227,18 +232,27 @@ def test_a_table_one_may_not_see_answers_as_missing(catalog, admin, alice, polic
     assert result["error"]["message"] == "No table or view finance.ledger"
 
 
-def test_the_services_refusal_of_an_expression_is_placed_where_it_starts(catalog, admin, policies):
+@pytest.mark.parametrize(
+    ("expression", "where"),
+    [
+        ("no_such_column > 1", (3, 3)),
+        ("region = 'EU' OR no_such_column > 1", (3, 20)),
+        ("region = 'EU'\n    OR no_such_column > 1", (4, 8)),
+        ("unplaced", (3, 3)),
+    ],
+)
+def test_the_services_refusal_of_an_expression_is_placed_in_the_script(
+    catalog, admin, policies, expression, where
+):
     script = (
-        "SHOW POLICIES ON sales.orders;\n"
-        "ALTER TABLE sales.orders SET ROW FILTER\n"
-        "  no_such_column > 1"
+        f"SHOW POLICIES ON sales.orders;\nALTER TABLE sales.orders SET ROW FILTER\n  {expression}"
     )
 
     results = results_of(run_sql(admin, script), 400)
 
     error = results[-1]["error"]
-    assert (error["line"], error["column"], error["field"]) == (3, 3, "expression")
-    assert "Unknown column no_such_column" in error["message"]
+    assert (error["line"], error["column"], error["field"]) == (*where, "expression")
+    assert error["message"].startswith(("Unknown column (line", "The expression is not boolean"))
 
 
 def test_a_statement_that_does_not_parse_is_a_400_at_its_line_and_column(catalog, admin, policies):
