@@ -1,5 +1,6 @@
 """`manage.py apply_sql <folder> [--namespace NS] [--user NAME] [--plan]`: apply a folder of
-materialized-table statements, as a CI job applies pipelines kept in git.
+materialized-table statements, grants and row filters / column masks (any statement the
+console runs), as a CI job applies pipelines kept in git.
 
 Every `*.sql` file under the folder is read and split into statements; the statements are
 put in dependency order (a definition after the tables it reads, found from the queries by
