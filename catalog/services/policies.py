@@ -174,7 +174,11 @@ def drop_column_mask(*, namespace: str, name: str, column: str, actor: Any) -> N
     """Remove a column's mask; NotFound when the column has none."""
     table = _managed_table(namespace, name, actor)
     with _recorded(table, actor, DROP_COLUMN_MASK), transaction.atomic():
-        deleted, _ = ColumnMask.objects.filter(table=table, column=column).delete()
+        masks = ColumnMask.objects.filter(table=table)
+        found = masks.filter(column=column)
+        if not found.exists() and masks.filter(column__iexact=column).count() == 1:
+            found = masks.filter(column__iexact=column)  # as set_column_mask matches it
+        deleted, _ = found.delete()
         if not deleted:
             raise NotFound(f"Column {column!r} of table {table} has no mask", field="column")
         history.record_change(table, actor=actor, action=DROP_COLUMN_MASK, message=column)

@@ -17,6 +17,7 @@ from catalog.core.errors import Forbidden, InvalidInput, NotFound, SqlError
 from catalog.models import AccessEvent, CatalogEvent, ColumnMask, RowFilter
 from tests.integration.grant_fixtures import admin, alice, api_as, bob, engine, give  # noqa: F401
 from tests.integration.test_iceberg_rest import BASE, assert_error, create_view_request
+from tests.integration.test_table_preview_api import sales  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -382,6 +383,39 @@ def test_an_exempt_reader_previews_and_lists_files(orders, alice, bob, finance):
     assert client.get("/api/namespaces/sales/tables/orders/files").status_code == 200
     preview = client.get("/api/namespaces/sales/tables/orders/preview")
     assert preview.status_code in (200, 202), preview.content
+
+
+def test_an_attached_tables_rows_are_previewed_only_by_a_reader_exempt_from_its_filter(
+    sales, editor, finance
+):
+    services.set_row_filter(
+        namespace="ext",
+        name="sales",
+        expression="region = 'eu'",
+        exempt_groups=["finance"],
+        actor=editor,
+    )
+    # The editor manages the whole catalog, and the filter applies to them all the same.
+    refused = api_as(editor).get("/api/namespaces/ext/tables/sales/preview")
+    assert refused.status_code == 403, refused.content
+    assert "row filter on ext.sales" in refused.json()["error"]
+
+    editor.groups.add(finance)
+    shown = api_as(editor).get("/api/namespaces/ext/tables/sales/preview")
+    assert shown.status_code == 200, shown.content
+    assert len(shown.json()["rows"]) == 6
+
+
+def test_a_mask_is_dropped_by_its_column_name_in_any_case(orders, alice):
+    services.set_column_mask(
+        namespace="sales", name="orders", column="email", expression=MASKED, actor=alice
+    )
+
+    assert (
+        api_as(alice).delete("/api/namespaces/sales/tables/orders/columns/EMAIL/mask").status_code
+        == 204
+    )
+    assert not ColumnMask.objects.exists()
 
 
 def test_the_table_page_shows_its_policies_to_a_metadata_reader(orders, admin, alice, finance):

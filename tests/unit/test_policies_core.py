@@ -120,6 +120,11 @@ def test_bind_quotes_a_name_that_holds_a_quote():
     assert bound == "'o\\'brien' = email"
 
 
+def test_bind_escapes_a_backslash_at_the_end_of_a_name():
+    # Spark reads backslash escapes in literals: a bare one would swallow the quote.
+    assert bind("current_user() = email", user="a\\", groups=set()) == "'a\\\\' = email"
+
+
 def test_bind_drops_comments_so_nothing_runs_on_into_the_readers_sql():
     # sqlglot would write `-- x */ or true` as `/* x */ or true */`: a comment that closes
     # early. The bound SQL holds no comment at all.
