@@ -9,7 +9,7 @@ loaded through the REST catalog only by one holding `manage` on it (who could dr
 policy anyway); everyone else gets a 403 naming the policy (`engine_refusal`), and the
 app's previews and file lists refuse alike (`read_refusal`).
 
-Cheap: a table's policies are read in one query each for its filter and its masks (their
+Cheap: a table's policies are read in one query (its filter's and its masks' rows, their
 exempt groups joined in), the principal's groups in one more, memoized on the principal,
 which lives for one request. Nothing is cached across requests."""
 
@@ -55,20 +55,22 @@ class Rule:
 
 
 def _rules(table_ids: Iterable[int] | None) -> dict[int, list[Rule]]:
-    """Every policy of these tables (of every table for None), by table id: two queries."""
+    """Every policy of these tables (of every table for None), by table id, in one query:
+    the row filters' and the masks' rows, each with one of its exempt groups."""
     found: dict[int, dict[tuple[str, str | None], tuple[str, set[str]]]] = defaultdict(dict)
-    sources = (
-        RowFilter.objects.values_list("table_id", "expression", "exempt_groups__name", Value("")),
-        ColumnMask.objects.values_list("table_id", "expression", "exempt_groups__name", "column"),
+    filters = RowFilter.objects.order_by()
+    masks = ColumnMask.objects.order_by()
+    if table_ids is not None:
+        wanted = list(table_ids)
+        filters, masks = filters.filter(table_id__in=wanted), masks.filter(table_id__in=wanted)
+    rows = filters.values_list("table_id", "expression", "exempt_groups__name", Value("")).union(
+        masks.values_list("table_id", "expression", "exempt_groups__name", "column"), all=True
     )
-    for rows in sources:
-        if table_ids is not None:
-            rows = rows.filter(table_id__in=list(table_ids))
-        for table_id, expression, group, column in rows.order_by():
-            key = (core.MASK, column) if column else (core.ROW_FILTER, None)
-            _, groups = found[table_id].setdefault(key, (expression, set()))
-            if group is not None:
-                groups.add(group)
+    for table_id, expression, group, column in rows:
+        key = (core.MASK, column) if column else (core.ROW_FILTER, None)
+        _, groups = found[table_id].setdefault(key, (expression, set()))
+        if group is not None:
+            groups.add(group)
     return {
         table_id: [
             Rule(kind, column, expression, frozenset(groups))

@@ -14,7 +14,7 @@ from django.test import Client
 from catalog import access, policies, services
 from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import Forbidden, InvalidInput, NotFound, SqlError
-from catalog.models import AccessEvent, CatalogEvent, ColumnMask, RowFilter
+from catalog.models import AccessEvent, CatalogEvent, CatalogObject, ColumnMask, RowFilter
 from tests.integration.grant_fixtures import admin, alice, api_as, bob, engine, give  # noqa: F401
 from tests.integration.test_iceberg_rest import BASE, assert_error, create_view_request
 from tests.integration.test_table_preview_api import sales  # noqa: F401 - a fixture
@@ -274,8 +274,11 @@ def test_the_policies_of_a_principal_are_read_in_a_few_queries(
     services.set_column_mask(
         namespace="sales", name="orders", column="email", expression=MASKED, actor=alice
     )
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(3):
         policies.for_principal(access.Principal(bob))
+    table = CatalogObject.objects.select_related("namespace").get(pk=orders.pk)
+    with django_assert_max_num_queries(2):
+        policies.applies(access.Principal(bob), table)
 
 
 # -- engines ---------------------------------------------------------------------------------
