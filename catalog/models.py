@@ -22,6 +22,7 @@ from catalog.access_event_models import AccessEvent  # noqa: F401
 from catalog.core.sql import ENGINE_CATALOG_PATTERN, SESSION_CATALOG
 from catalog.credential_models import AccessToken, CatalogClient, IdempotencyKey  # noqa: F401
 from catalog.grant_models import Grant, GrantChange  # noqa: F401
+from catalog.policy_models import ColumnMask, RowFilter  # noqa: F401
 from infra.runs import Run
 
 

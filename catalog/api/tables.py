@@ -23,6 +23,7 @@ from catalog import (
     access_events,
     checks,
     jobs,
+    policies,
     previews,
     redaction,
     selectors,
@@ -43,6 +44,7 @@ from catalog.api.shared import (
     validated,
 )
 from catalog.core.access import CREATE, MANAGE, READ_DATA, READ_METADATA, WRITE_DATA
+from catalog.core.errors import Forbidden
 from catalog.models import Table
 from catalog.services.kernel import TABLE
 
@@ -52,6 +54,14 @@ def _followed(request: Request, namespace: str, name: str, privilege: str = READ
     to its newest metadata file (once per request: every read of an attached table looks)."""
     table = checks.obj(request, TABLE, namespace, name, privilege)
     return services.follow_attached(table, actor=request.user)
+
+
+def _refuse_if_policy_applies(request: Request, table: Table, what: str) -> None:
+    """A preview is read without the table's row filter and masks (pyiceberg, or Spark as a
+    job), and a file list names the files: neither is shown to a reader they apply to."""
+    refusal = policies.read_refusal(access.principal_of(request), table, what)
+    if refusal is not None:
+        raise Forbidden(refusal)
 
 
 class TableListView(ByGrants, generics.ListAPIView):
@@ -119,13 +129,14 @@ class TablePreviewView(ByGrants, APIView):
         responses={
             200: OpenApiTypes.OBJECT,
             202: s.JobAcceptedSerializer,
-            **error_responses(400, 404, 429, 503),
+            **error_responses(400, 403, 404, 429, 503),
         },
         tags=["tables"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
         params = request.query_params
         table = _followed(request, namespace, name, READ_DATA)
+        _refuse_if_policy_applies(request, table, "preview")
         access_events.read(request, "preview", "api", table)
         arguments = {
             "namespace": namespace,
@@ -161,12 +172,14 @@ class TableFilesView(ByGrants, APIView):
         ],
         description="The data and delete files of the current snapshot (or `snapshot_id`), "
         "with sizes and record counts, and totals per kind over all of them.",
-        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 404)},
+        responses={200: OpenApiTypes.OBJECT, **error_responses(400, 403, 404)},
         tags=["tables"],
     )
     def get(self, request: Request, namespace: str, name: str) -> Response:
+        table = _followed(request, namespace, name, READ_DATA)
+        _refuse_if_policy_applies(request, table, "file list")
         listing = previews.files_of(
-            _followed(request, namespace, name, READ_DATA),
+            table,
             snapshot_id=request.query_params.get("snapshot_id"),
             limit=row_limit(request) if "limit" in request.query_params else 200,
         )

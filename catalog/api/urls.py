@@ -6,7 +6,17 @@ from __future__ import annotations
 from django.urls import path
 
 from catalog import converters  # noqa: F401 - registers <version_id:...> and <dotted:...>
-from catalog.api import audit, completions, grants, jobs, namespaces, root, sql_views, tables
+from catalog.api import (
+    audit,
+    completions,
+    grants,
+    jobs,
+    namespaces,
+    policies,
+    root,
+    sql_views,
+    tables,
+)
 from catalog.api.docs import docs, schema
 
 VIEW = "namespaces/<dotted:namespace>/views/<str:name>"
@@ -92,6 +102,13 @@ urlpatterns = [
     path(f"{TABLE}/detach", tables.TableDetachView.as_view(), name="table-detach"),
     path(f"{TABLE}/preview", tables.TablePreviewView.as_view(), name="table-preview"),
     path(f"{TABLE}/files", tables.TableFilesView.as_view(), name="table-files"),
+    path(f"{TABLE}/policies", policies.TablePoliciesView.as_view(), name="table-policies"),
+    path(f"{TABLE}/row-filter", policies.RowFilterView.as_view(), name="table-row-filter"),
+    path(
+        f"{TABLE}/columns/<str:column>/mask",
+        policies.ColumnMaskView.as_view(),
+        name="table-column-mask",
+    ),
     # Spark jobs and the workers that run them (catalog/jobs.py)
     path("jobs/", jobs.JobListView.as_view(), name="job-list"),
     path("jobs/<int:job_id>/", jobs.JobDetailView.as_view(), name="job-detail"),

@@ -27,6 +27,7 @@ from catalog.core.access import READ_DATA
 from catalog.core.errors import NotFound
 from catalog.core.metadata_cache import CachedTable
 from catalog.iceberg_rest import bodies
+from catalog.iceberg_rest.table_endpoints import refuse_protected
 from catalog.models import Table
 from catalog.services import attached
 from catalog.services.kernel import TABLE
@@ -50,6 +51,8 @@ def _readable_table(request: HttpRequest, user: Any, namespace: str, table: str)
     one it sees without read_data is a 403, as load-table answers. An attached table is
     followed to its writer's newest metadata first, as a load does."""
     found = checks.obj(request, TABLE, bodies.namespace_name(namespace), table, READ_DATA)
+    # A plan's tasks name the table's data files: refused where a load would be.
+    refuse_protected(request, found)
     return attached.follow(found, actor=user)
 
 

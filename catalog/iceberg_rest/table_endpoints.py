@@ -17,7 +17,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from catalog import access, access_events, checks, redaction, selectors, services
+from catalog import access, access_events, checks, policies, redaction, selectors, services
 from catalog.core.access import (
     CREATE,
     MANAGE,
@@ -112,6 +112,8 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
             raise Forbidden(
                 f"Forbidden: {user.username} lacks the {READ_DATA} privilege on {name}.{table}"
             )
+    if found.protected:
+        _refuse_if_policy_applies(who, found.object_id, name, table, found.owner_id)
     state = found.state
     if found.attached:
         # An attached table follows its writer before its tag is known: a newer metadata
@@ -145,6 +147,25 @@ def load_table(request: HttpRequest, user: Any, namespace: str, table: str) -> H
     return response
 
 
+def _refuse_if_policy_applies(
+    who: access.Principal, object_id: int, namespace: str, name: str, owner_id: int | None
+) -> None:
+    """An engine reads a table's files itself, around any row filter or mask: a table with
+    one that applies to the principal is loaded only by its managers (catalog.policies)."""
+    refusal = policies.engine_refusal(
+        who, object_id=object_id, namespace=namespace, name=name, owner_id=owner_id
+    )
+    if refusal is not None:
+        raise Forbidden(refusal)
+
+
+def refuse_protected(request: HttpRequest, table: Table) -> None:
+    """`_refuse_if_policy_applies` for a table already read (commits, scan planning)."""
+    refusal = policies.engine_refusal(checks.principal(request), table)
+    if refusal is not None:
+        raise Forbidden(refusal)
+
+
 # The resource's check of a principal holding nothing is made here, on the paths that need
 # the grants anyway: a load the pointer query allowed costs no query for it.
 load_table.gates_itself = True  # type: ignore[attr-defined]
@@ -162,6 +183,8 @@ def _may_commit(request: HttpRequest, namespace: str, name: str, requirements, u
     existing = found.first()
     if existing is not None:
         checks.check(request, existing, commit_privilege(updates), kind=TABLE)
+        # A commit's answer is the table's metadata, the way to its files, as a load's is.
+        refuse_protected(request, existing)
     elif any(isinstance(r, dict) and r.get("type") == "assert-create" for r in requirements):
         checks.namespace(request, namespace, CREATE)
     else:

@@ -34,7 +34,7 @@ from django.utils import timezone
 from catalog import access, selectors
 from catalog.iceberg_rest import objects
 from catalog.iceberg_rest.etags import TableState
-from catalog.models import Attachment, Table
+from catalog.models import Attachment, ColumnMask, RowFilter, Table
 from catalog.services import credentials
 
 #: Per process, unless settings.LOAD_TABLE_CACHE_BYTES says otherwise: the bodies of a few
@@ -51,6 +51,9 @@ class Pointer(NamedTuple):
     #: The row's id and owner, for the grant check (catalog.access).
     object_id: int
     owner_id: int | None
+    #: Whether the table has a row filter or a column mask (catalog.policies decides then
+    #: whether this principal may load it).
+    protected: bool = False
 
 
 # The pointer query is built by the ORM once per database connection's backend and then
@@ -71,6 +74,8 @@ def _pointer_queryset(
         .order_by()
         .annotate(
             attached=Exists(Attachment.objects.filter(table_id=OuterRef("pk"))),
+            protected=Exists(RowFilter.objects.filter(table_id=OuterRef("pk")))
+            | Exists(ColumnMask.objects.filter(table_id=OuterRef("pk"))),
             token_ok=credentials.still_valid(token_digest, now=now),
             read_ok=Case(
                 When(access.may_read_condition(namespace, user_id, client_id), then=Value(True)),
@@ -87,6 +92,7 @@ def _pointer_queryset(
             "read_ok",
             "pk",
             "owner_id",
+            "protected",
         )[:1]
     )
 
@@ -337,13 +343,24 @@ def pointer(
         if not credentials.is_still_valid(token_digest):
             _refuse(token_digest)
         raise selectors.no_such_table(namespace, name)
-    location, table_uuid, last_updated_ms, attached, token_ok, read_ok, object_id, owner_id = row
+    (
+        location,
+        table_uuid,
+        last_updated_ms,
+        attached,
+        token_ok,
+        read_ok,
+        object_id,
+        owner_id,
+        *more,
+    ) = row
     if not token_ok:
         _refuse(token_digest)
     # Plain SQL returns the database's own forms: SQLite keeps a UUID as 32 hex digits and
     # booleans as 0/1; the tag wants the UUID's canonical text, as the metadata has it.
     state = TableState(location, _canonical_uuid(table_uuid), int(last_updated_ms))
-    return Pointer(state, bool(attached), bool(read_ok), object_id, owner_id)
+    protected = bool(more[0])
+    return Pointer(state, bool(attached), bool(read_ok), object_id, owner_id, protected)
 
 
 def _canonical_uuid(value: Any) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.defaultfilters import filesizeformat
@@ -26,7 +27,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
-from catalog import access_events, jobs, previews, redaction, services
+from catalog import access_events, jobs, policies, previews, redaction, services
 from catalog.core.access import MANAGE, READ_DATA, READ_METADATA
 from catalog.core.errors import CatalogError, NeedsWorker, TooManyJobs, Unavailable
 from catalog.core.inputs import whole_number
@@ -425,6 +426,11 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     # read_data, asked for only when a section wants them.
     wants_data = "preview" in request.GET or bool(request.GET.get("files"))
     page_access.check(request, table, READ_DATA if wants_data else READ_METADATA, missing=missing)
+    what = "preview" if "preview" in request.GET else "file list"
+    if wants_data and (
+        refusal := policies.read_refusal(page_access.principal(request), table, what)
+    ):
+        raise PermissionDenied(refusal)
     attachment = table.attachment if hasattr(table, "attachment") else None
     if attachment is not None:
         # The writer may have written a newer metadata file since the last look.
@@ -514,6 +520,7 @@ def table_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "history_rows": history_rows_html(history),
         "panel_templates": [panel.template for panel in PANELS],
         "permissions_url": permissions.later(namespace, name),
+        "policies": policies.shown(table),
     }
     context.update({panel.name: panel.context(request, table) for panel in PANELS})
     return render(request, "catalog/table_detail.html", context, status=status)

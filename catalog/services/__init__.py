@@ -18,6 +18,12 @@ from catalog.services.namespaces import (
     drop_namespace,
     update_namespace_properties,
 )
+from catalog.services.policies import (
+    drop_column_mask,
+    drop_row_filter,
+    set_column_mask,
+    set_row_filter,
+)
 from catalog.services.sql_views import (
     add_view_representation,
     commit_view,
@@ -60,7 +66,9 @@ __all__ = [
     "create_table",
     "create_view",
     "create_view_from_parts",
+    "drop_column_mask",
     "drop_namespace",
+    "drop_row_filter",
     "drop_table",
     "drop_view",
     "record_metrics",
@@ -71,6 +79,8 @@ __all__ = [
     "rename_view",
     "replace_view",
     "rollback_view",
+    "set_column_mask",
+    "set_row_filter",
     "set_view_properties",
     "update_namespace_properties",
     "update_view_properties",
