@@ -541,14 +541,30 @@ def query(
     return DataFrame(dataset, session)
 
 
-def check_frame(frame: DataFrame, *, catalog: str, trusted_views: Iterable[str] = ()) -> DataFrame:
-    """Check a DataFrame the app built (a preview's reads and filters) as a query."""
+def check_frame(
+    frame: DataFrame,
+    *,
+    catalog: str,
+    trusted_views: Iterable[str] = (),
+    policies: Sequence[TablePolicy] = (),
+) -> DataFrame:
+    """Check a DataFrame the app built (a preview's reads and filters) as a query; with
+    `policies`, the DataFrame of its plan reading the tables they name through them."""
+    from pyspark.sql import DataFrame
+
     session = frame.sparkSession
-    plan = frame._jdf.queryExecution().analyzed()  # noqa: SLF001
+    analyzed = frame._jdf.queryExecution().analyzed()  # noqa: SLF001
+    plan = enforce(session, analyzed, policies, catalog=catalog)
     check(
         facts_of(session, plan), policy_for(session, catalog=catalog, trusted_views=trusted_views)
     )
-    return frame
+    if plan is analyzed:
+        return frame
+    dataset = session._jvm.org.apache.spark.sql.Dataset.ofRows(  # noqa: SLF001
+        session._jsparkSession,  # noqa: SLF001
+        plan,
+    )
+    return DataFrame(dataset, session)
 
 
 def data_change(

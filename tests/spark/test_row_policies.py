@@ -284,6 +284,13 @@ def test_a_change_that_reads_a_protected_table_writes_only_what_its_reader_sees(
     assert rows(session, "SELECT * FROM copies ORDER BY id", ()) == [(1, MASKED), (2, MASKED)]
 
 
+def test_a_frame_the_app_built_reads_through_the_policies_once_checked(session):
+    frame = session.table(f"lv.{NS}.people").where("salary > 0").select("id", "email")
+    checked = sandbox.check_frame(frame, catalog="lv", policies=[POLICY])
+    assert sorted(tuple(row) for row in checked.collect()) == [(1, MASKED), (2, MASKED)]
+    assert len(sandbox.check_frame(frame, catalog="lv").collect()) == 4
+
+
 def test_sandbox_query_reads_through_the_policies(session):
     frame = sandbox.query(session, "SELECT id, email FROM people", catalog="lv", policies=[POLICY])
     assert sorted(tuple(row) for row in frame.collect()) == [(1, MASKED), (2, MASKED)]
