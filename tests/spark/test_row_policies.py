@@ -227,6 +227,8 @@ def test_time_travel_reads_the_old_snapshot_through_the_policies(session, first_
         "SELECT * FROM rowpol.people.partitions",
         "SELECT * FROM rowpol.people.all_data_files",
         "SELECT * FROM rowpol.people.entries",
+        "SELECT * FROM rowpol.people.changes",
+        "SELECT * FROM rowpol.people.refs",
         "SELECT id FROM orders WHERE id IN (SELECT count(*) FROM rowpol.people.files)",
         "EXPLAIN SELECT * FROM rowpol.people.files",
     ],
@@ -282,6 +284,50 @@ def test_a_change_that_reads_a_protected_table_writes_only_what_its_reader_sees(
         policies=(POLICY,),
     )
     assert rows(session, "SELECT * FROM copies ORDER BY id", ()) == [(1, MASKED), (2, MASKED)]
+
+
+def test_a_change_of_another_table_cannot_use_the_hidden_rows(session):
+    for sql in (
+        "DELETE FROM orders WHERE person IN (SELECT id FROM people WHERE salary > 250)",
+        "UPDATE orders SET person = (SELECT max(salary) FROM people) WHERE id = 40",
+    ):
+        sandbox.data_change(session, sql, catalog="lv", target=[NS, "orders"], policies=(POLICY,))
+    assert rows(session, "SELECT id, person FROM orders ORDER BY id", ()) == [
+        (10, 1),
+        (30, 3),
+        (40, 200),
+    ]
+    sandbox.data_change(
+        session,
+        "UPDATE orders SET person = 4 WHERE id = 40",
+        catalog="lv",
+        target=[NS, "orders"],
+    )
+
+
+def test_a_mask_may_give_null_in_a_column_that_holds_none(session):
+    session.sql(
+        f"CREATE TABLE IF NOT EXISTS lv.{NS}.strict (id BIGINT NOT NULL, s STRING NOT NULL)"
+    )
+    session.sql(f"INSERT OVERWRITE lv.{NS}.strict VALUES (1, 'a'), (2, 'b')")
+    policy = TablePolicy(table=(NS, "strict"), masks=(("s", "NULL"),))
+    sql = "SELECT id + 1, s, coalesce(s, 'z'), s IS NOT NULL FROM strict ORDER BY 1"
+    assert rows(session, sql, (policy,)) == [(2, None, "z", False), (3, None, "z", False)]
+    assert rows(session, sql, ()) == [(2, "a", "a", True), (3, "b", "b", True)]
+
+
+def test_the_table_is_protected_under_each_name_the_session_gives_the_catalog(
+    session, catalog_server
+):
+    conf = {
+        **rest_catalog_conf(catalog_server),
+        **rest_catalog_conf(catalog_server, "lake"),  # as session_with's alias_settings make it
+        "spark.sql.defaultCatalog": "lv",
+    }
+    engine = session_with(session, catalog="lv", namespace=[NS], conf=conf, aliases=["lake"])
+    sql = f"SELECT id, email FROM lake.{NS}.people ORDER BY id"
+    assert rows(engine, sql) == [(1, MASKED), (2, MASKED)]
+    assert "metadata table" in refusal(engine, f"SELECT * FROM lake.{NS}.people.files")
 
 
 def test_a_frame_the_app_built_reads_through_the_policies_once_checked(session):

@@ -3,7 +3,7 @@
 // subqueries in expressions, CTEs, a catalog view's body, time travel), becomes
 //
 //     Project(each column as the parents know it: its mask cast to its type, or itself)
-//       Filter(spark_partition_id() >= 0)      <- the barrier (below)
+//       LocalLimit(Int.MaxValue)               <- the barrier (below)
 //         Filter(the row filter)
 //           the relation, a fresh instance
 //
@@ -11,14 +11,18 @@
 // hold. The policy SQL is parsed by Spark's parser and resolved by Spark's analyzer against
 // the fresh relation alone (so it sees the raw columns, never the reader's names).
 //
-// The barrier: a filter Spark deems nondeterministic. The optimizer pushes the reader's own
-// predicates down through Projects, merges a Filter into the deterministic Filter below it
-// (CombineFilters puts the lower condition first, but the scan's pushdown then puts the
-// conditions Iceberg cannot translate *before* the ones it can), and the scan collects every
-// deterministic Filter above it. None of them crosses a nondeterministic Filter: the reader's
-// predicates (raise_error, assert_true, ANSI casts, division by zero...) stay above it and see
-// only rows the row filter let through, while the row filter itself still reaches Iceberg for
-// file pruning. The price: a reader's predicates on a protected table prune no files.
+// The barrier: no optimizer rule moves a Filter below a limit (it would change the answer),
+// and the scan's pushdown collects only Projects and Filters. Without it, Spark pushes the
+// reader's predicates down through the Project and merges them with the row filter, or, when
+// the filter holds a subquery, turns it into a semi-join and pushes the reader's predicates
+// below that (tests/spark/test_row_policies.py shows `raise_error` then printing a hidden
+// row's value). With it, the reader's predicates (raise_error, assert_true, ANSI casts and
+// divisions...) run only on rows the row filter let through, while the row filter itself
+// still reaches Iceberg for file pruning. A limit of Int.MaxValue drops nothing, and Spark
+// removes one only when it can bound the rows below it, which a table read never is. (A
+// nondeterministic filter would stop the pushdown too, but makes every subquery over the
+// table nondeterministic, which Spark refuses in a DELETE's condition.) The price: a
+// reader's predicates on a protected table prune no files.
 //
 // Refused (Refused, which the Python side turns into the sandbox's refusal naming the
 // policies): a metadata table of a protected table (its identifier is the table's plus one
@@ -52,15 +56,14 @@ import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.EvalMode;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.GreaterThanOrEqual;
 import org.apache.spark.sql.catalyst.expressions.InputFileBlockLength;
 import org.apache.spark.sql.catalyst.expressions.InputFileBlockStart;
 import org.apache.spark.sql.catalyst.expressions.InputFileName;
 import org.apache.spark.sql.catalyst.expressions.Literal$;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
-import org.apache.spark.sql.catalyst.expressions.SparkPartitionID;
 import org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.LocalLimit;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
@@ -331,8 +334,8 @@ public final class RowPolicies {
             }
             LogicalPlan below = fresh;
             if (policy.filter != null) {
-                Expression barrier = new GreaterThanOrEqual(new SparkPartitionID(), Literal$.MODULE$.apply(0));
-                below = new Filter(barrier, new Filter(parse(session, policy.filter), fresh));
+                below = new LocalLimit(Literal$.MODULE$.apply(Integer.MAX_VALUE),
+                        new Filter(parse(session, policy.filter), fresh));
             }
             LogicalPlan project = new Project(JavaConverters.asScalaBuffer(columns).toList(), below);
             LogicalPlan resolved = session.sessionState().analyzer()
