@@ -330,6 +330,17 @@ def test_the_table_is_protected_under_each_name_the_session_gives_the_catalog(
     assert "metadata table" in refusal(engine, f"SELECT * FROM lake.{NS}.people.files")
 
 
+@pytest.mark.parametrize(
+    "sql", ["SELECT o.id FROM orders o\n JOIN people p ON o.person = p.id", "TABLE everyone"]
+)
+def test_what_a_query_reads_and_where_it_names_it_are_the_same_under_policies(session, sql):
+    """The grants are asked of `reads`, and a hidden read fails at its `places`."""
+    under = query.prepare(session, sql, catalog="lv", namespace=[NS], policies=(POLICY,))
+    bare = query.prepare(session, sql, catalog="lv", namespace=[NS])
+    assert (under.reads, under.places) == (bare.reads, bare.places)
+    assert under.reads
+
+
 def test_a_frame_the_app_built_reads_through_the_policies_once_checked(session):
     frame = session.table(f"lv.{NS}.people").where("salary > 0").select("id", "email")
     checked = sandbox.check_frame(frame, catalog="lv", policies=[POLICY])
