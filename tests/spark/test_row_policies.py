@@ -136,6 +136,17 @@ ATTACKS = [
      "CAST(CASE WHEN salary > 250 THEN concat('x', salary) END AS INT) IS NULL)", [(10,)]),
     ("WITH p AS (SELECT * FROM people WHERE CASE WHEN salary > 250 THEN "
      "raise_error(concat('salary ', salary)) ELSE true END) SELECT count(*) FROM p", [(2,)]),
+    ("SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM people p WHERE p.id = o.person "
+     "AND CAST(CASE WHEN p.salary > 250 THEN concat('x', p.salary) END AS INT) IS NULL)",
+     [(10,)]),
+    ("SELECT o.id, (SELECT max(p.id) FROM people p WHERE p.id = o.person AND "
+     "10 / CASE WHEN p.salary > 250 THEN 0 ELSE 1 END > 0) AS m FROM orders o ORDER BY o.id",
+     [(10, 1), (30, None), (40, None)]),
+    ("SELECT p.id FROM people p, LATERAL (SELECT CASE WHEN p.salary > 250 THEN "
+     "raise_error(concat('salary ', p.salary)) END AS x) l WHERE l.x IS NULL ORDER BY p.id",
+     [(1,), (2,)]),
+    ("SELECT id FROM people WHERE CASE WHEN salary > 250 THEN raise_error(concat('salary ', "
+     "salary)) ELSE true END ORDER BY id LIMIT 1", [(1,)]),
     ("SELECT count(*) FROM people WHERE salary < 250 OR CAST(concat('x', salary) AS INT) = 1",
      [(2,)]),
     ("SELECT count(*) FILTER (WHERE CAST(CASE WHEN salary > 250 THEN concat('x', salary) END "
