@@ -27,11 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.core.errors import SqlError
 from runtime.spark import sandbox
+from runtime.spark.policies import enforce
 from runtime.spark.session import quote
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+
+    from catalog.core.policies import TablePolicy
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical."
 _COMMAND = "org.apache.spark.sql.execution.command."
@@ -103,18 +106,28 @@ def places(
     }  # fmt: skip
 
 
-def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequence[str]) -> Prepared:
+def prepare(
+    session: SparkSession,
+    sql: str,
+    *,
+    catalog: str,
+    namespace: Sequence[str],
+    policies: Sequence[TablePolicy] = (),
+) -> Prepared:
     """Parse, analyze and check `sql` (a SqlError / SandboxRefused otherwise, with Spark's
     line and column); nothing is read yet but the catalog's metadata. `namespace` is the
     session's current one (a view named by its name alone is in it), as the caller set it:
     asking the session's catalog manager would load its catalog with the settings of the
-    thread's active session, which may be another one."""
+    thread's active session, which may be another one. `policies` are the reader's row
+    filters and masks: the plan reads the tables they name through them (before the
+    sandbox's check, which checks the policies' SQL too), EXPLAIN shows it so, and a
+    metadata table of such a table is refused (runtime.spark.policies)."""
     parsed = sandbox.parse(session, sql)
     name = parsed.getClass().getName()
     if name == EXPLAIN:
-        return _explain(session, parsed, catalog, namespace, sql)
+        return _explain(session, parsed, catalog, namespace, sql, policies)
     if name == DESCRIBE_QUERY:
-        frame, facts = _checked(session, parsed.plan(), catalog)
+        frame, facts = _checked(session, parsed.plan(), catalog, policies)
         prepared = _described(
             frame, sandbox.reads(facts, catalog, namespace=namespace), kind="DESCRIBE"
         )
@@ -126,7 +139,7 @@ def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequenc
         raise sandbox.SandboxRefused(
             "DESCRIBE of one column is not supported here; DESCRIBE the table or view"
         )
-    frame, facts = _checked(session, parsed, catalog)
+    frame, facts = _checked(session, parsed, catalog, policies)
     return Prepared(
         kind="SELECT",
         columns=[(f.name, f.type) for f in _fields(frame)],
@@ -136,24 +149,53 @@ def prepare(session: SparkSession, sql: str, *, catalog: str, namespace: Sequenc
     )
 
 
-def _checked(session: SparkSession, parsed: Any, catalog: str) -> tuple[DataFrame, list]:
-    """The DataFrame of exactly the plan the sandbox checked as a query."""
+def _checked(
+    session: SparkSession, parsed: Any, catalog: str, policies: Sequence[TablePolicy] = ()
+) -> tuple[DataFrame, list]:
+    """The DataFrame of exactly the plan the sandbox checked as a query, the tables
+    `policies` name read through them."""
+    frame, facts, _ = _checked_under(session, parsed, catalog, policies)
+    return frame, facts
+
+
+def _checked_under(
+    session: SparkSession, parsed: Any, catalog: str, policies: Sequence[TablePolicy]
+) -> tuple[DataFrame, list, bool]:
+    """`_checked`, and whether a policy changed the plan."""
     from pyspark.sql import DataFrame
 
-    analyzed = sandbox.analyze(session, parsed)
+    unfiltered = sandbox.analyze(session, parsed)
+    analyzed = enforce(session, unfiltered, policies, catalog=catalog)
     facts = sandbox.facts_of(session, analyzed)
     sandbox.check(facts, sandbox.policy_for(session, catalog=catalog))
     dataset = session._jvm.org.apache.spark.sql.Dataset.ofRows(  # noqa: SLF001
         session._jsparkSession,  # noqa: SLF001
         analyzed,
     )
-    return DataFrame(dataset, session), facts
+    return (
+        DataFrame(dataset, session),
+        facts,
+        bool(policies) and not analyzed.fastEquals(unfiltered),
+    )
 
 
 def _explain(
-    session: SparkSession, parsed: Any, catalog: str, namespace: Sequence[str], sql: str
+    session: SparkSession,
+    parsed: Any,
+    catalog: str,
+    namespace: Sequence[str],
+    sql: str,
+    policies: Sequence[TablePolicy],
 ) -> Prepared:
-    frame, facts = _checked(session, parsed.logicalPlan(), catalog)
+    """EXPLAIN's text of the plan as it would run: a protected table's policies show in it
+    (their SQL is bound to the reader, so it holds nothing of other readers' rows). COST
+    is refused there: Iceberg's statistics count the rows the row filter hides."""
+    frame, facts, protected = _checked_under(session, parsed.logicalPlan(), catalog, policies)
+    if protected and str(parsed.mode().name()) == "cost":
+        raise sandbox.SandboxRefused(
+            "EXPLAIN COST of a table with a row filter or a mask is not available here: its "
+            "statistics count the rows the filter hides"
+        )
     with sandbox._refusals():  # noqa: SLF001 - planning may refuse what analysis let by
         text = frame._jdf.queryExecution().explainString(parsed.mode())  # noqa: SLF001
     return Prepared(

@@ -9,6 +9,12 @@ import re
 
 from catalog.core.errors import SqlError
 
+
+class SandboxRefused(SqlError):
+    """A statement the sandbox (runtime.spark.sandbox, runtime.spark.policies) refuses: what
+    it is, and where (a 400)."""
+
+
 #: Spark's analysis errors end "...; line 1 pos 14;" followed by the plan; parse errors say
 #: "(line 1, pos 7)" followed by the query with a marker.
 _POSITION = re.compile(r"line (\d+),? pos (\d+)")

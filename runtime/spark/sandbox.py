@@ -36,11 +36,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from catalog.core.errors import SqlError
 from catalog.core.spark_functions import ALLOWED_FUNCTIONS
+
+# ALIASES_SETTING and SandboxRefused are read here by their callers (the policies module
+# below needs them too, so they live beneath both).
+from runtime.spark.aliases import ALIASES_SETTING as ALIASES_SETTING
+from runtime.spark.aliases import aliases_of
+from runtime.spark.errors import SandboxRefused
+from runtime.spark.policies import enforce
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from catalog.core.policies import TablePolicy
 
 #: Settings every session of the app has, applied after anything else (run options too).
 #: runSQLOnFiles: no ``text.`/path` ``. variable.substitute: Spark's parser would otherwise
@@ -97,10 +105,6 @@ _CATALOG_FUNCTIONS = frozenset(
 #: Iceberg's own catalog functions (system.bucket, system.days...).
 _TRUSTED_CALL_TARGETS = ("org.apache.spark.", "org.apache.iceberg.spark.functions.")
 _MERGE_INSTRUCTIONS = _LOGICAL + "MergeRows$"
-
-
-class SandboxRefused(SqlError):
-    """A statement the sandbox refuses: what it is, and where (a 400)."""
 
 
 @dataclass(frozen=True)
@@ -278,21 +282,11 @@ def _helper(spark: SparkSession) -> Any:
     return helper
 
 
-#: The session setting naming the other names of the app's catalog in it (refresh.spark.jobs
-#: registers them): relations read through them are the catalog's own.
-ALIASES_SETTING = "lakeview.sandbox.catalogAliases"
-
-
 def harden(session: SparkSession) -> SparkSession:
     """Apply `SANDBOX_SETTINGS` to the session (last, so nothing overrides them)."""
     for key, value in SANDBOX_SETTINGS.items():
         session.conf.set(key, value)
     return session
-
-
-def aliases_of(spark: SparkSession) -> frozenset[str]:
-    """The names engines give this catalog that `spark` registered (ALIASES_SETTING)."""
-    return frozenset(filter(None, spark.conf.get(ALIASES_SETTING, "").split(",")))
 
 
 def policy_for(
@@ -459,11 +453,13 @@ def query(
     *,
     catalog: str,
     trusted_views: Iterable[str] = (),
+    policies: Sequence[TablePolicy] = (),
 ) -> DataFrame:
-    """The DataFrame of a user's query, once Spark's analyzed plan passed `check`."""
+    """The DataFrame of a user's query, once Spark's analyzed plan passed `check`; the
+    tables `policies` name are read through them (runtime.spark.policies)."""
     from pyspark.sql import DataFrame
 
-    plan = _analyzed(session, sql)
+    plan = enforce(session, _analyzed(session, sql), policies, catalog=catalog)
     check(
         facts_of(session, plan), policy_for(session, catalog=catalog, trusted_views=trusted_views)
     )
@@ -474,14 +470,30 @@ def query(
     return DataFrame(dataset, session)
 
 
-def check_frame(frame: DataFrame, *, catalog: str, trusted_views: Iterable[str] = ()) -> DataFrame:
-    """Check a DataFrame the app built (a preview's reads and filters) as a query."""
+def check_frame(
+    frame: DataFrame,
+    *,
+    catalog: str,
+    trusted_views: Iterable[str] = (),
+    policies: Sequence[TablePolicy] = (),
+) -> DataFrame:
+    """Check a DataFrame the app built (a preview's reads and filters) as a query; with
+    `policies`, the DataFrame of its plan reading the tables they name through them."""
+    from pyspark.sql import DataFrame
+
     session = frame.sparkSession
-    plan = frame._jdf.queryExecution().analyzed()  # noqa: SLF001
+    analyzed = frame._jdf.queryExecution().analyzed()  # noqa: SLF001
+    plan = enforce(session, analyzed, policies, catalog=catalog)
     check(
         facts_of(session, plan), policy_for(session, catalog=catalog, trusted_views=trusted_views)
     )
-    return frame
+    if plan is analyzed:
+        return frame
+    dataset = session._jvm.org.apache.spark.sql.Dataset.ofRows(  # noqa: SLF001
+        session._jsparkSession,  # noqa: SLF001
+        plan,
+    )
+    return DataFrame(dataset, session)
 
 
 def data_change(
@@ -492,17 +504,19 @@ def data_change(
     target: Sequence[str],
     properties: Mapping[str, str] | None = None,
     checked: Callable[[list], None] | None = None,
+    policies: Sequence[TablePolicy] = (),
 ) -> None:
     """Run an UPDATE, DELETE or MERGE whose target must be exactly `target` (namespace
     levels..., name), once Spark's analyzed plan passed `check` and `checked(facts)` (what
     the plan reads, asked of its user's grants) raised nothing; its commit adds
-    `properties` to the snapshot's summary."""
+    `properties` to the snapshot's summary. The tables `policies` name are read through
+    them, and one of them as the target is refused (runtime.spark.policies)."""
     from pyspark.errors import AnalysisException
 
     from runtime.spark.commits import run_plan
     from runtime.spark.errors import spark_error
 
-    plan = _analyzed(session, sql)
+    plan = enforce(session, _analyzed(session, sql), policies, catalog=catalog)
     facts = facts_of(session, plan)
     check(facts, policy_for(session, catalog=catalog, write_target=target))
     if checked is not None:
