@@ -26,6 +26,7 @@ from django.db.models import Value
 from catalog import access
 from catalog.core import policies as core
 from catalog.core.access import MANAGE
+from catalog.core.errors import Forbidden
 from catalog.core.policies import TablePolicy
 from catalog.models import CatalogObject, ColumnMask, RowFilter
 
@@ -252,3 +253,42 @@ def shown(obj: CatalogObject) -> dict[str, Any]:
         "row_filter": described(row_filter) if row_filter is not None else None,
         "masks": [described(mask) for mask in masks],
     }
+
+
+def changed_since(
+    principal: access.Principal, reads: Iterable[tuple[str, ...]], since: datetime | None
+) -> str:
+    """The first table of `reads` (namespace levels..., name) whose row filter or a mask
+    was set or changed after `since` and applies to the principal ('' when none): a result
+    kept from before was not read through it. Two small queries (none when no table of the
+    catalog has a policy newer than `since`)."""
+    newer_filters = RowFilter.objects.all()
+    newer_masks = ColumnMask.objects.all()
+    if since is not None:
+        newer_filters = newer_filters.filter(updated_at__gt=since)
+        newer_masks = newer_masks.filter(updated_at__gt=since)
+    changed = set(newer_filters.values_list("table_id", flat=True)) | set(
+        newer_masks.values_list("table_id", flat=True)
+    )
+    if not changed:
+        return ""
+    wanted = {(".".join(read[:-1]), read[-1]) for read in reads if len(read) > 1}
+    tables = CatalogObject.objects.filter(pk__in=changed).select_related("namespace")
+    for obj in sorted(tables, key=lambda o: (o.namespace.name, o.name)):
+        if (obj.namespace.name, obj.name) in wanted and applies(principal, obj) is not None:
+            return f"{obj.namespace.name}.{obj.name}"
+    return ""
+
+
+def check_unchanged(
+    principal: access.Principal, reads: Iterable[Iterable[str]], since: datetime | None, what: str
+) -> None:
+    """Forbidden when a table of `reads` had a row filter or mask set or changed after
+    `since` that applies to the principal: `what` (a query's kept result) was not read
+    through it, and is read again instead."""
+    changed = changed_since(principal, [tuple(read) for read in reads], since)
+    if changed:
+        raise Forbidden(
+            f"The row filter or a mask of {changed} changed after {what} ran; run it again "
+            "to read its rows as the policies now say"
+        )

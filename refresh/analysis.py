@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -100,11 +100,13 @@ def run_data_change(
     target: list[str],
     changed_by: str = "",
     may_read: Callable[[Any], None] | None = None,
+    policies: Sequence[Any] = (),
 ) -> None:
     """Run an UPDATE, DELETE or MERGE (the console's data changes on materialized tables);
     Spark's sandbox refuses it unless it changes `target` (namespace levels..., name) and
     nothing else, and `may_read` refuses it unless its user may read what it reads (a
-    MERGE's source). Its snapshot is marked as a person's change (no refresh state)."""
+    MERGE's source), which it reads through its user's row filters and masks (`policies`;
+    a table they protect is not written). Its snapshot is marked as a person's change."""
     need_spark("Spark runs the statement")
     from refresh.spark import jobs
     from runtime import engine
@@ -118,6 +120,7 @@ def run_data_change(
         properties=user_change(changed_by),
         namespace=namespace.split("."),
         may_read=may_read,
+        policies=policies,
     )
 
 
@@ -203,17 +206,20 @@ def preview_with_spark(
     return preview.answer(frame, limit=limit)
 
 
-def prepare_query(sql: str, *, namespace: str | None) -> Any:
+def prepare_query(sql: str, *, namespace: str | None, policies: Sequence[Any] = ()) -> Any:
     """A console query parsed, analyzed and checked by the worker's Spark through the
     sandbox, nothing read yet (refresh.spark.query.Prepared: its kind, columns and what it
-    reads); names resolve in `namespace` (the catalog's own when None)."""
+    reads); names resolve in `namespace` (the catalog's own when None); every table that
+    `policies` (catalog.core.policies.TablePolicy, the reader's) name is read through them."""
     need_spark("Spark runs the query")
     from refresh.spark import query
     from runtime import engine
 
     levels = namespace.split(".") if namespace else []
     session = engine.run_session(namespace=levels)
-    return query.prepare(session, sql, catalog=settings.CATALOG_NAME, namespace=levels)
+    return query.prepare(
+        session, sql, catalog=settings.CATALOG_NAME, namespace=levels, policies=policies
+    )
 
 
 def fetch_query(prepared: Any, *, max_rows: int) -> Any:

@@ -38,7 +38,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog import access, jobs
+from catalog import access, jobs, policies
 from catalog.core.access import MANAGE, READ_METADATA
 from catalog.core.errors import (
     CatalogError,
@@ -625,6 +625,7 @@ def _data_change(
             changed_by=getattr(actor, "username", "") or "",
             # What Spark's plan reads (a MERGE's source): as a query's reads are asked.
             may_read=lambda prepared: queries.check_reads(actor, prepared),
+            policies=policies.for_principal(access.Principal(actor)),
         )
     except SqlError as error:
         raise in_script(error, text, statement.sql) from None

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from catalog.core.errors import InvalidInput, NoSuchVersion, SqlError, Unavailable
-from refresh import analysis, runs, table_state
+from refresh import analysis, rights, runs, table_state
 from refresh.core import definition as defs
 from refresh.core import expectations as ex
 from refresh.core.columns import ColumnDefinition, check_declared
@@ -312,4 +312,5 @@ def rebuild_plan(run: RefreshRun) -> RefreshPlan:
         expectations=ex.from_json(version.expectations),
         rebuild=definition,
         properties=properties,
+        policies=tuple(rights.owner_policies(run.materialized_table)),
     )

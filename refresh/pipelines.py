@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 
-from catalog import access
+from catalog import access, policies
 from catalog import selectors as catalog_selectors
 from catalog.core.access import CREATE, MANAGE, READ_METADATA, WRITE_DATA
 from catalog.core.errors import AlreadyExists, InvalidInput
@@ -508,7 +508,22 @@ def _plan_create(
     if statement.expectations:
         names = ", ".join(e.name for e in statement.expectations)
         changes.append(f"expectations: {names}; their conditions checked by Spark when applied")
+    narrowed = _narrowed_sources(actor, sources)
+    if narrowed:
+        changes.append(
+            f"its owner ({getattr(actor, 'username', '?')}) reads {', '.join(narrowed)} through "
+            "row filters or masks: the table holds only the rows and values they leave"
+        )
     return Plan("create", qualified, changes)
+
+
+def _narrowed_sources(actor: Any, sources: list[str]) -> list[str]:
+    """The sources ("ns.name") whose row filter or masks apply to `actor`, who would own
+    the table: its refreshes read them through them (refresh.rights.owner_policies)."""
+    if actor is None or not sources:
+        return []
+    covered = {p.label for p in policies.for_principal(access.Principal(actor))}
+    return [source for source in sources if source in covered]
 
 
 class DependencyCycle(InvalidInput):

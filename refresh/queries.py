@@ -34,7 +34,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog import access, access_events
+from catalog import access, access_events, policies
 from catalog.core.access import READ_METADATA
 from catalog.core.errors import (
     CatalogError,
@@ -133,8 +133,10 @@ def run(
                 columns, table, reads = plain
                 clock["plain"] = time.perf_counter()
             else:
-                prepared = analysis.prepare_query(statement.positioned or statement.sql,
-                                                  namespace=namespace)  # fmt: skip
+                # Spark reads every table through the reader's row filters and masks.
+                readers = policies.for_principal(access.Principal(actor))
+                sql = statement.positioned or statement.sql
+                prepared = analysis.prepare_query(sql, namespace=namespace, policies=readers)
                 # The statement's time runs from here, where its Spark jobs read: a
                 # worker's first query starts Spark (tens of seconds on a busy machine)
                 # while it is analyzed, and that is not the query's time.
@@ -283,6 +285,8 @@ def _plain_read(
     if _unseen(actor, reads):
         return None  # Spark's analysis says it is not there, in Spark's words
     _may_read(actor, reads)
+    if policies.applies(access.Principal(actor), table) is not None:
+        return None  # Spark reads it through the reader's row filter and masks
     state = previews.load(table)
     snapshot = state.metadata.current_snapshot()
     size = snapshot.summary.get("total-files-size") if snapshot and snapshot.summary else None
@@ -505,6 +509,8 @@ def may_still_read(query: Query, *, user: Any) -> None:
             f"Query {query.pk} does not record what it read; run it again to read its result"
         )
     may_read(user, [tuple(read) for read in query.reads])
+    since = query.started_at or query.created_at
+    policies.check_unchanged(access.Principal(user), query.reads, since, f"query {query.pk}")
 
 
 def kept(query: Query) -> bool:
@@ -653,9 +659,7 @@ def prune() -> int:
     return removed
 
 
-def _keep_newest_results(user_id: int | None) -> int:
-    if user_id is None:
-        return 0
+def _keep_newest_results(user_id: int) -> int:
     kept_ids = list(
         Query.objects.filter(requested_by_id=user_id)
         .exclude(result_folder="")

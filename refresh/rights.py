@@ -23,6 +23,7 @@ from django.contrib.auth import get_user_model
 from catalog import access
 from catalog.core.access import READ_DATA, READ_METADATA
 from catalog.core.errors import CatalogError, SqlError
+from catalog.core.policies import TablePolicy
 from catalog.models import CatalogObject
 from catalog.roles import refused_reads
 from refresh.models import MaterializedTable
@@ -61,6 +62,38 @@ def check_owner_reads(mt: MaterializedTable, *, sources: Iterable[str] | None = 
         f"{mt.table.namespace.name}.{mt.table.name}: grant it {READ_DATA} again, or give the "
         "table an owner who may read its sources"
     )
+
+
+def owner_policies(mt: MaterializedTable) -> list[TablePolicy]:
+    """The row filters and masks that apply to the owner of `mt`'s table, bound to the
+    owner (catalog.policies): its refreshes read its sources through them, so the table
+    holds what its owner may see. None for a table without an owner (as its reads)."""
+    from catalog import policies
+
+    owner_id = CatalogObject.objects.filter(pk=mt.table_id).values_list("owner_id", flat=True)
+    owner = get_user_model().objects.filter(pk__in=owner_id).first()
+    if owner is None:
+        return []
+    return policies.for_principal(access.Principal(owner))
+
+
+def read_through_policies(sources: Iterable[str], found: Iterable[TablePolicy]) -> str:
+    """The first of `sources` ("ns.name") that one of the policies `found` covers, or ''."""
+    covered = {policy.label for policy in found}
+    return next((source for source in sorted(sources) if source in covered), "")
+
+
+def check_owner_streams(mt: MaterializedTable) -> None:
+    """OwnerLacksPrivilege unless a stream may read the sources of `mt`: a source whose row
+    filter or masks apply to the table's owner can only be read through them by a batch
+    refresh (Spark applies them to a query's plan, not to a stream's micro-batches)."""
+    blocked = read_through_policies(mt.sources, owner_policies(mt))
+    if blocked:
+        raise OwnerLacksPrivilege(
+            f"The owner of {mt.table.namespace.name}.{mt.table.name} reads source {blocked} "
+            "through its row filter or masks, which a stream cannot apply: refresh the "
+            "table on a schedule (REFRESH_MODE = FULL) or ask for an exemption"
+        )
 
 
 def check_version_reads(mt: MaterializedTable, version_id: int) -> None:

@@ -52,6 +52,7 @@ from refresh.spark import batch, changes
 from refresh.spark.source_changes import ChangesTooLarge
 from runtime import engine, leases
 from runtime.running import Heartbeat, describe, refresh_slots, stopped, worker_name
+from runtime.spark.policies import reading_as
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +191,10 @@ def _execute(run_id: int) -> str:
             data_timestamp=now,
         )
         return RefreshRun.State.SKIPPED
-    return _carry_out(run, mt, plan, now=now, clock=clock)
+    # Its Spark reads the sources through the row filters and masks of the table's owner:
+    # the table holds what its owner may see (catalog.policies).
+    with reading_as(plan.policies):
+        return _carry_out(run, mt, plan, now=now, clock=clock)
 
 
 def decide(run: RefreshRun, mt: MaterializedTable) -> RefreshPlan:

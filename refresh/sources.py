@@ -295,6 +295,7 @@ def decide(
     views: dict[str, tuple[str, int | None]] = {}
     now, unknown = source_snapshots(query_sources(_source(mt.query, parsed), namespace), views)
     flat: exp.Query | None = None
+    owner_policies = tuple(rights.owner_policies(mt))
 
     def planned(decision: Decision, stream: StreamPlan | None = None) -> RefreshPlan:
         return RefreshPlan(
@@ -309,6 +310,7 @@ def decide(
             expectations=ex.from_json(mt.expectations),
             flat=flat if stream is not None else None,
             views=views,
+            policies=owner_policies,
         )
 
     if mt.refresh_mode == RefreshMode.CONTINUOUS:
@@ -389,6 +391,7 @@ def decide(
         if isinstance(plan, StreamPlan)
         else "",
         views_changed=views_changed,
+        read_through_policies=rights.read_through_policies(now, owner_policies),
     )
     return planned(decision, plan if isinstance(plan, StreamPlan) else None)
 

@@ -25,6 +25,7 @@ from refresh.core import expectations as ex
 from refresh.core.pinning import Expanded
 from refresh.core.refresh_state import RefreshState, read, read_partition
 from refresh.models import MaterializedTable, Verification
+from runtime.spark.policies import reading_as
 
 #: At most this many snapshots per request (each is a Spark job over the sources).
 MAX_SNAPSHOTS = 20
@@ -77,15 +78,17 @@ def _verify_one(
             mt, verdict=Verification.Verdict.UNVERIFIABLE, reason=reason, **common
         )
     started = time.perf_counter()
-    verdict = analysis.verify_snapshot(
-        query=expanded.query,
-        namespace=version.default_namespace,
-        target=[*mt.table.namespace.name.split("."), mt.table.name],
-        snapshot_id=snapshot_id,
-        pins={tuple(name.split(".")): snapshot for name, snapshot in recorded.items()},
-        partition=read_partition(summary),
-        expectations=ex.from_json(version.expectations),
-    )
+    # Recomputed as the refresh computed it: through the owner's row filters and masks.
+    with reading_as(rights.owner_policies(mt)):
+        verdict = analysis.verify_snapshot(
+            query=expanded.query,
+            namespace=version.default_namespace,
+            target=[*mt.table.namespace.name.split("."), mt.table.name],
+            snapshot_id=snapshot_id,
+            pins={tuple(name.split(".")): snapshot for name, snapshot in recorded.items()},
+            partition=read_partition(summary),
+            expectations=ex.from_json(version.expectations),
+        )
     return services.record_verification(
         mt,
         verdict=Verification.Verdict.EXACT if verdict.exact else Verification.Verdict.DIFFERS,

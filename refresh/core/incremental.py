@@ -289,6 +289,7 @@ def decide(
     read_twice: Sequence[str] = (),
     null_supplied: str = "",
     views_changed: str = "",
+    read_through_policies: str = "",
 ) -> Decision:
     """The decision for one run (see the module's rules). `plan` is the continuous mode's
     plan of the query, or why it has none; `own_snapshots` are the table's snapshots this
@@ -297,7 +298,9 @@ def decide(
     `read_twice` the sources the query reads more than once (a self-join); `null_supplied`
     why an outer join's key cannot be followed (null_supplied_key); `views_changed` how a
     view the query reads differs from the version that refresh read (then its SQL is not
-    the one the table answers)."""
+    the one the table answers); `read_through_policies` names the source whose row filter
+    or masks apply to the table's owner (a change read from Iceberg's history would bypass
+    them: only a full refresh reads the source through them)."""
     chosen = policy(options)
 
     def avoidable(reason: str) -> Decision:
@@ -331,6 +334,11 @@ def decide(
         )
     if isinstance(plan, str):
         return avoidable(plan)
+    if read_through_policies:
+        return avoidable(
+            f"the owner reads source {read_through_policies} through its row filter or "
+            "masks, which its changes would bypass"
+        )
     shape = _shape_reason(
         full_outer_join=full_outer_join, read_twice=read_twice, null_supplied=null_supplied
     )

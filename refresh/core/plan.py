@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from catalog.core.policies import TablePolicy
 from refresh.core.definition import Definition
 from refresh.core.expectations import Expectation
 from refresh.core.incremental import Decision, Kind
@@ -48,6 +49,9 @@ class RefreshPlan:
     #: commit sets; None for a refresh.
     rebuild: Definition | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    #: The row filters and masks that apply to the table's owner, bound to the owner: the
+    #: run's Spark reads the sources through them (runtime.spark.policies).
+    policies: tuple[TablePolicy, ...] = ()
 
     @property
     def kind(self) -> Kind:

@@ -51,6 +51,7 @@ def run_statement(
     properties: Mapping[str, str] | None = None,
     namespace: Sequence[str] = (),
     may_read: Callable[[Any], None] | None = None,
+    policies: Sequence[Any] = (),
 ) -> None:
     """An UPDATE, DELETE or MERGE of `target` (namespace levels..., name), as Spark runs it
     (Iceberg's row-level operations), once the sandbox found it changes that table only
@@ -66,5 +67,11 @@ def run_statement(
             may_read(query.Prepared(kind="DATA", columns=[], reads=reads, places=places))
 
     sandbox.data_change(
-        session, statement, catalog=catalog, target=target, properties=properties, checked=checked
+        session,
+        statement,
+        catalog=catalog,
+        target=target,
+        properties=properties,
+        checked=checked,
+        policies=policies,
     )

@@ -29,6 +29,7 @@ from refresh.streams.state import HostState
 from refresh.streams.stops import stop
 from runtime import engine
 from runtime.spark import errors
+from runtime.spark.policies import reading_as
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,9 @@ def attempt(state: HostState, run: RefreshRun, work: Callable[[dict[str, int]], 
     """Run `work(violations)` under the run's heartbeat (`watched`); a failure is kept,
     not raised: the caller records it and the stream resumes from its old checkpoint."""
     outcome = Attempt()
-    with watched(state, run) as beating:
+    # Read as the table's refreshes read: through its owner's row filters and masks.
+    owner_reads = reading_as(rights.owner_policies(run.materialized_table))
+    with watched(state, run) as beating, owner_reads:
         try:
             outcome.result = work(outcome.violations)
         except Exception as error:  # noqa: BLE001 - the run's failure, recorded by the caller

@@ -71,6 +71,7 @@ def start(state: HostState, mt: MaterializedTable) -> None:
     began = time.monotonic()
     try:
         rights.check_owner_reads(mt)
+        rights.check_owner_streams(mt)
     except rights.OwnerLacksPrivilege as error:
         refused(state, mt.pk, error)
         return

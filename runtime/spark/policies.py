@@ -13,12 +13,18 @@ It runs after `sandbox.analyze` and before `sandbox.facts_of` / `check`, so the 
 checks the plan that runs, the policies' SQL included. Refused (SandboxRefused, naming the
 policies): a metadata table of a protected table, a write to one, its file paths and row
 positions (metadata columns, input_file_name()), a stream of one, and a policy whose SQL
-does not resolve against the table (it never runs unfiltered)."""
+does not resolve against the table (it never runs unfiltered).
+
+`reading_as` says whose policies the sandbox's reads apply when its caller passes none: a
+refresh, a rebuild or a verification runs under its table owner's (refresh.runner), through
+every `sandbox.query` its steps make, without each step carrying them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from catalog.core.policies import TablePolicy
@@ -29,6 +35,23 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _REFUSED = "lakeview.sandbox.RowPolicies$Refused"
+
+_READING_AS: ContextVar[tuple[TablePolicy, ...]] = ContextVar("lakeview_reading_as", default=())
+
+
+@contextlib.contextmanager
+def reading_as(policies: Sequence[TablePolicy]) -> Iterator[None]:
+    """Within it, the sandbox's reads that are given no policies apply these (`current`)."""
+    token = _READING_AS.set(tuple(policies))
+    try:
+        yield
+    finally:
+        _READING_AS.reset(token)
+
+
+def current(given: Sequence[TablePolicy] | None = None) -> Sequence[TablePolicy]:
+    """`given`, or (None) the policies `reading_as` set in this context (none by default)."""
+    return _READING_AS.get() if given is None else given
 
 
 def effective(policies: Sequence[TablePolicy]) -> list[TablePolicy]:

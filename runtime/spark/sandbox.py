@@ -43,7 +43,7 @@ from catalog.core.spark_functions import ALLOWED_FUNCTIONS
 from runtime.spark.aliases import ALIASES_SETTING as ALIASES_SETTING
 from runtime.spark.aliases import aliases_of
 from runtime.spark.errors import SandboxRefused
-from runtime.spark.policies import enforce
+from runtime.spark.policies import current, enforce
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -453,13 +453,13 @@ def query(
     *,
     catalog: str,
     trusted_views: Iterable[str] = (),
-    policies: Sequence[TablePolicy] = (),
+    policies: Sequence[TablePolicy] | None = None,
 ) -> DataFrame:
     """The DataFrame of a user's query, once Spark's analyzed plan passed `check`; the
     tables `policies` name are read through them (runtime.spark.policies)."""
     from pyspark.sql import DataFrame
 
-    plan = enforce(session, _analyzed(session, sql), policies, catalog=catalog)
+    plan = enforce(session, _analyzed(session, sql), current(policies), catalog=catalog)
     check(
         facts_of(session, plan), policy_for(session, catalog=catalog, trusted_views=trusted_views)
     )
@@ -475,7 +475,7 @@ def check_frame(
     *,
     catalog: str,
     trusted_views: Iterable[str] = (),
-    policies: Sequence[TablePolicy] = (),
+    policies: Sequence[TablePolicy] | None = None,
 ) -> DataFrame:
     """Check a DataFrame the app built (a preview's reads and filters) as a query; with
     `policies`, the DataFrame of its plan reading the tables they name through them."""
@@ -483,7 +483,7 @@ def check_frame(
 
     session = frame.sparkSession
     analyzed = frame._jdf.queryExecution().analyzed()  # noqa: SLF001
-    plan = enforce(session, analyzed, policies, catalog=catalog)
+    plan = enforce(session, analyzed, current(policies), catalog=catalog)
     check(
         facts_of(session, plan), policy_for(session, catalog=catalog, trusted_views=trusted_views)
     )
@@ -504,7 +504,7 @@ def data_change(
     target: Sequence[str],
     properties: Mapping[str, str] | None = None,
     checked: Callable[[list], None] | None = None,
-    policies: Sequence[TablePolicy] = (),
+    policies: Sequence[TablePolicy] | None = None,
 ) -> None:
     """Run an UPDATE, DELETE or MERGE whose target must be exactly `target` (namespace
     levels..., name), once Spark's analyzed plan passed `check` and `checked(facts)` (what
@@ -516,7 +516,7 @@ def data_change(
     from runtime.spark.commits import run_plan
     from runtime.spark.errors import spark_error
 
-    plan = enforce(session, _analyzed(session, sql), policies, catalog=catalog)
+    plan = enforce(session, _analyzed(session, sql), current(policies), catalog=catalog)
     facts = facts_of(session, plan)
     check(facts, policy_for(session, catalog=catalog, write_target=target))
     if checked is not None:

@@ -56,14 +56,17 @@ def spark(monkeypatch):
         reads: list[tuple[str, ...]] = [("sales", "orders")]
         places: dict = {}
         prepared: list[tuple[str, str | None]] = []
+        #: The reader's row filters and masks each query was prepared with.
+        policies: list[tuple] = []
         refuse: Exception | None = None
         fetch_started = threading.Event()
         fetch_waits: threading.Event | None = None
 
     fake = Fake()
 
-    def prepare(sql, *, namespace):
+    def prepare(sql, *, namespace, policies=()):
         fake.prepared.append((sql, namespace))
+        fake.policies.append(tuple(policies))
         if fake.refuse is not None:
             raise fake.refuse
         return Prepared(
@@ -553,7 +556,7 @@ def items(editor):
 def test_a_plain_read_of_one_table_is_answered_without_spark(
     viewer, alive, spark, items, monkeypatch
 ):
-    def no_spark(sql, *, namespace):
+    def no_spark(sql, *, namespace, policies=()):
         raise AssertionError(f"Spark was asked: {sql}")
 
     monkeypatch.setattr("refresh.analysis.prepare_query", no_spark)
