@@ -24,6 +24,11 @@ class AccessEvent(models.Model):
         REFUSED = "refused"
 
     occurred_at = models.DateTimeField(default=timezone.now)
+    #: The same event repeated within one flush (an engine loading a table again and
+    #: again): one row, its `count`, from `first_occurred_at` to `occurred_at`. The log
+    #: has a line for each.
+    count = models.PositiveIntegerField(default=1)
+    first_occurred_at = models.DateTimeField(null=True, blank=True)
     #: Who: the account (kept while it exists) and its name at the time.
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,

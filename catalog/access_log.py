@@ -1,24 +1,25 @@
 """The recorder of access events (the audit of reads and refusals), free of Django: one
-`Recorder` per process writes each event twice.
+`Recorder` per process writes each event twice, both from a background thread (the
+flusher), every `interval` seconds or as soon as `batch` events wait:
 
-1. At once, in the caller's thread: one JSON line on the logger `lakeview.access` (the
-   SIEM's copy; the settings give that logger a handler of its own that writes the line
-   alone, with no prefix: the JSON holds its time). The line is serialized once
-   (`json.dumps`, the C encoder, escaping every control character and non-ASCII one) and
-   handed to logging as it is, with no further formatting.
-2. Later, in the database: the event is queued, and a background thread (the flusher)
-   writes the queue in batches, every `interval` seconds or as soon as `batch` events
-   wait, with one bulk insert each. A request never waits for the database.
+1. One JSON line on the logger `lakeview.access` (the SIEM's copy; the settings give that
+   logger a handler of its own that writes lines alone, with no prefix: the JSON holds the
+   event's time). Each line is serialized once (`line`, the C encoder escaping every
+   control character and non-ASCII one); a batch's lines are one write.
+2. The rows in the database, one bulk insert a batch, an event repeated within the batch
+   (an engine loading one table again and again) one row with its count and first time.
 
-The queue is bounded (`capacity`): when the flusher cannot keep up (the database is down or
-slow), the oldest events are dropped, counted (`dropped`, the Prometheus counter
-lakeview_access_events_dropped) and said in a warning on the logger; a batch the database
-refuses is dropped and counted the same way. Their log lines were written all the same.
+The request's thread only appends the event to a queue: what a load-table pays for its
+audit is the event's making and one append (bench/rest_load.py's load-unrecorded side by
+side). The queue is bounded (`capacity`): when the flusher cannot keep up (the database is
+down or slow), the oldest events' rows are dropped (their lines written), counted
+(`dropped`, the Prometheus counter lakeview_access_events_dropped) and said in a warning on
+the logger; a batch the database refuses is dropped and counted the same way (its lines
+were written first).
 
 What a crash can lose: the queue is written at the process's ordinary exit (`atexit`, and
-`stop`), but a SIGKILL (or an out-of-memory kill, or os._exit) loses what waited in it, at
-most the last `interval` seconds of events (or `capacity`); their log lines are already out,
-so the SIEM's copy is whole, and the database's is short by that window.
+`stop`), but a SIGKILL (or an out-of-memory kill, or os._exit) loses what waited in it: at
+most the last `interval` seconds of events (or `capacity`), from both copies.
 
 `interval=0` writes each event in the caller's thread, at once (the tests' mode: the row is
 in the caller's transaction, and no thread holds a database connection)."""
@@ -28,10 +29,12 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import operator
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,7 +59,8 @@ FIELDS = (
     "reason",
 )
 
-Writer = Callable[[list[dict[str, Any]]], None]
+#: Writes a batch's rows: its events, each repeated one once (`fold`).
+Writer = Callable[[list["Folded"]], None]
 
 
 #: A JSON string of any text, every character past ASCII and every control one escaped
@@ -68,14 +72,15 @@ def _text(value: Any) -> str:
     return "null" if value is None else _quote(str(value))
 
 
-def line(event: dict[str, Any]) -> str:
-    """The event's log line: a JSON object with FIELDS' keys, on one line. Written key by
-    key (a third of json.dumps' time on a dict: the line is made on every load)."""
-    at = event["at"]
+def _head(at: Any) -> str:
+    return f'{{"at":{_quote(at.isoformat() if isinstance(at, datetime) else str(at))},'
+
+
+def _tail(event: dict[str, Any]) -> str:
+    """The line after its time: the same for every repeat of an event."""
     tables = event["tables"]
     actor_id = event["actor_id"]
     return (
-        f'{{"at":{_quote(at.isoformat() if isinstance(at, datetime) else str(at))},'
         f'"actor":{_quote(event["actor"])},'
         f'"actor_id":{"null" if actor_id is None else int(actor_id)},'
         f'"credential":{_quote(event["credential"])},'
@@ -92,9 +97,51 @@ def line(event: dict[str, Any]) -> str:
     )
 
 
+def line(event: dict[str, Any]) -> str:
+    """The event's log line: a JSON object with FIELDS' keys, on one line. Written key by
+    key (a third of json.dumps' time on a dict)."""
+    return _head(event["at"]) + _tail(event)
+
+
+#: What makes two events the same one repeated: everything but their time.
+_SAME = FIELDS[1:]
+_KEY = operator.itemgetter(*_SAME)
+_TABLES = _SAME.index("tables")
+
+
+@dataclass
+class Folded:
+    """An event repeated within a batch: as last seen, how many times, its first time."""
+
+    event: dict[str, Any]
+    count: int
+    first: Any
+    tail: str
+
+
+def fold(events: list[dict[str, Any]]) -> tuple[str, list[Folded]]:
+    """A batch's log lines (joined by newlines, in the events' order) and its events, each
+    repeated one once, in the order of its first time. A repeat's line reuses the first's
+    text after its time."""
+    seen: dict[tuple, Folded] = {}
+    lines = []
+    for event in events:
+        key = _KEY(event)
+        if key[_TABLES] is not None:  # a list: a key holds it as a tuple
+            key = (*key[:_TABLES], tuple(key[_TABLES]), *key[_TABLES + 1 :])
+        found = seen.get(key)
+        if found is None:
+            found = seen[key] = Folded(event, 0, event["at"], _tail(event))
+        found.event = event
+        found.count += 1
+        lines.append(_head(event["at"]) + found.tail)
+    return "\n".join(lines), list(seen.values())
+
+
 def log(text: str) -> None:
-    """Write a line on LOGGER: straight to its handlers when each one takes a line already
-    made (infra.logs.LineHandler, as the settings configure it), else as a record."""
+    """Write lines (one, or several joined by newlines) on LOGGER: straight to its handlers
+    when each one takes lines already made (infra.logs.LineHandler, as the settings
+    configure it), else as records, one a line."""
     if not LOGGER.isEnabledFor(logging.INFO):
         return
     handlers = LOGGER.handlers
@@ -102,7 +149,8 @@ def log(text: str) -> None:
         for handler in handlers:
             handler.write_line(text)
     else:
-        LOGGER.info(text)
+        for one in text.split("\n"):
+            LOGGER.info(one)
 
 
 class Recorder:
@@ -133,27 +181,36 @@ class Recorder:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._pid = 0
-        # Serializes the writes of the flusher and of `flush` (a test's, or atexit's).
+        # Serializes the flusher's and `flush`'s (a test's, or atexit's) writes, so that the
+        # lines stay in the order of the events.
         self._writing = threading.Lock()
 
     # -- recording ---------------------------------------------------------------------------
 
     def record(self, event: dict[str, Any]) -> None:
-        """Log the event's line, then queue its row (or write it now when `interval` is 0)."""
-        log(line(event))
+        """Queue the event (or, when `interval` is 0, write its line and row now)."""
         if self.interval <= 0:
-            self._write([event])
+            log(line(event))
+            self._write([Folded(event, 1, event["at"], "")], 1)
             return
-        with self._lock:
-            if len(self._queue) >= self.capacity:
-                self._queue.popleft()
-                self._count_drop(1)
-            self._queue.append(event)
-            waiting = len(self._queue)
+        queue = self._queue
+        queue.append(event)  # one append under the GIL: no lock on the request's path
+        if len(queue) > self.capacity:
+            self._drop_oldest()
         if self._pid != os.getpid():
             self._start()
-        if waiting >= self.batch:
+        if len(queue) >= self.batch:
             self._wake.set()
+
+    def _drop_oldest(self) -> None:
+        """Past `capacity` (the flusher is stuck: the database is down or slow), the oldest
+        events leave the queue: their rows are lost and counted, their lines written."""
+        with self._lock:
+            extra = len(self._queue) - self.capacity
+            dropped = [self._queue.popleft() for _ in range(max(extra, 0))]
+        if dropped:
+            log("\n".join(map(line, dropped)))
+            self._count_drop(len(dropped))
 
     def _count_drop(self, count: int) -> None:
         self.dropped += count
@@ -175,21 +232,25 @@ class Recorder:
             return [self._queue.popleft() for _ in range(count)]
 
     def flush(self) -> int:
-        """Write everything queued now, in the caller's thread; how many were written."""
+        """Write everything queued now, in the caller's thread: the lines, then the rows;
+        how many rows were written."""
         written = 0
-        while taken := self._take():
-            written += self._write(taken)
+        with self._writing:
+            while taken := self._take():
+                lines, events = fold(taken)
+                log(lines)
+                written += self._write(events, len(taken))
         return written
 
-    def _write(self, events: list[dict[str, Any]]) -> int:
-        with self._writing:
-            try:
-                self.write(events)
-            except Exception:
-                logger.exception("could not write %d access events", len(events))
-                self._count_drop(len(events))
-                return 0
-        return len(events)
+    def _write(self, events: list[Folded], count: int) -> int:
+        """Write the rows of `count` events, folded; how many were written."""
+        try:
+            self.write(events)
+        except Exception:
+            logger.exception("could not write %d access events", count)
+            self._count_drop(count)
+            return 0
+        return count
 
     def pending(self) -> int:
         with self._lock:

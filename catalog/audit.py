@@ -444,7 +444,7 @@ def _grant_entry(row: tuple) -> Entry:
 
 def _access_entry(row: tuple) -> Entry:
     at, pk, actor, action, object_type, name, outcome, status, reason = row[:9]
-    channel, credential, tables = row[9:]
+    channel, credential, tables, count, first = row[9:]
     details = f"{channel} by {credential}" + (f"; read {', '.join(tables)}" if tables else "")
     return Entry(
         occurred_at=at,
@@ -463,6 +463,8 @@ def _access_entry(row: tuple) -> Entry:
         channel=channel,
         credential=credential,
         tables=tables,
+        count=count,
+        first_occurred_at=first,
     )
 
 
@@ -474,6 +476,8 @@ _ACCESS_COLUMNS = (
     "object_type",
     "object_name",
     *_READ_FIELDS,
+    "count",
+    "first_occurred_at",
 )
 _EVENT_COLUMNS = (
     "occurred_at",

@@ -87,6 +87,35 @@ def test_many_threads_recording_at_once_lose_nothing():
     assert AccessEvent.objects.values("object_name").distinct().count() == 800
 
 
+def test_an_event_repeated_within_a_flush_is_one_row_with_its_count_and_first_time(
+    monkeypatch,
+):
+    lines: list[str] = []
+    monkeypatch.setattr(access_log, "log", lambda text: lines.extend(text.split("\n")))
+    flusher = recorder(interval=60, capacity=1000)  # flushed here, by the test
+    first = event("sales.orders")
+    flusher.record(first)
+    for _ in range(4):
+        flusher.record(event("sales.orders"))
+    flusher.record(event("sales.items"))
+    flusher.record(event("sales.orders") | {"outcome": "refused", "status": 403})
+    last = event("sales.orders")
+    flusher.record(last)
+    assert flusher.flush() == 8
+    flusher.stop()
+    rows = {(row.object_name, row.outcome): row for row in AccessEvent.objects.order_by("id")}
+    assert {key: row.count for key, row in rows.items()} == {
+        ("sales.orders", "allowed"): 6,
+        ("sales.items", "allowed"): 1,
+        ("sales.orders", "refused"): 1,
+    }
+    repeated = rows[("sales.orders", "allowed")]
+    assert (repeated.first_occurred_at, repeated.occurred_at) == (first["at"], last["at"])
+    assert rows[("sales.items", "allowed")].first_occurred_at is None
+    # The SIEM's copy has every one of them, a line each.
+    assert len(lines) == 8 and lines[0] == access_log.line(first)
+
+
 def test_a_full_queue_drops_its_oldest_events_and_counts_them(caplog):
     # The flusher waits a minute and is never woken by a batch: the queue only grows.
     flusher = recorder(interval=60, batch=10**6, capacity=10)

@@ -435,9 +435,10 @@ AUDIT_KEEP_DAYS = int(env("AUDIT_KEEP_DAYS", "365"))
 CELERY_BEAT_SCHEDULE["prune-audit"] = {"task": "catalog.prune_audit", "schedule": 3600.0}
 # The audit of reads and refusals (catalog/access_events.py): every load through the REST
 # catalog, console query, preview, download and refused request is an access event, written
-# at once as a JSON line on the logger lakeview.access and to the database in batches every
+# as a JSON line on the logger lakeview.access and to the database in batches every
 # AUDIT_READS_FLUSH_SECONDS (0: at once, in the request) from a queue of at most
-# AUDIT_READS_QUEUE events (the oldest dropped, and counted, past it). AUDIT_READS=0: none.
+# AUDIT_READS_QUEUE events (the oldest rows dropped, and counted, past it). AUDIT_READS=0:
+# none.
 AUDIT_READS = env("AUDIT_READS", "1") != "0"
 AUDIT_READS_FLUSH_SECONDS = float(env("AUDIT_READS_FLUSH_SECONDS", "1"))
 AUDIT_READS_QUEUE = int(env("AUDIT_READS_QUEUE", "10000"))
