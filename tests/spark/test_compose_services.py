@@ -479,6 +479,25 @@ def test_the_tutorial_through_the_api(deployment, api, catalog) -> None:
         assert "delivered" in ran.stdout, ran.stdout
 
 
+def test_a_row_filter_and_a_mask_narrow_even_the_admins_console_query(api, catalog) -> None:
+    """On PostgreSQL, with the worker's Spark: policies apply to every reader not exempt,
+    superusers included (as Databricks'), and the admin's query sees what they leave."""
+    shop = tutorial.step(2).name_after("name one")
+    upload(api, shop, "people", "id,region,email\n1,EU,ann@eu.example\n2,US,bob@us.example\n")
+    answer = api.statements(
+        "ALTER TABLE people SET ROW FILTER region = 'EU';\n"
+        "ALTER TABLE people ALTER COLUMN email SET MASK concat('***@', split_part(email, '@', 2))",
+        namespace=shop,
+    )
+    assert answer.status_code == 200, answer.text
+    answer = api.statements("SELECT id, region, email FROM people ORDER BY id", namespace=shop)
+    assert answer.status_code == 200, answer.text
+    [result] = answer.json()["results"]
+    rows = api.api.get(f"{api.server.base_url}{result['query']['rows_url']}", timeout=30).json()
+    assert rows["rows"] == [[1, "EU", "***@eu.example"]], rows
+    catalog.purge_table(f"{shop}.people")
+
+
 def test_everything_made_is_dropped_through_the_api(api, catalog) -> None:
     web = api.server.base_url
     shop = tutorial.step(2).name_after("name one")
