@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from catalog import access
+from catalog import access, policies
 from catalog import checks as catalog_checks
 from catalog.core.access import READ_METADATA, WRITE_DATA
 from catalog.core.errors import Forbidden, InvalidInput
@@ -108,3 +108,13 @@ def visible(actor: Any, queryset: QuerySet, *, prefix: str = "table__") -> Query
     through `prefix`) whose object the actor may see, filtered in the query."""
     condition = access.objects_condition(principal(actor), prefix=prefix)
     return queryset if condition is None else queryset.filter(condition)
+
+
+def sample_withheld(actor: Any, mt: MaterializedTable) -> str | None:
+    """Why a verification's sample rows (and their values) are not shown to `actor`: a row
+    filter or column mask of the materialized table applies to them (None: they are shown).
+    The rows were recomputed under the owner's policies, not the reader's: they could show
+    rows the reader's filter hides and values their masks hide."""
+    if actor is None:
+        return "No reader is known: a verification's sample rows are shown only to a reader."
+    return policies.read_refusal(principal(actor), mt.table, "verification's sample rows")

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from catalog import completions
 from catalog.api.serializers import ErrorSerializer
+from catalog.api.shared import ByGrants
 from catalog.core.errors import InvalidInput
 from catalog.core.inputs import whole_number
 
@@ -34,7 +35,9 @@ class CompletionsSerializer(serializers.Serializer):
     )
 
 
-class CompletionsView(APIView):
+class CompletionsView(ByGrants, APIView):
+    # Whoever holds a privilege anywhere uses the console; the selector names only what
+    # each user may see (a grant on one namespace or table completes that and no more).
     @extend_schema(
         operation_id="completions",
         parameters=[
@@ -75,7 +78,9 @@ class CompletionsView(APIView):
         responses={
             200: CompletionsSerializer,
             400: OpenApiResponse(ErrorSerializer, description="A parameter out of bounds."),
-            403: OpenApiResponse(ErrorSerializer, description="No role in this catalog."),
+            403: OpenApiResponse(
+                ErrorSerializer, description="No privilege anywhere in this catalog."
+            ),
         },
         tags=["sql"],
     )

@@ -16,12 +16,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from catalog import services, uploads
+from catalog import access_events, services, uploads
 from catalog.core.access import CREATE, READ_METADATA, WRITE_DATA
 from catalog.core.errors import CatalogError, http_status
 from catalog.models import Namespace, Table
-from catalog.pages.access import catalog_page, check, namespace_for
+from catalog.pages.access import catalog_page, check, holds, namespace_for
 from catalog.pages.forms import UploadForm, UploadTargetForm
+from catalog.services.kernel import TABLE
 
 
 def _upload_page(
@@ -48,9 +49,9 @@ def upload(request: HttpRequest, namespace: str) -> HttpResponse:
         return _upload_page(request, ns, form, status=400)
     staged_file = form.cleaned_data["file"]
     data = form.cleaned_data
-    _may_write(request, ns, data["table"], data["mode"])
     uploads.discard_old()
     try:
+        _may_write(request, ns, data["table"], data["mode"])
         asked = services.UploadRequest(
             namespace=ns.name,
             name=data["table"],
@@ -80,15 +81,18 @@ def upload(request: HttpRequest, namespace: str) -> HttpResponse:
 
 def _may_write(request: HttpRequest, ns: Namespace, table: str, mode: str) -> None:
     """As the API asks: write_data on the table appended to, create in the namespace for a
-    new one. A table the user may not see is, for an append, a missing one."""
+    new one. A table the user may not see is, for an append, a missing one: the same error
+    shown on the form, in the same words (the refusal is recorded as the hidden one's)."""
     if mode != "append":
         namespace_for(request, ns.name, CREATE)
         return
     found = Table.objects.select_related("namespace").filter(namespace=ns, name=table).first()
-    if found is not None:
-        check(request, found, WRITE_DATA, missing=f"Table does not exist: {ns.name}.{table}")
-    else:
-        namespace_for(request, ns.name, READ_METADATA)
+    if found is None or not holds(request, found, READ_METADATA):
+        missing = TABLE.missing(ns.name, table)
+        if found is not None:
+            access_events.refused(request, access_events.hidden(missing), 404, "page")
+        raise missing
+    check(request, found, WRITE_DATA, missing=f"Table does not exist: {ns.name}.{table}")
 
 
 def _staged(request: HttpRequest, ns: Namespace, token: str) -> uploads.Staged:
@@ -121,8 +125,8 @@ def upload_review(request: HttpRequest, namespace: str, token: str) -> HttpRespo
     form = UploadTargetForm(request.POST)
     if not form.is_valid():
         return _review_page(request, ns, staged, form, status=400)
-    _may_write(request, ns, form.cleaned_data["table"], form.cleaned_data["mode"])
     try:
+        _may_write(request, ns, form.cleaned_data["table"], form.cleaned_data["mode"])
         asked = services.UploadRequest(
             namespace=ns.name,
             name=form.cleaned_data["table"],

@@ -25,7 +25,7 @@ from catalog.pages.access import catalog_page
 from catalog.pages.formatting import moment, places, text
 from catalog.pages.tables import Panel
 from maintenance import pages as maintenance_pages
-from refresh import schedules, selectors
+from refresh import checks, schedules, selectors
 from refresh.core.freshness import RefreshMode
 from refresh.models import (
     MaterializedTable,
@@ -115,6 +115,8 @@ def mt_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
         "run_url": reverse("api:run-detail", kwargs={"run_id": 0}),
         "answer": selectors.current_answer(mt),
         "verifications": selectors.latest_verifications(mt, VERIFICATIONS_SHOWN),
+        # Sample rows only to a reader no row filter or mask of the table applies to.
+        "sample_withheld": checks.sample_withheld(request.user, mt),
         **definitions,
         "can_edit": page_access.holds(request, mt.table, MANAGE),
         "permissions_url": permissions.later(namespace, name),

@@ -3,6 +3,7 @@ namespaces, tables, views, materialized tables and columns a user may see, start
 what is typed in any case, bounded in count, and found in the same few queries, each a
 range of an index, however many objects a namespace holds."""
 
+# ruff: noqa: F811 - the shared fixtures are imported by name
 from __future__ import annotations
 
 import pytest
@@ -15,6 +16,7 @@ from bench.pages import seed_materialized, seed_tables, seed_views, write_shared
 from catalog import completions
 from catalog.core.errors import InvalidInput
 from catalog.models import CatalogObject, Namespace
+from tests.integration.grant_fixtures import admin, alice, api_as, give, take  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -229,12 +231,12 @@ def test_completion_asks_the_same_queries_in_a_namespace_of_40_objects_and_of_40
     viewer_api, files
 ):
     _grow(files, 20)
-    viewer_api.get(URL)  # the user's groups, read once (catalog.roles)
     small = [_queries(viewer_api, params) for params in PREFIXES]
     _grow(files, 1980)
     large = [_queries(viewer_api, params) for params in PREFIXES]
     assert [count for count, _ in small] == [count for count, _ in large]
-    assert max(count for count, _ in large) <= 6
+    # The request's grants (catalog.access, read once per request) and the names.
+    assert max(count for count, _ in large) <= 7
     assert len(large[0][1]) == completions.LIMIT
     assert ("region", "column") in large[4][1] and ("revenue", "column") in large[6][1]
 
@@ -260,3 +262,153 @@ def test_a_prefix_reads_one_range_of_the_name_index(viewer, files):
     # Read in the index's order: no sort after the range.
     assert "TEMP B-TREE" not in object_plan and "Sort" not in object_plan, object_plan
     assert [o.name for o in objects[:3]] == ["t_00010", "t_00011", "t_00012"]
+
+
+# -- a user who sees part of the catalog ---------------------------------------------------------
+#
+# alice holds no role: only what she is granted. A name she may not see must never complete,
+# whichever way it is typed: a prefix, a dotted path, a path to a column, the statement's
+# tables, the catalog's name in front, or a name one would quote in SQL.
+
+
+@pytest.fixture
+def partial(sales, files):
+    """Beside `sales`: namespace secret (table salaries, view payroll, materialized table
+    salaries_mt, and `sal ary-quoted`, a name SQL quotes) and, in sales, `region secret`."""
+    view_file, table_file = files
+    secret = Namespace.objects.create(name="secret")
+    ids = seed_tables(secret, ["salaries", "salaries_mt", "sal ary-quoted"], table_file)
+    seed_materialized([ids[1]])
+    seed_views(secret, ["payroll"], view_file)
+    seed_tables(sales, ["region secret"], table_file)
+    return sales
+
+
+def hidden_from(user, params: dict) -> list[tuple[str, str]]:
+    return labels(api_as(user).get(URL, params))
+
+
+def test_a_grant_on_one_namespace_completes_its_names_and_no_other_namespaces(
+    admin, alice, partial, files
+):
+    seed_tables(Namespace.objects.get(name="sandbox"), ["sand_t", "secret_copy"], files[1])
+    give(admin, "read_data", alice, namespace="sandbox")
+
+    assert hidden_from(alice, {"prefix": "s"}) == [("sandbox", "namespace")]
+    assert hidden_from(alice, {"prefix": ""}) == [("sandbox", "namespace")]
+    assert hidden_from(alice, {"prefix": "", "namespace": "sandbox"}) == [
+        ("sand_t", "table"),
+        ("secret_copy", "table"),
+        ("sandbox", "namespace"),
+    ]
+    assert hidden_from(alice, {"prefix": "sandbox.sand_t.re"}) == [
+        ("region", "column"),
+        ("revenue", "column"),
+    ]
+    for params in [
+        {"prefix": "sec"},
+        {"prefix": "SECRET"},
+        {"prefix": "sal", "namespace": "secret"},
+        {"prefix": "secret."},
+        {"prefix": "secret.sal"},
+        {"prefix": "secret.pay"},
+        {"prefix": "secret.salaries."},
+        {"prefix": "secret.salaries_mt.re"},
+        {"prefix": "secret.payroll."},
+        {"prefix": "SECRET.Salaries."},
+        {"prefix": "lakeview.secret.sal"},
+        {"prefix": "secret.sal ary"},
+        {"prefix": "secret.sal ary-quoted."},
+        {"prefix": "`secret`.`sal ary-quoted`."},
+        {"prefix": "re", "table": ["secret.salaries", "secret.payroll"]},
+        {"prefix": "re", "namespace": "secret", "table": ["salaries", "salaries_mt"]},
+        {"prefix": "sales.o"},
+        {"prefix": "sales.e"},
+        {"prefix": "sales.orders."},
+    ]:
+        assert hidden_from(alice, params) == [], params
+
+
+def test_a_grant_on_one_table_completes_it_and_its_columns_and_nothing_else_of_its_namespace(
+    admin, alice, partial
+):
+    give(admin, "read_data", alice, namespace="sales", name="region_revenue_daily")
+
+    # The namespace shows (she holds a grant in it); its other objects do not.
+    assert hidden_from(alice, {"prefix": "sa"}) == [("sales", "namespace")]
+    assert hidden_from(alice, {"prefix": "", "namespace": "sales"}) == [
+        ("region_revenue_daily", "table"),
+        ("sales", "namespace"),
+    ]
+    assert hidden_from(alice, {"prefix": "reg", "namespace": "sales"}) == [
+        ("region_revenue_daily", "table")
+    ]
+    assert hidden_from(alice, {"prefix": "sales.REG"}) == [("region_revenue_daily", "table")]
+    assert hidden_from(alice, {"prefix": "region_revenue_daily.rev", "namespace": "sales"}) == [
+        ("revenue", "column")
+    ]
+    assert hidden_from(
+        alice,
+        {"prefix": "rev", "namespace": "sales", "table": ["orders", "region_revenue_daily"]},
+    ) == [("revenue", "column")]
+    for params in [
+        # the view, the materialized table, the other tables and the namespaces around it
+        {"prefix": "sales.orders."},
+        {"prefix": "sales.ord"},
+        {"prefix": "sales.region_revenue."},
+        {"prefix": "sales.region_revenue_mt."},
+        {"prefix": "region_revenue_mt.re", "namespace": "sales"},
+        {"prefix": "sales.Region_Upper."},
+        {"prefix": "SALES.REGION_UPPER.R"},
+        {"prefix": "sales.other.id"},
+        {"prefix": "sales.region secret."},
+        {"prefix": "sales.region s"},
+        {"prefix": "`sales`.`region secret`."},
+        {"prefix": "lakeview.sales.orders."},
+        {"prefix": "rev", "namespace": "sales", "table": ["orders", "region_revenue_mt"]},
+        {"prefix": "rev", "table": ["sales.Region_Upper", "sales.region secret"]},
+        {"prefix": "sales.e"},
+        {"prefix": "sales.eu."},
+        {"prefix": "sand"},
+        {"prefix": "secret.sal"},
+        {"prefix": "secret.salaries."},
+    ]:
+        assert hidden_from(alice, params) == [], params
+
+
+def test_a_grant_on_a_child_namespace_shows_its_parents_name_and_none_of_its_objects(
+    admin, alice, partial, files
+):
+    seed_tables(Namespace.objects.get(name="sales.eu"), ["eu_orders"], files[1])
+    give(admin, "read_data", alice, namespace="sales.eu")
+
+    assert hidden_from(alice, {"prefix": "sa"}) == [
+        ("sales", "namespace"),
+        ("sales.eu", "namespace"),
+    ]
+    assert hidden_from(alice, {"prefix": "sales.eu."}) == [("eu_orders", "table")]
+    assert hidden_from(alice, {"prefix": "", "namespace": "sales"}) == [
+        ("sales", "namespace"),
+        ("sales.eu", "namespace"),
+    ]
+    for params in [
+        {"prefix": "sales.o"},
+        {"prefix": "sales.reg"},
+        {"prefix": "sales.orders."},
+        {"prefix": "sales.region_revenue_mt."},
+        {"prefix": "rev", "namespace": "sales", "table": ["orders", "region_revenue_daily"]},
+    ]:
+        assert hidden_from(alice, params) == [], params
+
+
+def test_a_revoked_grant_stops_its_names_completing(admin, alice, partial):
+    give(admin, "read_data", alice, namespace="sandbox")
+    give(admin, "read_data", alice, namespace="secret")
+    assert hidden_from(alice, {"prefix": "secret.sal"}) == [
+        ("sal ary-quoted", "table"),
+        ("salaries", "table"),
+        ("salaries_mt", "materialized_table"),
+    ]
+    take(admin, "read_data", alice, namespace="secret")
+    assert hidden_from(alice, {"prefix": "secret.sal"}) == []
+    assert hidden_from(alice, {"prefix": "secret.salaries."}) == []
