@@ -32,6 +32,7 @@ import logging
 import operator
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,7 +73,21 @@ def _text(value: Any) -> str:
     return "null" if value is None else _quote(str(value))
 
 
+#: The line's text up to an event's second, for the last second seen: an event's time is
+#: written from it and the nanoseconds (datetime.isoformat is most of a line's cost).
+_SECOND: dict[int, str] = {}
+
+
 def _head(at: Any) -> str:
+    if isinstance(at, int):  # `now`'s nanoseconds since the epoch
+        seconds, nanos = divmod(at, 1_000_000_000)
+        prefix = _SECOND.get(seconds)
+        if prefix is None:
+            _SECOND.clear()
+            prefix = _SECOND[seconds] = time.strftime(
+                '{"at":"%Y-%m-%dT%H:%M:%S', time.gmtime(seconds)
+            )
+        return f'{prefix}.{nanos // 1000:06d}+00:00",'
     return f'{{"at":{_quote(at.isoformat() if isinstance(at, datetime) else str(at))},'
 
 
@@ -293,5 +308,14 @@ class Recorder:
             self._thread = None
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
+def now() -> int:
+    """An event's time: nanoseconds since the epoch (`moment` makes it a datetime)."""
+    return time.time_ns()
+
+
+def moment(at: int | datetime) -> datetime:
+    """An event's time as a datetime in UTC (to the microsecond, as the database keeps it)."""
+    if isinstance(at, datetime):
+        return at
+    seconds, nanos = divmod(at, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)

@@ -110,7 +110,10 @@ def test_an_event_repeated_within_a_flush_is_one_row_with_its_count_and_first_ti
         ("sales.orders", "refused"): 1,
     }
     repeated = rows[("sales.orders", "allowed")]
-    assert (repeated.first_occurred_at, repeated.occurred_at) == (first["at"], last["at"])
+    assert (repeated.first_occurred_at, repeated.occurred_at) == (
+        access_log.moment(first["at"]),
+        access_log.moment(last["at"]),
+    )
     assert rows[("sales.items", "allowed")].first_occurred_at is None
     # The SIEM's copy has every one of them, a line each.
     assert len(lines) == 8 and lines[0] == access_log.line(first)
